@@ -1,0 +1,228 @@
+"""The VSTD network canonical codec and strict canonical record admission.
+
+Contract (``shared/spec/formation.md`` §2.1–§2.2):
+
+Value model. A canonical value is ``None``, ``True``/``False``, a string (no code point in
+U+D800–U+DFFF, equal to its own NFC normalisation), an exact ``int`` in 0 … 2**53 − 1 (``bool``
+is never an integer), a list/tuple of canonical values, or a ``dict`` whose keys are strings
+matching ``[a-z][a-z0-9_]*``. Everything else (floats, negative integers, bytes, sets, other
+mappings' keys ...) is refused with :class:`CanonicalError`.
+
+Encoding. Exactly ``json.dumps(value, ensure_ascii=False, allow_nan=False, sort_keys=True,
+separators=(",", ":"))`` encoded as UTF-8: sorted keys, no whitespace, raw non-ASCII, short
+escapes for ``\\n \\r \\t \\b \\f``, ``\\u00xx`` (lowercase hex) for other C0 controls, no
+trailing newline.
+
+Digests. ``sha256:`` + 64 lowercase hex over exact ``bytes``. ``H(x)`` is
+``digest_bytes(canonical_bytes(x))``.
+
+Admission, in this order, first failure wins:
+
+1. the input is exactly ``bytes`` (no ``bytearray``/``memoryview``/subclass) → else INVALID;
+2. its length is at most ``max_bytes`` → else LIMIT;
+3. a string-aware structural scan over the raw bytes: outside strings each ``[``/``{`` opens a
+   container (the root counts as depth 1); depth above ``max_depth`` or more than
+   ``max_containers`` openings → LIMIT; a ``]``/``}`` taking depth below zero → INVALID;
+4. strict UTF-8, JSON parsing, and byte equality with the canonical re-encoding of the parsed
+   value (this refuses duplicate keys, whitespace, BOMs, floats, ``-0``, non-canonical escapes,
+   unsorted keys, non-NFC strings, surrogates and bad keys) → else INVALID;
+5. (records only) a ``dict`` with a string ``schema_version`` → else INVALID;
+6. (records only) ``schema_version`` equals the expected one → else UNSUPPORTED.
+
+Failures raise :class:`CanonicalError` (INVALID), :class:`CanonicalLimitError` (LIMIT) or
+:class:`CanonicalUnsupportedError` (UNSUPPORTED); ``error.kind`` names the class. Nothing else
+escapes: no ``RecursionError``, ``UnicodeError`` or ``TypeError`` leaks out of this module.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import unicodedata
+from typing import Any, Final
+
+__all__ = [
+    "DIGEST_RE",
+    "MAX_CANONICAL_INT",
+    "CanonicalError",
+    "CanonicalLimitError",
+    "CanonicalUnsupportedError",
+    "admit_canonical",
+    "admit_record",
+    "canonical_bytes",
+    "canonical_digest",
+    "digest_bytes",
+    "is_digest",
+    "scan_structure",
+    "validate_value",
+]
+
+MAX_CANONICAL_INT: Final = 2**53 - 1
+DIGEST_RE: Final = re.compile(r"sha256:[0-9a-f]{64}")
+_KEY_RE: Final = re.compile(r"[a-z][a-z0-9_]*")
+# A complete JSON string token on raw bytes: a backslash escapes the next byte.
+_STRING_TOKEN_RE: Final = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_BRACKET_RE: Final = re.compile(rb"[\[\]{}]")
+
+
+class CanonicalError(ValueError):
+    """The bytes or value are not canonical (INVALID)."""
+
+    kind: str = "invalid"
+
+
+class CanonicalLimitError(CanonicalError):
+    """A resource ceiling stopped admission before a decision (LIMIT, not a refutation)."""
+
+    kind = "limit"
+
+
+class CanonicalUnsupportedError(CanonicalError):
+    """A well-formed record declares a schema this codec was not asked to admit (UNSUPPORTED)."""
+
+    kind = "unsupported"
+
+
+def is_digest(value: object) -> bool:
+    """True only for an exact ``str`` of the form ``sha256:`` + 64 lowercase hex digits."""
+    return type(value) is str and DIGEST_RE.fullmatch(value) is not None
+
+
+def digest_bytes(data: bytes) -> str:
+    """``sha256:`` + lowercase hex SHA-256 of exact ``bytes`` (``TypeError`` otherwise)."""
+    if type(data) is not bytes:
+        raise TypeError("digest_bytes accepts exact bytes only")
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def _string_is_canonical(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate
+        return False
+    return unicodedata.is_normalized("NFC", text)
+
+
+def validate_value(value: object) -> None:
+    """Refuse (``CanonicalError``) anything outside the canonical value model.
+
+    Iterative, so arbitrarily deep input cannot raise ``RecursionError``; self-referencing
+    containers are refused as well.
+    """
+    # Depth-first with explicit exit markers so shared (acyclic) sub-values are fine while a
+    # container that contains itself is refused.
+    stack: list[tuple[object, bool]] = [(value, False)]
+    active: set[int] = set()
+    while stack:
+        item, exiting = stack.pop()
+        if exiting:
+            active.discard(id(item))
+            continue
+        kind = type(item)
+        if item is None or kind is bool:
+            continue
+        if kind is str:
+            if not _string_is_canonical(item):  # type: ignore[arg-type]
+                raise CanonicalError("string is not NFC Unicode without surrogates")
+            continue
+        if kind is int:
+            if not 0 <= item <= MAX_CANONICAL_INT:  # type: ignore[operator]
+                raise CanonicalError("integer outside 0 .. 2**53 - 1")
+            continue
+        if kind is list or kind is tuple or kind is dict:
+            marker = id(item)
+            if marker in active:
+                raise CanonicalError("self-referencing container")
+            active.add(marker)
+            stack.append((item, True))
+            if kind is dict:
+                for key, member in item.items():  # type: ignore[attr-defined]
+                    if type(key) is not str or _KEY_RE.fullmatch(key) is None:
+                        raise CanonicalError(f"mapping key is not canonical: {key!r}")
+                    stack.append((member, False))
+            else:
+                stack.extend((member, False) for member in item)  # type: ignore[attr-defined]
+            continue
+        raise CanonicalError(f"value of type {kind.__name__} is not canonical")
+
+
+def canonical_bytes(value: object) -> bytes:
+    """The exact canonical encoding of a validated value (``CanonicalError`` if not canonical)."""
+    validate_value(value)
+    try:
+        text = json.dumps(
+            value, ensure_ascii=False, allow_nan=False, sort_keys=True, separators=(",", ":")
+        )
+    except (ValueError, TypeError, RecursionError) as error:
+        raise CanonicalError(f"value cannot be encoded: {error}") from None
+    return text.encode("utf-8")
+
+
+def canonical_digest(value: object) -> str:
+    """``H(value)``: the digest of the value's canonical bytes."""
+    return digest_bytes(canonical_bytes(value))
+
+
+def scan_structure(data: bytes, *, max_depth: int, max_containers: int) -> None:
+    """The string-aware pre-decode scan over raw bytes (step 3 of admission).
+
+    Raises ``CanonicalLimitError`` when depth exceeds ``max_depth`` (the root container counts
+    as one) or more than ``max_containers`` containers open, and ``CanonicalError`` when a
+    closing bracket takes depth below zero, whichever comes first in byte order. Unclosed
+    containers are left to the parser. Bytes after an unterminated string are inside it.
+    """
+    outside = _STRING_TOKEN_RE.sub(b"", data)
+    unterminated = outside.find(b'"')
+    if unterminated >= 0:
+        outside = outside[:unterminated]
+    depth = 0
+    containers = 0
+    for match in _BRACKET_RE.finditer(outside):
+        if match.group() in b"[{":
+            depth += 1
+            containers += 1
+            if depth > max_depth or containers > max_containers:
+                raise CanonicalLimitError("record nesting or container count exceeds its bound")
+        else:
+            depth -= 1
+            if depth < 0:
+                raise CanonicalError("record closes a container it never opened")
+
+
+def admit_canonical(
+    data: object, *, max_bytes: int, max_depth: int = 16, max_containers: int = 8192
+) -> Any:
+    """Steps 1–4 of admission: return the parsed value of exact canonical bytes."""
+    if type(data) is not bytes:
+        raise CanonicalError("record must be exact bytes")
+    if len(data) > max_bytes:
+        raise CanonicalLimitError("record exceeds its byte bound")
+    scan_structure(data, max_depth=max_depth, max_containers=max_containers)
+    try:
+        value = json.loads(data.decode("utf-8"))
+        encoded = canonical_bytes(value)
+    except (ValueError, RecursionError) as error:
+        raise CanonicalError("record is not canonical JSON") from error
+    if encoded != data:
+        raise CanonicalError("record is not canonical JSON")
+    return value
+
+
+def admit_record(
+    data: object,
+    schema_version: str,
+    *,
+    max_bytes: int,
+    max_depth: int = 16,
+    max_containers: int = 8192,
+) -> dict[str, Any]:
+    """Steps 1–6 of admission: a canonical object declaring exactly ``schema_version``."""
+    value = admit_canonical(
+        data, max_bytes=max_bytes, max_depth=max_depth, max_containers=max_containers
+    )
+    if type(value) is not dict or type(value.get("schema_version")) is not str:
+        raise CanonicalError("record is not an object with a string schema_version")
+    if value["schema_version"] != schema_version:
+        raise CanonicalUnsupportedError(f"unsupported schema {value['schema_version']!r}")
+    return value
