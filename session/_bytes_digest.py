@@ -1,0 +1,49 @@
+"""``BytesDigestMechanism`` (``vstd.bytes.sha256``): one item's SHA-256 equals ``expected``.
+
+Rules: predicate exactly ``bytes.sha256`` and exactly one evidence item, else UNKNOWN
+"this mechanism checks one bytes.sha256 proposition"; PASS when ``sha256:<hex>`` of the bytes
+equals the normalised ``expected``, FAIL otherwise (also for an ``expected`` that is not a
+digest); details ``observed <d>; expected <d>``; observations ``{"observed_digest": <d>}``.
+The mechanism digest is ``sha256:`` of this module file's bytes, read once at import.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Final
+
+from ._types import (
+    BoundProposition,
+    EvidenceBindingError,
+    MechanismDecision,
+    MechanismOutcome,
+    normalise_digest,
+)
+
+__all__ = ["BytesDigestMechanism"]
+
+_SOURCE_DIGEST: Final = "sha256:" + hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
+
+
+class BytesDigestMechanism:
+    """Checks that the single evidence item hashes to the expected SHA-256 digest."""
+
+    mechanism_id: str = "vstd.bytes.sha256"
+    mechanism_digest: str = _SOURCE_DIGEST
+
+    def evaluate(self, binding: BoundProposition, evidence: Sequence[bytes]) -> MechanismDecision:
+        if binding.predicate != "bytes.sha256" or len(evidence) != 1:
+            return MechanismDecision(
+                MechanismOutcome.UNKNOWN, "this mechanism checks one bytes.sha256 proposition"
+            )
+        observed = "sha256:" + hashlib.sha256(evidence[0]).hexdigest()
+        try:
+            expected = normalise_digest(binding.expected)
+        except EvidenceBindingError:
+            expected = str(binding.expected)
+        outcome = MechanismOutcome.PASS if observed == expected else MechanismOutcome.FAIL
+        return MechanismDecision(
+            outcome, f"observed {observed}; expected {expected}", {"observed_digest": observed}
+        )

@@ -1,0 +1,126 @@
+"""``VerificationSession``: binds a decision to an exact binding snapshot (formation.md §1.3).
+
+``evaluate(binding)`` runs these steps, in order; the first that fails decides:
+
+1. snapshot: deep-copy the binding and digest it; failure *raises* ``EvidenceBindingError``
+   ("cannot obtain a digestible binding snapshot") — there is nothing to bind a result to;
+2. mechanism lookup by ``mechanism_id`` → else UNKNOWN "bound mechanism is not registered";
+3. registered digest equals the binding's (both normalised) → else UNKNOWN
+   "registered mechanism digest does not match";
+4. item bound checked *before* resolution → else UNKNOWN "evidence item bound exceeded";
+5. resolve every reference in order (re-hashed) → else UNKNOWN with the store's message;
+6. byte bound over the resolved bytes → else UNKNOWN "evidence byte bound exceeded";
+7. a second deep copy for execution, whose digest must equal the snapshot's → else UNKNOWN
+   "execution snapshot differs from binding";
+8. call ``mechanism.evaluate(execution_copy, payloads)``;
+9. the execution copy's digest is unchanged by the call → else UNKNOWN
+   "mechanism changed its binding snapshot";
+10. any exception in 7–9 → UNKNOWN "mechanism execution failed: <Type>: <message>";
+11. the return value is a ``MechanismDecision`` → else UNKNOWN
+    "mechanism returned an invalid decision object";
+12. the result carries the snapshot digest, the mechanism's outcome, details and observations.
+
+Session-level refusals are UNKNOWN with empty observations, never FAIL; the session never
+inspects the mechanism's outcome. Observed bytes are 0 before step 6.
+"""
+
+from __future__ import annotations
+
+import copy
+
+from ._store import EvidenceStore
+from ._types import (
+    BoundProposition,
+    EvaluatedProposition,
+    EvidenceBindingError,
+    MechanismDecision,
+    MechanismOutcome,
+    VerificationMechanism,
+    normalise_digest,
+)
+
+__all__ = ["VerificationSession"]
+
+
+class VerificationSession:
+    """Registered mechanisms plus the evidence store their propositions resolve against."""
+
+    def __init__(self, evidence_store: EvidenceStore | None = None) -> None:
+        self.evidence_store = evidence_store if evidence_store is not None else EvidenceStore()
+        self._mechanisms: dict[str, VerificationMechanism] = {}
+
+    def register(self, mechanism: VerificationMechanism) -> None:
+        """Register ``mechanism``; a different digest under a registered id is refused."""
+        if not mechanism.mechanism_id:
+            raise EvidenceBindingError("mechanism_id must not be empty")
+        digest = normalise_digest(mechanism.mechanism_digest)
+        existing = self._mechanisms.get(mechanism.mechanism_id)
+        if existing is not None and normalise_digest(existing.mechanism_digest) != digest:
+            raise EvidenceBindingError(
+                f"mechanism substitution refused for {mechanism.mechanism_id}"
+            )
+        self._mechanisms[mechanism.mechanism_id] = mechanism
+
+    def registered_mechanisms(self) -> tuple[VerificationMechanism, ...]:
+        """Registered mechanisms sorted by id."""
+        return tuple(self._mechanisms[key] for key in sorted(self._mechanisms))
+
+    def evaluate(self, binding: BoundProposition) -> EvaluatedProposition:
+        """Evaluate ``binding`` through the twelve steps of the module contract."""
+        try:
+            snapshot = copy.deepcopy(binding)
+            snapshot_digest = snapshot.digest()
+        except Exception:
+            raise EvidenceBindingError("cannot obtain a digestible binding snapshot") from None
+
+        def refused(details: str, observed: int = 0) -> EvaluatedProposition:
+            return EvaluatedProposition(
+                binding_digest=snapshot_digest,
+                outcome=MechanismOutcome.UNKNOWN,
+                mechanism_id=snapshot.mechanism_id,
+                mechanism_digest=snapshot.mechanism_digest,
+                evidence_refs=snapshot.evidence_refs,
+                trust_roots=snapshot.trust_roots,
+                observed_evidence_bytes=observed,
+                details=details,
+                observations={},
+            )
+
+        mechanism = self._mechanisms.get(snapshot.mechanism_id)
+        if mechanism is None:
+            return refused("bound mechanism is not registered")
+        if normalise_digest(mechanism.mechanism_digest) != normalise_digest(
+            snapshot.mechanism_digest
+        ):
+            return refused("registered mechanism digest does not match")
+        if len(snapshot.evidence_refs) > snapshot.bounds.max_evidence_items:
+            return refused("evidence item bound exceeded")
+        try:
+            payloads = tuple(self.evidence_store.resolve(ref) for ref in snapshot.evidence_refs)
+        except EvidenceBindingError as error:
+            return refused(str(error))
+        observed = sum(len(payload) for payload in payloads)
+        if observed > snapshot.bounds.max_evidence_bytes:
+            return refused("evidence byte bound exceeded", observed)
+        try:
+            execution_copy = copy.deepcopy(snapshot)
+            if execution_copy.digest() != snapshot_digest:
+                return refused("execution snapshot differs from binding", observed)
+            decision = mechanism.evaluate(execution_copy, payloads)
+            if execution_copy.digest() != snapshot_digest:
+                return refused("mechanism changed its binding snapshot", observed)
+        except Exception as error:
+            return refused(f"mechanism execution failed: {type(error).__name__}: {error}", observed)
+        if not isinstance(decision, MechanismDecision):
+            return refused("mechanism returned an invalid decision object", observed)
+        return EvaluatedProposition(
+            binding_digest=snapshot_digest,
+            outcome=decision.outcome,
+            mechanism_id=snapshot.mechanism_id,
+            mechanism_digest=normalise_digest(mechanism.mechanism_digest),
+            evidence_refs=snapshot.evidence_refs,
+            trust_roots=snapshot.trust_roots,
+            observed_evidence_bytes=observed,
+            details=decision.details,
+            observations=dict(decision.observations),
+        )

@@ -1,0 +1,95 @@
+"""``EvidenceStore``: content-addressed evidence bytes (``shared/spec/formation.md`` §1.2).
+
+Rules:
+
+* A reference is ``sha256:`` + hex SHA-256 of the payload; bare 64-hex is accepted on input.
+* ``add`` accepts exact ``bytes`` only and refuses a second, different payload under an
+  existing reference ("evidence digest collision at <ref>").
+* ``resolve`` re-hashes the stored bytes on every call and refuses a mismatch, so bytes swapped
+  in the store after ``add`` are never served under the old reference.
+* ``import_base64`` validates every entry before storing any (nothing changes on failure).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+from collections.abc import Iterable, Mapping
+
+from ._types import EvidenceBindingError, normalise_digest
+
+__all__ = ["EvidenceStore"]
+
+
+def _reference(payload: bytes) -> str:
+    return "sha256:" + hashlib.sha256(payload).hexdigest()
+
+
+class EvidenceStore:
+    """An in-memory map from evidence reference to bytes."""
+
+    def __init__(self) -> None:
+        self._items: dict[str, bytes] = {}
+
+    def add(self, payload: bytes) -> str:
+        """Store exact ``bytes`` and return their reference."""
+        if not isinstance(payload, bytes):
+            raise TypeError("evidence payload must be bytes")
+        payload = bytes(payload)
+        reference = _reference(payload)
+        existing = self._items.get(reference)
+        if existing is not None and existing != payload:
+            raise EvidenceBindingError(f"evidence digest collision at {reference}")
+        self._items[reference] = payload
+        return reference
+
+    def resolve(self, reference: str) -> bytes:
+        """The bytes under ``reference``, re-hashed now."""
+        normalised = normalise_digest(reference)
+        payload = self._items.get(normalised)
+        if payload is None:
+            raise EvidenceBindingError(f"evidence is unavailable: {normalised}")
+        if _reference(payload) != normalised:
+            raise EvidenceBindingError(f"evidence bytes do not match their reference: {normalised}")
+        return payload
+
+    def __contains__(self, reference: object) -> bool:
+        try:
+            return normalise_digest(reference) in self._items
+        except EvidenceBindingError:
+            return False
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def export_base64(self, references: Iterable[str]) -> dict[str, str]:
+        """``{normalised ref: padded standard base64}`` of resolved (re-hashed) evidence."""
+        exported: dict[str, str] = {}
+        for reference in references:
+            normalised = normalise_digest(reference)
+            exported[normalised] = base64.b64encode(self.resolve(normalised)).decode("ascii")
+        return exported
+
+    def import_base64(self, embedded: Mapping[str, str]) -> tuple[str, ...]:
+        """Validate then store every embedded payload; return the normalised references."""
+        decoded: list[tuple[str, bytes]] = []
+        for reference, text in embedded.items():
+            normalised = normalise_digest(reference)
+            try:
+                payload = base64.b64decode(text, validate=True)
+            except (binascii.Error, ValueError, TypeError):
+                raise EvidenceBindingError(
+                    f"invalid base64 evidence payload for {normalised}"
+                ) from None
+            if _reference(payload) != normalised:
+                raise EvidenceBindingError(
+                    f"embedded evidence does not match reference {normalised}"
+                )
+            existing = self._items.get(normalised)
+            if existing is not None and existing != payload:
+                raise EvidenceBindingError(f"evidence digest collision at {normalised}")
+            decoded.append((normalised, payload))
+        for normalised, payload in decoded:
+            self._items[normalised] = payload
+        return tuple(normalised for normalised, _ in decoded)

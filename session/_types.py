@@ -1,0 +1,216 @@
+"""Value types of the evidence-bound session protocol (``shared/spec/formation.md`` §1.1).
+
+Rules:
+
+* ``BoundProposition`` normalises at construction, in this order: non-empty ``subject_id``,
+  ``predicate`` and ``mechanism_id``; ``mechanism_digest`` must match
+  ``(sha256:)?<64 lowercase hex>`` and is stored *as given*; ``evidence_refs`` non-empty, each
+  normalised to ``sha256:<hex>``, duplicates after normalisation refused, order kept;
+  ``trust_roots`` non-empty with no empty item, then sorted and de-duplicated; ``parameters``
+  copied into a plain dict sorted by key.
+* ``BoundProposition.digest()`` and ``EvaluatedProposition.binding_digest`` are **bare hex**
+  SHA-256 over the ASCII-escaped *core* codec (``json.dumps(..., sort_keys=True,
+  separators=(",", ":"), ensure_ascii=True, allow_nan=False)``), not the network codec.
+* ``EvidenceBounds`` refuses only negative values; it does not type-check (mechanisms that need
+  exact integers refuse other types themselves).
+* A decision is data: mechanisms return ``MechanismDecision``; they do not raise for bad input.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, Final, Protocol, runtime_checkable
+
+import attrs
+
+__all__ = [
+    "BoundProposition",
+    "EvaluatedProposition",
+    "EvidenceBindingError",
+    "EvidenceBounds",
+    "MechanismDecision",
+    "MechanismOutcome",
+    "VerificationMechanism",
+    "core_digest",
+    "normalise_digest",
+]
+
+_DIGEST_RE: Final = re.compile(r"(?:sha256:)?([0-9a-f]{64})")
+
+
+class EvidenceBindingError(ValueError):
+    """A binding, reference or evidence item cannot be bound as declared."""
+
+
+class MechanismOutcome(enum.StrEnum):
+    """The three outcomes of a bound proposition; UNKNOWN is never a refutation."""
+
+    PASS = "PASS"
+    FAIL = "FAIL"
+    UNKNOWN = "UNKNOWN"
+
+
+def normalise_digest(reference: object) -> str:
+    """``sha256:<hex>`` for a ``sha256:``-prefixed or bare 64-hex reference.
+
+    Raises ``EvidenceBindingError("not a SHA-256 evidence reference: <repr>")`` otherwise.
+    """
+    match = _DIGEST_RE.fullmatch(reference) if isinstance(reference, str) else None
+    if match is None:
+        raise EvidenceBindingError(f"not a SHA-256 evidence reference: {reference!r}")
+    return "sha256:" + match.group(1)
+
+
+def core_digest(value: object) -> str:
+    """Bare lowercase hex SHA-256 of the ASCII-escaped core encoding of ``value``."""
+    text = json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
+    )
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@attrs.frozen
+class EvidenceBounds:
+    """Declared item and byte bounds for one proposition's evidence."""
+
+    max_evidence_items: int
+    max_evidence_bytes: int
+
+    def __attrs_post_init__(self) -> None:
+        if self.max_evidence_items < 0 or self.max_evidence_bytes < 0:
+            raise EvidenceBindingError("evidence bounds cannot be negative")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "max_evidence_items": self.max_evidence_items,
+            "max_evidence_bytes": self.max_evidence_bytes,
+        }
+
+
+@attrs.frozen
+class BoundProposition:
+    """What a caller pins: mechanism, exact evidence references, trust roots, bounds, parameters."""
+
+    subject_id: str
+    predicate: str
+    expected: Any
+    mechanism_id: str
+    mechanism_digest: str
+    evidence_refs: tuple[str, ...]
+    trust_roots: tuple[str, ...]
+    bounds: EvidenceBounds
+    parameters: Mapping[str, str] = attrs.field(factory=dict)
+
+    def __attrs_post_init__(self) -> None:
+        if not self.subject_id or not self.predicate or not self.mechanism_id:
+            raise EvidenceBindingError("subject_id, predicate, and mechanism_id must not be empty")
+        if not isinstance(self.mechanism_digest, str) or not _DIGEST_RE.fullmatch(
+            self.mechanism_digest
+        ):
+            raise EvidenceBindingError("mechanism_digest must be a SHA-256 digest")
+        refs = tuple(self.evidence_refs)
+        if not refs:
+            raise EvidenceBindingError("a bound proposition needs evidence")
+        normalised = tuple(normalise_digest(ref) for ref in refs)
+        if len(set(normalised)) != len(normalised):
+            raise EvidenceBindingError(
+                "duplicate evidence references do not create additional support"
+            )
+        roots = tuple(self.trust_roots)
+        if not roots or any(not root for root in roots):
+            raise EvidenceBindingError("at least one explicit trust root is required")
+        object.__setattr__(self, "evidence_refs", normalised)
+        object.__setattr__(self, "trust_roots", tuple(sorted(set(roots))))
+        object.__setattr__(self, "parameters", dict(sorted(dict(self.parameters).items())))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "subject_id": self.subject_id,
+            "predicate": self.predicate,
+            "expected": self.expected,
+            "mechanism_id": self.mechanism_id,
+            "mechanism_digest": normalise_digest(self.mechanism_digest),
+            "evidence_refs": list(self.evidence_refs),
+            "trust_roots": list(self.trust_roots),
+            "bounds": self.bounds.to_dict(),
+            "parameters": dict(self.parameters),
+        }
+
+    def digest(self) -> str:
+        """Bare hex SHA-256 of the core (ASCII-escaped) encoding of :meth:`to_dict`."""
+        return core_digest(self.to_dict())
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> BoundProposition:
+        """Rebuild a binding from :meth:`to_dict` output (fields coerced as the reference does)."""
+        bounds = data["bounds"]
+        return cls(
+            subject_id=str(data["subject_id"]),
+            predicate=str(data["predicate"]),
+            expected=data["expected"],
+            mechanism_id=str(data["mechanism_id"]),
+            mechanism_digest=str(data["mechanism_digest"]),
+            evidence_refs=tuple(str(ref) for ref in data["evidence_refs"]),
+            trust_roots=tuple(str(root) for root in data["trust_roots"]),
+            bounds=EvidenceBounds(
+                int(bounds["max_evidence_items"]), int(bounds["max_evidence_bytes"])
+            ),
+            parameters={str(k): str(v) for k, v in dict(data.get("parameters", {})).items()},
+        )
+
+
+@attrs.frozen
+class MechanismDecision:
+    """A mechanism's answer: outcome, details, and its separate observations."""
+
+    outcome: MechanismOutcome
+    details: str
+    observations: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class EvaluatedProposition:
+    """A session's result: the decision bound to the snapshot digest of the binding."""
+
+    binding_digest: str
+    outcome: MechanismOutcome
+    mechanism_id: str
+    mechanism_digest: str
+    evidence_refs: tuple[str, ...]
+    trust_roots: tuple[str, ...]
+    observed_evidence_bytes: int
+    details: str
+    observations: Mapping[str, Any] = attrs.field(factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return self.outcome is MechanismOutcome.PASS
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "binding_digest": self.binding_digest,
+            "outcome": MechanismOutcome(self.outcome).value,
+            "mechanism_id": self.mechanism_id,
+            "mechanism_digest": normalise_digest(self.mechanism_digest),
+            "evidence_refs": list(self.evidence_refs),
+            "trust_roots": list(self.trust_roots),
+            "observed_evidence_bytes": self.observed_evidence_bytes,
+            "details": self.details,
+            "observations": dict(self.observations),
+        }
+
+
+@runtime_checkable
+class VerificationMechanism(Protocol):
+    """What a session hosts: an identified, digest-pinned evaluator of bound propositions."""
+
+    mechanism_id: str
+    mechanism_digest: str
+
+    def evaluate(self, binding: BoundProposition, evidence: Sequence[bytes]) -> MechanismDecision:
+        """Decide ``binding`` over the resolved evidence bytes, in reference order."""
+        ...
