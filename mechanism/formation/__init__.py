@@ -1,0 +1,63 @@
+"""VSTD typed formation 0.1: profile, wire, producer, independent checker, session adapter.
+
+Public names only; the implementation lives in private modules:
+
+* ``_wire`` — constants, the compiled profile bytes, record admission (§2.2, §3.1–§3.3);
+* ``_checker`` — :func:`check_formation`, the independent checker (§3.4–§3.6); it never
+  imports the producer;
+* ``_producer`` — :func:`produce_formation_certificate` (§4); shares no inference code with
+  the checker;
+* ``_mechanism`` — :class:`FormationPathCertificateMechanism` and :func:`formation_binding`
+  (§5), the evidence-bound session adapter.
+"""
+
+from mechanism.formation._checker import REASON_CODES, check_formation
+from mechanism.formation._wire import (
+    CERTIFICATE_SCHEMA,
+    MAX_DEPTH,
+    MAX_JSON_CONTAINERS,
+    MAX_JSON_DEPTH,
+    MAX_NODES,
+    MAX_PATH_STEPS,
+    MAX_RECORD_BYTES,
+    MECHANISM_ID,
+    PROFILE_DIGEST,
+    PROFILE_SCHEMA,
+    RESIDUAL_OBLIGATIONS,
+    SUBJECT_SCHEMA,
+    TAGS,
+    FormationError,
+    FormationLimitError,
+    UnsupportedFormation,
+    admit_certificate,
+    admit_subject,
+    profile_bytes,
+    profile_digest,
+    schema_bytes,
+)
+
+__all__ = [
+    "CERTIFICATE_SCHEMA",
+    "MAX_DEPTH",
+    "MAX_JSON_CONTAINERS",
+    "MAX_JSON_DEPTH",
+    "MAX_NODES",
+    "MAX_PATH_STEPS",
+    "MAX_RECORD_BYTES",
+    "MECHANISM_ID",
+    "PROFILE_DIGEST",
+    "PROFILE_SCHEMA",
+    "REASON_CODES",
+    "RESIDUAL_OBLIGATIONS",
+    "SUBJECT_SCHEMA",
+    "TAGS",
+    "FormationError",
+    "FormationLimitError",
+    "UnsupportedFormation",
+    "admit_certificate",
+    "admit_subject",
+    "check_formation",
+    "profile_bytes",
+    "profile_digest",
+    "schema_bytes",
+]

@@ -1,0 +1,291 @@
+"""Typed formation 0.1 wire: constants, the compiled profile, and record admission.
+
+Contract (``shared/spec/formation.md`` §2.2, §3.1–§3.3; seed 002 §1 and §3):
+
+* The compiled profile is exactly the packaged bytes of ``data/typed-formation-0.1.json``;
+  importing this module fails loudly if they do not hash to the pinned compiled digest
+  ``sha256:271760d6…677f``. A record naming any other profile is never loaded.
+* ``admit_subject(data)`` and ``admit_certificate(data)`` admit one record, in this order,
+  first failure wins:
+
+  1. exact ``bytes`` → else INVALID; 2. at most ``MAX_RECORD_BYTES`` → else LIMIT;
+  3. string-aware pre-decode scan (depth ``MAX_JSON_DEPTH`` counting the root,
+     ``MAX_JSON_CONTAINERS`` openings) → LIMIT, or INVALID for an unmatched closer;
+  4. strict UTF-8 and byte equality with the canonical re-encoding → else INVALID;
+  5. an object with a string ``schema_version`` → else INVALID;
+  6. the expected schema → else UNSUPPORTED;
+  7. the record grammar below → INVALID, except the node/step count bound which is LIMIT.
+
+  Subject grammar, in order: exact top-level keys → ``profile_digest`` is a digest →
+  ``context`` is an object with exactly the two context keys → both are digests → ``nodes``
+  is a non-empty list → at most ``max_nodes`` nodes (LIMIT, before anything below) → ``root``
+  is an exact int in ``0 <= root < len(nodes)`` → for each node in order: an object with a
+  string ``tag`` → a known tag → exactly that tag's keys → an ATOM's ``payload_digest`` is a
+  digest → every reference is an exact int strictly below the node's own index.
+
+  Certificate grammar, in order: exact top-level keys → ``subject_digest`` and
+  ``profile_digest`` are digests → ``steps`` is a non-empty list → at most ``max_nodes`` steps
+  (LIMIT) → ``root`` is an exact int below ``MAX_NODES`` → each step is an object with exactly
+  ``node``, ``rule``, ``premises``; ``node`` an exact int below ``MAX_NODES``; ``rule`` a known
+  tag; ``premises`` a list of at most two exact ints below ``MAX_NODES``. Premises are only
+  range-checked here; the checker compares them with the subject.
+
+* Failures raise :class:`FormationError` (INVALID), :class:`FormationLimitError` (LIMIT: the
+  bounded mechanism could not finish; not a refutation) or :class:`UnsupportedFormation`
+  (UNSUPPORTED). Nothing else escapes for any input.
+
+* Resource ceilings (node count, dependency depth, path steps) may be lowered by a caller but
+  never raised: :func:`validate_ceilings` refuses a bool, a non-int, a negative value or a
+  value above the compiled default before any checking starts.
+
+This module holds no inference: the checker and the producer each type terms on their own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from importlib import resources
+from typing import Any, Final
+
+from mechanism.canonical import (
+    CanonicalError,
+    CanonicalLimitError,
+    CanonicalUnsupportedError,
+    admit_record,
+    is_digest,
+)
+
+__all__ = [
+    "CERTIFICATE_SCHEMA",
+    "MAX_DEPTH",
+    "MAX_JSON_CONTAINERS",
+    "MAX_JSON_DEPTH",
+    "MAX_NODES",
+    "MAX_PATH_STEPS",
+    "MAX_RECORD_BYTES",
+    "MECHANISM_ID",
+    "NODE_REFERENCE_FIELDS",
+    "PROFILE_DIGEST",
+    "PROFILE_SCHEMA",
+    "RESIDUAL_OBLIGATIONS",
+    "SUBJECT_SCHEMA",
+    "TAGS",
+    "FormationError",
+    "FormationLimitError",
+    "UnsupportedFormation",
+    "admit_certificate",
+    "admit_subject",
+    "node_references",
+    "profile_bytes",
+    "profile_digest",
+    "schema_bytes",
+    "validate_ceilings",
+]
+
+SUBJECT_SCHEMA: Final = "VSTD-TYPED-FORMATION-0.1"
+CERTIFICATE_SCHEMA: Final = "VSTD-TYPED-FORMATION-CERTIFICATE-0.1"
+PROFILE_SCHEMA: Final = "VSTD-TYPED-FORMATION-PROFILE-0.1"
+MECHANISM_ID: Final = "vstd.typed_formation.checked.0.1"
+
+MAX_NODES: Final = 1024
+MAX_DEPTH: Final = 64
+MAX_PATH_STEPS: Final = 4096
+MAX_RECORD_BYTES: Final = 262144
+MAX_JSON_DEPTH: Final = 16
+MAX_JSON_CONTAINERS: Final = 8192
+
+RESIDUAL_OBLIGATIONS: Final[tuple[str, ...]] = (
+    "SOURCE_INTERPRETATION_NOT_ESTABLISHED",
+    "GROUND_DERIVATION_NOT_ESTABLISHED",
+    "SOURCE_TRACE_RELATION_NOT_ESTABLISHED",
+    "SOURCE_LAYER_BOUNDARY_NOT_ESTABLISHED",
+    "SELF_STATUS_NOT_ESTABLISHED",
+    "GLOBAL_CYCLE_NOT_ESTABLISHED",
+    "COMPLETENESS_NOT_ESTABLISHED",
+    "AGENCY_NOT_CHECKED",
+)
+
+# The seven constructor tags and their references, in the order the certificate's premises
+# list them (formation.md §3.2 table).
+NODE_REFERENCE_FIELDS: Final[dict[str, tuple[str, ...]]] = {
+    "ATOM": (),
+    "APPLY": ("argument",),
+    "ID": ("at",),
+    "APPLY_STEP": ("source", "target"),
+    "COMPOSE": ("left", "right"),
+    "QUOTE": ("value",),
+    "READ": ("code",),
+}
+TAGS: Final[tuple[str, ...]] = tuple(NODE_REFERENCE_FIELDS)
+_NODE_KEYS: Final[dict[str, frozenset[str]]] = {
+    "ATOM": frozenset({"tag", "payload_digest"}),
+    **{
+        tag: frozenset({"tag", *fields})
+        for tag, fields in NODE_REFERENCE_FIELDS.items()
+        if tag != "ATOM"
+    },
+}
+_SUBJECT_KEYS: Final = frozenset({"schema_version", "profile_digest", "context", "nodes", "root"})
+_CONTEXT_KEYS: Final = frozenset({"ground_artifact_digest", "authority_axiom_agency_digest"})
+_CERTIFICATE_KEYS: Final = frozenset(
+    {"schema_version", "subject_digest", "profile_digest", "steps", "root"}
+)
+_STEP_KEYS: Final = frozenset({"node", "rule", "premises"})
+
+_PINNED_PROFILE_DIGEST: Final = (
+    "sha256:271760d604e1ade55cba4974c658b92263bd3ee8ae343677dd91d0e713fb677f"
+)
+_PROFILE_FILE: Final = "typed-formation-0.1.json"
+_SCHEMA_FILE: Final = "vstd-typed-formation-0.1.schema.json"
+
+
+class FormationError(ValueError):
+    """A formation record or derivation is invalid (INVALID)."""
+
+
+class FormationLimitError(FormationError):
+    """The bounded mechanism could not finish; not a refutation (LIMIT → UNKNOWN)."""
+
+
+class UnsupportedFormation(FormationError):
+    """An unsupported schema or profile: never loaded, never checked (UNSUPPORTED → UNKNOWN)."""
+
+
+def _read_package_data(name: str) -> bytes:
+    return resources.files("mechanism.formation.data").joinpath(name).read_bytes()
+
+
+_PROFILE_BYTES: Final = _read_package_data(_PROFILE_FILE)
+PROFILE_DIGEST: Final = "sha256:" + hashlib.sha256(_PROFILE_BYTES).hexdigest()
+if PROFILE_DIGEST != _PINNED_PROFILE_DIGEST:  # pragma: no cover - a corrupted installation
+    raise ImportError(f"packaged typed-formation profile hashes to {PROFILE_DIGEST}")
+
+
+def profile_bytes() -> bytes:
+    """The exact 1,498 bytes of the compiled typed-formation 0.1 profile (inert data)."""
+    return _PROFILE_BYTES
+
+
+def profile_digest() -> str:
+    """The compiled profile digest, ``sha256:271760d6…677f``."""
+    return PROFILE_DIGEST
+
+
+def schema_bytes() -> bytes:
+    """The packaged JSON Schema (2020-12) for subjects and certificates (structural only)."""
+    return _read_package_data(_SCHEMA_FILE)
+
+
+def validate_ceilings(*, max_nodes: object, max_depth: object, max_path_steps: object) -> None:
+    """Refuse ceilings that are not exact ints in ``0 … default`` (they may only be lowered).
+
+    Raises ``TypeError`` for a bool or a non-int, ``ValueError`` for a negative value or one
+    above the compiled default.
+    """
+    for name, value, default in (
+        ("max_nodes", max_nodes, MAX_NODES),
+        ("max_depth", max_depth, MAX_DEPTH),
+        ("max_path_steps", max_path_steps, MAX_PATH_STEPS),
+    ):
+        if type(value) is not int:
+            raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+        if not 0 <= value <= default:
+            raise ValueError(f"{name} may only be lowered: 0 <= {name} <= {default}")
+
+
+def _admit(data: object, schema: str) -> dict[str, Any]:
+    try:
+        return admit_record(
+            data,
+            schema,
+            max_bytes=MAX_RECORD_BYTES,
+            max_depth=MAX_JSON_DEPTH,
+            max_containers=MAX_JSON_CONTAINERS,
+        )
+    except CanonicalLimitError as error:
+        raise FormationLimitError(f"formation record exceeds a resource bound: {error}") from None
+    except CanonicalUnsupportedError as error:
+        raise UnsupportedFormation(f"unsupported formation record: {error}") from None
+    except CanonicalError as error:
+        raise FormationError(f"formation record is not canonical JSON: {error}") from None
+
+
+def _is_index(value: object, bound: int) -> bool:
+    return type(value) is int and 0 <= value < bound
+
+
+def node_references(node: dict[str, Any]) -> list[int]:
+    """The references of an admitted node, in the table order (the certificate's premises)."""
+    return [node[field] for field in NODE_REFERENCE_FIELDS[node["tag"]]]
+
+
+def admit_subject(data: object, *, max_nodes: int = MAX_NODES) -> dict[str, Any]:
+    """Admit a ``VSTD-TYPED-FORMATION-0.1`` subject (rules in the module docstring)."""
+    record = _admit(data, SUBJECT_SCHEMA)
+    if record.keys() != _SUBJECT_KEYS:
+        raise FormationError("subject must have exactly the five subject keys")
+    if not is_digest(record["profile_digest"]):
+        raise FormationError("subject profile_digest is not a digest")
+    context = record["context"]
+    if type(context) is not dict or context.keys() != _CONTEXT_KEYS:
+        raise FormationError("subject context must have exactly the two context keys")
+    if not (
+        is_digest(context["ground_artifact_digest"])
+        and is_digest(context["authority_axiom_agency_digest"])
+    ):
+        raise FormationError("subject context values must be digests")
+    nodes = record["nodes"]
+    if type(nodes) is not list or not nodes:
+        raise FormationError("subject nodes must be a non-empty list")
+    if len(nodes) > max_nodes:
+        raise FormationLimitError(f"subject declares more than {max_nodes} nodes")
+    if not _is_index(record["root"], len(nodes)):
+        raise FormationError("subject root must select a node")
+    for index, node in enumerate(nodes):
+        if type(node) is not dict or type(node.get("tag")) is not str:
+            raise FormationError(f"node {index} must be an object with a string tag")
+        tag = node["tag"]
+        keys = _NODE_KEYS.get(tag)
+        if keys is None:
+            raise FormationError(f"node {index} has an unknown constructor tag")
+        if node.keys() != keys:
+            raise FormationError(f"node {index} must have exactly the {tag} keys")
+        if tag == "ATOM":
+            if not is_digest(node["payload_digest"]):
+                raise FormationError(f"node {index} payload_digest is not a digest")
+            continue
+        for field in NODE_REFERENCE_FIELDS[tag]:
+            if not _is_index(node[field], index):
+                raise FormationError(f"node {index} {field} must reference an earlier node")
+    return record
+
+
+def admit_certificate(data: object, *, max_nodes: int = MAX_NODES) -> dict[str, Any]:
+    """Admit a ``VSTD-TYPED-FORMATION-CERTIFICATE-0.1`` record (rules in the module docstring)."""
+    record = _admit(data, CERTIFICATE_SCHEMA)
+    if record.keys() != _CERTIFICATE_KEYS:
+        raise FormationError("certificate must have exactly the five certificate keys")
+    if not (is_digest(record["subject_digest"]) and is_digest(record["profile_digest"])):
+        raise FormationError("certificate subject_digest and profile_digest must be digests")
+    steps = record["steps"]
+    if type(steps) is not list or not steps:
+        raise FormationError("certificate steps must be a non-empty list")
+    if len(steps) > max_nodes:
+        raise FormationLimitError(f"certificate declares more than {max_nodes} steps")
+    if not _is_index(record["root"], MAX_NODES):
+        raise FormationError("certificate root must be a node index")
+    for position, step in enumerate(steps):
+        if type(step) is not dict or step.keys() != _STEP_KEYS:
+            raise FormationError(f"certificate step {position} must have exactly its three keys")
+        if not _is_index(step["node"], MAX_NODES):
+            raise FormationError(f"certificate step {position} node must be a node index")
+        if type(step["rule"]) is not str or step["rule"] not in NODE_REFERENCE_FIELDS:
+            raise FormationError(f"certificate step {position} rule is not a constructor tag")
+        premises = step["premises"]
+        if (
+            type(premises) is not list
+            or len(premises) > 2
+            or not all(_is_index(premise, MAX_NODES) for premise in premises)
+        ):
+            raise FormationError(f"certificate step {position} premises must be node indices")
+    return record
