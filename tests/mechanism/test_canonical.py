@@ -1,0 +1,277 @@
+"""The VSTD network canonical codec and strict admission (formation.md §2.1–§2.2)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import unicodedata
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mechanism.canonical import (
+    MAX_CANONICAL_INT,
+    CanonicalError,
+    CanonicalLimitError,
+    CanonicalUnsupportedError,
+    admit_canonical,
+    admit_record,
+    canonical_bytes,
+    canonical_digest,
+    digest_bytes,
+    is_digest,
+    scan_structure,
+    validate_value,
+)
+
+SHARED = Path(__file__).resolve().parents[2].parent / "shared"
+PROFILE_DIGEST = "sha256:271760d604e1ade55cba4974c658b92263bd3ee8ae343677dd91d0e713fb677f"
+
+
+def admit(data: object, max_bytes: int = 262144) -> Any:
+    return admit_canonical(data, max_bytes=max_bytes)
+
+
+# ---- encoding ----------------------------------------------------------------------------
+
+
+def test_encoding_matches_the_reference_profile_bytes() -> None:
+    profile = (SHARED / "data/formation/typed-formation-0.1.json").read_bytes()
+    assert canonical_bytes(json.loads(profile)) == profile
+    assert digest_bytes(profile) == PROFILE_DIGEST
+
+
+@pytest.mark.parametrize(
+    ("value", "encoded"),
+    [
+        ({"b": 1, "a": [True, False, None]}, b'{"a":[true,false,null],"b":1}'),
+        ('é/"\\', '"é/\\"\\\\"'.encode()),
+        ("\n\r\t\b\f", b'"\\n\\r\\t\\b\\f"'),
+        ("\x01\x1f", b'"\\u0001\\u001f"'),
+        ("\x7f\u2028\u2029", '"\x7f\u2028\u2029"'.encode()),
+        (MAX_CANONICAL_INT, b"9007199254740991"),
+        ((1, 2), b"[1,2]"),
+    ],
+)
+def test_exact_encoding_rules(value: object, encoded: bytes) -> None:
+    assert canonical_bytes(value) == encoded
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        1.0,
+        -1,
+        MAX_CANONICAL_INT + 1,
+        float("nan"),
+        float("inf"),
+        "\ud800",
+        "e\u0301",  # not NFC
+        {"A": 1},
+        {"1a": 1},
+        {"a-b": 1},
+        {1: 1},
+        b"bytes",
+        {1, 2},
+        {"k": [1, 2.5]},
+    ],
+)
+def test_values_outside_the_model_are_refused(value: object) -> None:
+    with pytest.raises(CanonicalError):
+        canonical_bytes(value)
+
+
+def test_booleans_are_not_integers_and_integers_are_not_booleans() -> None:
+    assert canonical_bytes([True, 1]) == b"[true,1]"
+
+
+def test_deep_values_raise_a_typed_error_not_recursion_error() -> None:
+    value: list[Any] = []
+    for _ in range(100_000):
+        value = [value]
+    with pytest.raises(CanonicalError):
+        canonical_bytes(value)
+
+
+def test_shared_subvalues_are_fine_but_cycles_are_refused() -> None:
+    shared = [1]
+    assert canonical_bytes({"a": shared, "b": shared}) == b'{"a":[1],"b":[1]}'
+    cyclic: list[Any] = []
+    cyclic.append(cyclic)
+    with pytest.raises(CanonicalError, match="self-referencing"):
+        validate_value(cyclic)
+
+
+def test_digest_format() -> None:
+    assert digest_bytes(b"") == "sha256:" + hashlib.sha256(b"").hexdigest()
+    assert canonical_digest({"a": 1}) == digest_bytes(b'{"a":1}')
+    with pytest.raises(TypeError):
+        digest_bytes(bytearray(b""))  # type: ignore[arg-type]
+    assert is_digest(PROFILE_DIGEST)
+    for bad in [PROFILE_DIGEST + "\n", PROFILE_DIGEST.upper(), PROFILE_DIGEST[7:], None, 1]:
+        assert not is_digest(bad)
+
+
+# ---- admission ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("data", [bytearray(b"{}"), memoryview(b"{}"), "{}", None])
+def test_non_bytes_inputs_are_invalid(data: object) -> None:
+    class Sub(bytes):
+        pass
+
+    for candidate in (data, Sub(b"{}")):
+        with pytest.raises(CanonicalError) as caught:
+            admit(candidate)
+        assert caught.value.kind == "invalid"
+
+
+def test_size_bound_is_a_limit() -> None:
+    with pytest.raises(CanonicalLimitError):
+        admit(b'"' + b"a" * 10 + b'"', max_bytes=11)
+    assert admit(b'"' + b"a" * 9 + b'"', max_bytes=11) == "a" * 9
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'{"a":1,"a":1}',  # duplicate key
+        b'{"a":1,"a":2}',
+        b'{"b":1,"a":2}',  # unsorted
+        b'{"a": 1}',  # whitespace
+        b"{}\n",  # trailing newline
+        b"\xef\xbb\xbf{}",  # BOM
+        b'{"a":1.0}',
+        b'{"a":1e2}',
+        b"[-0]",
+        b"[-1]",
+        b"[9007199254740992]",
+        b"[NaN]",
+        b"[Infinity]",
+        b'["\\u00e9"]',  # escaped non-ASCII
+        b'["\\/"]',  # needless escape
+        b'["\\u000A"]',  # uppercase hex escape
+        b'["\\ud800"]',  # lone surrogate
+        '["e\u0301"]'.encode(),  # not NFC
+        b'["\xff"]',  # invalid UTF-8
+        b'{"A":1}',
+        b"",
+        b"null x",
+        b"[1,]",
+        b"]",
+        b"[]]",
+    ],
+)
+def test_near_miss_encodings_are_invalid(data: bytes) -> None:
+    with pytest.raises(CanonicalError) as caught:
+        admit(data)
+    assert caught.value.kind == "invalid"
+
+
+def test_depth_sixteen_is_admitted_and_seventeen_is_a_limit() -> None:
+    assert admit(b"[" * 16 + b"]" * 16) is not None
+    with pytest.raises(CanonicalLimitError):
+        admit(b"[" * 17 + b"]" * 17)
+
+
+def test_container_count_bound() -> None:
+    ok = b"[" + b",".join([b"[]"] * 8191) + b"]"
+    assert len(admit(ok)) == 8191
+    with pytest.raises(CanonicalLimitError):
+        admit(b"[" + b",".join([b"[]"] * 8192) + b"]")
+
+
+def test_the_scan_ignores_brackets_inside_strings_and_escapes() -> None:
+    data = b'["' + b"[" * 40 + b'\\"' + b"{" * 40 + b'"]'
+    assert admit(data) == ["[" * 40 + '"' + "{" * 40]
+    scan_structure(b'"\\\\"' + b"[" * 3, max_depth=3, max_containers=3)
+
+
+def test_the_limit_wins_over_later_invalid_bytes_in_byte_order() -> None:
+    with pytest.raises(CanonicalLimitError):
+        admit(b"[" * 17 + b"\xff")
+    with pytest.raises(CanonicalError) as caught:
+        admit(b"]" + b"[" * 17)
+    assert caught.value.kind == "invalid"
+
+
+def test_an_unterminated_string_hides_later_brackets_from_the_scan() -> None:
+    scan_structure(b'["' + b"[" * 40, max_depth=16, max_containers=8192)
+    with pytest.raises(CanonicalError):
+        admit(b'["' + b"[" * 40)
+
+
+def test_admit_record_schema_rules() -> None:
+    assert admit_record(b'{"schema_version":"S"}', "S", max_bytes=100) == {"schema_version": "S"}
+    with pytest.raises(CanonicalUnsupportedError) as caught:
+        admit_record(b'{"schema_version":"T"}', "S", max_bytes=100)
+    assert caught.value.kind == "unsupported"
+    for data in [b"null", b"[]", b'{"schema_version":1}', b'{"a":"S"}']:
+        with pytest.raises(CanonicalError) as invalid:
+            admit_record(data, "S", max_bytes=100)
+        assert invalid.value.kind == "invalid"
+
+
+# ---- properties --------------------------------------------------------------------------
+
+keys = st.from_regex(r"[a-z][a-z0-9_]{0,8}", fullmatch=True)
+texts = st.text(max_size=12).filter(
+    lambda s: unicodedata.is_normalized("NFC", s) and not any("\ud800" <= c <= "\udfff" for c in s)
+)
+scalars = st.none() | st.booleans() | st.integers(0, MAX_CANONICAL_INT) | texts
+values = st.recursive(
+    scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(keys, inner, max_size=4),
+    max_leaves=20,
+)
+SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@SETTINGS
+@given(values)
+def test_every_accepted_value_round_trips_exactly(value: object) -> None:
+    encoded = canonical_bytes(value)
+    assert admit(encoded) == value
+    assert canonical_bytes(admit(encoded)) == encoded
+
+
+def _near_misses(encoded: bytes, value: object) -> list[bytes]:
+    misses = [b" " + encoded, encoded + b"\n"]
+    if isinstance(value, dict | list) and value:
+        spaced = json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(", ", ": "))
+        misses.append(spaced.encode())
+    if isinstance(value, dict) and len(value) >= 2:
+        reordered = json.dumps(
+            dict(reversed(list(value.items()))), ensure_ascii=False, separators=(",", ":")
+        ).encode()
+        misses.append(reordered)
+    if isinstance(value, dict) and value:
+        key, member = next(iter(sorted(value.items())))
+        duplicate = json.dumps({key: member}, ensure_ascii=False, separators=(",", ":")).encode()
+        misses.append(duplicate[:-1] + b"," + encoded[1:])
+    misses.append(
+        json.dumps(value, ensure_ascii=True, sort_keys=True, separators=(",", ":")).encode()
+    )
+    return [miss for miss in misses if miss != encoded]
+
+
+@SETTINGS
+@given(values)
+def test_every_near_miss_encoding_is_refused(value: object) -> None:
+    encoded = canonical_bytes(value)
+    for miss in _near_misses(encoded, value):
+        with pytest.raises(CanonicalError):
+            admit(miss)
+
+
+@SETTINGS
+@given(st.binary(max_size=64))
+def test_arbitrary_bytes_are_admitted_only_when_exactly_canonical(data: bytes) -> None:
+    try:
+        value = admit(data)
+    except CanonicalError:
+        return
+    assert canonical_bytes(value) == data
