@@ -12,6 +12,21 @@ Public names only; the implementation lives in private modules:
 """
 
 from mechanism.formation._checker import REASON_CODES, check_formation
+from mechanism.formation._mechanism import (
+    ADAPTER_REASON_CODES,
+    MECHANISM_DIGEST,
+    SOURCE_INVENTORY,
+    FormationPathCertificateMechanism,
+    formation_binding,
+    source_identity,
+)
+from mechanism.formation._producer import produce_formation_certificate
+from mechanism.formation._receipt import (
+    FormationReceiptError,
+    build_formation_receipt,
+    recheck_formation_receipt,
+)
+from mechanism.formation._silo import inspect_silo_formation
 from mechanism.formation._wire import (
     CERTIFICATE_SCHEMA,
     MAX_DEPTH,
@@ -37,6 +52,7 @@ from mechanism.formation._wire import (
 )
 
 __all__ = [
+    "ADAPTER_REASON_CODES",
     "CERTIFICATE_SCHEMA",
     "MAX_DEPTH",
     "MAX_JSON_CONTAINERS",
@@ -44,20 +60,30 @@ __all__ = [
     "MAX_NODES",
     "MAX_PATH_STEPS",
     "MAX_RECORD_BYTES",
+    "MECHANISM_DIGEST",
     "MECHANISM_ID",
     "PROFILE_DIGEST",
     "PROFILE_SCHEMA",
     "REASON_CODES",
     "RESIDUAL_OBLIGATIONS",
+    "SOURCE_INVENTORY",
     "SUBJECT_SCHEMA",
     "TAGS",
     "FormationError",
     "FormationLimitError",
+    "FormationPathCertificateMechanism",
+    "FormationReceiptError",
     "UnsupportedFormation",
     "admit_certificate",
     "admit_subject",
+    "build_formation_receipt",
     "check_formation",
+    "formation_binding",
+    "inspect_silo_formation",
+    "produce_formation_certificate",
     "profile_bytes",
     "profile_digest",
+    "recheck_formation_receipt",
     "schema_bytes",
+    "source_identity",
 ]

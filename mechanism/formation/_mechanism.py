@@ -1,0 +1,394 @@
+"""``FormationPathCertificateMechanism``: the typed-formation session adapter (formation.md §5).
+
+Identity. ``mechanism_id`` is ``vstd.typed_formation.checked.0.1``. ``mechanism_digest`` is this
+project's own source-identity digest: ``H({"schema_version":
+"VSTD-TYPED-FORMATION-SOURCE-IDENTITY-0.1", "profile_digest": <compiled>, "sources": [...]})``
+where ``sources`` lists, in this fixed order, ``{"path", "digest"}`` for
+``mechanism/formation/_mechanism.py``, ``mechanism/formation/_checker.py``,
+``mechanism/formation/_wire.py`` and ``mechanism/canonical.py`` (each digest over the file's raw
+bytes, read once at import). The producer is not in the inventory. This is source-file
+identity, not loaded-code attestation; it cannot equal the reference's value.
+
+Evaluation never reads files and never raises for any binding or evidence. Every decision has
+``details`` = its reason code (``""`` for PASS) and observations exactly ``status``,
+``reason_codes``, ``formation_report`` (the pure checker's report or ``None``),
+``residual_obligations``, ``trust_roots_meaning`` and ``claim_scope``. Preflight, in order, the
+first hit decides (the report is ``None`` unless stated):
+
+1. binding not exactly a ``BoundProposition`` → UNKNOWN ``FORMATION_BINDING_UNSUPPORTED``;
+2. wrong mechanism id, or mechanism digest not a strict ``sha256:`` digest equal to ours →
+   UNKNOWN ``FORMATION_IMPLEMENTATION_UNSUPPORTED``;
+3. predicate not exactly the mechanism id, or ``expected`` not exactly the string
+   ``"CHECKED"`` → UNKNOWN ``FORMATION_PREDICATE_UNSUPPORTED``;
+4. parameters not exactly a ``dict`` → UNKNOWN ``FORMATION_PARAMETERS_UNSUPPORTED``; then a
+   copy (only the copy is used from here on) must have exactly ``profile_digest``,
+   ``ground_artifact_digest`` and ``authority_axiom_agency_digest``, each a strict digest;
+5. ``profile_digest`` parameter ≠ compiled digest → UNKNOWN ``FORMATION_PROFILE_UNSUPPORTED``;
+6. trust roots not a tuple equal to the sorted distinct parameter values → UNKNOWN
+   ``FORMATION_ROOTS_UNSUPPORTED``;
+7. bounds not exactly ``EvidenceBounds(2, n)`` with exact ints and ``0 <= n <= 524288`` →
+   UNKNOWN ``FORMATION_BOUNDS_UNSUPPORTED``;
+8. evidence refs not a tuple of two distinct strict digests, or ``subject_id`` not a strict
+   digest → UNKNOWN ``FORMATION_REFERENCES_UNSUPPORTED``;
+9. ``subject_id`` ≠ first ref → FAIL ``FORMATION_SUBJECT_BINDING_INVALID``;
+10. evidence not a tuple/list of two items → UNKNOWN ``FORMATION_EVIDENCE_UNAVAILABLE``;
+11. an item not exactly ``bytes`` → FAIL ``FORMATION_EVIDENCE_TYPE_INVALID``;
+12. an item above 262,144 bytes or the pair above the declared byte bound → UNKNOWN
+    ``FORMATION_LIMIT_EXCEEDED`` (this precedes rehashing: an oversized item can hide a
+    substitution of the other; documented, stays UNKNOWN);
+13. the items' digests ≠ the refs (subject, then certificate) → FAIL
+    ``FORMATION_EVIDENCE_BINDING_INVALID``;
+14. if the subject admits and names the compiled profile, a context digest ≠ the parameter of
+    the same name → FAIL ``FORMATION_CONTEXT_BINDING_INVALID`` (before pure checking);
+15. the pure checker's report: UNKNOWN → UNKNOWN ``FORMATION_CHECK_UNKNOWN``; INVALID → FAIL
+    ``FORMATION_CHECK_INVALID``; anything else but CHECKED → UNKNOWN
+    ``FORMATION_CHECK_RESULT_UNSUPPORTED`` (report attached to all three);
+16. any exception in 14–15 → UNKNOWN ``FORMATION_EXECUTION_UNKNOWN``;
+17. PASS, status ``CHECKED``, no reason, report attached.
+
+PASS means only that this exact finite certificate predicate held; FAIL is not the negation of
+the mathematical claim; UNKNOWN covers unsupported, missing and exhausted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Final
+
+import mechanism.canonical as _canonical
+from mechanism.canonical import canonical_digest, is_digest
+from mechanism.formation._checker import check_formation
+from mechanism.formation._wire import (
+    MAX_DEPTH,
+    MAX_NODES,
+    MAX_PATH_STEPS,
+    MAX_RECORD_BYTES,
+    MECHANISM_ID,
+    PROFILE_DIGEST,
+    RESIDUAL_OBLIGATIONS,
+    FormationError,
+    admit_subject,
+    validate_ceilings,
+)
+from session import (
+    BoundProposition,
+    EvidenceBindingError,
+    EvidenceBounds,
+    MechanismDecision,
+    MechanismOutcome,
+)
+
+__all__ = [
+    "ADAPTER_REASON_CODES",
+    "MECHANISM_DIGEST",
+    "SOURCE_IDENTITY_SCHEMA",
+    "SOURCE_INVENTORY",
+    "FormationPathCertificateMechanism",
+    "formation_binding",
+    "source_identity",
+]
+
+SOURCE_IDENTITY_SCHEMA: Final = "VSTD-TYPED-FORMATION-SOURCE-IDENTITY-0.1"
+MAX_PAIR_BYTES: Final = 2 * MAX_RECORD_BYTES
+TRUST_ROOTS_MEANING: Final = "DECLARED_ASSUMPTIONS_ONLY"
+CLAIM_SCOPE: Final = "EXACT_FINITE_FORMATION_CERTIFICATE_ONLY"
+PARAMETER_KEYS: Final = frozenset(
+    {"profile_digest", "ground_artifact_digest", "authority_axiom_agency_digest"}
+)
+
+BINDING_UNSUPPORTED: Final = "FORMATION_BINDING_UNSUPPORTED"
+IMPLEMENTATION_UNSUPPORTED: Final = "FORMATION_IMPLEMENTATION_UNSUPPORTED"
+PREDICATE_UNSUPPORTED: Final = "FORMATION_PREDICATE_UNSUPPORTED"
+PARAMETERS_UNSUPPORTED: Final = "FORMATION_PARAMETERS_UNSUPPORTED"
+PROFILE_UNSUPPORTED: Final = "FORMATION_PROFILE_UNSUPPORTED"
+ROOTS_UNSUPPORTED: Final = "FORMATION_ROOTS_UNSUPPORTED"
+BOUNDS_UNSUPPORTED: Final = "FORMATION_BOUNDS_UNSUPPORTED"
+REFERENCES_UNSUPPORTED: Final = "FORMATION_REFERENCES_UNSUPPORTED"
+SUBJECT_BINDING_INVALID: Final = "FORMATION_SUBJECT_BINDING_INVALID"
+EVIDENCE_UNAVAILABLE: Final = "FORMATION_EVIDENCE_UNAVAILABLE"
+EVIDENCE_TYPE_INVALID: Final = "FORMATION_EVIDENCE_TYPE_INVALID"
+LIMIT_EXCEEDED: Final = "FORMATION_LIMIT_EXCEEDED"
+EVIDENCE_BINDING_INVALID: Final = "FORMATION_EVIDENCE_BINDING_INVALID"
+CONTEXT_BINDING_INVALID: Final = "FORMATION_CONTEXT_BINDING_INVALID"
+CHECK_UNKNOWN: Final = "FORMATION_CHECK_UNKNOWN"
+CHECK_INVALID: Final = "FORMATION_CHECK_INVALID"
+CHECK_RESULT_UNSUPPORTED: Final = "FORMATION_CHECK_RESULT_UNSUPPORTED"
+EXECUTION_UNKNOWN: Final = "FORMATION_EXECUTION_UNKNOWN"
+
+# Closed vocabulary of decision reasons → the outcome each one carries.
+ADAPTER_REASON_CODES: Final[dict[str, MechanismOutcome]] = {
+    BINDING_UNSUPPORTED: MechanismOutcome.UNKNOWN,
+    IMPLEMENTATION_UNSUPPORTED: MechanismOutcome.UNKNOWN,
+    PREDICATE_UNSUPPORTED: MechanismOutcome.UNKNOWN,
+    PARAMETERS_UNSUPPORTED: MechanismOutcome.UNKNOWN,
+    PROFILE_UNSUPPORTED: MechanismOutcome.UNKNOWN,
+    ROOTS_UNSUPPORTED: MechanismOutcome.UNKNOWN,
+    BOUNDS_UNSUPPORTED: MechanismOutcome.UNKNOWN,
+    REFERENCES_UNSUPPORTED: MechanismOutcome.UNKNOWN,
+    SUBJECT_BINDING_INVALID: MechanismOutcome.FAIL,
+    EVIDENCE_UNAVAILABLE: MechanismOutcome.UNKNOWN,
+    EVIDENCE_TYPE_INVALID: MechanismOutcome.FAIL,
+    LIMIT_EXCEEDED: MechanismOutcome.UNKNOWN,
+    EVIDENCE_BINDING_INVALID: MechanismOutcome.FAIL,
+    CONTEXT_BINDING_INVALID: MechanismOutcome.FAIL,
+    CHECK_UNKNOWN: MechanismOutcome.UNKNOWN,
+    CHECK_INVALID: MechanismOutcome.FAIL,
+    CHECK_RESULT_UNSUPPORTED: MechanismOutcome.UNKNOWN,
+    EXECUTION_UNKNOWN: MechanismOutcome.UNKNOWN,
+}
+
+_HERE: Final = Path(__file__).resolve().parent
+# (inventory path, file) in the fixed inventory order.
+_SOURCE_FILES: Final[tuple[tuple[str, Path], ...]] = (
+    ("mechanism/formation/_mechanism.py", _HERE / "_mechanism.py"),
+    ("mechanism/formation/_checker.py", _HERE / "_checker.py"),
+    ("mechanism/formation/_wire.py", _HERE / "_wire.py"),
+    ("mechanism/canonical.py", Path(_canonical.__file__).resolve()),
+)
+SOURCE_INVENTORY: Final[tuple[tuple[str, str], ...]] = tuple(
+    (path, "sha256:" + hashlib.sha256(file.read_bytes()).hexdigest())
+    for path, file in _SOURCE_FILES
+)
+
+
+def source_identity() -> dict[str, Any]:
+    """The source-identity document whose canonical digest is :data:`MECHANISM_DIGEST`."""
+    return {
+        "schema_version": SOURCE_IDENTITY_SCHEMA,
+        "profile_digest": PROFILE_DIGEST,
+        "sources": [{"path": path, "digest": digest} for path, digest in SOURCE_INVENTORY],
+    }
+
+
+MECHANISM_DIGEST: Final = canonical_digest(source_identity())
+
+
+def _decision(
+    outcome: MechanismOutcome,
+    reason: str | None,
+    status: str,
+    report: dict[str, Any] | None = None,
+) -> MechanismDecision:
+    return MechanismDecision(
+        outcome=outcome,
+        details="" if reason is None else reason,
+        observations={
+            "status": status,
+            "reason_codes": [] if reason is None else [reason],
+            "formation_report": report,
+            "residual_obligations": list(RESIDUAL_OBLIGATIONS),
+            "trust_roots_meaning": TRUST_ROOTS_MEANING,
+            "claim_scope": CLAIM_SCOPE,
+        },
+    )
+
+
+def _unknown(reason: str, report: dict[str, Any] | None = None) -> MechanismDecision:
+    return _decision(MechanismOutcome.UNKNOWN, reason, "UNKNOWN", report)
+
+
+def _fail(reason: str, report: dict[str, Any] | None = None) -> MechanismDecision:
+    return _decision(MechanismOutcome.FAIL, reason, "INVALID", report)
+
+
+def _is_exact_int(value: object) -> bool:
+    return type(value) is int
+
+
+class FormationPathCertificateMechanism:
+    """Rechecks a bound typed-formation subject/certificate pair (rules in the module docstring).
+
+    The resource ceilings default to the compiled values and may only be lowered (a bool, a
+    non-int, a negative value or one above the default raises before the instance exists).
+    """
+
+    mechanism_id: str = MECHANISM_ID
+    mechanism_digest: str = MECHANISM_DIGEST
+
+    def __init__(
+        self,
+        *,
+        max_nodes: int = MAX_NODES,
+        max_depth: int = MAX_DEPTH,
+        max_path_steps: int = MAX_PATH_STEPS,
+    ) -> None:
+        validate_ceilings(max_nodes=max_nodes, max_depth=max_depth, max_path_steps=max_path_steps)
+        self._max_nodes = max_nodes
+        self._max_depth = max_depth
+        self._max_path_steps = max_path_steps
+
+    @property
+    def ceilings(self) -> dict[str, int]:
+        """The resource ceilings this instance checks with."""
+        return {
+            "max_nodes": self._max_nodes,
+            "max_depth": self._max_depth,
+            "max_path_steps": self._max_path_steps,
+        }
+
+    def __repr__(self) -> str:
+        return f"FormationPathCertificateMechanism({self.ceilings})"
+
+    def evaluate(self, binding: BoundProposition, evidence: Sequence[bytes]) -> MechanismDecision:
+        """Decide the bound formation proposition over ``(subject, certificate)`` bytes."""
+        try:
+            return self._evaluate(binding, evidence)
+        except Exception:  # a decision is data: never raise to the session
+            return _unknown(EXECUTION_UNKNOWN)
+
+    def _evaluate(self, binding: object, evidence: object) -> MechanismDecision:
+        # 1. The binding's exact type.
+        if type(binding) is not BoundProposition:
+            return _unknown(BINDING_UNSUPPORTED)
+        # 2. The implementation coordinate.
+        digest = binding.mechanism_digest
+        if (
+            binding.mechanism_id != MECHANISM_ID
+            or not is_digest(digest)
+            or digest != (MECHANISM_DIGEST)
+        ):
+            return _unknown(IMPLEMENTATION_UNSUPPORTED)
+        # 3. The predicate and the exact expected value.
+        expected = binding.expected
+        if binding.predicate != MECHANISM_ID or type(expected) is not str or expected != "CHECKED":
+            return _unknown(PREDICATE_UNSUPPORTED)
+        # 4. Parameters: exactly a dict, copied, and only the copy is validated and used.
+        if type(binding.parameters) is not dict:
+            return _unknown(PARAMETERS_UNSUPPORTED)
+        parameters: dict[object, object] = dict(binding.parameters)
+        if parameters.keys() != PARAMETER_KEYS or not all(
+            is_digest(value) for value in parameters.values()
+        ):
+            return _unknown(PARAMETERS_UNSUPPORTED)
+        # 5. The rule profile.
+        if parameters["profile_digest"] != PROFILE_DIGEST:
+            return _unknown(PROFILE_UNSUPPORTED)
+        # 6. Trust roots: exactly the sorted distinct parameter values.
+        roots = binding.trust_roots
+        expected_roots = tuple(sorted({str(value) for value in parameters.values()}))
+        if type(roots) is not tuple or roots != expected_roots:
+            return _unknown(ROOTS_UNSUPPORTED)
+        # 7. Bounds: exactly EvidenceBounds(2, 0 <= n <= 524288) with exact ints.
+        bounds = binding.bounds
+        if (
+            type(bounds) is not EvidenceBounds
+            or not _is_exact_int(bounds.max_evidence_items)
+            or bounds.max_evidence_items != 2
+            or not _is_exact_int(bounds.max_evidence_bytes)
+            or not 0 <= bounds.max_evidence_bytes <= MAX_PAIR_BYTES
+        ):
+            return _unknown(BOUNDS_UNSUPPORTED)
+        # 8. References: two distinct strict digests; subject_id a strict digest.
+        refs = binding.evidence_refs
+        if (
+            type(refs) is not tuple
+            or len(refs) != 2
+            or not all(is_digest(ref) for ref in refs)
+            or refs[0] == refs[1]
+            or not is_digest(binding.subject_id)
+        ):
+            return _unknown(REFERENCES_UNSUPPORTED)
+        # 9. The subject is the first reference.
+        if binding.subject_id != refs[0]:
+            return _fail(SUBJECT_BINDING_INVALID)
+        # 10. Exactly two evidence items (captured once).
+        if not isinstance(evidence, tuple | list) or type(evidence) not in (tuple, list):
+            return _unknown(EVIDENCE_UNAVAILABLE)
+        items: tuple[object, ...] = tuple(evidence)
+        if len(items) != 2:
+            return _unknown(EVIDENCE_UNAVAILABLE)
+        subject, certificate = items
+        # 11. Exact bytes.
+        if type(subject) is not bytes or type(certificate) is not bytes:
+            return _fail(EVIDENCE_TYPE_INVALID)
+        # 12. Whole-pair size preflight (precedes rehashing).
+        if (
+            len(subject) > MAX_RECORD_BYTES
+            or len(certificate) > MAX_RECORD_BYTES
+            or len(subject) + len(certificate) > bounds.max_evidence_bytes
+        ):
+            return _unknown(LIMIT_EXCEEDED)
+        # 13. Rehash: the bytes are the bound evidence, in order.
+        observed = (
+            "sha256:" + hashlib.sha256(subject).hexdigest(),
+            "sha256:" + hashlib.sha256(certificate).hexdigest(),
+        )
+        if observed != refs:
+            return _fail(EVIDENCE_BINDING_INVALID)
+        try:
+            # 14. Declared context against the bound parameters (before pure checking).
+            try:
+                record = admit_subject(subject, max_nodes=self._max_nodes)
+            except FormationError:
+                record = None  # the pure checker reports it
+            if record is not None and record["profile_digest"] == PROFILE_DIGEST:
+                context = record["context"]
+                if (
+                    context["ground_artifact_digest"] != parameters["ground_artifact_digest"]
+                    or context["authority_axiom_agency_digest"]
+                    != parameters["authority_axiom_agency_digest"]
+                ):
+                    return _fail(CONTEXT_BINDING_INVALID)
+            # 15. The pure, independent check.
+            report = check_formation(
+                subject,
+                certificate,
+                max_nodes=self._max_nodes,
+                max_depth=self._max_depth,
+                max_path_steps=self._max_path_steps,
+            )
+            status = report.get("status") if type(report) is dict else None
+            if status == "UNKNOWN":
+                return _unknown(CHECK_UNKNOWN, report)
+            if status == "INVALID":
+                return _fail(CHECK_INVALID, report)
+            if status != "CHECKED":
+                return _unknown(CHECK_RESULT_UNSUPPORTED, report if type(report) is dict else None)
+        except Exception:
+            # 16. Execution failed: unknown, not a refutation.
+            return _unknown(EXECUTION_UNKNOWN)
+        # 17. The exact finite certificate predicate held.
+        return _decision(MechanismOutcome.PASS, None, "CHECKED", report)
+
+
+def formation_binding(
+    subject_bytes: bytes,
+    certificate_bytes: bytes,
+    *,
+    mechanism_digest: str | None = None,
+) -> BoundProposition:
+    """The honest binding a caller would pin for this pair.
+
+    Parameters come from the subject's *declared* context (declarations, not proofs); trust
+    roots are their sorted distinct values; bounds are ``EvidenceBounds(2, 524288)``; the
+    mechanism digest defaults to this installation's :data:`MECHANISM_DIGEST`. Raises
+    :class:`FormationError` when the subject cannot be admitted or the pair cannot be bound
+    (for example, identical subject and certificate bytes).
+    """
+    subject = admit_subject(subject_bytes)
+    if type(certificate_bytes) is not bytes:
+        raise FormationError("certificate must be exact bytes")
+    context = subject["context"]
+    parameters = {
+        "profile_digest": subject["profile_digest"],
+        "ground_artifact_digest": context["ground_artifact_digest"],
+        "authority_axiom_agency_digest": context["authority_axiom_agency_digest"],
+    }
+    subject_ref = "sha256:" + hashlib.sha256(subject_bytes).hexdigest()
+    certificate_ref = "sha256:" + hashlib.sha256(certificate_bytes).hexdigest()
+    try:
+        return BoundProposition(
+            subject_id=subject_ref,
+            predicate=MECHANISM_ID,
+            expected="CHECKED",
+            mechanism_id=MECHANISM_ID,
+            mechanism_digest=MECHANISM_DIGEST if mechanism_digest is None else mechanism_digest,
+            evidence_refs=(subject_ref, certificate_ref),
+            trust_roots=tuple(parameters.values()),
+            bounds=EvidenceBounds(max_evidence_items=2, max_evidence_bytes=MAX_PAIR_BYTES),
+            parameters=parameters,
+        )
+    except EvidenceBindingError as error:
+        raise FormationError(f"cannot bind this pair: {error}") from None
