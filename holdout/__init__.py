@@ -1,0 +1,72 @@
+"""The holdout instrument: challenge/observation grammar, strict reader, protocol-free scorer.
+
+Importing ``holdout`` loads only the scorer side (no ``session``, ``mechanism``, ``daemon`` or
+``catalog`` code). The adapter, which evaluates challenges through the real mechanisms, is the
+separate module :mod:`holdout.adapter`.
+"""
+
+from ._commitment import (
+    RELEASE_FILES,
+    challenge_commitment,
+    corpus_index_path,
+    load_challenge_folder,
+    project_schemas,
+    release_id,
+    schema_dir,
+)
+from ._jcs import canonical, canonical_equal, strict_equal
+from ._reader import MAX_DEPTH, MAX_DOCUMENT_BYTES, READ_ERROR_CODES, StrictReadError, read_json
+from ._scorer import (
+    PREDICATE_OPS,
+    REFUSAL_CODES,
+    ChallengeScore,
+    Finding,
+    InteropReport,
+    Refusal,
+    Schemas,
+    ScoreReport,
+    compare_observations,
+    evaluate_predicate,
+    interop,
+    read_challenge_array,
+    resolve_path,
+    score,
+    score_bytes,
+    validate_challenge,
+    validate_observation_document,
+)
+
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_DOCUMENT_BYTES",
+    "PREDICATE_OPS",
+    "READ_ERROR_CODES",
+    "REFUSAL_CODES",
+    "RELEASE_FILES",
+    "ChallengeScore",
+    "Finding",
+    "InteropReport",
+    "Refusal",
+    "Schemas",
+    "ScoreReport",
+    "StrictReadError",
+    "canonical",
+    "canonical_equal",
+    "challenge_commitment",
+    "compare_observations",
+    "corpus_index_path",
+    "evaluate_predicate",
+    "interop",
+    "load_challenge_folder",
+    "project_schemas",
+    "read_challenge_array",
+    "read_json",
+    "release_id",
+    "resolve_path",
+    "schema_dir",
+    "score",
+    "score_bytes",
+    "strict_equal",
+    "validate_challenge",
+    "validate_observation_document",
+]

@@ -1,0 +1,208 @@
+"""The strict byte reader for challenge, observation, index and schema documents.
+
+Every artifact the scorer looks at passes through :func:`read_json` first. It is a port of
+TRVM's ``evidence.mjs`` reader and refuses, with a :class:`StrictReadError` whose ``code`` is
+one of :data:`READ_ERROR_CODES`, checked in this order:
+
+1. ``not-bytes``         the input is not exactly ``bytes`` (or ``bytearray``/``memoryview``).
+2. ``too-large``         more than :data:`MAX_DOCUMENT_BYTES` (8 MiB) bytes.
+3. ``bom``               a UTF-8 byte-order mark at the start.
+4. ``invalid-utf8``      the bytes are not strict UTF-8 (surrogate code points included).
+5. ``too-deep``          array/object nesting deeper than :data:`MAX_DEPTH` (64); counted by a
+                         string-aware scan *before* decoding, so no recursion limit is reached.
+6. ``malformed``         not one JSON text (Python's decoder in strict mode: control characters
+                         in strings are refused).
+7. ``trailing-bytes``    anything but JSON whitespace after the document.
+8. ``duplicate-member``  an object with the same member name twice, at any depth.
+9. ``non-finite-number`` ``NaN``, ``Infinity``, ``-Infinity`` or a number literal whose value
+                         overflows a double (``1e400``).
+10. ``lone-surrogate``   an escaped surrogate (``\\ud800``) that is not half of a valid pair.
+
+Numbers are read as JavaScript reads them: an integer literal whose magnitude is below 2**53
+stays an ``int``; any larger integer literal becomes the nearest ``float`` (so ``rfc8785``
+can format it the ES way). Fractions and exponents are ``float``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterator
+from typing import Any
+
+MAX_DOCUMENT_BYTES = 8 * 1024 * 1024
+MAX_DEPTH = 64
+
+READ_ERROR_CODES = (
+    "not-bytes",
+    "too-large",
+    "bom",
+    "invalid-utf8",
+    "too-deep",
+    "malformed",
+    "trailing-bytes",
+    "duplicate-member",
+    "non-finite-number",
+    "lone-surrogate",
+)
+
+_SAFE_INTEGER_BOUND = 2**53
+_JSON_WHITESPACE = " \t\n\r"
+_STRING_OR_BRACKET = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class StrictReadError(ValueError):
+    """The bytes are not a document the strict reader accepts. ``code`` says why."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.detail = message
+
+
+class _DuplicateMember(Exception):
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+class _NonFinite(Exception):
+    def __init__(self, literal: str) -> None:
+        self.literal = literal
+
+
+def _pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for name, value in pairs:
+        if name in result:
+            raise _DuplicateMember(name)
+        result[name] = value
+    return result
+
+
+def _parse_constant(literal: str) -> Any:
+    raise _NonFinite(literal)
+
+
+def _parse_float(literal: str) -> float:
+    value = float(literal)
+    if not math.isfinite(value):
+        raise _NonFinite(literal)
+    return value
+
+
+def _parse_int(literal: str) -> int | float:
+    digits = len(literal) - (1 if literal.startswith("-") else 0)
+    if digits <= 16:
+        value = int(literal)
+        if -_SAFE_INTEGER_BOUND < value < _SAFE_INTEGER_BOUND:
+            return value
+    # Beyond 2**53 JavaScript holds the nearest double; so do we (and float() has no
+    # digit-count limit, unlike int()).
+    return _parse_float(literal)
+
+
+_DECODER = json.JSONDecoder(
+    object_pairs_hook=_pairs_hook,
+    parse_constant=_parse_constant,
+    parse_float=_parse_float,
+    parse_int=_parse_int,
+    strict=True,
+)
+
+
+def nesting_depth(data: bytes) -> int:
+    """The deepest array/object nesting in ``data``, skipping string contents (no decoding)."""
+    depth = 0
+    deepest = 0
+    for match in _STRING_OR_BRACKET.finditer(data):
+        token = match.group()
+        if token in (b"{", b"["):
+            depth += 1
+            deepest = max(deepest, depth)
+        elif token in (b"}", b"]"):
+            depth -= 1
+    return deepest
+
+
+def _strings(value: Any) -> Iterator[str]:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            yield item
+        elif isinstance(item, dict):
+            yield from item.keys()
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
+def read_json(data: bytes | bytearray | memoryview) -> Any:
+    """Decode one strict JSON document; raise :class:`StrictReadError` on any refusal."""
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise StrictReadError("not-bytes", f"expected bytes, got {type(data).__name__}")
+    raw = bytes(data)
+    if len(raw) > MAX_DOCUMENT_BYTES:
+        raise StrictReadError("too-large", f"{len(raw)} bytes exceeds {MAX_DOCUMENT_BYTES}")
+    if raw.startswith(b"\xef\xbb\xbf"):
+        raise StrictReadError("bom", "a byte-order mark precedes the document")
+    try:
+        text = raw.decode("utf-8", errors="strict")
+    except UnicodeDecodeError as error:
+        raise StrictReadError("invalid-utf8", f"at byte {error.start}") from None
+    depth = nesting_depth(raw)
+    if depth > MAX_DEPTH:
+        raise StrictReadError("too-deep", f"nesting depth {depth} exceeds {MAX_DEPTH}")
+    start = len(text) - len(text.lstrip(_JSON_WHITESPACE))
+    try:
+        value, end = _DECODER.raw_decode(text, start)
+    except _DuplicateMember as error:
+        raise StrictReadError("duplicate-member", f"member {error.name!r} repeated") from None
+    except _NonFinite as error:
+        raise StrictReadError("non-finite-number", f"literal {error.literal!r}") from None
+    except json.JSONDecodeError as error:
+        raise StrictReadError("malformed", f"{error.msg} at offset {error.pos}") from None
+    except RecursionError:  # pragma: no cover - the depth scan bounds nesting first
+        raise StrictReadError("too-deep", "nesting too deep to decode") from None
+    if text[end:].strip(_JSON_WHITESPACE):
+        raise StrictReadError("trailing-bytes", f"data after the document at offset {end}")
+    for string in _strings(value):
+        if _SURROGATE.search(string):
+            raise StrictReadError("lone-surrogate", "an escaped lone surrogate")
+    return value
+
+
+def check_json_value(value: Any, *, max_depth: int = MAX_DEPTH) -> None:
+    """Refuse (``StrictReadError``) a Python value the strict reader could not have produced.
+
+    For callers that hand the scorer already-parsed values: only dict (str keys), list, str,
+    int, finite float, bool and None; nesting at most ``max_depth``; no surrogate code points.
+    Iterative, so no recursion limit is reachable.
+    """
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth > max_depth:
+                raise StrictReadError("too-deep", f"nesting depth exceeds {max_depth}")
+            if isinstance(item, dict):
+                for key, member in item.items():
+                    if not isinstance(key, str):
+                        raise StrictReadError("malformed", "an object key is not a string")
+                    if _SURROGATE.search(key):
+                        raise StrictReadError("lone-surrogate", "a lone surrogate in a key")
+                    stack.append((member, depth + 1))
+            else:
+                stack.extend((member, depth + 1) for member in item)
+        elif isinstance(item, str):
+            if _SURROGATE.search(item):
+                raise StrictReadError("lone-surrogate", "a lone surrogate in a string")
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                raise StrictReadError("non-finite-number", repr(item))
+        elif item is None or isinstance(item, bool | int):
+            continue
+        else:
+            raise StrictReadError("malformed", f"not a JSON value: {type(item).__name__}")

@@ -1,0 +1,572 @@
+"""The protocol-free holdout scorer (HOLDOUT-HARNESS) and interop comparer (HOLDOUT-INTEROP).
+
+This module, like every scorer module of the package, imports nothing from ``session``,
+``mechanism``, ``daemon`` or ``catalog`` (a test enforces it). It is schema-driven: the recipe
+schema and the observation schema are data (:class:`Schemas`), validated with ``jsonschema``
+(draft 2020-12) extended by two rules:
+
+* ``x-sorted: true`` on an array: items must be in non-decreasing JavaScript default-sort order
+  (``String(x)`` by UTF-16 code unit);
+* ``pattern`` (and so ``propertyNames``) use ECMA-262 anchors: ``$`` matches only at the end of
+  the string (Python's ``$`` also matches before a final newline), ``\\d``/``\\w`` are ASCII.
+
+A scoring run is refused as a whole (``ScoreReport.verdict == "REFUSED"``, no results) when,
+checked in this order:
+
+1. ``schemas-invalid``        a schema is not a valid draft 2020-12 schema;
+2. ``challenge-unreadable``   a challenge value fails the strict reader's value rules;
+3. ``challenge-schema``       any challenge fails the recipe schema;
+4. ``duplicate-challenge-id`` two challenges share an id (decision: observations are keyed by
+                              id, so such a set cannot be attributed);
+5. ``observation-unreadable`` the document fails the strict reader;
+6. ``observation-schema``     the document fails the observation schema (``x-sorted``,
+                              ``uniqueItems`` and ``additionalProperties`` included);
+7. ``implementation-mismatch`` the document's ``implementation`` is not the expected label;
+8. ``release-mismatch``       its ``spec_release_id`` is not the run's release;
+9. ``fixture-root-mismatch``  an observation's ``fixture_root`` differs from its challenge's
+                              ``fixture.root``.
+
+Otherwise each predicate scores pass (``True``), fail (``False``) or UNRESOLVED (``None``) by
+the rules of HOLDOUT-OBSERVATION-v1 §3.4-§3.6 (one root per operator, own-member path lookup,
+absent is UNRESOLVED, exact sorted refusal-set equality, RFC 8785 comparison). A challenge with
+no observation is *missing*: its predicates count as unresolved. The verdict is ``PASS`` only
+with zero fail, zero unresolved and zero missing; otherwise ``FAIL``. Nothing here raises for
+bad input: every public function returns a report.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from functools import lru_cache
+from typing import Any, Final
+
+import attrs
+import jsonschema
+import jsonschema.validators
+
+from ._jcs import canonical, canonical_equal, is_number, js_sort_key, strict_equal
+from ._reader import StrictReadError, check_json_value, read_json
+
+PREDICATE_OPS: Final = (
+    "EQ",
+    "NEQ",
+    "HOLDS",
+    "MOVES",
+    "REFUSAL_SET_EQ",
+    "VERDICT_EQ",
+    "OUTCOME_EQ",
+    "LT",
+)
+
+REFUSAL_CODES: Final = (
+    "challenge-folder-invalid",
+    "commitment-invalid",
+    "commitment-mismatch",
+    "index-invalid",
+    "schemas-invalid",
+    "challenge-unreadable",
+    "challenge-schema",
+    "duplicate-challenge-id",
+    "observation-unreadable",
+    "observation-schema",
+    "implementation-mismatch",
+    "release-mismatch",
+    "fixture-root-mismatch",
+)
+
+_ABSENT: Final = object()
+_ARRAY_INDEX = re.compile(r"(?:0|[1-9][0-9]*)\Z")
+
+
+class Refusal(Exception):
+    """A whole run (or an input to it) is refused; ``code`` is a stable reason string."""
+
+    def __init__(self, code: str, detail: str) -> None:
+        super().__init__(f"{code}: {detail}")
+        self.code = code
+        self.detail = detail
+
+
+# --------------------------------------------------------------------------- schemas
+
+
+def _ecma_pattern(pattern: str) -> str:
+    """Translate the ECMA-262 regex features whose Python meaning differs."""
+    out: list[str] = []
+    in_class = False
+    index = 0
+    while index < len(pattern):
+        char = pattern[index]
+        if char == "\\" and index + 1 < len(pattern):
+            escaped = pattern[index + 1]
+            out.append(
+                {"d": "[0-9]", "D": "[^0-9]", "w": "[A-Za-z0-9_]", "W": "[^A-Za-z0-9_]"}.get(
+                    escaped, char + escaped
+                )
+                if not in_class
+                else {"d": "0-9", "w": "A-Za-z0-9_"}.get(escaped, char + escaped)
+            )
+            index += 2
+            continue
+        if in_class:
+            if char == "]":
+                in_class = False
+        elif char == "[":
+            in_class = True
+        elif char == "$":
+            char = r"\Z"
+        out.append(char)
+        index += 1
+    return "".join(out)
+
+
+@lru_cache(maxsize=256)
+def _compiled(pattern: str) -> re.Pattern[str]:
+    return re.compile(_ecma_pattern(pattern))
+
+
+def _pattern_rule(
+    validator: Any, pattern: str, instance: Any, schema: Mapping[str, Any]
+) -> Iterator[jsonschema.ValidationError]:
+    if not isinstance(instance, str):
+        return
+    try:
+        matched = _compiled(pattern).search(instance) is not None
+    except re.error:
+        yield jsonschema.ValidationError(f"unsupported pattern {pattern!r}")
+        return
+    if not matched:
+        yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+def _x_sorted_rule(
+    validator: Any, wanted: Any, instance: Any, schema: Mapping[str, Any]
+) -> Iterator[jsonschema.ValidationError]:
+    if wanted is not True or not isinstance(instance, list):
+        return
+    keys = [js_sort_key(item) for item in instance]
+    for position in range(1, len(keys)):
+        if keys[position - 1] > keys[position]:
+            yield jsonschema.ValidationError(f"array is not sorted at index {position}")
+            return
+
+
+_Validator = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator,
+    validators={"pattern": _pattern_rule, "x-sorted": _x_sorted_rule},
+)
+
+
+@attrs.frozen
+class Schemas:
+    """The recipe schema and the observation schema a scoring run is driven by (as data)."""
+
+    recipe: Mapping[str, Any]
+    observation: Mapping[str, Any]
+
+    @classmethod
+    def from_bytes(cls, recipe: bytes, observation: bytes) -> Schemas:
+        """Read both schemas through the strict reader (raises :class:`Refusal`)."""
+        try:
+            parsed = (read_json(recipe), read_json(observation))
+        except StrictReadError as error:
+            raise Refusal("schemas-invalid", str(error)) from None
+        for schema in parsed:
+            _check_schema(schema)
+        return cls(recipe=parsed[0], observation=parsed[1])
+
+
+def _check_schema(schema: Any) -> None:
+    if not isinstance(schema, dict):
+        raise Refusal("schemas-invalid", "a schema is not a JSON object")
+    try:
+        _Validator.check_schema(schema)
+    except jsonschema.SchemaError as error:
+        raise Refusal("schemas-invalid", error.message) from None
+
+
+def _first_error(schema: Mapping[str, Any], instance: Any) -> str | None:
+    validator = _Validator(schema)
+    error = jsonschema.exceptions.best_match(validator.iter_errors(instance))
+    if error is None:
+        return None
+    where = "/".join(str(part) for part in error.absolute_path) or "(root)"
+    return f"at {where}: {error.message}"
+
+
+def validate_challenge(challenge: Any, schemas: Schemas) -> str | None:
+    """The first recipe-schema error of one parsed challenge, or ``None`` if it conforms."""
+    return _first_error(schemas.recipe, challenge)
+
+
+def validate_observation_document(document: Any, schemas: Schemas) -> str | None:
+    """The first observation-schema error of a parsed document, or ``None``."""
+    return _first_error(schemas.observation, document)
+
+
+# --------------------------------------------------------------------------- predicates
+
+
+def resolve_path(root: Any, path: Any) -> Any:
+    """Walk a dot path by own members; return the value or the module's ABSENT sentinel.
+
+    Objects are entered by member name, arrays by canonical decimal index (``"0"``, not
+    ``"00"``). Inherited JavaScript names (``length``, ``constructor``) are never found.
+    """
+    if not isinstance(path, str):
+        return _ABSENT
+    current = root
+    for segment in path.split("."):
+        if isinstance(current, dict):
+            if segment not in current:
+                return _ABSENT
+            current = current[segment]
+        elif isinstance(current, list):
+            if not _ARRAY_INDEX.match(segment) or int(segment) >= len(current):
+                return _ABSENT
+            current = current[int(segment)]
+        else:
+            return _ABSENT
+    return current
+
+
+def is_absent(value: Any) -> bool:
+    return value is _ABSENT
+
+
+def _plane(observation: Mapping[str, Any], name: str) -> Any:
+    return observation.get(name, _ABSENT)
+
+
+def evaluate_predicate(predicate: Any, observation: Any) -> bool | None:
+    """Score one predicate against one observation: ``True``, ``False`` or ``None``."""
+    if not isinstance(predicate, dict) or not isinstance(observation, dict):
+        return None
+    op = predicate.get("op")
+    path = predicate.get("path")
+    try:
+        if op in ("HOLDS", "MOVES"):
+            base = resolve_path(_plane(observation, "baseline"), path)
+            cand = resolve_path(_plane(observation, "candidate"), path)
+            if base is _ABSENT or cand is _ABSENT:
+                return None
+            same = canonical_equal(base, cand)
+            return same if op == "HOLDS" else not same
+        if op in ("EQ", "NEQ"):
+            left = resolve_path(observation, path)
+            if "value" in predicate:
+                right = predicate["value"]
+            else:
+                right = resolve_path(observation, predicate.get("right"))
+            if left is _ABSENT or right is _ABSENT:
+                return None
+            same = canonical_equal(left, right)
+            return same if op == "EQ" else not same
+        if op in ("VERDICT_EQ", "OUTCOME_EQ"):
+            root = _plane(observation, "candidate") if op == "VERDICT_EQ" else observation
+            found = resolve_path(root, path)
+            if found is _ABSENT:
+                return None
+            return "value" in predicate and strict_equal(found, predicate["value"])
+        if op == "REFUSAL_SET_EQ":
+            refusals = observation.get("refusal_set", _ABSENT)
+            expected = predicate.get("value", [])
+            if not isinstance(refusals, list) or not isinstance(expected, list):
+                return None
+            return canonical(sorted(refusals, key=js_sort_key)) == canonical(
+                sorted(expected, key=js_sort_key)
+            )
+        if op == "LT":
+            left = resolve_path(observation, predicate.get("left"))
+            right = resolve_path(observation, predicate.get("right"))
+            if not is_number(left) or not is_number(right):
+                return None
+            return bool(left < right)
+    except ValueError:
+        return None
+    return None
+
+
+# --------------------------------------------------------------------------- scoring
+
+
+@attrs.frozen
+class ChallengeScore:
+    """Per-challenge tally; ``missing`` when the document has no observation for it."""
+
+    passed: int
+    failed: int
+    unresolved: int
+    missing: bool
+    results: tuple[bool | None, ...]
+
+    def to_dict(self) -> dict[str, int]:
+        return {"pass": self.passed, "fail": self.failed, "unresolved": self.unresolved}
+
+
+@attrs.frozen
+class ScoreReport:
+    """The outcome of one scoring run. ``by_challenge`` is empty when refused."""
+
+    verdict: str
+    refusal: str | None
+    detail: str | None
+    by_challenge: Mapping[str, ChallengeScore]
+
+    @property
+    def missing(self) -> tuple[str, ...]:
+        return tuple(cid for cid, score in self.by_challenge.items() if score.missing)
+
+    @property
+    def harness_passed(self) -> bool:
+        return self.verdict == "PASS"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "verdict": self.verdict,
+            "refusal": self.refusal,
+            "by_challenge": {cid: score.to_dict() for cid, score in self.by_challenge.items()},
+        }
+
+
+def refused(code: str, detail: str) -> ScoreReport:
+    return ScoreReport(verdict="REFUSED", refusal=code, detail=detail, by_challenge={})
+
+
+def _check_challenges(challenges: Sequence[Any], schemas: Schemas) -> None:
+    seen: set[str] = set()
+    for position, challenge in enumerate(challenges):
+        try:
+            check_json_value(challenge)
+        except StrictReadError as error:
+            raise Refusal("challenge-unreadable", f"challenge {position}: {error}") from None
+        problem = validate_challenge(challenge, schemas)
+        if problem is not None:
+            raise Refusal("challenge-schema", f"challenge {position} {problem}")
+        # The scorer itself relies on these, whatever schema it was given.
+        if not (
+            isinstance(challenge, dict)
+            and isinstance(challenge.get("id"), str)
+            and isinstance(challenge.get("fixture"), dict)
+            and isinstance(challenge["fixture"].get("root"), str)
+            and isinstance(challenge.get("predicates"), list)
+        ):
+            raise Refusal(
+                "challenge-schema", f"challenge {position} lacks id, fixture.root or predicates"
+            )
+    for challenge in challenges:
+        if challenge["id"] in seen:
+            raise Refusal("duplicate-challenge-id", f"challenge id {challenge['id']!r} repeated")
+        seen.add(challenge["id"])
+
+
+def _check_document(
+    challenges: Sequence[Any],
+    document: Any,
+    schemas: Schemas,
+    expect_release: str,
+    expect_implementation: str | None,
+) -> None:
+    try:
+        check_json_value(document)
+    except StrictReadError as error:
+        raise Refusal("observation-unreadable", str(error)) from None
+    problem = validate_observation_document(document, schemas)
+    if problem is not None:
+        raise Refusal("observation-schema", problem)
+    if not isinstance(document, dict):
+        raise Refusal("observation-schema", "the document is not an object")
+    if expect_implementation is not None and document.get("implementation") != (
+        expect_implementation
+    ):
+        raise Refusal(
+            "implementation-mismatch",
+            f"document says {document.get('implementation')!r}, expected {expect_implementation!r}",
+        )
+    if document.get("spec_release_id") != expect_release:
+        raise Refusal(
+            "release-mismatch",
+            f"document says {document.get('spec_release_id')!r}, run is {expect_release!r}",
+        )
+    observations = document.get("observations")
+    if not isinstance(observations, dict):
+        raise Refusal("observation-schema", "observations is not an object")
+    for challenge in challenges:
+        observation = observations.get(challenge["id"])
+        if observation is None:
+            continue
+        declared = challenge["fixture"]["root"]
+        if not isinstance(observation, dict) or observation.get("fixture_root") != declared:
+            raise Refusal(
+                "fixture-root-mismatch",
+                f"{challenge['id']}: observed {observation.get('fixture_root')!r}"
+                if isinstance(observation, dict)
+                else f"{challenge['id']}: observation is not an object",
+            )
+
+
+def score(
+    challenges: Sequence[Any],
+    document: Any,
+    *,
+    schemas: Schemas,
+    expect_release: str,
+    expect_implementation: str | None = None,
+) -> ScoreReport:
+    """Score one parsed observation document against parsed challenges (HOLDOUT-HARNESS)."""
+    try:
+        if not isinstance(challenges, Sequence) or isinstance(challenges, str | bytes):
+            raise Refusal("challenge-unreadable", "the challenge set is not an array")
+        for schema in (schemas.recipe, schemas.observation):
+            _check_schema(schema)
+        _check_challenges(challenges, schemas)
+        _check_document(challenges, document, schemas, expect_release, expect_implementation)
+    except Refusal as refusal:
+        return refused(refusal.code, refusal.detail)
+    observations: dict[str, Any] = document["observations"]
+    by_challenge: dict[str, ChallengeScore] = {}
+    failing = False
+    for challenge in challenges:
+        observation = observations.get(challenge["id"])
+        predicates = challenge["predicates"]
+        if observation is None:
+            results: tuple[bool | None, ...] = tuple(None for _ in predicates)
+        else:
+            results = tuple(evaluate_predicate(p, observation) for p in predicates)
+        tally = ChallengeScore(
+            passed=sum(1 for r in results if r is True),
+            failed=sum(1 for r in results if r is False),
+            unresolved=sum(1 for r in results if r is None),
+            missing=observation is None,
+            results=results,
+        )
+        failing = failing or tally.missing or tally.failed > 0 or tally.unresolved > 0
+        by_challenge[challenge["id"]] = tally
+    return ScoreReport(
+        verdict="FAIL" if failing else "PASS", refusal=None, detail=None, by_challenge=by_challenge
+    )
+
+
+def score_bytes(
+    challenges: Sequence[Any],
+    document: bytes,
+    *,
+    schemas: Schemas,
+    expect_release: str,
+    expect_implementation: str | None = None,
+) -> ScoreReport:
+    """:func:`score` for an observation document still in bytes (strict reader first)."""
+    try:
+        parsed = read_json(document)
+    except StrictReadError as error:
+        return refused("observation-unreadable", str(error))
+    return score(
+        challenges,
+        parsed,
+        schemas=schemas,
+        expect_release=expect_release,
+        expect_implementation=expect_implementation,
+    )
+
+
+def read_challenge_array(data: bytes) -> list[Any]:
+    """Read a challenge-set file (one JSON array) strictly; raise :class:`Refusal`."""
+    try:
+        parsed = read_json(data)
+    except StrictReadError as error:
+        raise Refusal("challenge-unreadable", str(error)) from None
+    if not isinstance(parsed, list):
+        raise Refusal("challenge-unreadable", "a challenge-set file must be a JSON array")
+    return parsed
+
+
+# --------------------------------------------------------------------------- interop
+
+
+@attrs.frozen
+class Finding:
+    """One difference between two documents' ``observations`` (``UNCLASSIFIED_FINDING``)."""
+
+    path: str
+    implementations: tuple[str, str]
+    left: str | None  # canonical JSON text, or None when absent on that side
+    right: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "class": "UNCLASSIFIED_FINDING",
+            "path": self.path,
+            "implementations": list(self.implementations),
+            "left": self.left,
+            "right": self.right,
+        }
+
+
+@attrs.frozen
+class InteropReport:
+    """HOLDOUT-INTEROP: ``NOT MEASURED`` (< 2 documents), ``PASS``, ``FAIL`` or ``REFUSED``."""
+
+    status: str
+    findings: tuple[Finding, ...]
+    refusal: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "refusal": self.refusal,
+            "findings": [finding.to_dict() for finding in self.findings],
+        }
+
+
+def _text(value: Any) -> str | None:
+    return None if value is _ABSENT else canonical(value).decode("utf-8")
+
+
+def compare_observations(
+    left: Any, right: Any, labels: tuple[str, str] = ("left", "right")
+) -> tuple[Finding, ...]:
+    """Deep-compare two documents' ``observations`` members; objects recursively, arrays and
+    scalars whole by canonical form. Producer labels are not compared."""
+    findings: list[Finding] = []
+    stack: list[tuple[str, Any, Any]] = [
+        (
+            "observations",
+            left.get("observations", _ABSENT) if isinstance(left, dict) else _ABSENT,
+            right.get("observations", _ABSENT) if isinstance(right, dict) else _ABSENT,
+        )
+    ]
+    while stack:
+        path, a, b = stack.pop()
+        if isinstance(a, dict) and isinstance(b, dict):
+            for key in sorted(set(a) | set(b), key=js_sort_key, reverse=True):
+                stack.append((f"{path}.{key}", a.get(key, _ABSENT), b.get(key, _ABSENT)))
+            continue
+        if a is _ABSENT or b is _ABSENT or canonical(a) != canonical(b):
+            findings.append(Finding(path, labels, _text(a), _text(b)))
+    return tuple(findings)
+
+
+def interop(documents: Sequence[Any]) -> InteropReport:
+    """Compare every pair of (already scored) documents. Fewer than two: NOT MEASURED."""
+    if len(documents) < 2:
+        return InteropReport(status="NOT MEASURED", findings=())
+    for document in documents:
+        try:
+            check_json_value(document)
+        except StrictReadError as error:
+            return InteropReport("REFUSED", (), f"observation-unreadable: {error}")
+        if not isinstance(document, dict):
+            return InteropReport("REFUSED", (), "observation-schema: not an object")
+    releases = {document.get("spec_release_id") for document in documents}
+    if len(releases) != 1:
+        return InteropReport("REFUSED", (), "release-mismatch: documents name different releases")
+    findings: list[Finding] = []
+    for i in range(len(documents)):
+        for j in range(i + 1, len(documents)):
+            labels = (
+                str(documents[i].get("implementation", f"#{i}")),
+                str(documents[j].get("implementation", f"#{j}")),
+            )
+            findings.extend(compare_observations(documents[i], documents[j], labels))
+    return InteropReport(status="FAIL" if findings else "PASS", findings=tuple(findings))
