@@ -1,25 +1,212 @@
 """``evidenced formation inspect-silo`` and ``evidenced formation receipt build|recheck``.
 
-(Placeholder while the silo inspector lands; the commands are registered so the formation
-CLI can call :func:`add_silo_commands` unconditionally.)
+Evidence directories: every regular file whose name is exactly 64 lowercase hex digits is one
+evidence entry keyed ``sha256:<name>``; the name is only the *claimed* digest (the inspector and
+the receipt builder rehash the bytes, so a substituted file shows up as a digest mismatch). Any
+other entry of the directory (a differently named file, a sub-directory) is refused with exit
+65 rather than silently ignored. A file is read up to 4 MiB + 1 bytes: anything larger is over
+the per-object bound either way, so the outcome is the same as reading it whole.
+
+Output: stdout carries exactly one JSON document — the inspection (``inspect-silo``), the exact
+canonical receipt bytes with no trailing newline (``receipt build``, so that
+``> receipt.json`` keeps them admissible) or the fresh inspection (``receipt recheck``); a
+refusal prints ``{"error": CODE}`` and a one-line message on stderr.
+
+Exit codes. ``inspect-silo``: 0 when the binding is BOUND, retention COMPLETE, agency MATCHED
+and the formation report CHECKED; 1 when any of them is INVALID; 3 otherwise (UNKNOWN,
+INCOMPLETE or no report). ``receipt``: 0 built / reproduced; 1
+``FORMATION_RECEIPT_BINDING_INVALID`` or ``FORMATION_RECEIPT_NOT_REPRODUCED``; 3
+``FORMATION_RECEIPT_LIMIT_EXCEEDED``; 65 for the selection/receipt/input refusals and
+unreadable files.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import re
 import sys
+from pathlib import Path
+from typing import Any, Final
+
+from mechanism.formation._receipt import (
+    BINDING_INVALID,
+    LIMIT_EXCEEDED,
+    NOT_REPRODUCED,
+    FormationReceiptError,
+    build_formation_receipt,
+    recheck_formation_receipt,
+)
+from mechanism.formation._silo import (
+    MAX_EVIDENCE_ENTRIES,
+    MAX_OBJECT_BYTES,
+    inspect_silo_formation,
+)
+
+__all__ = ["add_silo_commands", "read_evidence_dir"]
+
+EXIT_OK: Final = 0
+EXIT_INVALID: Final = 1
+EXIT_UNKNOWN: Final = 3
+EXIT_REJECTED: Final = 65
+
+_HEX_NAME: Final = re.compile(r"[0-9a-f]{64}")
+_MAX_COMMIT_READ: Final = 262_145  # one byte over the commit bound is enough to refuse it
+_MAX_SMALL_READ: Final = 1_048_577  # selections and receipts: one byte over the receipt bound
 
 
-def _not_ready(args: argparse.Namespace) -> int:
-    sys.stderr.write("evidenced: silo commands are not available yet\n")
-    return 70
+class _CliRefusal(Exception):
+    """A one-line reason to exit 65 before anything is inspected."""
+
+
+def _read(path: str, limit: int) -> bytes:
+    with open(path, "rb") as handle:
+        return handle.read(limit)
+
+
+def read_evidence_dir(directory: str) -> dict[str, bytes]:
+    """Read an evidence directory (naming rule in the module docstring) into a plain dict."""
+    names = sorted(os.listdir(directory))
+    for name in names:
+        if _HEX_NAME.fullmatch(name) is None or not (Path(directory) / name).is_file():
+            raise _CliRefusal(f"evidence entry {name!r} is not a file named by a 64-hex digest")
+    if len(names) > MAX_EVIDENCE_ENTRIES:
+        # Both the inspector and the receipt builder refuse an oversized mapping by count
+        # before looking at a single value, so there is no point reading the files.
+        return {f"sha256:{name}": b"" for name in names}
+    return {
+        f"sha256:{name}": _read(str(Path(directory) / name), MAX_OBJECT_BYTES + 1) for name in names
+    }
+
+
+def _emit(document: Any) -> None:
+    sys.stdout.write(json.dumps(document, ensure_ascii=False, sort_keys=True) + "\n")
+
+
+def _inspection_exit(inspection: dict[str, Any]) -> int:
+    report = inspection["formation_report"]
+    facets = [
+        inspection["coordinate_binding"],
+        inspection["snapshot_retention"],
+        inspection["agency_declaration"],
+        None if report is None else report["status"],
+    ]
+    if "INVALID" in facets:
+        return EXIT_INVALID
+    if facets == ["BOUND", "COMPLETE", "MATCHED", "CHECKED"]:
+        return EXIT_OK
+    return EXIT_UNKNOWN
+
+
+def _run_inspect(args: argparse.Namespace) -> int:
+    try:
+        evidence = read_evidence_dir(args.evidence_dir)
+    except _CliRefusal as refusal:
+        sys.stderr.write(f"evidenced: {refusal}\n")
+        _emit({"error": "EVIDENCE_DIRECTORY_REFUSED"})
+        return EXIT_REJECTED
+    inspection = inspect_silo_formation(
+        _read(args.commit, _MAX_COMMIT_READ),
+        evidence,
+        subject_path=args.subject_path,
+        certificate_path=args.certificate_path,
+        profile_path=args.profile_path,
+        ground_path=args.ground_path,
+    )
+    _emit(inspection)
+    return _inspection_exit(inspection)
+
+
+def _receipt_refused(error: FormationReceiptError) -> int:
+    sys.stderr.write(f"evidenced: formation receipt refused: {error.code}\n")
+    _emit({"error": error.code})
+    if error.code in (BINDING_INVALID, NOT_REPRODUCED):
+        return EXIT_INVALID
+    if error.code == LIMIT_EXCEEDED:
+        return EXIT_UNKNOWN
+    return EXIT_REJECTED
+
+
+def _receipt_inputs(args: argparse.Namespace) -> tuple[bytes, bytes, dict[str, bytes]]:
+    return (
+        _read(args.selection, _MAX_SMALL_READ),
+        _read(args.commit, _MAX_COMMIT_READ),
+        read_evidence_dir(args.evidence_dir),
+    )
+
+
+def _run_build(args: argparse.Namespace) -> int:
+    try:
+        selection, commit, evidence = _receipt_inputs(args)
+        receipt = build_formation_receipt(selection, commit, evidence)
+    except _CliRefusal as refusal:
+        sys.stderr.write(f"evidenced: {refusal}\n")
+        _emit({"error": "EVIDENCE_DIRECTORY_REFUSED"})
+        return EXIT_REJECTED
+    except FormationReceiptError as error:
+        return _receipt_refused(error)
+    if args.output is not None:
+        Path(args.output).write_bytes(receipt)
+    sys.stdout.flush()
+    sys.stdout.buffer.write(receipt)  # exact canonical bytes, no trailing newline
+    sys.stdout.buffer.flush()
+    return EXIT_OK
+
+
+def _run_recheck(args: argparse.Namespace) -> int:
+    try:
+        selection, commit, evidence = _receipt_inputs(args)
+        inspection = recheck_formation_receipt(
+            _read(args.receipt, _MAX_SMALL_READ), selection, commit, evidence
+        )
+    except _CliRefusal as refusal:
+        sys.stderr.write(f"evidenced: {refusal}\n")
+        _emit({"error": "EVIDENCE_DIRECTORY_REFUSED"})
+        return EXIT_REJECTED
+    except FormationReceiptError as error:
+        return _receipt_refused(error)
+    _emit(inspection)
+    return EXIT_OK
 
 
 def add_silo_commands(
     formation_subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
 ) -> None:
     """Add ``inspect-silo`` and ``receipt`` (``build``/``recheck``) to ``formation``."""
-    inspect = formation_subparsers.add_parser("inspect-silo", help="inspect a retained silo")
-    inspect.set_defaults(handler=_not_ready)
+    inspect = formation_subparsers.add_parser(
+        "inspect-silo",
+        help="inspect a retained silo commit's formation coordinates (pure, non-executing)",
+    )
+    inspect.add_argument("commit", metavar="COMMIT", help="VSTD-SILO-COMMIT-0.1 bytes")
+    _add_evidence_dir(inspect)
+    for role in ("subject", "certificate", "profile", "ground"):
+        inspect.add_argument(f"--{role}-path", required=True, help=f"census path of the {role}")
+    inspect.set_defaults(handler=_run_inspect)
+
     receipt = formation_subparsers.add_parser("receipt", help="portable formation receipts")
-    receipt.set_defaults(handler=_not_ready)
+    receipt_commands = receipt.add_subparsers(dest="receipt_command", metavar="ACTION")
+    build = receipt_commands.add_parser("build", help="build a receipt for a selection")
+    _add_receipt_inputs(build)
+    build.add_argument("--output", help="also write the receipt bytes to this file")
+    build.set_defaults(handler=_run_build)
+    recheck = receipt_commands.add_parser(
+        "recheck", help="rebuild a receipt from your own inputs; byte equality or refusal"
+    )
+    recheck.add_argument("receipt", metavar="RECEIPT", help="receipt bytes to recheck")
+    _add_receipt_inputs(recheck)
+    recheck.set_defaults(handler=_run_recheck)
+
+
+def _add_evidence_dir(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--evidence-dir",
+        required=True,
+        help="directory of evidence files, each named by the 64 hex digits of its digest",
+    )
+
+
+def _add_receipt_inputs(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--selection", required=True, help="selection record bytes")
+    parser.add_argument("--commit", required=True, help="silo commit bytes")
+    _add_evidence_dir(parser)
