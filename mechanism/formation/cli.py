@@ -1,0 +1,203 @@
+"""``evidenced formation``: produce, check and evaluate typed-formation pairs from files.
+
+Commands (stdout carries exactly one document; messages are one line on stderr):
+
+* ``formation produce SUBJECT`` — the certificate bytes, exactly (canonical JSON, no trailing
+  newline). Exit 0; 1 if the subject is invalid or ill-typed; 3 if it is unsupported or
+  exceeds a resource bound; 65 if a file cannot be read.
+* ``formation check SUBJECT CERTIFICATE`` — the pure checker's report as canonical JSON plus
+  one newline. Exit 0 CHECKED, 1 INVALID, 3 UNKNOWN.
+* ``formation evaluate SUBJECT CERTIFICATE`` — builds the honest binding a caller would pin
+  from the subject's declared context (:func:`formation_binding`), evaluates it in a fresh
+  session holding both items, and prints the ``EvaluatedProposition`` as canonical JSON plus
+  one newline. Exit 0 PASS, 1 FAIL, 3 UNKNOWN; 65 if the subject cannot be admitted (no
+  honest binding exists).
+
+``check`` and ``evaluate`` accept ``--max-nodes``, ``--max-depth`` and ``--max-path-steps``,
+which may only lower the compiled ceilings (anything else is a usage error, exit 2).
+The silo commands (``inspect-silo``, ``receipt``) are added by ``_silo_cli``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from mechanism.canonical import canonical_bytes, is_digest
+from mechanism.formation._checker import check_formation
+from mechanism.formation._mechanism import FormationPathCertificateMechanism, formation_binding
+from mechanism.formation._producer import produce_formation_certificate
+from mechanism.formation._silo_cli import add_silo_commands
+from mechanism.formation._wire import (
+    MAX_DEPTH,
+    MAX_NODES,
+    MAX_PATH_STEPS,
+    FormationError,
+    FormationLimitError,
+    UnsupportedFormation,
+    validate_ceilings,
+)
+from session import EvidenceStore, MechanismOutcome, VerificationSession
+
+__all__ = ["register"]
+
+EXIT_OK = 0
+EXIT_FAIL = 1
+EXIT_USAGE = 2
+EXIT_UNKNOWN = 3
+EXIT_REJECTED = 65
+
+_STATUS_EXIT = {"CHECKED": EXIT_OK, "INVALID": EXIT_FAIL, "UNKNOWN": EXIT_UNKNOWN}
+_OUTCOME_EXIT = {
+    MechanismOutcome.PASS: EXIT_OK,
+    MechanismOutcome.FAIL: EXIT_FAIL,
+    MechanismOutcome.UNKNOWN: EXIT_UNKNOWN,
+}
+
+
+class _Unreadable(Exception):
+    pass
+
+
+def _message(text: str) -> None:
+    sys.stderr.write("evidenced formation: " + " ".join(text.split()) + "\n")
+
+
+def _read(path: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as error:
+        raise _Unreadable(f"cannot read {path}: {error.strerror or error}") from None
+
+
+def _emit_json(value: Any) -> None:
+    sys.stdout.buffer.write(canonical_bytes(value) + b"\n")
+    sys.stdout.buffer.flush()
+
+
+def _ceilings(args: argparse.Namespace) -> dict[str, int] | None:
+    ceilings = {
+        "max_nodes": args.max_nodes,
+        "max_depth": args.max_depth,
+        "max_path_steps": args.max_path_steps,
+    }
+    try:
+        validate_ceilings(**ceilings)
+    except (TypeError, ValueError) as error:
+        _message(f"usage error: {error}")
+        return None
+    return ceilings
+
+
+def _produce(args: argparse.Namespace) -> int:
+    try:
+        subject = _read(args.subject)
+    except _Unreadable as error:
+        _message(str(error))
+        return EXIT_REJECTED
+    try:
+        certificate = produce_formation_certificate(subject)
+    except (UnsupportedFormation, FormationLimitError) as error:
+        _message(f"UNKNOWN: {error}")
+        return EXIT_UNKNOWN
+    except FormationError as error:
+        _message(f"INVALID: {error}")
+        return EXIT_FAIL
+    sys.stdout.buffer.write(certificate)
+    sys.stdout.buffer.flush()
+    return EXIT_OK
+
+
+def _check(args: argparse.Namespace) -> int:
+    ceilings = _ceilings(args)
+    if ceilings is None:
+        return EXIT_USAGE
+    try:
+        subject, certificate = _read(args.subject), _read(args.certificate)
+    except _Unreadable as error:
+        _message(str(error))
+        return EXIT_REJECTED
+    report = check_formation(subject, certificate, **ceilings)
+    _emit_json(report)
+    if report["reason_codes"]:
+        _message(f"{report['status']}: {report['reason_codes'][0]}")
+    return _STATUS_EXIT[report["status"]]
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    ceilings = _ceilings(args)
+    if ceilings is None:
+        return EXIT_USAGE
+    if args.mechanism_digest is not None and not is_digest(args.mechanism_digest):
+        _message("usage error: --mechanism-digest must be sha256: and 64 lowercase hex digits")
+        return EXIT_USAGE
+    try:
+        subject, certificate = _read(args.subject), _read(args.certificate)
+    except _Unreadable as error:
+        _message(str(error))
+        return EXIT_REJECTED
+    try:
+        binding = formation_binding(subject, certificate, mechanism_digest=args.mechanism_digest)
+    except FormationError as error:
+        _message(f"no honest binding exists for this pair: {error}")
+        return EXIT_REJECTED
+    store = EvidenceStore()
+    store.add(subject)
+    store.add(certificate)
+    session = VerificationSession(store)
+    session.register(FormationPathCertificateMechanism(**ceilings))
+    result = session.evaluate(binding)
+    _emit_json(result.to_dict())
+    if result.details:
+        _message(f"{MechanismOutcome(result.outcome).value}: {result.details}")
+    return _OUTCOME_EXIT[MechanismOutcome(result.outcome)]
+
+
+def _add_ceiling_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--max-nodes", type=int, default=MAX_NODES, help=f"lower the node bound ({MAX_NODES})"
+    )
+    parser.add_argument(
+        "--max-depth", type=int, default=MAX_DEPTH, help=f"lower the depth bound ({MAX_DEPTH})"
+    )
+    parser.add_argument(
+        "--max-path-steps",
+        type=int,
+        default=MAX_PATH_STEPS,
+        help=f"lower the path-step bound ({MAX_PATH_STEPS})",
+    )
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``formation`` command and its sub-commands to the ``evidenced`` dispatcher."""
+    formation = subparsers.add_parser(
+        "formation", help="VSTD typed formation 0.1: produce, check, evaluate"
+    )
+    commands = formation.add_subparsers(dest="formation_command", metavar="SUBCOMMAND")
+
+    produce = commands.add_parser("produce", help="write the certificate for SUBJECT to stdout")
+    produce.add_argument("subject", metavar="SUBJECT", help="subject record file")
+    produce.set_defaults(handler=_produce)
+
+    check = commands.add_parser("check", help="recheck a pair; print the formation report")
+    check.add_argument("subject", metavar="SUBJECT", help="subject record file")
+    check.add_argument("certificate", metavar="CERTIFICATE", help="certificate record file")
+    _add_ceiling_options(check)
+    check.set_defaults(handler=_check)
+
+    evaluate = commands.add_parser(
+        "evaluate", help="evaluate the honest binding in a session; print the result"
+    )
+    evaluate.add_argument("subject", metavar="SUBJECT", help="subject record file")
+    evaluate.add_argument("certificate", metavar="CERTIFICATE", help="certificate record file")
+    evaluate.add_argument(
+        "--mechanism-digest",
+        default=None,
+        help="pin this mechanism digest instead of the local mechanism's",
+    )
+    _add_ceiling_options(evaluate)
+    evaluate.set_defaults(handler=_evaluate)
+
+    add_silo_commands(commands)
