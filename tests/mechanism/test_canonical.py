@@ -171,6 +171,20 @@ def test_near_miss_encodings_are_invalid(data: bytes) -> None:
     assert caught.value.kind == "invalid"
 
 
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'{"a":"x:12345678901234567890"}',
+        b'{"a":9007199254740991}',
+        b'{"a":"-.+e+5"}',
+        b'{"a":"\\u0001-1.5"}',
+        '{"a":"é","b":["Å"]}'.encode(),
+    ],
+)
+def test_lookalikes_inside_strings_do_not_trip_the_fast_checks(data: bytes) -> None:
+    assert canonical_bytes(admit(data)) == data
+
+
 def test_depth_sixteen_is_admitted_and_seventeen_is_a_limit() -> None:
     assert admit(b"[" * 16 + b"]" * 16) is not None
     with pytest.raises(CanonicalLimitError):
@@ -275,3 +289,48 @@ def test_arbitrary_bytes_are_admitted_only_when_exactly_canonical(data: bytes) -
     except CanonicalError:
         return
     assert canonical_bytes(value) == data
+
+
+@SETTINGS
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers(0, MAX_CANONICAL_INT) | st.text(max_size=12),
+        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(keys, inner, max_size=4),
+        max_leaves=20,
+    )
+)
+def test_fast_encoder_is_byte_identical_to_the_reference_encoding(value: object) -> None:
+    reference = json.dumps(
+        value, ensure_ascii=False, allow_nan=False, sort_keys=True, separators=(",", ":")
+    ).encode("utf-8", "surrogatepass")
+    try:
+        encoded = canonical_bytes(value)
+    except CanonicalError:
+        # refused values are exactly the non-NFC or surrogate-bearing strings
+        validate_value_refused = True
+    else:
+        validate_value_refused = False
+        assert encoded == reference
+    assert validate_value_refused == (not _is_model(value))
+
+
+def _is_model(value: object) -> bool:
+    if isinstance(value, str):
+        return unicodedata.is_normalized("NFC", value) and not any(
+            "\ud800" <= c <= "\udfff" for c in value
+        )
+    if isinstance(value, list):
+        return all(_is_model(v) for v in value)
+    if isinstance(value, dict):
+        return all(_is_model(v) for v in value.values())
+    return True
+
+
+@SETTINGS
+@given(values)
+def test_fast_and_escaped_admission_paths_agree(value: object) -> None:
+    encoded = canonical_bytes(value)
+    # A string holding a backslash forces the escaped (reference parser) path.
+    escaped = canonical_bytes([value, "\\"])
+    assert admit(escaped) == [value, "\\"]
+    assert admit(encoded) == value
