@@ -1,0 +1,340 @@
+"""The reference registry of this project: declarations only (formation.md §7.1, seed 002 §4.1).
+
+Rules:
+
+* The four formation entries follow formation.md §7.1 field by field. Their implementation refs
+  are adapted to this project (see ``docs/catalog.md``, "Mapping to the reference"):
+
+  - producer ``…formation_producer:produce_formation_certificate`` →
+    ``mechanism.formation:produce_formation_certificate``
+  - checker ``…formation_checker:check_formation`` → ``mechanism.formation:check_formation``
+  - receipt rechecker ``…formation_receipt:recheck_formation_receipt`` →
+    ``mechanism.formation:recheck_formation_receipt``
+  - adapter ``…formation_mechanism:FormationPathCertificateMechanism.evaluate`` →
+    ``mechanism.formation:FormationPathCertificateMechanism.evaluate``
+
+* The descriptor mechanism contributes one entry per separate stage (storage admission,
+  validated operation discovery, the two authorization paths, the two providers) plus its session
+  adapter. They reuse the formation entries' vocabulary and planning surface (``VSTD-2``).
+* :data:`PACKAGING` declares, per component, which exact files a stored package retains: the
+  module file of every source ref (resolved statically, never imported) and the schema,
+  specification, profile and fixture files. Paths are relative to the source root (the directory
+  holding the ``catalog`` package).
+* Nothing here imports a mechanism: ids and digests are written out as data, and tests compare
+  them with the mechanisms' own constants.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from ._descriptor import ComponentDescriptor
+from ._registry import ComponentRegistry
+
+__all__ = [
+    "DESCRIPTOR_MECHANISM_ID",
+    "FORMATION_MECHANISM_ID",
+    "FORMATION_PROFILE_DIGEST",
+    "FORMATION_PROFILE_PATH",
+    "PACKAGING",
+    "REGISTRY_VERSION",
+    "ArtifactDeclaration",
+    "ComponentPackaging",
+    "reference_registry",
+]
+
+REGISTRY_VERSION = "EVIDENCED-REFERENCE-COMPONENTS-0.1"
+
+FORMATION_MECHANISM_ID = "vstd.typed_formation.checked.0.1"
+FORMATION_PROFILE_DIGEST = "sha256:271760d604e1ade55cba4974c658b92263bd3ee8ae343677dd91d0e713fb677f"
+FORMATION_PROFILE_PATH = "mechanism/formation/data/typed-formation-0.1.json"
+FORMATION_SCHEMA_PATH = "mechanism/formation/data/vstd-typed-formation-0.1.schema.json"
+FORMATION_SPEC_PATH = "catalog/data/specifications/vstd-typed-formation-0.1.txt"
+REFERENCE_PROFILE_PATH = "src/verifier/profiles/typed-formation-0.1.json"
+
+SUBJECT_SCHEMA = "VSTD-TYPED-FORMATION-0.1"
+CERTIFICATE_SCHEMA = "VSTD-TYPED-FORMATION-CERTIFICATE-0.1"
+PROFILE_SCHEMA = "VSTD-TYPED-FORMATION-PROFILE-0.1"
+
+DESCRIPTOR_MECHANISM_ID = "t81.experiment_descriptor.authorized.0.1"
+DESCRIPTOR_SCHEMA = "t81.experiment-descriptor.v1"
+DESCRIPTOR_PROFILE = "object-interface-fixtures-v1"
+DESCRIPTOR_SPEC_PATH = "catalog/data/specifications/t81-experiment-descriptor-v1.txt"
+
+PLANNING_SURFACE = ("VSTD-2",)
+BASE_PREREQUISITES = ("EXACT_IMPLEMENTATION_COORDINATE", "EXACT_NATIVE_INPUT", "RESOURCE_BOUNDS")
+
+FORMATION_CLAIM_BOUNDARY = (
+    "A planned mechanism match does not establish rule-profile compatibility or execution. "
+    "Finite formation does not establish source self-derivation, grounding, completeness, "
+    "authority axiom agency, historical execution, implementation independence, or a "
+    "silo-status upgrade."
+)
+DESCRIPTOR_CLAIM_BOUNDARY = (
+    "A planned mechanism match does not establish descriptor authenticity, provider capability, "
+    "authorization or execution. The validation profile admits only the two exact "
+    "object-interface fixtures; it does not establish general format validation, sandboxing, "
+    "provider signatures, inferred logical identities, safety, self-derivation, completeness, "
+    "authority axiom agency, or historical execution."
+)
+
+_SUBJECT_BYTES = f"{SUBJECT_SCHEMA} canonical immutable subject bytes"
+_CERTIFICATE_BYTES = f"{CERTIFICATE_SCHEMA} canonical immutable certificate bytes"
+_PROFILE_NOTE = (
+    f"the compiled profile {FORMATION_PROFILE_PATH} (retained byte-identically; the reference "
+    f"retains the same bytes as {REFERENCE_PROFILE_PATH}, digest {FORMATION_PROFILE_DIGEST})"
+)
+_STATELESS_FRESHNESS = (
+    "Stateless function over exact immutable bytes; no cache or session state. Any change to the "
+    "packaged source, schema, specification or profile bytes changes the package digest and "
+    "requires fresh implementation-coordinate evidence."
+)
+
+
+def _formation(
+    *,
+    component_id: str,
+    kind: str,
+    implementation_ref: str,
+    mode: str,
+    accepted: tuple[str, ...],
+    emitted: tuple[str, ...],
+    mechanism_id: str,
+    relation_id: str,
+    extra_prerequisites: tuple[str, ...],
+    vocabulary: tuple[str, ...],
+    inputs: tuple[str, ...],
+    outputs: tuple[str, ...],
+    loss: str,
+    freshness: str,
+    tag: str,
+    extra_versions: tuple[str, ...] = (),
+) -> ComponentDescriptor:
+    return ComponentDescriptor(
+        component_id=component_id,
+        kind=kind,
+        implementation_ref=implementation_ref,
+        lifecycle="EXPERIMENTAL",
+        availability="AVAILABLE",
+        interaction_modes=(mode,),
+        verifier_family_ids=("artifact-network",),
+        planning_surface_schema_ids=PLANNING_SURFACE,
+        accepted_schema_ids=accepted,
+        emitted_schema_ids=emitted,
+        mechanism_ids=(mechanism_id,),
+        relation_ids=(relation_id,),
+        execution_prerequisites=(
+            *BASE_PREREQUISITES,
+            f"EXACT_RULE_PROFILE:{FORMATION_PROFILE_DIGEST}",
+            *extra_prerequisites,
+        ),
+        optional_dependencies=(),
+        trust_roots=(),
+        native_system="Verifier Standard experimental finite typed formation",
+        native_versions=(PROFILE_SCHEMA, FORMATION_PROFILE_DIGEST, *extra_versions),
+        native_result_vocabulary=vocabulary,
+        native_inputs=inputs,
+        native_outputs=outputs,
+        transformation_loss=loss,
+        freshness_behavior=freshness,
+        claim_boundary=FORMATION_CLAIM_BOUNDARY,
+        domain_tags=("artifact", tag, "experimental", "typed-formation"),
+    )
+
+
+FORMATION_COMPONENTS = (
+    _formation(
+        component_id="component:artifact-network-typed-formation-producer",
+        kind="PROVER",
+        implementation_ref="mechanism.formation:produce_formation_certificate",
+        mode="STATIC",
+        accepted=(SUBJECT_SCHEMA,),
+        emitted=(CERTIFICATE_SCHEMA,),
+        mechanism_id="mechanism:typed-formation-certificate-production",
+        relation_id="relation:produces-typed-formation-certificate",
+        extra_prerequisites=(),
+        vocabulary=(),
+        inputs=(_SUBJECT_BYTES,),
+        outputs=(_CERTIFICATE_BYTES,),
+        loss=(
+            "Native subject and certificate bytes are not VSTD-2 planning records. The emitted "
+            "certificate carries only the ordered construction steps fixed by "
+            f"{_PROFILE_NOTE}; it carries no type, observation or verdict, and producing it is "
+            "not checking it."
+        ),
+        freshness=_STATELESS_FRESHNESS,
+        tag="certificate",
+    ),
+    _formation(
+        component_id="component:artifact-network-typed-formation-checker",
+        kind="CHECKER",
+        implementation_ref="mechanism.formation:check_formation",
+        mode="OFFLINE_REPLAY",
+        accepted=(SUBJECT_SCHEMA, CERTIFICATE_SCHEMA),
+        emitted=(),
+        mechanism_id="mechanism:typed-formation-certificate-check",
+        relation_id="relation:checks-typed-formation-certificate",
+        extra_prerequisites=(),
+        vocabulary=("CHECKED", "INVALID", "UNKNOWN"),
+        inputs=(_SUBJECT_BYTES, _CERTIFICATE_BYTES),
+        outputs=("typed-formation report mapping (unversioned)",),
+        loss=(
+            "The typed-formation report is an unversioned native mapping, not a VSTD-2 record; "
+            "listing the checker gives it no serialized schema. Checking is relative to "
+            f"{_PROFILE_NOTE} and retains every residual obligation."
+        ),
+        freshness=_STATELESS_FRESHNESS,
+        tag="certificate",
+    ),
+    _formation(
+        component_id="component:artifact-network-typed-formation-receipt-rechecker",
+        kind="CHECKER",
+        implementation_ref="mechanism.formation:recheck_formation_receipt",
+        mode="OFFLINE_REPLAY",
+        accepted=(
+            "VSTD-SILO-COMMIT-0.1",
+            "VSTD-SILO-FORMATION-RECEIPT-0.1",
+            "VSTD-SILO-FORMATION-SELECTION-0.1",
+        ),
+        emitted=(),
+        mechanism_id="mechanism:typed-formation-receipt-recheck",
+        relation_id="relation:rechecks-typed-formation-receipt",
+        extra_prerequisites=("EXACT_FORMATION_SELECTION", "OBSERVED_CENSUS_BYTES"),
+        vocabulary=("BOUND", "COMPLETE", "INCOMPLETE", "MATCHED", "CHECKED", "INVALID", "UNKNOWN"),
+        inputs=(
+            "VSTD-SILO-FORMATION-RECEIPT-0.1 canonical immutable receipt bytes",
+            "VSTD-SILO-FORMATION-SELECTION-0.1 canonical immutable selection bytes",
+            "VSTD-SILO-COMMIT-0.1 canonical immutable commit bytes",
+            "exact dict of sha256 digest to immutable evidence bytes (unversioned)",
+        ),
+        outputs=("silo formation inspection mapping (unversioned)",),
+        loss=(
+            "The recomputed inspection is an unversioned native mapping, not a VSTD-2 record. "
+            "A reproduced receipt binds only the observed census bytes and the selection; the "
+            f"formation report inside it is relative to {_PROFILE_NOTE}."
+        ),
+        freshness=(
+            "Rebuilds the receipt from the caller's exact selection, commit and evidence on every "
+            "call and requires byte equality; nothing is cached. Any change to the packaged "
+            "source, schema, specification or profile bytes requires fresh "
+            "implementation-coordinate evidence."
+        ),
+        tag="receipt",
+    ),
+    _formation(
+        component_id="component:artifact-network-typed-formation-session-mechanism",
+        kind="ADAPTER",
+        implementation_ref="mechanism.formation:FormationPathCertificateMechanism.evaluate",
+        mode="OFFLINE_REPLAY",
+        accepted=(),
+        emitted=(),
+        mechanism_id=FORMATION_MECHANISM_ID,
+        relation_id="relation:checks-bound-typed-formation-proposition",
+        extra_prerequisites=(
+            "DECLARED_CONTEXT_DIGESTS",
+            "EXACT_BOUND_PROPOSITION",
+            "EXPLICIT_MECHANISM_INSTANCE",
+        ),
+        vocabulary=("PASS", "FAIL", "UNKNOWN"),
+        inputs=(
+            "BoundProposition typed native declaration (unversioned)",
+            "ordered immutable subject/certificate byte pair (unversioned)",
+        ),
+        outputs=(
+            "MechanismDecision with preserved formation_report and residual_obligations "
+            "(unversioned)",
+        ),
+        loss=(
+            "The adapter accepts typed native arguments and returns a MechanismDecision; neither "
+            "acquires a serialized schema by being listed. PASS covers only the exact finite "
+            f"certificate predicate under {_PROFILE_NOTE}; the formation report and residual "
+            "obligations stay separate from the verdict."
+        ),
+        freshness=(
+            "The implementation ref names an unbound instance method: catalog matching never "
+            "instantiates it. EXPLICIT_MECHANISM_INSTANCE requires constructing "
+            "FormationPathCertificateMechanism() and calling its bound evaluate method, or "
+            "registering that instance with a VerificationSession. Its mechanism_digest binds "
+            "the adapter, checker, wire and codec source bytes read at import; any change "
+            "requires fresh implementation-coordinate evidence."
+        ),
+        tag="certificate",
+        extra_versions=(FORMATION_MECHANISM_ID,),
+    ),
+)
+
+
+@attrs.frozen
+class ArtifactDeclaration:
+    """One exact file a stored package retains: ``role`` and source-root-relative ``path``."""
+
+    role: str
+    path: str
+
+
+@attrs.frozen
+class ComponentPackaging:
+    """What a stored package retains for one component.
+
+    ``source_refs`` are ``module:attribute`` refs whose defining module files are retained (the
+    first is the component's own ``implementation_ref``); ``artifacts`` are the other exact files;
+    ``dependencies`` become ``PACKAGE_DEPENDENCY:`` planning prerequisites.
+    """
+
+    component_id: str
+    source_refs: tuple[str, ...]
+    artifacts: tuple[ArtifactDeclaration, ...]
+    dependencies: tuple[str, ...]
+
+
+_FORMATION_FILES = (
+    ArtifactDeclaration("PROFILE", FORMATION_PROFILE_PATH),
+    ArtifactDeclaration("SCHEMA", FORMATION_SCHEMA_PATH),
+    ArtifactDeclaration("SPECIFICATION", FORMATION_SPEC_PATH),
+)
+_WIRE_SOURCES = ("mechanism.formation:admit_subject", "mechanism.canonical:canonical_bytes")
+_PYTHON = ("python>=3.11",)
+
+_FORMATION_PACKAGING = (
+    ComponentPackaging(
+        "component:artifact-network-typed-formation-producer",
+        ("mechanism.formation:produce_formation_certificate", *_WIRE_SOURCES),
+        _FORMATION_FILES,
+        _PYTHON,
+    ),
+    ComponentPackaging(
+        "component:artifact-network-typed-formation-checker",
+        ("mechanism.formation:check_formation", *_WIRE_SOURCES),
+        _FORMATION_FILES,
+        _PYTHON,
+    ),
+    ComponentPackaging(
+        "component:artifact-network-typed-formation-receipt-rechecker",
+        (
+            "mechanism.formation:recheck_formation_receipt",
+            "mechanism.formation:inspect_silo_formation",
+            "mechanism.formation:check_formation",
+            *_WIRE_SOURCES,
+        ),
+        _FORMATION_FILES,
+        _PYTHON,
+    ),
+    ComponentPackaging(
+        "component:artifact-network-typed-formation-session-mechanism",
+        (
+            "mechanism.formation:FormationPathCertificateMechanism.evaluate",
+            "mechanism.formation:check_formation",
+            *_WIRE_SOURCES,
+        ),
+        _FORMATION_FILES,
+        _PYTHON,
+    ),
+)
+
+REFERENCE_COMPONENTS: tuple[ComponentDescriptor, ...] = FORMATION_COMPONENTS
+PACKAGING: tuple[ComponentPackaging, ...] = _FORMATION_PACKAGING
+
+
+def reference_registry() -> ComponentRegistry:
+    """This project's registry: the formation entries and the descriptor mechanism's stages."""
+    return ComponentRegistry(REFERENCE_COMPONENTS, registry_version=REGISTRY_VERSION)
