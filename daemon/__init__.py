@@ -1,0 +1,81 @@
+"""The ``evidenced`` daemon: sans-IO protocol, trio server, client library, audit log.
+
+Public API (everything else lives in private modules):
+
+* Host: :func:`serve` (run until shutdown), :func:`open_server` (async context manager),
+  :class:`Server`, :class:`HostedSession`, :class:`ServerConfig`, :func:`default_sessions`,
+  :func:`load_config`.
+* Client: :func:`open_client` (async), :class:`SyncClient`, :class:`SubmitResult` and the
+  exceptions :class:`ClientError`, :class:`TransportError`, :class:`ClientTimeout`,
+  :class:`RejectedError`, :class:`ServiceUnavailable`, :class:`ServerProtocolError`.
+* Audit: :class:`AuditLog`, :func:`verify_log`, :func:`tail`, :class:`VerifyReport`,
+  :class:`AuditLogError`, :class:`AuditLogCorrupt`.
+* Protocol: the sans-IO codec in :mod:`daemon.protocol`.
+"""
+
+from ._audit import (
+    GENESIS,
+    AuditLog,
+    AuditLogCorrupt,
+    AuditLogError,
+    Durability,
+    Overflow,
+    VerifyReport,
+    tail,
+    verify_log,
+)
+from ._client import (
+    Client,
+    ClientError,
+    ClientTimeout,
+    RejectedError,
+    ServerProtocolError,
+    ServiceUnavailable,
+    SubmitResult,
+    SyncClient,
+    TransportError,
+    open_client,
+)
+from ._config import ConfigError, DaemonConfig, default_sessions, load_config
+from ._server import (
+    DEADLINE_DETAILS,
+    DEFAULT_PORT,
+    HostedSession,
+    Server,
+    ServerConfig,
+    open_server,
+    serve,
+)
+
+__all__ = [
+    "DEADLINE_DETAILS",
+    "DEFAULT_PORT",
+    "GENESIS",
+    "AuditLog",
+    "AuditLogCorrupt",
+    "AuditLogError",
+    "Client",
+    "ClientError",
+    "ClientTimeout",
+    "ConfigError",
+    "DaemonConfig",
+    "Durability",
+    "HostedSession",
+    "Overflow",
+    "RejectedError",
+    "Server",
+    "ServerConfig",
+    "ServerProtocolError",
+    "ServiceUnavailable",
+    "SubmitResult",
+    "SyncClient",
+    "TransportError",
+    "VerifyReport",
+    "default_sessions",
+    "load_config",
+    "open_client",
+    "open_server",
+    "serve",
+    "tail",
+    "verify_log",
+]

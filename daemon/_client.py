@@ -1,0 +1,306 @@
+"""The client library: an async trio client and a synchronous facade.
+
+Rules (the contract):
+
+1. ``async with open_client(tcp=(host, port) | unix=path) as client`` connects within
+   ``connect_timeout`` and completes the ``hello`` handshake; every request then has
+   ``request_timeout`` seconds to be answered. One request at a time per client (a lock
+   serialises concurrent callers).
+2. Typed exceptions, all :class:`ClientError`:
+   :class:`TransportError` (cannot connect, connection lost; CLI exit 69),
+   :class:`ClientTimeout` (connect or request timeout; a :class:`TransportError`; exit 75),
+   :class:`RejectedError` (the server answered an ``error`` frame with a peer-fault code:
+   ``.code``, ``.message``, ``.decision_id``; exit 65),
+   :class:`ServiceUnavailable` (an ``error`` frame with a service-fault code such as
+   ``BUSY``/``SHUTTING_DOWN``; a :class:`RejectedError`; exit 75, ``AUDIT_FAILED``/
+   ``INTERNAL`` exit 70),
+   :class:`ServerProtocolError` (the server's bytes violate the protocol).
+   After any of them the client is closed; open a new one.
+3. A decision is data: :meth:`Client.submit` returns a :class:`SubmitResult` whatever the
+   outcome (PASS, FAIL, UNKNOWN); it raises only when there is no decision.
+4. The synchronous facade (:class:`SyncClient`) opens one connection per call inside
+   ``trio.run``; it is for scripts and the CLI, not for throughput.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import math
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import attrs
+import trio
+
+from session import BoundProposition
+
+from ._protocol import (
+    CLOSED,
+    NEED_DATA,
+    SUPPORTED_VERSIONS,
+    ClientConnection,
+    Closed,
+    Decision,
+    ErrorCode,
+    ErrorResponse,
+    Fault,
+    HealthReport,
+    HealthRequest,
+    Hello,
+    HelloAccepted,
+    ListSessions,
+    NeedData,
+    ProtocolError,
+    ServerResponse,
+    SessionList,
+    Submit,
+)
+
+CLIENT_NAME = "evidenced-client/0.1.0"
+
+
+class ClientError(Exception):
+    """Root of every client failure."""
+
+
+class TransportError(ClientError):
+    """The daemon could not be reached or the connection broke."""
+
+
+class ClientTimeout(TransportError):
+    """Connecting or answering took longer than the client allows."""
+
+
+class ServerProtocolError(ClientError):
+    """The server's bytes do not follow the protocol."""
+
+
+class RejectedError(ClientError):
+    """The server refused the request with an error frame."""
+
+    def __init__(self, response: ErrorResponse) -> None:
+        super().__init__(f"{response.code}: {response.message}")
+        self.code = response.code
+        self.message = response.message
+        self.decision_id = response.decision_id
+        self.request_id = response.request_id
+
+
+class ServiceUnavailable(RejectedError):
+    """Refused for a service-side reason (busy, shutting down, audit failure, internal)."""
+
+
+@attrs.frozen
+class SubmitResult:
+    """A decision: ``result`` is the session's ``EvaluatedProposition`` as a dict."""
+
+    decision_id: str
+    session: str
+    result: dict[str, Any]
+
+    @property
+    def outcome(self) -> str:
+        return str(self.result["outcome"])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"decision_id": self.decision_id, "session": self.session, **self.result}
+
+
+def _raise_for(response: ErrorResponse) -> None:
+    if ErrorCode[response.code].fault is Fault.SERVICE:
+        raise ServiceUnavailable(response)
+    raise RejectedError(response)
+
+
+class Client:
+    """A connected client; create with :func:`open_client`."""
+
+    def __init__(
+        self, stream: trio.abc.Stream, *, request_timeout: float, max_response_header_bytes: int
+    ) -> None:
+        self._stream = stream
+        self._conn = ClientConnection(max_header_bytes=max_response_header_bytes)
+        self._request_timeout = request_timeout
+        self._lock = trio.Lock()
+        self._ids = itertools.count(1)
+        self._broken = False
+        self.server: HelloAccepted | None = None
+
+    async def _read_response(self) -> ServerResponse:
+        while True:
+            try:
+                event = self._conn.next_event()
+            except ProtocolError as error:
+                raise ServerProtocolError(f"{error.code.name}: {error.message}") from None
+            if event is NEED_DATA:
+                try:
+                    data = await self._stream.receive_some(65536)
+                except (trio.BrokenResourceError, trio.ClosedResourceError) as error:
+                    raise TransportError(f"connection lost: {error}") from None
+                self._conn.receive_data(bytes(data))
+                continue
+            if event is CLOSED:
+                raise TransportError("the server closed the connection")
+            assert not isinstance(event, NeedData | Closed)
+            return event
+
+    async def _exchange(self, payload: bytes) -> ServerResponse:
+        if self._broken:
+            raise TransportError("the connection is closed after an earlier failure")
+        self._broken = True  # until the exchange completes normally
+        with trio.move_on_after(self._request_timeout):
+            send_error: Exception | None = None
+            try:
+                await self._stream.send_all(payload)
+            except (trio.BrokenResourceError, trio.ClosedResourceError) as error:
+                # The server may have refused early and closed; its error frame may be waiting.
+                send_error = error
+            try:
+                response = await self._read_response()
+            except TransportError:
+                if send_error is not None:
+                    raise TransportError(f"connection lost: {send_error}") from None
+                raise
+            if isinstance(response, ErrorResponse):
+                _raise_for(response)
+            self._broken = False
+            return response
+        raise ClientTimeout(f"no answer within {self._request_timeout} s")
+
+    async def _hello(self) -> HelloAccepted:
+        response = await self._exchange(
+            ClientConnection.send(Hello(SUPPORTED_VERSIONS, CLIENT_NAME))
+        )
+        if not isinstance(response, HelloAccepted):
+            raise ServerProtocolError("the server did not answer hello")
+        self.server = response
+        return response
+
+    async def list_sessions(self) -> list[dict[str, Any]]:
+        """The hosted sessions: name, bounds, mechanisms (id, digest, catalog entry)."""
+        async with self._lock:
+            request_id = next(self._ids)
+            response = await self._exchange(ClientConnection.send(ListSessions(request_id)))
+            if not isinstance(response, SessionList) or response.request_id != request_id:
+                raise ServerProtocolError("unexpected answer to list")
+            return response.sessions
+
+    async def health(self) -> dict[str, Any]:
+        """The server's health status and counters."""
+        async with self._lock:
+            request_id = next(self._ids)
+            response = await self._exchange(ClientConnection.send(HealthRequest(request_id)))
+            if not isinstance(response, HealthReport) or response.request_id != request_id:
+                raise ServerProtocolError("unexpected answer to health")
+            return response.status
+
+    async def submit(
+        self,
+        session: str,
+        binding: BoundProposition | dict[str, Any],
+        evidence: Sequence[bytes],
+    ) -> SubmitResult:
+        """Submit ``evidence`` (raw bytes, in order) for ``binding`` in ``session``."""
+        wire = binding.to_dict() if isinstance(binding, BoundProposition) else dict(binding)
+        items = tuple(evidence)
+        if any(type(item) is not bytes for item in items):
+            raise TypeError("evidence items must be bytes")
+        async with self._lock:
+            request_id = next(self._ids)
+            request = Submit(request_id, session, wire, tuple(len(item) for item in items))
+            try:
+                payload = ClientConnection.send(request, items)
+            except ValueError as error:
+                raise TypeError(f"binding cannot be sent: {error}") from None
+            response = await self._exchange(payload)
+            if not isinstance(response, Decision) or response.request_id != request_id:
+                raise ServerProtocolError("unexpected answer to submit")
+            return SubmitResult(response.decision_id, response.session, response.result)
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+
+@contextlib.asynccontextmanager
+async def open_client(
+    *,
+    tcp: tuple[str, int] | None = None,
+    unix: str | None = None,
+    connect_timeout: float = 5.0,
+    request_timeout: float = 60.0,
+    max_response_header_bytes: int = 16 * 1024 * 1024,
+) -> AsyncIterator[Client]:
+    """Connect (TCP or Unix socket), handshake, yield a :class:`Client`, close on exit."""
+    if (tcp is None) == (unix is None):
+        raise ValueError("give exactly one of tcp=(host, port) or unix=path")
+    for value in (connect_timeout, request_timeout):
+        if not math.isfinite(value) or value <= 0:
+            raise ValueError("timeouts must be positive numbers of seconds")
+    stream: trio.abc.Stream | None = None
+    with trio.move_on_after(connect_timeout):
+        try:
+            if tcp is not None:
+                stream = await trio.open_tcp_stream(tcp[0], tcp[1])
+            else:
+                assert unix is not None
+                stream = await trio.open_unix_socket(unix)
+        except OSError as error:
+            target = f"{tcp[0]}:{tcp[1]}" if tcp is not None else unix
+            raise TransportError(f"cannot connect to {target}: {error.strerror or error}") from None
+    if stream is None:
+        raise ClientTimeout(f"no connection within {connect_timeout} s")
+    client = Client(
+        stream, request_timeout=request_timeout, max_response_header_bytes=max_response_header_bytes
+    )
+    try:
+        handshake = connect_timeout
+        client._request_timeout, saved = handshake, request_timeout
+        await client._hello()
+        client._request_timeout = saved
+        yield client
+    finally:
+        with trio.CancelScope(shield=True):
+            await client.aclose()
+
+
+class SyncClient:
+    """Synchronous facade: each call connects, performs one request and closes."""
+
+    def __init__(
+        self,
+        *,
+        tcp: tuple[str, int] | None = None,
+        unix: str | None = None,
+        connect_timeout: float = 5.0,
+        request_timeout: float = 60.0,
+    ) -> None:
+        if (tcp is None) == (unix is None):
+            raise ValueError("give exactly one of tcp=(host, port) or unix=path")
+        self._options: dict[str, Any] = {
+            "tcp": tcp,
+            "unix": unix,
+            "connect_timeout": connect_timeout,
+            "request_timeout": request_timeout,
+        }
+
+    def _run(self, method: str, *args: Any) -> Any:
+        async def call() -> Any:
+            async with open_client(**self._options) as client:
+                return await getattr(client, method)(*args)
+
+        return trio.run(call)
+
+    def list_sessions(self) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = self._run("list_sessions")
+        return result
+
+    def health(self) -> dict[str, Any]:
+        result: dict[str, Any] = self._run("health")
+        return result
+
+    def submit(
+        self, session: str, binding: BoundProposition | dict[str, Any], evidence: Sequence[bytes]
+    ) -> SubmitResult:
+        result: SubmitResult = self._run("submit", session, binding, list(evidence))
+        return result

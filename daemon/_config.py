@@ -1,0 +1,260 @@
+"""The daemon's TOML configuration (read with ``tomllib``), and the embedded default.
+
+Rules (the contract):
+
+1. Three tables: ``[server]``, ``[audit]``, ``[sessions.<name>]``. Unknown tables or keys are
+   refused (:class:`ConfigError`), and so are values of the wrong type (booleans are not
+   numbers). Every key is optional except each session's ``mechanisms``.
+2. ``[server]``: ``listen = "HOST:PORT"`` (empty string: no TCP), ``socket = "PATH"`` (empty:
+   none), and the :class:`ServerConfig` limits of the same names (times in seconds).
+3. ``[audit]``: ``path``, ``durability`` (``fsync`` | ``write`` | ``none``), ``overflow``
+   (``block`` | ``drop``), ``max_pending``. A relative path is relative to the config file's
+   directory (to the working directory for the embedded default).
+4. ``[sessions.<name>]``: ``mechanisms`` (names from :data:`MECHANISM_FACTORIES`),
+   ``max_evidence_items``, ``max_evidence_bytes`` (checked on declared sizes before reading),
+   ``optional`` (default false), and ``[sessions.<name>.options.<mechanism>]`` keyword
+   arguments for that mechanism's constructor (lower-only limits).
+5. A session whose mechanism cannot be constructed is an error, unless it is ``optional``:
+   then it is skipped and the reason is reported in :attr:`DaemonConfig.skipped` (the CLI
+   prints it on stderr). The embedded default marks ``descriptor`` optional so the daemon
+   still serves ``formation`` on an installation without the descriptor mechanism.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import os
+import tomllib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Final
+
+import attrs
+
+from session import BytesDigestMechanism, VerificationMechanism
+
+from ._server import DEFAULT_PORT, HostedSession, ServerConfig
+
+
+class ConfigError(ValueError):
+    """The configuration is not valid; the message names the key."""
+
+
+def _formation(options: dict[str, Any]) -> VerificationMechanism:
+    from mechanism.formation import FormationPathCertificateMechanism
+
+    mechanism: VerificationMechanism = FormationPathCertificateMechanism(**options)
+    return mechanism
+
+
+def _descriptor(options: dict[str, Any]) -> VerificationMechanism:
+    import mechanism.descriptor as descriptor
+
+    # Looked up by name: the descriptor package may be absent or partial on an installation.
+    if options:
+        factory = getattr(descriptor, "DescriptorAuthorizationMechanism")  # noqa: B009
+    else:
+        factory = getattr(descriptor, "default_mechanism")  # noqa: B009
+    mechanism: VerificationMechanism = factory(**options)
+    return mechanism
+
+
+def _bytes_sha256(options: dict[str, Any]) -> VerificationMechanism:
+    if options:
+        raise ConfigError("the bytes-sha256 mechanism takes no options")
+    return BytesDigestMechanism()
+
+
+#: Mechanism names usable in ``[sessions.<name>] mechanisms``.
+MECHANISM_FACTORIES: Final[dict[str, Callable[[dict[str, Any]], VerificationMechanism]]] = {
+    "formation": _formation,
+    "descriptor": _descriptor,
+    "bytes-sha256": _bytes_sha256,
+}
+
+_SERVER_NUMBERS: Final = {
+    "idle_timeout": float,
+    "request_deadline": float,
+    "shutdown_grace": float,
+    "max_in_flight": int,
+    "worker_threads": int,
+    "inline_max_bytes": int,
+    "max_header_bytes": int,
+    "max_frame_bytes": int,
+    "max_items": int,
+}
+
+
+@attrs.frozen
+class SessionSpec:
+    name: str
+    mechanisms: tuple[str, ...]
+    max_evidence_items: int
+    max_evidence_bytes: int
+    optional: bool
+    options: dict[str, dict[str, Any]]
+
+
+@attrs.frozen
+class DaemonConfig:
+    """A parsed configuration: server settings, session specs, and build results."""
+
+    server: ServerConfig
+    sessions: tuple[SessionSpec, ...]
+    source: str
+
+    def build_sessions(self) -> tuple[list[HostedSession], list[str]]:
+        """Construct the mechanisms: (hosted sessions, messages about skipped sessions)."""
+        hosted: list[HostedSession] = []
+        skipped: list[str] = []
+        for spec in self.sessions:
+            try:
+                mechanisms = tuple(
+                    MECHANISM_FACTORIES[name](dict(spec.options.get(name, {})))
+                    for name in spec.mechanisms
+                )
+                hosted.append(
+                    HostedSession(
+                        spec.name, mechanisms, spec.max_evidence_items, spec.max_evidence_bytes
+                    )
+                )
+            except Exception as error:  # an import or constructor failure
+                message = (
+                    f"session {spec.name!r} not hosted: its mechanism is unavailable "
+                    f"({type(error).__name__}: {error})"
+                )
+                if not spec.optional:
+                    raise ConfigError(message) from None
+                skipped.append(message)
+        if not hosted:
+            raise ConfigError("no session can be hosted")
+        return hosted, skipped
+
+
+def _check_keys(table: dict[str, Any], allowed: set[str], where: str) -> None:
+    unknown = sorted(set(table) - allowed)
+    if unknown:
+        raise ConfigError(f"{where}: unknown keys {unknown}")
+
+
+def _typed(value: Any, kind: type, where: str) -> Any:
+    if kind is float:
+        if type(value) not in (int, float):
+            raise ConfigError(f"{where} must be a number")
+        return float(value)
+    if type(value) is not kind:
+        raise ConfigError(f"{where} must be of type {kind.__name__}")
+    return value
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (IPv6 as ``[::1]:PORT``) → (host, port)."""
+    host, sep, port_text = text.rpartition(":")
+    if not sep or not host or not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
+        raise ConfigError(f"address {text!r} is not HOST:PORT")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    return host, int(port_text)
+
+
+def parse_config(text: str, *, base: Path, source: str) -> DaemonConfig:
+    """Parse TOML configuration text; relative paths resolve against ``base``."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{source}: not TOML: {error}") from None
+    _check_keys(data, {"server", "audit", "sessions"}, source)
+    server_table = data.get("server", {})
+    audit_table = data.get("audit", {})
+    sessions_table = data.get("sessions", {})
+    for name, table in (
+        ("server", server_table),
+        ("audit", audit_table),
+        ("sessions", sessions_table),
+    ):
+        if not isinstance(table, dict):
+            raise ConfigError(f"{source}: [{name}] must be a table")
+    _check_keys(server_table, {"listen", "socket", *_SERVER_NUMBERS}, f"{source} [server]")
+    _check_keys(audit_table, {"path", "durability", "overflow", "max_pending"}, f"{source} [audit]")
+    options: dict[str, Any] = {}
+    listen = _typed(server_table.get("listen", f"127.0.0.1:{DEFAULT_PORT}"), str, "server.listen")
+    options["tcp"] = parse_address(listen) if listen else None
+    socket_path = _typed(server_table.get("socket", ""), str, "server.socket")
+    options["unix"] = str(base / socket_path) if socket_path else None
+    for key, kind in _SERVER_NUMBERS.items():
+        if key in server_table:
+            options[key] = _typed(server_table[key], kind, f"server.{key}")
+    audit_path = _typed(audit_table.get("path", "evidenced-audit.jsonl"), str, "audit.path")
+    options["audit_path"] = str(base / audit_path)
+    options["audit_durability"] = _typed(
+        audit_table.get("durability", "fsync"), str, "audit.durability"
+    )
+    options["audit_overflow"] = _typed(audit_table.get("overflow", "block"), str, "audit.overflow")
+    if "max_pending" in audit_table:
+        options["audit_max_pending"] = _typed(audit_table["max_pending"], int, "audit.max_pending")
+    try:
+        server = ServerConfig(**options)
+    except ValueError as error:
+        raise ConfigError(f"{source}: {error}") from None
+    specs = []
+    for name, table in sessions_table.items():
+        where = f"{source} [sessions.{name}]"
+        if not isinstance(table, dict):
+            raise ConfigError(f"{where} must be a table")
+        _check_keys(
+            table,
+            {"mechanisms", "max_evidence_items", "max_evidence_bytes", "optional", "options"},
+            where,
+        )
+        mechanisms = table.get("mechanisms")
+        if (
+            type(mechanisms) is not list
+            or not mechanisms
+            or any(type(m) is not str or m not in MECHANISM_FACTORIES for m in mechanisms)
+        ):
+            raise ConfigError(
+                f"{where}: mechanisms must be a non-empty list of {sorted(MECHANISM_FACTORIES)}"
+            )
+        mechanism_options = table.get("options", {})
+        if not isinstance(mechanism_options, dict) or any(
+            key not in mechanisms or not isinstance(value, dict)
+            for key, value in mechanism_options.items()
+        ):
+            raise ConfigError(f"{where}: options must be tables named after its mechanisms")
+        items = _typed(table.get("max_evidence_items", 2), int, f"{where} max_evidence_items")
+        size = _typed(table.get("max_evidence_bytes", 524_288), int, f"{where} max_evidence_bytes")
+        if items < 0 or size < 0:
+            raise ConfigError(f"{where}: bounds must be non-negative")
+        specs.append(
+            SessionSpec(
+                name,
+                tuple(mechanisms),
+                items,
+                size,
+                _typed(table.get("optional", False), bool, f"{where} optional"),
+                {key: dict(value) for key, value in mechanism_options.items()},
+            )
+        )
+    if not specs:
+        raise ConfigError(f"{source}: no [sessions.<name>] table")
+    return DaemonConfig(server, tuple(specs), source)
+
+
+def default_config_text() -> str:
+    """The embedded default configuration (``daemon/default.toml``)."""
+    return importlib.resources.files("daemon").joinpath("default.toml").read_text("utf-8")
+
+
+def load_config(path: str | os.PathLike[str] | None = None) -> DaemonConfig:
+    """Load ``path`` or, when None, the embedded default."""
+    if path is None:
+        return parse_config(default_config_text(), base=Path.cwd(), source="<default config>")
+    target = Path(path)
+    text = target.read_text("utf-8")
+    return parse_config(text, base=target.resolve().parent, source=str(target))
+
+
+def default_sessions() -> list[HostedSession]:
+    """The default sessions (``formation`` and, when installed, ``descriptor``)."""
+    hosted, _ = load_config(None).build_sessions()
+    return hosted

@@ -1,0 +1,771 @@
+"""The ``evidenced`` wire protocol, sans-IO: bytes in, events out; events in, bytes out.
+
+Nothing here touches a socket, a clock or a file. The trio server and the client are thin
+layers that move bytes between a stream and a :class:`ServerConnection` or
+:class:`ClientConnection`. The byte format is documented in ``docs/protocol.md``.
+
+Rules (the contract):
+
+1. A frame is ``MAGIC`` (4 bytes, ``b"EVD1"``), the header length as an unsigned 32-bit
+   big-endian integer, the header (canonical JSON, :func:`encode_header`), then the raw
+   evidence bytes whose lengths the header declares in ``items`` (only ``submit`` frames carry
+   evidence; the payload is the concatenation of the items, in order, no base64).
+2. Bounds before reads. The prefix is checked (magic, then header length against the header
+   cap) before a header byte is consumed; the header is parsed and validated before an
+   evidence byte is consumed; a ``submit`` header then *stops* the connection in
+   :attr:`State.AWAIT_VERDICT` until the host calls :meth:`ServerConnection.accept_evidence`
+   (after checking the declared item count and sizes against the session's bounds) or
+   :meth:`ServerConnection.refuse`. :meth:`~ServerConnection.bytes_wanted` is never more than
+   the bytes the current accepted unit still needs, so a host that reads at most that many
+   bytes never buffers more than it accepted.
+3. Canonical headers. A header is a JSON object encoded by :func:`encode_header`; the decoder
+   scans depth/containers on the raw bytes first, refuses invalid UTF-8, duplicate keys,
+   ``NaN``/``Infinity``, then requires the re-encoding to equal the received bytes exactly.
+4. Versioned handshake. The client's first frame is ``hello`` listing the protocol versions it
+   speaks; the server answers ``hello`` with the one it chose (only :data:`PROTOCOL_VERSION`
+   exists) or ``VERSION_UNSUPPORTED``. Any other first frame is ``HANDSHAKE_REQUIRED``.
+5. One request at a time: the client sends a request and reads its answer before the next.
+   Every ``error`` frame is the last frame of its connection; the server closes after it.
+6. Every refusal is a :class:`ProtocolError` carrying an :class:`ErrorCode` from the closed
+   vocabulary in :data:`ERROR_CODES`; the codec never raises anything else for peer bytes.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import struct
+from collections.abc import Mapping
+from typing import Any, ClassVar, Final
+
+import attrs
+
+from mechanism.canonical import CanonicalError, scan_structure
+
+MAGIC: Final = b"EVD1"
+PREFIX_SIZE: Final = 8
+PROTOCOL_VERSION: Final = 1
+SUPPORTED_VERSIONS: Final = (PROTOCOL_VERSION,)
+MAX_REQUEST_ID: Final = 2**53 - 1
+
+#: Defaults for the global caps (the server's limits; sessions bound evidence further).
+DEFAULT_MAX_HEADER_BYTES: Final = 64 * 1024
+DEFAULT_MAX_FRAME_BYTES: Final = 2 * 1024 * 1024
+DEFAULT_MAX_ITEMS: Final = 16
+#: The client accepts larger answer headers (decisions carry mechanism reports).
+DEFAULT_MAX_RESPONSE_HEADER_BYTES: Final = 16 * 1024 * 1024
+HEADER_MAX_DEPTH: Final = 64
+HEADER_MAX_CONTAINERS: Final = 1_000_000
+
+
+class Fault(enum.Enum):
+    """Who is at fault for an error: the peer that sent the bytes, or the service."""
+
+    PEER = "peer"
+    SERVICE = "service"
+
+
+class ErrorCode(enum.Enum):
+    """The closed vocabulary of error codes (wire value = member name)."""
+
+    BAD_MAGIC = ("peer", "the frame does not start with the protocol magic")
+    HEADER_TOO_LARGE = ("peer", "the declared header length exceeds the header cap")
+    HEADER_INVALID = ("peer", "the header is not a canonical JSON object of a known shape")
+    UNKNOWN_KIND = ("peer", "the header names an unknown or unexpected request kind")
+    VERSION_UNSUPPORTED = ("peer", "no protocol version in common")
+    HANDSHAKE_REQUIRED = ("peer", "the first frame must be hello")
+    TRUNCATED_FRAME = ("peer", "the stream ended inside a frame")
+    FRAME_TOO_LARGE = ("peer", "the declared evidence exceeds the global frame cap")
+    UNKNOWN_SESSION = ("peer", "no session of that name is hosted")
+    BINDING_INVALID = ("peer", "the bound proposition is malformed")
+    EVIDENCE_ITEMS_EXCEEDED = ("peer", "more evidence items than the session admits")
+    EVIDENCE_BYTES_EXCEEDED = ("peer", "more evidence bytes than the session admits")
+    IDLE_TIMEOUT = ("peer", "no complete request within the idle timeout")
+    BUSY = ("service", "the server is at capacity; retry later")
+    SHUTTING_DOWN = ("service", "the server is shutting down")
+    REQUEST_TIMEOUT = ("service", "the request could not be answered within its deadline")
+    AUDIT_FAILED = ("service", "the decision could not be recorded in the audit log")
+    INTERNAL = ("service", "internal server error")
+
+    def __init__(self, fault: str, summary: str) -> None:
+        self.fault = Fault(fault)
+        self.summary = summary
+
+
+ERROR_CODES: Final = frozenset(code.name for code in ErrorCode)
+
+
+class ProtocolError(Exception):
+    """The bytes received violate the protocol. ``code`` says how; ``fault`` says whose."""
+
+    def __init__(self, code: ErrorCode, message: str | None = None) -> None:
+        super().__init__(message or code.summary)
+        self.code = code
+        self.message = message or code.summary
+
+    @property
+    def fault(self) -> Fault:
+        return self.code.fault
+
+
+# --------------------------------------------------------------------------- header codec
+
+
+def encode_header(value: Mapping[str, Any]) -> bytes:
+    """The canonical header bytes: sorted keys, no whitespace, UTF-8, no NaN/Infinity."""
+    try:
+        text = json.dumps(
+            value, ensure_ascii=False, allow_nan=False, sort_keys=True, separators=(",", ":")
+        )
+        return text.encode("utf-8")
+    except (TypeError, ValueError, RecursionError, UnicodeEncodeError) as error:
+        raise ValueError(f"value cannot be encoded as a header: {error}") from None
+
+
+def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, item in pairs:
+        if key in result:
+            raise ValueError(f"duplicate key {key!r}")
+        result[key] = item
+    return result
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"non-finite number {name}")
+
+
+def decode_header(data: bytes, *, max_bytes: int) -> dict[str, Any]:
+    """Admit header bytes: size, structure scan, strict UTF-8, no duplicates, canonical."""
+    if len(data) > max_bytes:
+        raise ProtocolError(ErrorCode.HEADER_TOO_LARGE)
+    try:
+        scan_structure(data, max_depth=HEADER_MAX_DEPTH, max_containers=HEADER_MAX_CONTAINERS)
+        text = data.decode("utf-8", errors="strict")
+        value = json.loads(
+            text, object_pairs_hook=_refuse_duplicates, parse_constant=_refuse_constant
+        )
+    except (CanonicalError, ValueError, RecursionError) as error:
+        raise ProtocolError(ErrorCode.HEADER_INVALID, f"header is not JSON: {error}") from None
+    if not isinstance(value, dict):
+        raise ProtocolError(ErrorCode.HEADER_INVALID, "header is not a JSON object")
+    try:
+        canonical = encode_header(value) == data
+    except ValueError:
+        canonical = False
+    if not canonical:
+        raise ProtocolError(ErrorCode.HEADER_INVALID, "header is not in canonical form")
+    return value
+
+
+def encode_frame(header: Mapping[str, Any], items: tuple[bytes, ...] = ()) -> bytes:
+    """One frame: prefix, canonical header, then the raw items (sizes must be in the header)."""
+    raw = encode_header(header)
+    return b"".join((MAGIC, struct.pack(">I", len(raw)), raw, *items))
+
+
+# --------------------------------------------------------------------------- field checks
+
+
+def _exact_int(header: Mapping[str, Any], key: str, *, maximum: int = MAX_REQUEST_ID) -> int:
+    value = header.get(key)
+    if type(value) is not int or not 0 <= value <= maximum:
+        raise ProtocolError(ErrorCode.HEADER_INVALID, f"{key} must be an integer 0..{maximum}")
+    return value
+
+
+def _exact_str(header: Mapping[str, Any], key: str) -> str:
+    value = header.get(key)
+    if type(value) is not str:
+        raise ProtocolError(ErrorCode.HEADER_INVALID, f"{key} must be a string")
+    return value
+
+
+def _exact_dict(header: Mapping[str, Any], key: str) -> dict[str, Any]:
+    value = header.get(key)
+    if type(value) is not dict:
+        raise ProtocolError(ErrorCode.HEADER_INVALID, f"{key} must be an object")
+    return value
+
+
+def _exact_list(header: Mapping[str, Any], key: str) -> list[Any]:
+    value = header.get(key)
+    if type(value) is not list:
+        raise ProtocolError(ErrorCode.HEADER_INVALID, f"{key} must be an array")
+    return value
+
+
+def _exact_keys(header: Mapping[str, Any], keys: frozenset[str]) -> None:
+    if set(header) != keys:
+        extra = sorted(set(header) - keys)
+        missing = sorted(keys - set(header))
+        raise ProtocolError(
+            ErrorCode.HEADER_INVALID,
+            f"{header.get('kind')!r} header: unexpected keys {extra}, missing keys {missing}",
+        )
+
+
+# --------------------------------------------------------------------------- events
+#
+# Each event is a frozen attrs class with ``KIND`` (the wire ``kind``), ``to_header()`` and a
+# classmethod ``from_header(header)`` that checks exact keys and exact types.
+
+
+@attrs.frozen
+class Hello:
+    """Client → server, first frame. ``versions``: protocol versions the client speaks."""
+
+    KIND: ClassVar[str] = "hello"
+    versions: tuple[int, ...]
+    client: str
+
+    def to_header(self) -> dict[str, Any]:
+        return {"kind": self.KIND, "versions": list(self.versions), "client": self.client}
+
+    @classmethod
+    def from_header(cls, header: Mapping[str, Any]) -> Hello:
+        _exact_keys(header, frozenset({"kind", "versions", "client"}))
+        versions = _exact_list(header, "versions")
+        if not versions or len(versions) > 16:
+            raise ProtocolError(ErrorCode.HEADER_INVALID, "versions must list 1..16 versions")
+        for version in versions:
+            if type(version) is not int or not 0 <= version <= 65535:
+                raise ProtocolError(ErrorCode.HEADER_INVALID, "versions must be integers")
+        return cls(tuple(versions), _exact_str(header, "client"))
+
+
+@attrs.frozen
+class HelloAccepted:
+    """Server → client: the chosen ``version``, the ``server`` name and its global ``limits``."""
+
+    KIND: ClassVar[str] = "hello"
+    version: int
+    server: str
+    limits: dict[str, Any]
+
+    def to_header(self) -> dict[str, Any]:
+        return {
+            "kind": self.KIND,
+            "version": self.version,
+            "server": self.server,
+            "limits": dict(self.limits),
+        }
+
+    @classmethod
+    def from_header(cls, header: Mapping[str, Any]) -> HelloAccepted:
+        _exact_keys(header, frozenset({"kind", "version", "server", "limits"}))
+        return cls(
+            _exact_int(header, "version", maximum=65535),
+            _exact_str(header, "server"),
+            _exact_dict(header, "limits"),
+        )
+
+
+@attrs.frozen
+class ListSessions:
+    """Client → server: which sessions are hosted, with their mechanisms and bounds."""
+
+    KIND: ClassVar[str] = "list"
+    request_id: int
+
+    def to_header(self) -> dict[str, Any]:
+        return {"kind": self.KIND, "request_id": self.request_id}
+
+    @classmethod
+    def from_header(cls, header: Mapping[str, Any]) -> ListSessions:
+        _exact_keys(header, frozenset({"kind", "request_id"}))
+        return cls(_exact_int(header, "request_id"))
+
+
+@attrs.frozen
+class SessionList:
+    """Server → client: ``sessions`` is a list of session descriptions (see docs)."""
+
+    KIND: ClassVar[str] = "sessions"
+    request_id: int
+    sessions: list[dict[str, Any]]
+
+    def to_header(self) -> dict[str, Any]:
+        return {"kind": self.KIND, "request_id": self.request_id, "sessions": self.sessions}
+
+    @classmethod
+    def from_header(cls, header: Mapping[str, Any]) -> SessionList:
+        _exact_keys(header, frozenset({"kind", "request_id", "sessions"}))
+        sessions = _exact_list(header, "sessions")
+        if any(type(item) is not dict for item in sessions):
+            raise ProtocolError(ErrorCode.HEADER_INVALID, "sessions must be objects")
+        return cls(_exact_int(header, "request_id"), sessions)
+
+
+@attrs.frozen
+class HealthRequest:
+    """Client → server: liveness and counters."""
+
+    KIND: ClassVar[str] = "health"
+    request_id: int
+
+    def to_header(self) -> dict[str, Any]:
+        return {"kind": self.KIND, "request_id": self.request_id}
+
+    @classmethod
+    def from_header(cls, header: Mapping[str, Any]) -> HealthRequest:
+        _exact_keys(header, frozenset({"kind", "request_id"}))
+        return cls(_exact_int(header, "request_id"))
+
+
+@attrs.frozen
+class HealthReport:
+    """Server → client: ``status`` is an object of counters (see docs)."""
+
+    KIND: ClassVar[str] = "health"
+    request_id: int
+    status: dict[str, Any]
+
+    def to_header(self) -> dict[str, Any]:
+        return {"kind": self.KIND, "request_id": self.request_id, "status": self.status}
+
+    @classmethod
+    def from_header(cls, header: Mapping[str, Any]) -> HealthReport:
+        _exact_keys(header, frozenset({"kind", "request_id", "status"}))
+        return cls(_exact_int(header, "request_id"), _exact_dict(header, "status"))
+
+
+@attrs.frozen
+class Submit:
+    """Client → server: evaluate ``binding`` in ``session`` over evidence of ``item_sizes``.
+
+    ``binding`` is the wire form of a bound proposition (``BoundProposition.to_dict()``);
+    the evidence items follow the header as raw bytes, ``item_sizes[i]`` bytes each.
+    """
+
+    KIND: ClassVar[str] = "submit"
+    request_id: int
+    session: str
+    binding: dict[str, Any]
+    item_sizes: tuple[int, ...]
+
+    def to_header(self) -> dict[str, Any]:
+        return {
+            "kind": self.KIND,
+            "request_id": self.request_id,
+            "session": self.session,
+            "binding": self.binding,
+            "items": list(self.item_sizes),
+        }
+
+    @classmethod
+    def from_header(cls, header: Mapping[str, Any]) -> Submit:
+        _exact_keys(header, frozenset({"kind", "request_id", "session", "binding", "items"}))
+        items = _exact_list(header, "items")
+        sizes = []
+        for size in items:
+            if type(size) is not int or size < 0:
+                raise ProtocolError(ErrorCode.HEADER_INVALID, "items must be byte counts")
+            sizes.append(size)
+        return cls(
+            _exact_int(header, "request_id"),
+            _exact_str(header, "session"),
+            _exact_dict(header, "binding"),
+            tuple(sizes),
+        )
+
+
+@attrs.frozen
+class Evidence:
+    """Server-side event after :meth:`ServerConnection.accept_evidence`: the raw items."""
+
+    request_id: int
+    items: tuple[bytes, ...]
+
+
+@attrs.frozen
+class Decision:
+    """Server → client: ``result`` is ``EvaluatedProposition.to_dict()``; ``decision_id`` is
+    the key of its audit line."""
+
+    KIND: ClassVar[str] = "decision"
+    request_id: int
+    decision_id: str
+    session: str
+    result: dict[str, Any]
+
+    def to_header(self) -> dict[str, Any]:
+        return {
+            "kind": self.KIND,
+            "request_id": self.request_id,
+            "decision_id": self.decision_id,
+            "session": self.session,
+            "result": self.result,
+        }
+
+    @classmethod
+    def from_header(cls, header: Mapping[str, Any]) -> Decision:
+        _exact_keys(header, frozenset({"kind", "request_id", "decision_id", "session", "result"}))
+        return cls(
+            _exact_int(header, "request_id"),
+            _exact_str(header, "decision_id"),
+            _exact_str(header, "session"),
+            _exact_dict(header, "result"),
+        )
+
+
+@attrs.frozen
+class ErrorResponse:
+    """Server → client, always the last frame of the connection. ``request_id`` is ``None``
+    when the failing frame had none (or could not be parsed); ``decision_id`` names the
+    refusal's audit line when one was written (else ``None``)."""
+
+    KIND: ClassVar[str] = "error"
+    request_id: int | None
+    code: str
+    message: str
+    decision_id: str | None = None
+
+    @property
+    def fault(self) -> Fault:
+        return ErrorCode[self.code].fault
+
+    def to_header(self) -> dict[str, Any]:
+        return {
+            "kind": self.KIND,
+            "request_id": self.request_id,
+            "code": self.code,
+            "message": self.message,
+            "decision_id": self.decision_id,
+        }
+
+    @classmethod
+    def from_header(cls, header: Mapping[str, Any]) -> ErrorResponse:
+        _exact_keys(header, frozenset({"kind", "request_id", "code", "message", "decision_id"}))
+        request_id = None if header["request_id"] is None else _exact_int(header, "request_id")
+        code = _exact_str(header, "code")
+        if code not in ERROR_CODES:
+            raise ProtocolError(ErrorCode.HEADER_INVALID, f"unknown error code {code!r}")
+        decision_id = None if header["decision_id"] is None else _exact_str(header, "decision_id")
+        return cls(request_id, code, _exact_str(header, "message"), decision_id)
+
+
+ClientRequest = Hello | ListSessions | HealthRequest | Submit
+ServerResponse = HelloAccepted | SessionList | HealthReport | Decision | ErrorResponse
+
+
+class NeedData:
+    def __repr__(self) -> str:
+        return "NEED_DATA"
+
+
+class Closed:
+    def __repr__(self) -> str:
+        return "CLOSED"
+
+
+#: ``next_event()`` needs more bytes before it can produce an event.
+NEED_DATA: Final = NeedData()
+#: The peer closed the stream cleanly, between frames.
+CLOSED: Final = Closed()
+
+
+# --------------------------------------------------------------------------- frame reader
+
+
+class State(enum.Enum):
+    """Receive-side states. Transitions (``next_event`` unless noted):
+
+    ======================  ==========================================  =================
+    state                   input                                       next state
+    ======================  ==========================================  =================
+    PREFIX                  8 prefix bytes, magic ok, length <= cap     HEADER
+    PREFIX                  EOF with no byte buffered                   CLOSED
+    HEADER                  header bytes, valid, no evidence declared   PREFIX
+    HEADER                  valid ``submit`` header                     AWAIT_VERDICT
+    AWAIT_VERDICT           ``accept_evidence()`` (host)                PAYLOAD
+    AWAIT_VERDICT           ``refuse()`` (host)                         ERROR
+    PAYLOAD                 all declared bytes                          PREFIX
+    any                     violation                                   ERROR
+    ======================  ==========================================  =================
+    """
+
+    PREFIX = "PREFIX"
+    HEADER = "HEADER"
+    AWAIT_VERDICT = "AWAIT_VERDICT"
+    PAYLOAD = "PAYLOAD"
+    CLOSED = "CLOSED"
+    ERROR = "ERROR"
+
+
+class _FrameReader:
+    """Splits a byte stream into (header, payload) units, checking each bound first."""
+
+    def __init__(self, *, max_header_bytes: int, max_frame_bytes: int, max_items: int) -> None:
+        self.max_header_bytes = max_header_bytes
+        self.max_frame_bytes = max_frame_bytes
+        self.max_items = max_items
+        self.state = State.PREFIX
+        self._buffer = bytearray()
+        self._eof = False
+        self._header_size = 0
+        self._item_sizes: tuple[int, ...] = ()
+        self._payload_size = 0
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buffer)
+
+    def receive_data(self, data: bytes) -> None:
+        if self._eof and data:
+            raise RuntimeError("data received after end of stream")
+        if not data:
+            self._eof = True
+        else:
+            self._buffer += data
+
+    def bytes_wanted(self) -> int:
+        """How many more bytes the current unit needs (0: none may be read now)."""
+        if self.state is State.PREFIX:
+            return max(0, PREFIX_SIZE - len(self._buffer))
+        if self.state is State.HEADER:
+            return max(0, self._header_size - len(self._buffer))
+        if self.state is State.PAYLOAD:
+            return max(0, self._payload_size - len(self._buffer))
+        return 0
+
+    def _fail(self, code: ErrorCode, message: str | None = None) -> ProtocolError:
+        self.state = State.ERROR
+        return ProtocolError(code, message)
+
+    def next_unit(self) -> dict[str, Any] | tuple[bytes, ...] | NeedData | Closed:
+        if self.state is State.PREFIX:
+            if len(self._buffer) < PREFIX_SIZE:
+                if self._buffer[: len(MAGIC)] != MAGIC[: len(self._buffer[: len(MAGIC)])]:
+                    raise self._fail(ErrorCode.BAD_MAGIC)
+                if self._eof:
+                    if not self._buffer:
+                        self.state = State.CLOSED
+                        return CLOSED
+                    raise self._fail(ErrorCode.TRUNCATED_FRAME)
+                return NEED_DATA
+            if bytes(self._buffer[:4]) != MAGIC:
+                raise self._fail(ErrorCode.BAD_MAGIC)
+            (size,) = struct.unpack(">I", self._buffer[4:PREFIX_SIZE])
+            if size > self.max_header_bytes:
+                raise self._fail(
+                    ErrorCode.HEADER_TOO_LARGE,
+                    f"declared header of {size} bytes exceeds {self.max_header_bytes}",
+                )
+            del self._buffer[:PREFIX_SIZE]
+            self._header_size = size
+            self.state = State.HEADER
+        if self.state is State.HEADER:
+            if len(self._buffer) < self._header_size:
+                if self._eof:
+                    raise self._fail(ErrorCode.TRUNCATED_FRAME)
+                return NEED_DATA
+            raw = bytes(self._buffer[: self._header_size])
+            del self._buffer[: self._header_size]
+            try:
+                header = decode_header(raw, max_bytes=self.max_header_bytes)
+                kind = header.get("kind")
+                if type(kind) is not str:
+                    raise ProtocolError(ErrorCode.HEADER_INVALID, "header has no string kind")
+                sizes = self._declared_items(header)
+            except ProtocolError as error:
+                self.state = State.ERROR
+                raise error from None
+            self._item_sizes = sizes
+            self._payload_size = sum(sizes)
+            self.state = State.AWAIT_VERDICT if "items" in header else State.PREFIX
+            return header
+        if self.state is State.PAYLOAD:
+            if len(self._buffer) < self._payload_size:
+                if self._eof:
+                    raise self._fail(ErrorCode.TRUNCATED_FRAME)
+                return NEED_DATA
+            data = bytes(self._buffer[: self._payload_size])
+            del self._buffer[: self._payload_size]
+            items = []
+            offset = 0
+            for size in self._item_sizes:
+                items.append(data[offset : offset + size])
+                offset += size
+            self.state = State.PREFIX
+            return tuple(items)
+        if self.state is State.CLOSED:
+            return CLOSED
+        raise RuntimeError(f"next_unit() called in state {self.state.name}")
+
+    def _declared_items(self, header: Mapping[str, Any]) -> tuple[int, ...]:
+        if "items" not in header:
+            return ()
+        items = header["items"]
+        if type(items) is not list or any(type(size) is not int or size < 0 for size in items):
+            raise ProtocolError(ErrorCode.HEADER_INVALID, "items must be a list of byte counts")
+        if len(items) > self.max_items:
+            raise ProtocolError(
+                ErrorCode.EVIDENCE_ITEMS_EXCEEDED,
+                f"{len(items)} evidence items declared; the server admits {self.max_items}",
+            )
+        total = sum(items)
+        if PREFIX_SIZE + self._header_size + total > self.max_frame_bytes:
+            raise ProtocolError(
+                ErrorCode.FRAME_TOO_LARGE,
+                f"frame of {PREFIX_SIZE + self._header_size + total} bytes declared; "
+                f"the server admits {self.max_frame_bytes}",
+            )
+        return tuple(items)
+
+    def accept(self) -> None:
+        if self.state is not State.AWAIT_VERDICT:
+            raise RuntimeError(f"accept() called in state {self.state.name}")
+        self.state = State.PAYLOAD
+
+    def refuse(self) -> None:
+        self.state = State.ERROR
+
+
+# --------------------------------------------------------------------------- connections
+
+_REQUEST_TYPES: Final[dict[str, Any]] = {
+    cls.KIND: cls for cls in (ListSessions, HealthRequest, Submit)
+}
+_RESPONSE_TYPES: Final[dict[str, Any]] = {
+    cls.KIND: cls for cls in (SessionList, HealthReport, Decision, ErrorResponse)
+}
+
+
+class ServerConnection:
+    """Server side of one connection.
+
+    Feed received bytes with :meth:`receive_data` (``b""`` at end of stream), then call
+    :meth:`next_event` until it returns :data:`NEED_DATA` or :data:`CLOSED`. Events are
+    :class:`Hello`, :class:`ListSessions`, :class:`HealthRequest`, :class:`Submit` (then,
+    after :meth:`accept_evidence`, :class:`Evidence`). Peer violations raise
+    :class:`ProtocolError`; afterwards the connection is in :attr:`State.ERROR` and the host
+    sends the error (:meth:`send`) and closes.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        max_items: int = DEFAULT_MAX_ITEMS,
+    ) -> None:
+        self._reader = _FrameReader(
+            max_header_bytes=max_header_bytes, max_frame_bytes=max_frame_bytes, max_items=max_items
+        )
+        self.handshake_done = False
+        self._pending_submit: Submit | None = None
+
+    @property
+    def state(self) -> State:
+        return self._reader.state
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received but not yet consumed by an event."""
+        return self._reader.buffered
+
+    def bytes_wanted(self) -> int:
+        return self._reader.bytes_wanted()
+
+    def receive_data(self, data: bytes) -> None:
+        self._reader.receive_data(data)
+
+    def next_event(self) -> ClientRequest | Evidence | NeedData | Closed:
+        unit = self._reader.next_unit()
+        if unit is NEED_DATA or unit is CLOSED:
+            return unit
+        if isinstance(unit, tuple):
+            submit = self._pending_submit
+            assert submit is not None
+            self._pending_submit = None
+            return Evidence(submit.request_id, unit)
+        assert isinstance(unit, dict)
+        try:
+            return self._request(unit)
+        except ProtocolError:
+            self._reader.refuse()
+            raise
+
+    def _request(self, header: dict[str, Any]) -> ClientRequest:
+        kind = header["kind"]
+        if not self.handshake_done:
+            if kind != Hello.KIND:
+                raise ProtocolError(ErrorCode.HANDSHAKE_REQUIRED)
+            hello = Hello.from_header(header)
+            self.handshake_done = True
+            return hello
+        cls = _REQUEST_TYPES.get(kind)
+        if cls is None:
+            raise ProtocolError(ErrorCode.UNKNOWN_KIND, f"unknown request kind {kind!r}")
+        if "items" in header and cls is not Submit:
+            raise ProtocolError(ErrorCode.HEADER_INVALID, f"{kind!r} carries no evidence")
+        event: ClientRequest = cls.from_header(header)
+        if isinstance(event, Submit):
+            self._pending_submit = event
+        return event
+
+    def accept_evidence(self) -> None:
+        """The host checked the declared sizes; read the evidence next."""
+        self._reader.accept()
+
+    def refuse(self) -> None:
+        """The host refused the request: nothing more is read; send the error and close."""
+        self._reader.refuse()
+        self._pending_submit = None
+
+    @staticmethod
+    def send(event: ServerResponse) -> bytes:
+        return encode_frame(event.to_header())
+
+    @staticmethod
+    def choose_version(hello: Hello) -> int | None:
+        common = set(hello.versions) & set(SUPPORTED_VERSIONS)
+        return max(common) if common else None
+
+
+class ClientConnection:
+    """Client side: :meth:`send` requests (submit with its evidence), feed answer bytes, and
+    read :class:`HelloAccepted` then answers with :meth:`next_event`. Server violations raise
+    :class:`ProtocolError` (here the *server* is the peer at fault)."""
+
+    def __init__(self, *, max_header_bytes: int = DEFAULT_MAX_RESPONSE_HEADER_BYTES) -> None:
+        self._reader = _FrameReader(
+            max_header_bytes=max_header_bytes, max_frame_bytes=2**62, max_items=0
+        )
+        self.handshake_done = False
+
+    def receive_data(self, data: bytes) -> None:
+        self._reader.receive_data(data)
+
+    def bytes_wanted(self) -> int:
+        return self._reader.bytes_wanted()
+
+    @staticmethod
+    def send(request: ClientRequest, evidence: tuple[bytes, ...] = ()) -> bytes:
+        if isinstance(request, Submit):
+            if tuple(len(item) for item in evidence) != request.item_sizes:
+                raise ValueError("evidence does not match the declared item sizes")
+            return encode_frame(request.to_header(), evidence)
+        if evidence:
+            raise ValueError(f"{request.KIND!r} carries no evidence")
+        return encode_frame(request.to_header())
+
+    def next_event(self) -> ServerResponse | NeedData | Closed:
+        unit = self._reader.next_unit()
+        if unit is NEED_DATA or unit is CLOSED:
+            return unit
+        assert isinstance(unit, dict)
+        kind = unit["kind"]
+        if kind == ErrorResponse.KIND:
+            return ErrorResponse.from_header(unit)
+        if not self.handshake_done:
+            if kind != HelloAccepted.KIND:
+                raise ProtocolError(ErrorCode.HANDSHAKE_REQUIRED, "server did not answer hello")
+            self.handshake_done = True
+            return HelloAccepted.from_header(unit)
+        cls = _RESPONSE_TYPES.get(kind)
+        if cls is None:
+            raise ProtocolError(ErrorCode.UNKNOWN_KIND, f"unknown answer kind {kind!r}")
+        response: ServerResponse = cls.from_header(unit)
+        return response

@@ -1,0 +1,387 @@
+"""CLI commands ``serve``, ``submit``, ``sessions``, ``health`` and ``audit``.
+
+Contract (stdout: exactly one JSON document; stderr: one-line messages, never a traceback):
+
+* ``serve [--listen HOST:PORT | --socket PATH] [--config FILE] [--audit-log PATH]`` prints
+  ``{"status": "serving", "tcp", "unix", "audit_log", "sessions", "skipped"}`` once it listens,
+  serves until SIGINT/SIGTERM, then shuts down gracefully. Exit 0 after a clean shutdown;
+  65 for an invalid configuration or a broken/locked audit log (never truncated);
+  69 when it cannot listen.
+* ``submit [--connect HOST:PORT | --socket PATH] --session NAME FILE... [--binding FILE]``
+  prints the decision (``decision_id``, ``session`` and the ``EvaluatedProposition`` fields).
+  Without ``--binding`` it asks the server for the session's mechanism and builds the honest
+  binding from the files (formation: ``formation_binding``; descriptor:
+  ``descriptor_binding``; ``vstd.bytes.sha256``: the file's digest), pinning the digest the
+  server announced. Exit 0 PASS, 1 FAIL, 3 UNKNOWN, 65 refused (the error document is
+  printed), 69 unreachable, 75 busy/timeout/shutting down, 70 server-side failure.
+* ``sessions`` / ``health`` (same address flags) print the server's answer; exit 0, 69, 75.
+* ``audit verify PATH``: exit 0 intact, 1 broken (naming ``first_bad_line`` and ``reason``).
+  ``audit tail PATH [-n N]``: the last N lines as a JSON array (unverified), exit 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, Final
+
+import trio
+
+from session import BoundProposition, EvidenceBounds
+
+from ._audit import AuditLogError, tail, verify_log
+from ._client import (
+    ClientError,
+    ClientTimeout,
+    RejectedError,
+    ServerProtocolError,
+    ServiceUnavailable,
+    SubmitResult,
+    TransportError,
+    open_client,
+)
+from ._config import ConfigError, load_config, parse_address
+from ._server import DEFAULT_PORT, Server
+
+EXIT_PASS: Final = 0
+EXIT_FAIL: Final = 1
+EXIT_USAGE: Final = 2
+EXIT_UNKNOWN: Final = 3
+EXIT_REJECTED: Final = 65
+EXIT_UNREACHABLE: Final = 69
+EXIT_INTERNAL: Final = 70
+EXIT_BUSY: Final = 75
+
+_OUTCOME_EXIT: Final = {"PASS": EXIT_PASS, "FAIL": EXIT_FAIL, "UNKNOWN": EXIT_UNKNOWN}
+_SERVICE_EXIT: Final = {"AUDIT_FAILED": EXIT_INTERNAL, "INTERNAL": EXIT_INTERNAL}
+
+
+def _emit(document: Any) -> None:
+    sys.stdout.write(json.dumps(document, ensure_ascii=False, sort_keys=True) + "\n")
+    sys.stdout.flush()
+
+
+def _say(message: str) -> None:
+    sys.stderr.write(f"evidenced: {message}\n")
+    sys.stderr.flush()
+
+
+class _Usage(Exception):
+    pass
+
+
+# --------------------------------------------------------------------------- addresses
+
+
+def _add_address(parser: argparse.ArgumentParser, *, verb: str) -> None:
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument(
+        "--connect" if verb == "connect" else "--listen",
+        dest="address",
+        metavar="HOST:PORT",
+        help=f"TCP address (default 127.0.0.1:{DEFAULT_PORT})",
+    )
+    group.add_argument("--socket", metavar="PATH", help="Unix socket path")
+
+
+def _client_target(args: argparse.Namespace) -> dict[str, Any]:
+    if args.socket:
+        return {"unix": args.socket}
+    try:
+        return {"tcp": parse_address(args.address or f"127.0.0.1:{DEFAULT_PORT}")}
+    except ConfigError as error:
+        raise _Usage(str(error)) from None
+
+
+def _client_failure(error: ClientError) -> int:
+    if isinstance(error, RejectedError):
+        _emit(
+            {
+                "error": {
+                    "code": error.code,
+                    "message": error.message,
+                    "decision_id": error.decision_id,
+                }
+            }
+        )
+        _say(f"refused: {error.code}: {error.message}")
+        if isinstance(error, ServiceUnavailable):
+            return _SERVICE_EXIT.get(error.code, EXIT_BUSY)
+        return EXIT_REJECTED
+    code = (
+        "TIMEOUT"
+        if isinstance(error, ClientTimeout)
+        else "PROTOCOL"
+        if isinstance(error, ServerProtocolError)
+        else "UNREACHABLE"
+    )
+    _emit({"error": {"code": code, "message": str(error), "decision_id": None}})
+    _say(str(error))
+    if isinstance(error, ClientTimeout):
+        return EXIT_BUSY
+    if isinstance(error, TransportError):
+        return EXIT_UNREACHABLE
+    return EXIT_INTERNAL
+
+
+# --------------------------------------------------------------------------- serve
+
+
+def _serve(args: argparse.Namespace) -> int:
+    try:
+        config = load_config(args.config)
+        server_config = config.server
+        changes: dict[str, Any] = {}
+        if args.address:
+            changes.update(tcp=parse_address(args.address), unix=None)
+        if args.socket:
+            changes.update(unix=args.socket, tcp=None)
+        if args.audit_log:
+            changes["audit_path"] = args.audit_log
+        import attrs
+
+        server_config = attrs.evolve(server_config, handle_signals=True, **changes)
+        sessions, skipped = config.build_sessions()
+    except ConfigError as error:
+        _say(f"invalid configuration: {error}")
+        return EXIT_REJECTED
+    for message in skipped:
+        _say(message)
+    server = Server(sessions, server_config)
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(server.run)
+            _emit(
+                {
+                    "status": "serving",
+                    "tcp": None
+                    if server.tcp_address is None
+                    else f"{server.tcp_address[0]}:{server.tcp_address[1]}",
+                    "unix": server.unix_path,
+                    "audit_log": server_config.audit_path,
+                    "sessions": sorted(server.sessions),
+                    "skipped": skipped,
+                }
+            )
+            where = server.unix_path or (
+                f"{server.tcp_address[0]}:{server.tcp_address[1]}" if server.tcp_address else "?"
+            )
+            _say(f"serving {', '.join(sorted(server.sessions))} on {where}")
+
+    try:
+        trio.run(main)
+    except AuditLogError as error:
+        _say(f"{error}; refusing to start (nothing was truncated or overwritten)")
+        return EXIT_REJECTED
+    except OSError as error:
+        _say(f"cannot listen: {error.strerror or error}")
+        return EXIT_UNREACHABLE
+    except BaseExceptionGroup as group:  # from the nursery: report the first cause
+        first = group.exceptions[0]
+        while isinstance(first, BaseExceptionGroup):
+            first = first.exceptions[0]
+        if isinstance(first, AuditLogError):
+            _say(f"{first}; refusing to start (nothing was truncated or overwritten)")
+            return EXIT_REJECTED
+        if isinstance(first, OSError):
+            _say(f"cannot listen: {first.strerror or first}")
+            return EXIT_UNREACHABLE
+        raise first from None
+    _say("stopped; audit log flushed")
+    return EXIT_PASS
+
+
+# --------------------------------------------------------------------------- client commands
+
+
+def _honest_binding(mechanism: dict[str, Any], files: list[bytes]) -> BoundProposition:
+    mechanism_id = mechanism["mechanism_id"]
+    digest = mechanism["mechanism_digest"]
+    from mechanism.formation import MECHANISM_ID as FORMATION_ID
+
+    if mechanism_id == FORMATION_ID:
+        if len(files) != 2:
+            raise _Usage("a formation submission is SUBJECT CERTIFICATE (two files)")
+        from mechanism.formation import formation_binding
+
+        return formation_binding(files[0], files[1], mechanism_digest=digest)
+    if mechanism_id == "vstd.bytes.sha256":
+        if len(files) != 1:
+            raise _Usage("a vstd.bytes.sha256 submission is one file")
+        import hashlib
+
+        ref = "sha256:" + hashlib.sha256(files[0]).hexdigest()
+        return BoundProposition(
+            subject_id=ref,
+            predicate="bytes.sha256",
+            expected=ref,
+            mechanism_id=mechanism_id,
+            mechanism_digest=digest,
+            evidence_refs=(ref,),
+            trust_roots=(ref,),
+            bounds=EvidenceBounds(1, len(files[0])),
+        )
+    import mechanism.descriptor as descriptor
+
+    # Looked up by name: the descriptor package may be absent or partial on an installation.
+    builder = getattr(descriptor, "descriptor_binding", None)
+    if builder is not None and mechanism_id == getattr(descriptor, "MECHANISM_ID", None):
+        if len(files) != 2:
+            raise _Usage("a descriptor submission is DESCRIPTOR PAYLOAD (two files)")
+        binding: BoundProposition = builder(files[0], files[1], mechanism_digest=digest)
+        return binding
+    raise _Usage(f"no binding builder for mechanism {mechanism_id!r}; pass --binding FILE")
+
+
+def _submit(args: argparse.Namespace) -> int:
+    target = _client_target(args)
+    files = [Path(name).read_bytes() for name in args.files]
+    binding_wire: dict[str, Any] | None = None
+    if args.binding:
+        try:
+            loaded = json.loads(Path(args.binding).read_text("utf-8"))
+        except (ValueError, UnicodeDecodeError) as error:
+            _say(f"binding file {args.binding} is not JSON: {error}")
+            return EXIT_REJECTED
+        if not isinstance(loaded, dict):
+            _say(f"binding file {args.binding} is not a JSON object")
+            return EXIT_REJECTED
+        binding_wire = loaded
+
+    async def main() -> SubmitResult:
+        async with open_client(
+            **target, connect_timeout=args.timeout, request_timeout=args.timeout
+        ) as client:
+            wire = binding_wire
+            if wire is None:
+                sessions = {item["name"]: item for item in await client.list_sessions()}
+                session = sessions.get(args.session)
+                if session is None:
+                    raise _Usage(
+                        f"the server hosts no session {args.session!r} "
+                        f"(it hosts {sorted(sessions)})"
+                    )
+                mechanisms = session["mechanisms"]
+                if len(mechanisms) != 1:
+                    raise _Usage("the session hosts several mechanisms; pass --binding FILE")
+                wire = _honest_binding(mechanisms[0], files).to_dict()
+            return await client.submit(args.session, wire, files)
+
+    try:
+        result = trio.run(main)
+    except ClientError as error:
+        return _client_failure(error)
+    except _Usage as error:
+        _say(str(error))
+        return EXIT_REJECTED
+    except ValueError as error:  # the honest binding cannot be built from these files
+        _say(f"cannot build the honest binding: {type(error).__name__}: {error}")
+        return EXIT_REJECTED
+    _emit(result.to_dict())
+    outcome = result.outcome
+    details = result.result.get("details") or ""
+    _say(f"{outcome}{': ' + details if details else ''} (decision {result.decision_id})")
+    return _OUTCOME_EXIT.get(outcome, EXIT_INTERNAL)
+
+
+def _query(method: str) -> Any:
+    def handler(args: argparse.Namespace) -> int:
+        try:
+            target = _client_target(args)
+        except _Usage as error:
+            _say(str(error))
+            return EXIT_USAGE
+
+        async def main() -> Any:
+            async with open_client(
+                **target, connect_timeout=args.timeout, request_timeout=args.timeout
+            ) as client:
+                if method == "sessions":
+                    return {"sessions": await client.list_sessions()}
+                return await client.health()
+
+        try:
+            document = trio.run(main)
+        except ClientError as error:
+            return _client_failure(error)
+        _emit(document)
+        return EXIT_PASS
+
+    return handler
+
+
+# --------------------------------------------------------------------------- audit
+
+
+def _audit_verify(args: argparse.Namespace) -> int:
+    report = verify_log(args.path)
+    _emit(report.to_dict())
+    if report.intact:
+        _say(f"audit log intact: {report.lines} lines, head {report.head}")
+        return EXIT_PASS
+    _say(f"audit log broken at line {report.first_bad_line}: {report.reason}")
+    return EXIT_FAIL
+
+
+def _audit_tail(args: argparse.Namespace) -> int:
+    if args.lines < 0:
+        _say("-n must be non-negative")
+        return EXIT_USAGE
+    _emit(tail(args.path, args.lines))
+    return EXIT_PASS
+
+
+# --------------------------------------------------------------------------- registration
+
+
+def _wrap(handler: Any) -> Any:
+    def run(args: argparse.Namespace) -> int:
+        try:
+            result: int = handler(args)
+            return result
+        except _Usage as error:
+            _say(str(error))
+            return EXIT_USAGE
+
+    return run
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``serve``, ``submit``, ``sessions``, ``health`` and ``audit``."""
+    serve = subparsers.add_parser("serve", help="run the daemon")
+    _add_address(serve, verb="listen")
+    serve.add_argument("--config", metavar="FILE", help="TOML configuration (default: embedded)")
+    serve.add_argument("--audit-log", metavar="PATH", help="audit log file (overrides config)")
+    serve.set_defaults(handler=_wrap(_serve))
+
+    submit = subparsers.add_parser("submit", help="submit an evidence pair to a session")
+    _add_address(submit, verb="connect")
+    submit.add_argument("--session", required=True, metavar="NAME")
+    submit.add_argument("--binding", metavar="FILE", help="bound proposition JSON (to_dict form)")
+    submit.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS")
+    submit.add_argument("files", nargs="+", metavar="FILE", help="evidence items, in order")
+    submit.set_defaults(handler=_wrap(_submit))
+
+    for name, help_text in (("sessions", "list hosted sessions"), ("health", "server health")):
+        parser = subparsers.add_parser(name, help=help_text)
+        _add_address(parser, verb="connect")
+        parser.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS")
+        parser.set_defaults(handler=_wrap(_query(name)))
+
+    audit = subparsers.add_parser("audit", help="verify or read an audit log")
+    audit_commands = audit.add_subparsers(dest="audit_command", metavar="COMMAND")
+    verify = audit_commands.add_parser("verify", help="verify the hash chain")
+    verify.add_argument("path", metavar="PATH")
+    verify.set_defaults(handler=_wrap(_audit_verify))
+    tail_parser = audit_commands.add_parser("tail", help="print the last lines as JSON")
+    tail_parser.add_argument("path", metavar="PATH")
+    tail_parser.add_argument("-n", dest="lines", type=int, default=10, metavar="N")
+    tail_parser.set_defaults(handler=_wrap(_audit_tail))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    os.execv(sys.executable, [sys.executable, "-m", "daemon.cli", *sys.argv[1:]])

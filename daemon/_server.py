@@ -1,0 +1,816 @@
+"""The trio server: hosts named sessions over TCP (loopback by default) and Unix sockets.
+
+Rules (the contract):
+
+1. Each connection speaks the sans-IO protocol of :mod:`daemon._protocol`. The server reads
+   at most :meth:`ServerConnection.bytes_wanted` bytes at a time, so it never holds more than
+   the unit it accepted. A ``submit`` header is checked, in this order, before any evidence
+   byte is read: session exists (``UNKNOWN_SESSION``), declared item count and total bytes
+   within the session's bounds (``EVIDENCE_ITEMS_EXCEEDED``/``EVIDENCE_BYTES_EXCEEDED``),
+   binding well formed (``BINDING_INVALID``), not shutting down (``SHUTTING_DOWN``), a free
+   capacity slot (``BUSY``: ``CapacityLimiter.acquire_nowait``, never an unbounded queue).
+2. Timeouts. ``idle_timeout``: a connection must complete its next request frame (header and
+   evidence) within this many seconds of connecting or of its previous answer, else it is
+   answered ``IDLE_TIMEOUT`` and closed (a slow-drip client cannot hold a slot).
+   ``request_deadline``: from the complete frame to the answer. A mechanism that overruns it
+   yields an ``UNKNOWN`` decision (details :data:`DEADLINE_DETAILS`), still audited.
+3. Evaluation runs in a worker thread (``trio.to_thread``, bounded by ``worker_threads``)
+   unless the evidence is at most ``inline_max_bytes`` (default 0: always a thread). Each
+   request gets a fresh :class:`EvidenceStore` and :class:`VerificationSession`, so requests
+   share no state.
+4. Audit before answer: a decision or refusal is answered only after its audit line met the
+   log's durability policy; if the log fails, the answer is ``AUDIT_FAILED`` instead.
+5. Every ``error`` frame is followed by a half-close and a short bounded drain (bytes are
+   discarded, not buffered), then the connection closes, so the client reads the error
+   rather than a reset.
+6. One bad connection never kills the server: each handler has a catch-all that logs to
+   stderr, audits ``INTERNAL`` when a request was in progress, and closes.
+7. Shutdown (:meth:`Server.shutdown`, or SIGINT/SIGTERM when ``handle_signals``): stop
+   accepting, close idle connections, let in-flight requests finish within
+   ``shutdown_grace`` seconds, then cancel the rest; write ``daemon_stop``; flush and fsync
+   the audit log; return normally.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import math
+import os
+import signal
+import socket as stdlib_socket
+import struct
+import sys
+import time
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from typing import Any, Final
+
+import attrs
+import trio
+
+from session import (
+    BoundProposition,
+    EvaluatedProposition,
+    EvidenceStore,
+    MechanismOutcome,
+    VerificationMechanism,
+    VerificationSession,
+)
+
+from ._audit import AuditLog, AuditLogError, Durability, Overflow
+from ._binding import BindingWireError, binding_from_wire
+from ._protocol import (
+    CLOSED,
+    DEFAULT_MAX_FRAME_BYTES,
+    DEFAULT_MAX_HEADER_BYTES,
+    DEFAULT_MAX_ITEMS,
+    NEED_DATA,
+    PROTOCOL_VERSION,
+    Decision,
+    ErrorCode,
+    ErrorResponse,
+    Evidence,
+    HealthReport,
+    HealthRequest,
+    Hello,
+    HelloAccepted,
+    ListSessions,
+    ProtocolError,
+    ServerConnection,
+    SessionList,
+    State,
+    Submit,
+    encode_header,
+)
+
+SERVER_NAME: Final = "evidenced/0.1.0"
+DEFAULT_PORT: Final = 7433
+DEADLINE_DETAILS: Final = "DAEMON_REQUEST_DEADLINE_EXCEEDED"
+_RECEIVE_CHUNK: Final = 64 * 1024
+_SEND_TIMEOUT: Final = 5.0
+_LINGER_SECONDS: Final = 1.0
+_LINGER_BYTES: Final = 8 * 1024 * 1024
+
+
+@attrs.frozen
+class HostedSession:
+    """A named session: its mechanism instances and the host's evidence bounds, which are
+    enforced on the declared sizes before any evidence byte is read."""
+
+    name: str
+    mechanisms: tuple[VerificationMechanism, ...]
+    max_evidence_items: int = 2
+    max_evidence_bytes: int = 524_288
+
+    def __attrs_post_init__(self) -> None:
+        if not self.name:
+            raise ValueError("a session needs a name")
+        for value in (self.max_evidence_items, self.max_evidence_bytes):
+            if type(value) is not int or value < 0:
+                raise ValueError("session bounds must be non-negative integers")
+        # The session's own registration rules (non-empty id, digest form, no substitution).
+        probe = VerificationSession(EvidenceStore())
+        for mechanism in self.mechanisms:
+            probe.register(mechanism)
+
+    def bounds(self) -> dict[str, int]:
+        return {
+            "max_evidence_items": self.max_evidence_items,
+            "max_evidence_bytes": self.max_evidence_bytes,
+        }
+
+
+@attrs.frozen
+class ServerConfig:
+    """Everything the server needs besides its sessions (all times in seconds)."""
+
+    tcp: tuple[str, int] | None = ("127.0.0.1", DEFAULT_PORT)
+    unix: str | None = None
+    audit_path: str = "evidenced-audit.jsonl"
+    audit_durability: str = "fsync"
+    audit_overflow: str = "block"
+    audit_max_pending: int = 4096
+    idle_timeout: float = 30.0
+    request_deadline: float = 30.0
+    max_in_flight: int = 256
+    worker_threads: int = 4
+    inline_max_bytes: int = 0
+    shutdown_grace: float = 10.0
+    max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES
+    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
+    max_items: int = DEFAULT_MAX_ITEMS
+    handle_signals: bool = False
+
+    def __attrs_post_init__(self) -> None:
+        if self.tcp is None and self.unix is None:
+            raise ValueError("the server needs a TCP address or a Unix socket path")
+        Durability(self.audit_durability)
+        Overflow(self.audit_overflow)
+        for name in ("idle_timeout", "request_deadline", "shutdown_grace"):
+            value = getattr(self, name)
+            if type(value) not in (int, float) or not math.isfinite(value) or value <= 0:
+                raise ValueError(f"{name} must be a positive number of seconds")
+        for name in ("max_in_flight", "worker_threads", "max_header_bytes", "max_frame_bytes"):
+            value = getattr(self, name)
+            if type(value) is not int or value < 1:
+                raise ValueError(f"{name} must be a positive integer")
+        for name in ("inline_max_bytes", "max_items", "audit_max_pending"):
+            value = getattr(self, name)
+            if type(value) is not int or value < 0:
+                raise ValueError(f"{name} must be a non-negative integer")
+
+
+def _catalog_entry(mechanism_id: str) -> dict[str, Any] | None:
+    """The catalog's description of the mechanism, or None when no catalog is installed."""
+    try:
+        from catalog import entry_for_mechanism
+    except ImportError:
+        return None
+    try:
+        entry = entry_for_mechanism(mechanism_id)
+        if entry is None:
+            return None
+        encode_header({"entry": entry})
+        return dict(entry)
+    except Exception:
+        return None
+
+
+def _requester(stream: trio.SocketStream) -> dict[str, Any]:
+    sock = stream.socket
+    try:
+        if sock.family == stdlib_socket.AF_UNIX:
+            who: dict[str, Any] = {"transport": "unix"}
+            so_peercred = getattr(stdlib_socket, "SO_PEERCRED", None)
+            if so_peercred is not None:
+                raw = sock.getsockopt(stdlib_socket.SOL_SOCKET, so_peercred, 12)
+                pid, uid, gid = struct.unpack("3i", raw)
+                who.update({"pid": pid, "uid": uid, "gid": gid})
+            return who
+        host, port = sock.getpeername()[:2]
+        return {"transport": "tcp", "peer": f"{host}:{port}"}
+    except OSError:
+        return {"transport": "unknown"}
+
+
+class _Connection:
+    """Per-connection bookkeeping the server needs for shutdown."""
+
+    def __init__(self) -> None:
+        self.idle_scope: trio.CancelScope | None = None
+        self.in_request = False
+
+
+class Server:
+    """Serves ``sessions`` with ``config``. Use :meth:`run` in a nursery (``await
+    nursery.start(server.run)``) or :func:`serve`; stop with :meth:`shutdown`."""
+
+    def __init__(self, sessions: Sequence[HostedSession], config: ServerConfig) -> None:
+        names = [session.name for session in sessions]
+        if len(set(names)) != len(names):
+            raise ValueError("session names must be unique")
+        self.sessions: dict[str, HostedSession] = {s.name: s for s in sessions}
+        self.config = config
+        self.audit: AuditLog | None = None
+        self.tcp_address: tuple[str, int] | None = None
+        self.unix_path: str | None = None
+        self._capacity = trio.CapacityLimiter(config.max_in_flight)
+        self._threads = trio.CapacityLimiter(config.worker_threads)
+        self._shutdown = trio.Event()
+        self._draining = False
+        self._connections: set[_Connection] = set()
+        self._started_ns = time.monotonic_ns()
+        self.counters: Counter[str] = Counter()
+        self._session_list = self._describe_sessions()
+
+    # -- introspection
+
+    def _describe_sessions(self) -> list[dict[str, Any]]:
+        described = []
+        for name in sorted(self.sessions):
+            session = self.sessions[name]
+            probe = VerificationSession(EvidenceStore())
+            for mechanism in session.mechanisms:
+                probe.register(mechanism)
+            mechanisms = [
+                {
+                    "mechanism_id": mechanism.mechanism_id,
+                    "mechanism_digest": mechanism.mechanism_digest,
+                    "catalog_entry": _catalog_entry(mechanism.mechanism_id),
+                }
+                for mechanism in probe.registered_mechanisms()
+            ]
+            described.append({"name": name, "bounds": session.bounds(), "mechanisms": mechanisms})
+        return described
+
+    def health(self) -> dict[str, Any]:
+        return {
+            "status": "draining" if self._draining else "serving",
+            "server": SERVER_NAME,
+            "protocol_version": PROTOCOL_VERSION,
+            "uptime_ns": time.monotonic_ns() - self._started_ns,
+            "connections": len(self._connections),
+            "in_flight": self._capacity.borrowed_tokens,
+            "max_in_flight": self.config.max_in_flight,
+            "decisions": self.counters["decisions"],
+            "refusals": self.counters["refusals"],
+            "outcomes": {
+                key: self.counters[f"outcome:{key}"] for key in ("PASS", "FAIL", "UNKNOWN")
+            },
+            "audit": self.audit.status() if self.audit is not None else None,
+        }
+
+    def limits(self) -> dict[str, Any]:
+        return {
+            "max_header_bytes": self.config.max_header_bytes,
+            "max_frame_bytes": self.config.max_frame_bytes,
+            "max_items": self.config.max_items,
+            "idle_timeout_ms": int(self.config.idle_timeout * 1000),
+            "request_deadline_ms": int(self.config.request_deadline * 1000),
+        }
+
+    # -- lifecycle
+
+    def shutdown(self) -> None:
+        """Begin a graceful shutdown (idempotent; safe from any task in the server's run)."""
+        self._shutdown.set()
+
+    async def run(self, *, task_status: trio.TaskStatus[Server] = trio.TASK_STATUS_IGNORED) -> None:
+        """Open the audit log and the listeners, serve until :meth:`shutdown`, then drain."""
+        config = self.config
+        audit = AuditLog.open(
+            config.audit_path,
+            durability=config.audit_durability,
+            overflow=config.audit_overflow,
+            max_pending=max(1, config.audit_max_pending),
+        )
+        self.audit = audit
+        try:
+            async with trio.open_nursery() as audit_nursery:
+                await audit_nursery.start(audit.run)
+                try:
+                    await self._serve(audit, task_status)
+                finally:
+                    with trio.CancelScope(shield=True):
+                        with contextlib.suppress(AuditLogError):
+                            await audit.record(
+                                "daemon_stop",
+                                decisions=self.counters["decisions"],
+                                refusals=self.counters["refusals"],
+                            )
+                        await audit.close()
+        finally:
+            audit.close_sync()
+
+    async def _serve(self, audit: AuditLog, task_status: trio.TaskStatus[Server]) -> None:
+        listeners = await self._open_listeners()
+        try:
+            await audit.record(
+                "daemon_start",
+                server=SERVER_NAME,
+                pid=os.getpid(),
+                listen=self._addresses(),
+                sessions=self._session_list,
+                durability=audit.durability.value,
+            )
+            task_status.started(self)
+            async with trio.open_nursery() as handlers:
+                async with trio.open_nursery() as acceptors:
+                    for listener in listeners:
+                        acceptors.start_soon(self._accept_loop, listener, handlers)
+                    if self.config.handle_signals:
+                        acceptors.start_soon(self._watch_signals)
+                    await self._shutdown.wait()
+                    acceptors.cancel_scope.cancel()
+                self._draining = True
+                for listener in listeners:
+                    with contextlib.suppress(Exception):
+                        await listener.aclose()
+                for connection in list(self._connections):
+                    if not connection.in_request and connection.idle_scope is not None:
+                        connection.idle_scope.cancel()
+                handlers.cancel_scope.deadline = trio.current_time() + self.config.shutdown_grace
+        finally:
+            for listener in listeners:
+                with contextlib.suppress(Exception):
+                    await listener.aclose()
+            if self.unix_path is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(self.unix_path)
+
+    def _addresses(self) -> dict[str, Any]:
+        return {
+            "tcp": None
+            if self.tcp_address is None
+            else f"{self.tcp_address[0]}:{self.tcp_address[1]}",
+            "unix": self.unix_path,
+        }
+
+    async def _open_listeners(self) -> list[trio.SocketListener]:
+        listeners: list[trio.SocketListener] = []
+        try:
+            if self.config.tcp is not None:
+                host, port = self.config.tcp
+                opened = await trio.open_tcp_listeners(port, host=host)
+                listeners.extend(opened)
+                bound = opened[0].socket.getsockname()
+                self.tcp_address = (str(bound[0]), int(bound[1]))
+            if self.config.unix is not None:
+                listeners.append(await _open_unix_listener(self.config.unix))
+                self.unix_path = self.config.unix
+        except BaseException:
+            for listener in listeners:
+                with contextlib.suppress(Exception):
+                    await listener.aclose()
+            raise
+        return listeners
+
+    async def _watch_signals(self) -> None:
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async for signum in signals:
+                name = signal.Signals(signum).name
+                sys.stderr.write(f"evidenced: {name} received, shutting down\n")
+                self.shutdown()
+
+    async def _accept_loop(self, listener: trio.SocketListener, handlers: trio.Nursery) -> None:
+        while True:
+            try:
+                stream = await listener.accept()
+            except OSError as error:
+                if error.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                    sys.stderr.write(f"evidenced: accept failed ({error}); backing off\n")
+                    await trio.sleep(0.1)
+                    continue
+                raise
+            handlers.start_soon(self._handle, stream)
+
+    # -- one connection
+
+    async def _handle(self, stream: trio.SocketStream) -> None:
+        connection = _Connection()
+        self._connections.add(connection)
+        requester = _requester(stream)
+        try:
+            await self._converse(stream, connection, requester)
+        except Exception as error:  # the catch-all: one bad connection never kills the server
+            sys.stderr.write(
+                f"evidenced: connection {requester} failed: {type(error).__name__}: {error}\n"
+            )
+        finally:
+            self._connections.discard(connection)
+            with trio.CancelScope(shield=True), trio.move_on_after(1):
+                await stream.aclose()
+
+    async def _receive(
+        self,
+        stream: trio.SocketStream,
+        conn: ServerConnection,
+        deadline: float,
+        connection: _Connection,
+    ) -> bool:
+        """Receive at most what the codec wants; False on idle deadline or drain cancel."""
+        idle = conn.buffered == 0 and conn.state is State.PREFIX
+        with trio.CancelScope(deadline=deadline) as scope:
+            if idle:
+                if self._draining:
+                    return False
+                connection.idle_scope = scope
+            try:
+                data = await stream.receive_some(max(1, min(conn.bytes_wanted(), _RECEIVE_CHUNK)))
+            finally:
+                connection.idle_scope = None
+            conn.receive_data(bytes(data))
+            return True
+        return False
+
+    async def _converse(
+        self, stream: trio.SocketStream, connection: _Connection, requester: dict[str, Any]
+    ) -> None:
+        config = self.config
+        conn = ServerConnection(
+            max_header_bytes=config.max_header_bytes,
+            max_frame_bytes=config.max_frame_bytes,
+            max_items=config.max_items,
+        )
+        deadline = trio.current_time() + config.idle_timeout
+        while True:
+            try:
+                event = conn.next_event()
+            except ProtocolError as error:
+                await self._refuse(stream, conn, requester, error.code, error.message)
+                return
+            if event is NEED_DATA:
+                try:
+                    received = await self._receive(stream, conn, deadline, connection)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    return
+                if not received:
+                    if self._draining and conn.buffered == 0 and conn.state is State.PREFIX:
+                        return
+                    partial = conn.buffered > 0 or conn.state is not State.PREFIX
+                    await self._refuse(
+                        stream,
+                        conn,
+                        requester,
+                        ErrorCode.IDLE_TIMEOUT,
+                        f"no complete request within {config.idle_timeout} s",
+                        audit=partial,
+                    )
+                    return
+                continue
+            if event is CLOSED:
+                return
+            if isinstance(event, Hello):
+                version = ServerConnection.choose_version(event)
+                if version is None:
+                    await self._refuse(
+                        stream,
+                        conn,
+                        requester,
+                        ErrorCode.VERSION_UNSUPPORTED,
+                        f"server speaks protocol versions {[PROTOCOL_VERSION]}",
+                    )
+                    return
+                answer: Any = HelloAccepted(version, SERVER_NAME, self.limits())
+            elif isinstance(event, ListSessions):
+                answer = SessionList(event.request_id, self._session_list)
+            elif isinstance(event, HealthRequest):
+                answer = HealthReport(event.request_id, self.health())
+            elif isinstance(event, Submit):
+                connection.in_request = True
+                try:
+                    keep_open = await self._submit(stream, conn, event, requester, deadline)
+                finally:
+                    connection.in_request = False
+                if not keep_open or self._draining:
+                    return
+                deadline = trio.current_time() + config.idle_timeout
+                continue
+            else:  # Evidence outside a submit cannot happen; the codec guarantees order
+                raise AssertionError(f"unexpected event {event!r}")
+            if not await self._send(stream, ServerConnection.send(answer)):
+                return
+            if self._draining:
+                return
+            deadline = trio.current_time() + config.idle_timeout
+
+    async def _send(self, stream: trio.SocketStream, data: bytes) -> bool:
+        with trio.move_on_after(_SEND_TIMEOUT):
+            try:
+                await stream.send_all(data)
+                return True
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                return False
+        return False
+
+    async def _refuse(
+        self,
+        stream: trio.SocketStream,
+        conn: ServerConnection,
+        requester: dict[str, Any],
+        code: ErrorCode,
+        message: str,
+        *,
+        request_id: int | None = None,
+        audit: bool = True,
+        **fields: Any,
+    ) -> None:
+        """Answer an error (audited first), half-close, drain briefly, and let the caller close."""
+        conn.refuse()
+        self.counters["refusals"] += 1
+        self.counters[f"refusal:{code.name}"] += 1
+        decision_id: str | None = None
+        if audit and self.audit is not None:
+            decision_id = str(uuid.uuid4())
+            try:
+                with trio.CancelScope(shield=True):
+                    await self.audit.record(
+                        "refusal",
+                        decision_id=decision_id,
+                        code=code.name,
+                        fault=code.fault.value,
+                        message=message,
+                        request_id=request_id,
+                        requester=requester,
+                        **fields,
+                    )
+            except AuditLogError as error:
+                sys.stderr.write(f"evidenced: {error}\n")
+                decision_id = None
+        frame = ServerConnection.send(ErrorResponse(request_id, code.name, message, decision_id))
+        if not await self._send(stream, frame):
+            return
+        with trio.move_on_after(_LINGER_SECONDS):
+            try:
+                await stream.send_eof()
+                drained = 0
+                while drained < _LINGER_BYTES:
+                    data = await stream.receive_some(_RECEIVE_CHUNK)
+                    if not data:
+                        break
+                    drained += len(data)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, trio.BusyResourceError):
+                pass
+
+    async def _submit(
+        self,
+        stream: trio.SocketStream,
+        conn: ServerConnection,
+        submit: Submit,
+        requester: dict[str, Any],
+        deadline: float,
+    ) -> bool:
+        """Handle one submit; True when the connection may carry another request."""
+        started = time.perf_counter_ns()
+        declared = list(submit.item_sizes)
+        context: dict[str, Any] = {"session": submit.session, "declared_items": declared}
+
+        async def refuse(code: ErrorCode, message: str, **extra: Any) -> bool:
+            await self._refuse(
+                stream,
+                conn,
+                requester,
+                code,
+                message,
+                request_id=submit.request_id,
+                **context,
+                **extra,
+            )
+            return False
+
+        session = self.sessions.get(submit.session)
+        if session is None:
+            return await refuse(ErrorCode.UNKNOWN_SESSION, f"no session named {submit.session!r}")
+        if len(declared) > session.max_evidence_items:
+            return await refuse(
+                ErrorCode.EVIDENCE_ITEMS_EXCEEDED,
+                f"{len(declared)} evidence items declared; session {session.name!r} admits "
+                f"{session.max_evidence_items}",
+            )
+        if sum(declared) > session.max_evidence_bytes:
+            return await refuse(
+                ErrorCode.EVIDENCE_BYTES_EXCEEDED,
+                f"{sum(declared)} evidence bytes declared; session {session.name!r} admits "
+                f"{session.max_evidence_bytes}",
+            )
+        try:
+            binding = binding_from_wire(submit.binding)
+        except BindingWireError as error:
+            return await refuse(ErrorCode.BINDING_INVALID, str(error))
+        context["binding_digest"] = binding.digest()
+        context["mechanism_id"] = binding.mechanism_id
+        if self._draining:
+            return await refuse(ErrorCode.SHUTTING_DOWN, "the server is shutting down")
+        token = object()
+        try:
+            self._capacity.acquire_on_behalf_of_nowait(token)
+        except trio.WouldBlock:
+            return await refuse(
+                ErrorCode.BUSY, f"{self.config.max_in_flight} requests in flight; retry later"
+            )
+        try:
+            conn.accept_evidence()
+            items = await self._read_evidence(stream, conn, deadline)
+            if items is None:
+                partial = True
+                return await refuse(
+                    ErrorCode.IDLE_TIMEOUT,
+                    f"evidence not received within {self.config.idle_timeout} s",
+                    partial=partial,
+                )
+            received = time.perf_counter_ns()
+            result, evaluate_ns = await self._evaluate(session, binding, items)
+            metrics = {
+                "receive_ns": received - started,
+                "evaluate_ns": evaluate_ns,
+                "total_ns": time.perf_counter_ns() - started,
+            }
+            wire_result = result.to_dict()
+            try:
+                encode_header({"result": wire_result})
+            except ValueError as error:
+                return await refuse(
+                    ErrorCode.INTERNAL, f"the mechanism's decision cannot be encoded: {error}"
+                )
+            decision_id = str(uuid.uuid4())
+            observations = wire_result["observations"]
+            codes = observations.get("reason_codes") if isinstance(observations, dict) else None
+            if not isinstance(codes, list) or any(type(c) is not str for c in codes):
+                codes = []
+            audit = self.audit
+            assert audit is not None
+            try:
+                with trio.CancelScope(shield=True):
+                    await audit.record(
+                        "decision",
+                        decision_id=decision_id,
+                        request_id=submit.request_id,
+                        session=session.name,
+                        mechanism_id=result.mechanism_id,
+                        mechanism_digest=wire_result["mechanism_digest"],
+                        binding_digest=result.binding_digest,
+                        evidence=[
+                            {"digest": "sha256:" + _sha256(item), "size": len(item)}
+                            for item in items
+                        ],
+                        outcome=wire_result["outcome"],
+                        details=result.details,
+                        reason_codes=codes,
+                        observed_evidence_bytes=result.observed_evidence_bytes,
+                        metrics=metrics,
+                        requester=requester,
+                    )
+            except AuditLogError as error:
+                return await refuse(ErrorCode.AUDIT_FAILED, str(error))
+            self.counters["decisions"] += 1
+            self.counters[f"outcome:{wire_result['outcome']}"] += 1
+            frame = ServerConnection.send(
+                Decision(submit.request_id, decision_id, session.name, wire_result)
+            )
+            return await self._send(stream, frame)
+        finally:
+            self._capacity.release_on_behalf_of(token)
+
+    async def _read_evidence(
+        self, stream: trio.SocketStream, conn: ServerConnection, deadline: float
+    ) -> tuple[bytes, ...] | None:
+        with trio.move_on_at(deadline):
+            while True:
+                event = conn.next_event()
+                if isinstance(event, Evidence):
+                    return event.items
+                assert event is NEED_DATA
+                data = await stream.receive_some(max(1, min(conn.bytes_wanted(), _RECEIVE_CHUNK)))
+                conn.receive_data(bytes(data))
+        return None
+
+    async def _evaluate(
+        self, session: HostedSession, binding: BoundProposition, items: tuple[bytes, ...]
+    ) -> tuple[EvaluatedProposition, int]:
+        def evaluate() -> tuple[EvaluatedProposition, int]:
+            begin = time.perf_counter_ns()
+            store = EvidenceStore()
+            for item in items:
+                store.add(item)
+            verification = VerificationSession(store)
+            for mechanism in session.mechanisms:
+                verification.register(mechanism)
+            result = verification.evaluate(binding)
+            return result, time.perf_counter_ns() - begin
+
+        started = time.perf_counter_ns()
+        size = sum(len(item) for item in items)
+        with trio.move_on_after(self.config.request_deadline):
+            if size <= self.config.inline_max_bytes:
+                return evaluate()
+            return await trio.to_thread.run_sync(
+                evaluate, limiter=self._threads, abandon_on_cancel=True
+            )
+        snapshot = binding.to_dict()
+        overrun = EvaluatedProposition(
+            binding_digest=binding.digest(),
+            outcome=MechanismOutcome.UNKNOWN,
+            mechanism_id=binding.mechanism_id,
+            mechanism_digest=snapshot["mechanism_digest"],
+            evidence_refs=binding.evidence_refs,
+            trust_roots=binding.trust_roots,
+            observed_evidence_bytes=size,
+            details=DEADLINE_DETAILS,
+            observations={},
+        )
+        return overrun, time.perf_counter_ns() - started
+
+
+def _sha256(data: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()
+
+
+async def _open_unix_listener(path: str) -> trio.SocketListener:
+    """Bind a Unix socket at ``path``; a stale socket file (nobody listening) is replaced,
+    a live one or any non-socket file is refused."""
+    import stat
+
+    with contextlib.suppress(FileNotFoundError):
+        mode = os.stat(path).st_mode
+        if not stat.S_ISSOCK(mode):
+            raise OSError(errno.EEXIST, f"{path} exists and is not a socket", path)
+        probe = trio.socket.socket(stdlib_socket.AF_UNIX, stdlib_socket.SOCK_STREAM)
+        try:
+            await probe.connect(path)
+        except OSError:
+            os.unlink(path)
+        else:
+            raise OSError(errno.EADDRINUSE, f"a server is already listening on {path}", path)
+        finally:
+            probe.close()
+    sock = trio.socket.socket(stdlib_socket.AF_UNIX, stdlib_socket.SOCK_STREAM)
+    try:
+        await sock.bind(path)
+        sock.listen(512)
+    except BaseException:
+        sock.close()
+        raise
+    return trio.SocketListener(sock)
+
+
+async def serve(
+    sessions: Sequence[HostedSession] | Mapping[str, Sequence[VerificationMechanism]],
+    config: ServerConfig | None = None,
+    *,
+    task_status: trio.TaskStatus[Server] = trio.TASK_STATUS_IGNORED,
+    **options: Any,
+) -> None:
+    """The host API: serve ``sessions`` until shutdown.
+
+    ``sessions`` is a list of :class:`HostedSession` or a mapping ``name -> mechanisms``
+    (then each session admits 2 items / 524,288 bytes). ``config`` or keyword ``options``
+    (fields of :class:`ServerConfig`) say where and how. ``task_status.started`` receives the
+    :class:`Server` (its ``tcp_address``/``unix_path`` and ``shutdown()``).
+    """
+    hosted = _hosted(sessions)
+    if config is None:
+        config = ServerConfig(**options)
+    elif options:
+        config = attrs.evolve(config, **options)
+    server = Server(hosted, config)
+    await server.run(task_status=task_status)
+
+
+def _hosted(
+    sessions: Sequence[HostedSession] | Mapping[str, Sequence[VerificationMechanism]],
+) -> list[HostedSession]:
+    if isinstance(sessions, Mapping):
+        return [HostedSession(name, tuple(mechs)) for name, mechs in sessions.items()]
+    return list(sessions)
+
+
+@contextlib.asynccontextmanager
+async def open_server(
+    sessions: Sequence[HostedSession] | Mapping[str, Sequence[VerificationMechanism]],
+    config: ServerConfig | None = None,
+    **options: Any,
+) -> AsyncIterator[Server]:
+    """Run a server for the duration of the block (tests, embedding); shuts down on exit."""
+    async with trio.open_nursery() as nursery:
+        server: Server = await nursery.start(_run_server, _hosted(sessions), config, options)
+        try:
+            yield server
+        finally:
+            server.shutdown()
+
+
+async def _run_server(
+    sessions: list[HostedSession],
+    config: ServerConfig | None,
+    options: dict[str, Any],
+    *,
+    task_status: trio.TaskStatus[Server] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    await serve(sessions, config, task_status=task_status, **options)
+
+
+Runner = Callable[..., Any]
