@@ -1,0 +1,293 @@
+"""The ``native-weights`` provider (operation ``inspect``): SafeTensors I8 on a private snapshot.
+
+Rules, in order; :func:`inspect_weights` never raises for bad input, it returns a
+:class:`WeightsReport` whose ``status`` is ``OBSERVED``, ``INVALID`` or ``UNKNOWN`` with one stable
+``reason_code``:
+
+1. The payload is exact ``bytes`` (``WEIGHTS_NOT_BYTES``) of at most ``max_bytes``
+   (``WEIGHTS_LIMIT_EXCEEDED``, UNKNOWN).
+2. Header preflight (our own, so that a lying header has a precise code before any library call):
+   8-byte little-endian length N with ``8 + N <= len`` (``WEIGHTS_HEADER_LENGTH_INVALID``);
+   the N header bytes are strict UTF-8 JSON, an object, no duplicate keys, trailing padding only
+   spaces (``WEIGHTS_HEADER_INVALID``); every entry except ``__metadata__`` (string→string) has
+   exactly ``dtype``, ``shape``, ``data_offsets``; dtype ``I8`` only (``WEIGHTS_DTYPE_UNSUPPORTED``,
+   UNKNOWN); shape a list of non-negative ints; offsets ``[begin, end]`` with
+   ``0 <= begin <= end <= data length`` and ``end - begin == prod(shape)``
+   (``WEIGHTS_OFFSETS_INVALID``); the tensors tile the data buffer exactly, without gap or overlap
+   (``WEIGHTS_OFFSETS_INVALID``).
+3. Snapshot: the bytes are written once into a fresh private directory (``mkdtemp``, mode 0700)
+   as a file created with ``O_CREAT | O_EXCL | O_NOFOLLOW`` and mode 0600; the file's mode and size
+   are checked and its bytes re-hashed (CanonFS) against the admitted payload
+   (``WEIGHTS_SNAPSHOT_FAILED``, UNKNOWN). The caller's original source is never opened here: the
+   provider only ever sees the admitted bytes.
+4. The real ``safetensors`` library loads the snapshot **by path**
+   (``safetensors.numpy.load_file``); a library refusal is ``WEIGHTS_LIBRARY_REJECTED``; a loaded tensor that disagrees with the header
+   preflight is ``WEIGHTS_LIBRARY_MISMATCH``.
+5. The report lists every tensor in header order: name, dtype, shape, ``sha256:`` digest of its
+   data bytes, its data as hex, whether every byte is a balanced trit (0x00/0x01/0xff) and, for
+   tensors of at most ``MAX_REPORTED_VALUES`` elements, the values as decimal strings.
+   The snapshot directory is removed afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import stat
+import struct
+import tempfile
+from typing import Any, Final
+
+import attrs
+import numpy as np
+import safetensors
+import safetensors.numpy
+
+from mechanism.canonical import digest_bytes
+
+from ._canonfs import canonfs_hash
+
+__all__ = [
+    "MAX_REPORTED_VALUES",
+    "MAX_WEIGHTS_BYTES",
+    "WEIGHTS_REASON_CODES",
+    "WeightsReport",
+    "inspect_weights",
+]
+
+MAX_WEIGHTS_BYTES: Final = 65_536
+MAX_HEADER_BYTES: Final = 16_384
+MAX_TENSORS: Final = 64
+MAX_RANK: Final = 8
+MAX_REPORTED_VALUES: Final = 64
+SNAPSHOT_NAME: Final = "payload.safetensors"
+
+WEIGHTS_REASON_CODES: Final = (
+    "WEIGHTS_NOT_BYTES",
+    "WEIGHTS_LIMIT_EXCEEDED",
+    "WEIGHTS_HEADER_LENGTH_INVALID",
+    "WEIGHTS_HEADER_INVALID",
+    "WEIGHTS_DTYPE_UNSUPPORTED",
+    "WEIGHTS_OFFSETS_INVALID",
+    "WEIGHTS_SNAPSHOT_FAILED",
+    "WEIGHTS_LIBRARY_REJECTED",
+    "WEIGHTS_LIBRARY_MISMATCH",
+)
+_UNKNOWN_CODES: Final = frozenset(
+    {"WEIGHTS_LIMIT_EXCEEDED", "WEIGHTS_DTYPE_UNSUPPORTED", "WEIGHTS_SNAPSHOT_FAILED"}
+)
+
+
+class _Refused(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@attrs.frozen
+class WeightsReport:
+    status: str  # OBSERVED | INVALID | UNKNOWN
+    reason_code: str | None
+    message: str
+    tensors: tuple[dict[str, Any], ...] = ()
+    snapshot: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "reason_codes": [] if self.reason_code is None else [self.reason_code],
+            "message": self.message,
+            "tensors": list(self.tensors),
+            "snapshot": self.snapshot,
+        }
+
+
+@attrs.frozen
+class _Entry:
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    begin: int
+    end: int
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise _Refused("WEIGHTS_HEADER_INVALID", f"duplicate header key {key!r}")
+        result[key] = value
+    return result
+
+
+def _exact_ints(value: object) -> bool:
+    return isinstance(value, list) and all(type(item) is int for item in value)
+
+
+def _preflight(payload: bytes) -> tuple[list[_Entry], int]:
+    if len(payload) < 8:
+        raise _Refused("WEIGHTS_HEADER_LENGTH_INVALID", "shorter than the 8-byte header length")
+    (header_length,) = struct.unpack("<Q", payload[:8])
+    if header_length > min(MAX_HEADER_BYTES, len(payload) - 8):
+        raise _Refused(
+            "WEIGHTS_HEADER_LENGTH_INVALID", f"header length {header_length} exceeds the file"
+        )
+    raw = payload[8 : 8 + header_length]
+    try:
+        text = raw.decode("utf-8", errors="strict")
+        header = json.loads(text.rstrip(" "), object_pairs_hook=_no_duplicates)
+    except _Refused:
+        raise
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise _Refused("WEIGHTS_HEADER_INVALID", "header is not strict UTF-8 JSON") from None
+    if not isinstance(header, dict):
+        raise _Refused("WEIGHTS_HEADER_INVALID", "header is not a JSON object")
+    data_length = len(payload) - 8 - header_length
+    entries: list[_Entry] = []
+    for name, spec in header.items():
+        if name == "__metadata__":
+            if not isinstance(spec, dict) or not all(
+                isinstance(value, str) for value in spec.values()
+            ):
+                raise _Refused("WEIGHTS_HEADER_INVALID", "__metadata__ maps strings to strings")
+            continue
+        if not isinstance(spec, dict) or set(spec) != {"dtype", "shape", "data_offsets"}:
+            raise _Refused("WEIGHTS_HEADER_INVALID", f"tensor {name!r}: wrong keys")
+        dtype, shape, offsets = spec["dtype"], spec["shape"], spec["data_offsets"]
+        if not isinstance(dtype, str):
+            raise _Refused("WEIGHTS_HEADER_INVALID", f"tensor {name!r}: dtype is a string")
+        if dtype != "I8":
+            raise _Refused("WEIGHTS_DTYPE_UNSUPPORTED", f"tensor {name!r}: dtype {dtype} is not I8")
+        if not _exact_ints(shape) or len(shape) > MAX_RANK or any(size < 0 for size in shape):
+            raise _Refused("WEIGHTS_HEADER_INVALID", f"tensor {name!r}: bad shape")
+        if not _exact_ints(offsets) or len(offsets) != 2:
+            raise _Refused("WEIGHTS_OFFSETS_INVALID", f"tensor {name!r}: offsets are [begin, end]")
+        begin, end = offsets
+        if not 0 <= begin <= end <= data_length:
+            raise _Refused(
+                "WEIGHTS_OFFSETS_INVALID",
+                f"tensor {name!r}: [{begin}, {end}) outside the {data_length}-byte data buffer",
+            )
+        if end - begin != math.prod(shape):
+            raise _Refused(
+                "WEIGHTS_OFFSETS_INVALID",
+                f"tensor {name!r}: {end - begin} bytes for {math.prod(shape)} I8 elements",
+            )
+        entries.append(_Entry(name, dtype, tuple(shape), begin, end))
+        if len(entries) > MAX_TENSORS:
+            raise _Refused("WEIGHTS_HEADER_INVALID", f"more than {MAX_TENSORS} tensors")
+    position = 0
+    for entry in sorted(entries, key=lambda item: (item.begin, item.end)):
+        if entry.begin != position:
+            raise _Refused("WEIGHTS_OFFSETS_INVALID", "tensors overlap or leave a gap")
+        position = entry.end
+    if position != data_length:
+        raise _Refused("WEIGHTS_OFFSETS_INVALID", "trailing bytes after the last tensor")
+    return entries, 8 + header_length
+
+
+def _write_snapshot(directory: str, payload: bytes) -> tuple[str, dict[str, Any]]:
+    path = os.path.join(directory, SNAPSHOT_NAME)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    flags |= getattr(os, "O_CLOEXEC", 0)
+    descriptor = os.open(path, flags, 0o600)
+    try:
+        view = memoryview(payload)
+        while view:
+            written = os.write(descriptor, view)
+            view = view[written:]
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+    status = os.lstat(path)
+    directory_mode = stat.S_IMODE(os.lstat(directory).st_mode)
+    mode = stat.S_IMODE(status.st_mode)
+    if not stat.S_ISREG(status.st_mode) or mode != 0o600 or directory_mode != 0o700:
+        raise _Refused("WEIGHTS_SNAPSHOT_FAILED", "snapshot is not a private 0600 regular file")
+    with open(path, "rb") as handle:
+        reread = handle.read()
+    if len(reread) != len(payload) or canonfs_hash(reread) != canonfs_hash(payload):
+        raise _Refused("WEIGHTS_SNAPSHOT_FAILED", "snapshot bytes differ from the admitted bytes")
+    return path, {
+        "file_mode": f"{mode:04o}",
+        "directory_mode": f"{directory_mode:04o}",
+        "exclusive_create": True,
+        "size": len(reread),
+        "reference": canonfs_hash(reread),
+        "loaded_by_path": True,
+        "removed_after_use": True,
+    }
+
+
+def _values(array: np.ndarray[Any, Any]) -> Any:
+    listed = array.tolist()
+
+    def convert(item: Any) -> Any:
+        if isinstance(item, list):
+            return [convert(element) for element in item]
+        return str(int(item))
+
+    return convert(listed)
+
+
+def inspect_weights(payload: bytes, *, max_bytes: int = MAX_WEIGHTS_BYTES) -> WeightsReport:
+    """Inspect a SafeTensors I8 payload through a private snapshot; never raises for bad input."""
+    if type(payload) is not bytes:
+        return WeightsReport("INVALID", "WEIGHTS_NOT_BYTES", "payload is not exact bytes")
+    if len(payload) > max_bytes:
+        return WeightsReport(
+            "UNKNOWN", "WEIGHTS_LIMIT_EXCEEDED", f"{len(payload)} bytes exceed {max_bytes}"
+        )
+    try:
+        entries, data_start = _preflight(payload)
+    except _Refused as refusal:
+        status = "UNKNOWN" if refusal.code in _UNKNOWN_CODES else "INVALID"
+        return WeightsReport(status, refusal.code, refusal.message)
+    directory: str | None = None
+    snapshot: dict[str, Any] | None = None
+    try:
+        directory = tempfile.mkdtemp(prefix="t81-weights-")
+        path, snapshot = _write_snapshot(directory, payload)
+        try:
+            loaded = safetensors.numpy.load_file(path)
+        except (safetensors.SafetensorError, ValueError, OSError) as error:
+            return WeightsReport(
+                "INVALID", "WEIGHTS_LIBRARY_REJECTED", f"safetensors refused: {error}", (), snapshot
+            )
+        tensors: list[dict[str, Any]] = []
+        if set(loaded) != {entry.name for entry in entries}:
+            raise _Refused("WEIGHTS_LIBRARY_MISMATCH", "library and header disagree on names")
+        for entry in entries:
+            array = loaded[entry.name]
+            data = payload[data_start + entry.begin : data_start + entry.end]
+            if (
+                array.dtype != np.int8
+                or tuple(array.shape) != entry.shape
+                or array.tobytes() != data
+            ):
+                raise _Refused("WEIGHTS_LIBRARY_MISMATCH", f"tensor {entry.name!r} disagrees")
+            tensor: dict[str, Any] = {
+                "name": entry.name,
+                "dtype": entry.dtype,
+                "shape": list(entry.shape),
+                "data_digest": digest_bytes(data),
+                "data_hex": data.hex(),
+                "balanced_trits": all(byte in (0x00, 0x01, 0xFF) for byte in data),
+            }
+            if array.size <= MAX_REPORTED_VALUES:
+                tensor["values"] = _values(array)
+            tensors.append(tensor)
+        return WeightsReport("OBSERVED", None, "", tuple(tensors), snapshot)
+    except _Refused as refusal:
+        status = "UNKNOWN" if refusal.code in _UNKNOWN_CODES else "INVALID"
+        return WeightsReport(status, refusal.code, refusal.message, (), snapshot)
+    except OSError as error:
+        return WeightsReport(
+            "UNKNOWN", "WEIGHTS_SNAPSHOT_FAILED", f"snapshot failed: {error.strerror or error}"
+        )
+    finally:
+        if directory is not None:
+            shutil.rmtree(directory, ignore_errors=True)
