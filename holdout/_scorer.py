@@ -60,6 +60,7 @@ PREDICATE_OPS: Final = (
 )
 
 REFUSAL_CODES: Final = (
+    "commitment-required",
     "challenge-folder-invalid",
     "commitment-invalid",
     "commitment-mismatch",

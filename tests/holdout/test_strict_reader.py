@@ -1,0 +1,113 @@
+"""The strict byte reader refuses every construct TRVM's evidence.mjs refuses, and nothing
+escapes it but a value or a StrictReadError with a closed-vocabulary code."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from holdout import MAX_DEPTH, MAX_DOCUMENT_BYTES, READ_ERROR_CODES, StrictReadError, read_json
+
+REFUSED = [
+    ("duplicate member at top level", b'{"a":1,"a":2}', "duplicate-member"),
+    ("duplicate member deep inside", b'{"x":[{"y":{"b":1,"b":1}}]}', "duplicate-member"),
+    ("escaped lone high surrogate", b'["\\ud800"]', "lone-surrogate"),
+    ("escaped lone low surrogate in a key", b'{"\\udc00":1}', "lone-surrogate"),
+    ("reversed surrogate pair", b'"\\ude02\\ud83d"', "lone-surrogate"),
+    ("invalid utf-8 byte", b'{"a":"\xff"}', "invalid-utf8"),
+    ("utf-8 encoded surrogate", b'"\xed\xa0\x80"', "invalid-utf8"),
+    ("overlong utf-8", b'"\xc0\xaf"', "invalid-utf8"),
+    ("byte order mark", b'\xef\xbb\xbf{"a":1}', "bom"),
+    ("trailing garbage", b'{"a":1} x', "trailing-bytes"),
+    ("second document", b"{}{}", "trailing-bytes"),
+    ("NaN", b"[NaN]", "non-finite-number"),
+    ("Infinity", b'{"a":Infinity}', "non-finite-number"),
+    ("negative Infinity", b"-Infinity", "non-finite-number"),
+    ("overflowing exponent", b"[1e400]", "non-finite-number"),
+    ("overflowing integer literal", b"1" + b"0" * 400, "non-finite-number"),
+    ("depth 65", b"[" * (MAX_DEPTH + 1) + b"]" * (MAX_DEPTH + 1), "too-deep"),
+    (
+        "depth hidden by nothing",
+        b'{"a":' * (MAX_DEPTH + 1) + b"1" + b"}" * (MAX_DEPTH + 1),
+        "too-deep",
+    ),
+    ("very deep, no recursion error", b"[" * 100_000, "too-deep"),
+    ("empty input", b"", "malformed"),
+    ("single quotes", b"{'a':1}", "malformed"),
+    ("raw control character in string", b'"a\x01b"', "malformed"),
+    ("leading zero (0 then a stray 1)", b"01", "trailing-bytes"),
+]
+
+
+@pytest.mark.parametrize(("label", "data", "code"), REFUSED, ids=[r[0] for r in REFUSED])
+def test_refuses(label: str, data: bytes, code: str) -> None:
+    with pytest.raises(StrictReadError) as raised:
+        read_json(data)
+    assert raised.value.code == code
+
+
+def test_refuses_more_than_eight_mebibytes_before_decoding() -> None:
+    data = b'"' + b"a" * (MAX_DOCUMENT_BYTES - 1) + b'"'
+    with pytest.raises(StrictReadError) as raised:
+        read_json(data)
+    assert raised.value.code == "too-large"
+    assert len(read_json(data[:-2] + b'"')) == MAX_DOCUMENT_BYTES - 2
+
+
+def test_refuses_a_str_instead_of_bytes() -> None:
+    with pytest.raises(StrictReadError) as raised:
+        read_json('{"a":1}')  # type: ignore[arg-type]
+    assert raised.value.code == "not-bytes"
+
+
+ACCEPTED: list[tuple[bytes, Any]] = [
+    (b"  {}\n", {}),
+    (b"[" * MAX_DEPTH + b"]" * MAX_DEPTH, json.loads("[" * MAX_DEPTH + "]" * MAX_DEPTH)),
+    (b'"\\ud83d\\ude02"', "\U0001f602"),
+    (b'"[[[[not structure"', "[[[[not structure"),
+    (b'{"a":{"a":1}}', {"a": {"a": 1}}),
+    (b"9007199254740991", 9007199254740991),
+    (b"100000000000000000000", 1e20),
+    (b"4.0", 4.0),
+]
+
+
+@pytest.mark.parametrize(("data", "value"), ACCEPTED)
+def test_accepts(data: bytes, value: Any) -> None:
+    parsed = read_json(data)
+    assert parsed == value
+    assert type(parsed) is type(value)
+
+
+def test_large_integers_become_doubles_as_in_javascript() -> None:
+    assert read_json(b"9007199254740993") == float(9007199254740992)
+    assert isinstance(read_json(b"9007199254740993"), float)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=200))
+def test_arbitrary_bytes_never_raise_anything_else(data: bytes) -> None:
+    try:
+        read_json(data)
+    except StrictReadError as error:
+        assert error.code in READ_ERROR_CODES
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**53) + 1, 2**53 - 1) | st.text(max_size=8),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=6), children, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_json)
+def test_round_trips_every_plain_json_value(value: Any) -> None:
+    assert read_json(json.dumps(value).encode()) == value
+    assert read_json(json.dumps(value, ensure_ascii=False).encode()) == value
