@@ -40,7 +40,8 @@ storage (intake under the storage policy, before any descriptor preflight):
  12. an item above ``max_item_bytes`` or the pair above the bound
      → ``DESCRIPTOR_STORAGE_LIMIT_EXCEEDED``
  13. ``sha256`` of the pair differs from ``evidence_refs``
-     → FAIL ``DESCRIPTOR_EVIDENCE_BINDING_INVALID`` (bytes admitted here may still carry invalid metadata)
+     → FAIL ``DESCRIPTOR_EVIDENCE_BINDING_INVALID`` (admitted bytes may still carry
+     invalid metadata)
 descriptor (preflight):
  14. CanonFS identity of the descriptor bytes ≠ pinned ``descriptor_identity``
      → FAIL ``DESCRIPTOR_IDENTITY_MISMATCH``

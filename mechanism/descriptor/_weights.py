@@ -21,8 +21,8 @@ Rules, in order; :func:`inspect_weights` never raises for bad input, it returns 
    (``WEIGHTS_SNAPSHOT_FAILED``, UNKNOWN). The caller's original source is never opened here: the
    provider only ever sees the admitted bytes.
 4. The real ``safetensors`` library loads the snapshot **by path**
-   (``safetensors.numpy.load_file``); a library refusal is ``WEIGHTS_LIBRARY_REJECTED``; a loaded tensor that disagrees with the header
-   preflight is ``WEIGHTS_LIBRARY_MISMATCH``.
+   (``safetensors.numpy.load_file``); a library refusal is ``WEIGHTS_LIBRARY_REJECTED``; a
+   loaded tensor that disagrees with the header preflight is ``WEIGHTS_LIBRARY_MISMATCH``.
 5. The report lists every tensor in header order: name, dtype, shape, ``sha256:`` digest of its
    data bytes, its data as hex, whether every byte is a balanced trit (0x00/0x01/0xff) and, for
    tensors of at most ``MAX_REPORTED_VALUES`` elements, the values as decimal strings.
