@@ -33,7 +33,7 @@ Rules (formation.md §7.3, seed 002 §4.1):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import attrs
@@ -71,6 +71,10 @@ READINESS_CLAIM_BOUNDARY = (
 RUNTIME_AVAILABILITY = "RUNTIME_AVAILABILITY"
 AUTHORITY_PREFIX = "AUTHORITY:"
 RULE_PROFILE_PREFIX = "EXACT_RULE_PROFILE:"
+
+
+def _as_tuple(value: Iterable[Any]) -> tuple[Any, ...]:
+    return tuple(value)
 
 
 @attrs.frozen
@@ -115,9 +119,9 @@ class CandidateExecutionDeclaration:
 
     candidate_id: str
     component_id: str
-    native_input_bindings: tuple[NativeInputBinding, ...] = attrs.field(converter=tuple)
-    evidence_mappings: tuple[PlannedEvidenceMapping, ...] = attrs.field(converter=tuple)
-    prerequisite_resolutions: tuple[PrerequisiteResolution, ...] = attrs.field(converter=tuple)
+    native_input_bindings: tuple[NativeInputBinding, ...] = attrs.field(converter=_as_tuple)
+    evidence_mappings: tuple[PlannedEvidenceMapping, ...] = attrs.field(converter=_as_tuple)
+    prerequisite_resolutions: tuple[PrerequisiteResolution, ...] = attrs.field(converter=_as_tuple)
 
 
 @attrs.frozen
@@ -125,7 +129,7 @@ class SuppliedAuthorizationDecision:
     """A decision the caller obtained elsewhere; this module never grants authorization."""
 
     decision: str
-    candidate_ids: tuple[str, ...] = attrs.field(converter=tuple)
+    candidate_ids: tuple[str, ...] = attrs.field(converter=_as_tuple)
     authority: str = ""
     reason: str = ""
 
@@ -135,8 +139,8 @@ class PostExecutionReassessmentContract:
     """What the caller commits to re-check after execution (not performed here)."""
 
     contract_id: str
-    candidate_ids: tuple[str, ...] = attrs.field(converter=tuple)
-    checks: tuple[str, ...] = attrs.field(converter=tuple)
+    candidate_ids: tuple[str, ...] = attrs.field(converter=_as_tuple)
+    checks: tuple[str, ...] = attrs.field(converter=_as_tuple)
 
 
 @attrs.frozen
