@@ -72,10 +72,6 @@ def _member(vocabulary: frozenset[str]) -> Any:
     return check
 
 
-def _strings(**kwargs: Any) -> Any:
-    return attrs.field(converter=_string_set, **kwargs)
-
-
 @attrs.frozen(kw_only=True)
 class ComponentDescriptor:
     """One registry entry. Field meanings follow formation.md §7.1."""
@@ -85,25 +81,25 @@ class ComponentDescriptor:
     implementation_ref: str = attrs.field(validator=_text)
     lifecycle: str = attrs.field(validator=_member(LIFECYCLES))
     availability: str = attrs.field(validator=_member(AVAILABILITIES))
-    interaction_modes: tuple[str, ...] = _strings()
-    verifier_family_ids: tuple[str, ...] = _strings()
-    planning_surface_schema_ids: tuple[str, ...] = _strings()
-    accepted_schema_ids: tuple[str, ...] = _strings()
-    emitted_schema_ids: tuple[str, ...] = _strings()
-    mechanism_ids: tuple[str, ...] = _strings()
-    relation_ids: tuple[str, ...] = _strings()
-    execution_prerequisites: tuple[str, ...] = _strings()
-    optional_dependencies: tuple[str, ...] = _strings()
-    trust_roots: tuple[str, ...] = _strings()
+    interaction_modes: tuple[str, ...] = attrs.field(converter=_string_set)
+    verifier_family_ids: tuple[str, ...] = attrs.field(converter=_string_set)
+    planning_surface_schema_ids: tuple[str, ...] = attrs.field(converter=_string_set)
+    accepted_schema_ids: tuple[str, ...] = attrs.field(converter=_string_set)
+    emitted_schema_ids: tuple[str, ...] = attrs.field(converter=_string_set)
+    mechanism_ids: tuple[str, ...] = attrs.field(converter=_string_set)
+    relation_ids: tuple[str, ...] = attrs.field(converter=_string_set)
+    execution_prerequisites: tuple[str, ...] = attrs.field(converter=_string_set)
+    optional_dependencies: tuple[str, ...] = attrs.field(converter=_string_set)
+    trust_roots: tuple[str, ...] = attrs.field(converter=_string_set)
     native_system: str = attrs.field(validator=_text)
-    native_versions: tuple[str, ...] = _strings()
-    native_result_vocabulary: tuple[str, ...] = _strings()
-    native_inputs: tuple[str, ...] = _strings()
-    native_outputs: tuple[str, ...] = _strings()
+    native_versions: tuple[str, ...] = attrs.field(converter=_string_set)
+    native_result_vocabulary: tuple[str, ...] = attrs.field(converter=_string_set)
+    native_inputs: tuple[str, ...] = attrs.field(converter=_string_set)
+    native_outputs: tuple[str, ...] = attrs.field(converter=_string_set)
     transformation_loss: str = attrs.field(validator=_text)
     freshness_behavior: str = attrs.field(validator=_text)
     claim_boundary: str = attrs.field(validator=_text)
-    domain_tags: tuple[str, ...] = _strings()
+    domain_tags: tuple[str, ...] = attrs.field(converter=_string_set)
 
     def __attrs_post_init__(self) -> None:
         module, sep, attribute = self.implementation_ref.partition(":")

@@ -1,0 +1,165 @@
+"""Stored packages and indexes: exact bytes retained, and any changed byte refused."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+import catalog
+from catalog import ComponentIndexError, StoredPackage, validate_package
+
+
+def _flip(data: bytes, position: int | None = None) -> bytes:
+    index = len(data) // 2 if position is None else position
+    return data[:index] + bytes([data[index] ^ 0x01]) + data[index + 1 :]
+
+
+def test_package_retains_the_exact_source_tree_bytes(reference_package: StoredPackage) -> None:
+    root = Path(catalog.__file__).resolve().parent.parent
+    roles = {a["path"]: a["role"] for a in reference_package.manifest["artifacts"]}
+    assert {"PROFILE", "SCHEMA", "SPECIFICATION", "SOURCE"} <= set(roles.values())
+    for path, data in reference_package.artifacts:
+        assert (root / path).read_bytes() == data, path
+    assert validate_package(reference_package) == catalog.core_digest(reference_package.manifest)
+
+
+def test_package_build_is_deterministic(reference_package: StoredPackage) -> None:
+    again = catalog.build_package()
+    assert again == reference_package
+    assert validate_package(again) == validate_package(reference_package)
+
+
+def test_every_packaged_artifact_is_bound_byte_for_byte(reference_package: StoredPackage) -> None:
+    """A changed byte anywhere in any artifact (first, middle, last) is refused, naming it."""
+    for path, data in reference_package.artifacts:
+        for position in (0, len(data) // 2, len(data) - 1):
+            tampered = reference_package.with_artifact(path, _flip(data, position))
+            with pytest.raises(ComponentIndexError, match=f"artifact {path} changed"):
+                validate_package(tampered)
+
+
+def test_changed_size_missing_and_extra_artifacts_are_refused(
+    reference_package: StoredPackage,
+) -> None:
+    path, data = reference_package.artifacts[0]
+    with pytest.raises(ComponentIndexError, match="changed: size"):
+        validate_package(reference_package.with_artifact(path, data + b"\n"))
+    without = StoredPackage(reference_package.manifest_bytes, reference_package.artifacts[1:])
+    with pytest.raises(ComponentIndexError, match="missing"):
+        validate_package(without)
+    extra = reference_package.with_artifact("mechanism/formation/_producer_v2.py", b"x = 1\n")
+    with pytest.raises(ComponentIndexError, match="undeclared"):
+        validate_package(extra)
+
+
+def _with_manifest(package: StoredPackage, manifest: dict[str, object]) -> StoredPackage:
+    return StoredPackage(catalog.core_bytes(manifest), package.artifacts)
+
+
+def test_consistently_edited_manifest_changes_the_package_digest(
+    reference_package: StoredPackage,
+) -> None:
+    """Re-declaring a changed artifact's hash yields a self-consistent but different package."""
+    path, data = reference_package.artifacts[-1]
+    changed = _flip(data)
+    manifest = reference_package.manifest
+    for artifact in manifest["artifacts"]:
+        if artifact["path"] == path:
+            artifact["sha256"] = catalog._codec.sha256_hex(changed)
+    forged = _with_manifest(reference_package, manifest).with_artifact(path, changed)
+    assert validate_package(forged) != validate_package(reference_package)
+    entry = catalog.build_index([(reference_package, "packages/p")]).entries[0]
+    with pytest.raises(ComponentIndexError, match="differs from the index"):
+        entry.validate_package(forged)
+    assert entry.validate_package(reference_package) == entry.package_sha256
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda m: m["registry"]["components"][0].update(kind="PROVIDER"), "registry_sha256"),
+        (lambda m: m.update(registry_sha256="0" * 64), "registry_sha256"),
+        (lambda m: m.update(schema_version="EVIDENCED-COMPONENT-PACKAGE-9"), "unsupported"),
+        (lambda m: m.update(verdict="CHECKED"), "keys differ"),
+        (lambda m: m["artifacts"].reverse(), "sorted"),
+        (lambda m: m["components"][0].update(implementation_ref="x:y"), "implementation_ref"),
+        (lambda m: m["components"][0].update(implementation_path="absent.py"), "implementation"),
+        (lambda m: m["artifacts"][0].update(role="EXECUTABLE"), "unknown role"),
+        (lambda m: m["artifacts"][0].update(size_bytes=True), "changed: size"),
+        (lambda m: m["components"].pop(), "do not match"),
+    ],
+)
+def test_malformed_manifest_is_refused(
+    reference_package: StoredPackage, edit: object, message: str
+) -> None:
+    manifest = reference_package.manifest
+    edit(manifest)  # type: ignore[operator]
+    with pytest.raises(ComponentIndexError, match=message):
+        validate_package(_with_manifest(reference_package, manifest))
+
+
+def test_validate_package_refuses_non_packages() -> None:
+    values: tuple[object, ...] = (None, b"{}", {"manifest": {}})
+    for value in values:
+        with pytest.raises(ComponentIndexError):
+            validate_package(value)
+
+
+def test_written_build_verifies_and_names_a_changed_file(
+    reference_package: StoredPackage, tmp_path: Path
+) -> None:
+    index = catalog.write_build(reference_package, tmp_path / "out")
+    report = catalog.verify_build(tmp_path / "out")
+    assert report["result"] == "VALID", report
+    assert report["index_digest"] == index.canonical_digest()
+    package_dir = tmp_path / "out" / index.entries[0].package_path
+    loaded = catalog.load_package(package_dir)
+    assert loaded == reference_package
+    target = package_dir / "artifacts" / "mechanism/formation/data/typed-formation-0.1.json"
+    target.write_bytes(_flip(target.read_bytes()))
+    broken = catalog.verify_build(tmp_path / "out")
+    assert broken["result"] == "INVALID"
+    assert any("typed-formation-0.1.json changed" in e for e in broken["errors"])
+
+
+def test_written_index_is_digest_bound(reference_package: StoredPackage, tmp_path: Path) -> None:
+    catalog.write_build(reference_package, tmp_path)
+    index_path = tmp_path / "index.json"
+    data = json.loads(index_path.read_text())
+    data["entries"][0]["component"]["availability"] = "UNAVAILABLE"
+    index_path.write_text(json.dumps(data))
+    report = catalog.verify_build(tmp_path)
+    assert report["result"] == "INVALID" and "index_digest" in report["errors"][0]
+    with pytest.raises(ComponentIndexError):
+        catalog.load_index(tmp_path)
+
+
+def test_duplicate_keys_in_a_stored_manifest_are_refused(
+    reference_package: StoredPackage, tmp_path: Path
+) -> None:
+    catalog.write_package(reference_package, tmp_path)
+    manifest = tmp_path / "package.json"
+    manifest.write_text('{"package_id": "x", ' + manifest.read_text()[1:])
+    with pytest.raises(ComponentIndexError, match="duplicate"):
+        catalog.load_package(tmp_path)
+
+
+@pytest.mark.skipif(not hasattr(os, "symlink"), reason="no symlinks here")
+def test_symlinked_artifact_is_refused(reference_package: StoredPackage, tmp_path: Path) -> None:
+    catalog.write_package(reference_package, tmp_path / "p")
+    (tmp_path / "outside.txt").write_bytes(b"outside")
+    os.symlink(tmp_path / "outside.txt", tmp_path / "p" / "artifacts" / "link.txt")
+    with pytest.raises(ComponentIndexError, match="symlink"):
+        catalog.load_package(tmp_path / "p")
+
+
+def test_build_refuses_a_non_empty_output_directory(
+    reference_package: StoredPackage, tmp_path: Path
+) -> None:
+    (tmp_path / "keep.txt").write_text("precious")
+    with pytest.raises(ComponentIndexError, match="not empty"):
+        catalog.write_build(reference_package, tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.txt"]
