@@ -348,8 +348,10 @@ def _check_declaration(
             found.add("INVALID", f"{cid}: mapping {mapping.mapping_id} index is not an integer")
         else:
             indices.append(mapping.evidence_index)
-    if sorted(indices) != list(range(len(indices))):
-        found.add("INVALID", f"{cid}: evidence indices are not exactly 0..{len(indices) - 1}")
+    if len(set(indices)) != len(indices) or any(not 0 <= i < len(bindings) for i in indices):
+        found.add(
+            "INVALID", f"{cid}: evidence indices are not distinct positions 0..{len(bindings) - 1}"
+        )
     unmapped = sorted(set(bindings) - mapped)
     if unmapped:
         found.add("NOT_ESTABLISHED", f"missing evidence mappings for {cid}: {unmapped}")
@@ -406,7 +408,7 @@ def _check_declaration(
 
 
 def _check_authorization(
-    authorization: object, candidates: list[PlanCandidate], found: _Findings
+    authorization: object, candidates: list[PlanCandidate], planned: set[str], found: _Findings
 ) -> None:
     needs = sorted(
         c.candidate_id
@@ -428,9 +430,9 @@ def _check_authorization(
         found.add("INVALID", "authorization candidate ids must be strings")
         return
     declared = {c.candidate_id for c in candidates}
-    strangers = sorted(covered - declared)
+    strangers = sorted(covered - planned)
     if strangers:
-        found.add("INVALID", f"authorization names undeclared candidates: {strangers}")
+        found.add("INVALID", f"authorization names candidates outside the plan: {strangers}")
     if decision == "DENIED":
         found.add("BLOCKED", f"authorization denied: {authorization.reason}")
     elif decision == "UNKNOWN":
@@ -445,7 +447,7 @@ def _check_authorization(
 
 
 def _check_reassessment(
-    reassessment: object, candidates: list[PlanCandidate], found: _Findings
+    reassessment: object, candidates: list[PlanCandidate], planned: set[str], found: _Findings
 ) -> None:
     if reassessment is None:
         found.add("NOT_ESTABLISHED", "no post-execution reassessment contract was supplied")
@@ -459,9 +461,9 @@ def _check_reassessment(
         found.add("INVALID", "reassessment candidate ids and checks must be non-empty strings")
         return
     declared = {c.candidate_id for c in candidates}
-    strangers = sorted(set(reassessment.candidate_ids) - declared)
+    strangers = sorted(set(reassessment.candidate_ids) - planned)
     if strangers:
-        found.add("INVALID", f"reassessment names undeclared candidates: {strangers}")
+        found.add("INVALID", f"reassessment names candidates outside the plan: {strangers}")
     uncovered = sorted(declared - set(reassessment.candidate_ids))
     if uncovered:
         found.add("NOT_ESTABLISHED", f"reassessment does not cover {uncovered}")
@@ -517,8 +519,9 @@ def assess_execution_readiness(
                 _check_declaration(declaration, candidate, registry, binding_ids, found)
             if not declared_ids:
                 found.add("NOT_ESTABLISHED", "no candidate execution was declared")
-            _check_authorization(authorization, candidates, found)
-            _check_reassessment(reassessment, candidates, found)
+            planned = {c.candidate_id for c in checked.candidates}
+            _check_authorization(authorization, candidates, planned, found)
+            _check_reassessment(reassessment, candidates, planned, found)
     except (PlanningError, CatalogError, TypeError, ValueError, AttributeError) as error:
         found.add("INVALID", f"readiness inputs are malformed: {type(error).__name__}: {error}")
     except Exception as error:  # readiness answers, it does not raise

@@ -170,6 +170,6 @@ class Kit:
     reassess = staticmethod(reassess)
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def kit() -> type[Kit]:
     return Kit
