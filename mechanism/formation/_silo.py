@@ -235,6 +235,7 @@ _COMPLETENESS_KINDS: Final = frozenset(
 )
 _PUBLISHER_RE: Final = re.compile(r"publisher:sha256:[0-9a-f]{64}")
 _PATH_PART_RE: Final = re.compile(r"[A-Za-z0-9_.-]+")
+_FORBIDDEN_TEXT_RE: Final = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 _RESERVED_BASENAMES: Final = frozenset(
     {"CON", "PRN", "AUX", "NUL"}
     | {f"COM{n}" for n in range(1, 10)}
@@ -278,10 +279,7 @@ def is_text(value: object, max_chars: int) -> bool:
         return False
     if value != value.strip():
         return False
-    return all(
-        not (code < 32 or 127 <= code <= 159 or 0xD800 <= code <= 0xDFFF)
-        for code in map(ord, value)
-    )
+    return _FORBIDDEN_TEXT_RE.search(value) is None
 
 
 def is_portable_path(value: object) -> bool:
