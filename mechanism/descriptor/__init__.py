@@ -70,7 +70,7 @@ from ._tisc import (
     render_program,
     render_word,
 )
-from ._vm import DEFAULT_MAX_STEPS, REGISTER_COUNT, T81VM, Trap, VmResult, run_program
+from ._vm import DEFAULT_MAX_STEPS, REGISTER_COUNT, T81VM, AxionEngine, Trap, VmResult, run_program
 from ._weights import WeightsReport, inspect_weights
 
 __all__ = [
@@ -103,6 +103,7 @@ __all__ = [
     "AllowlistError",
     "AuthorizationConfig",
     "AuthorizationReport",
+    "AxionEngine",
     "DescriptorAuthorizationMechanism",
     "DescriptorError",
     "DescriptorFields",

@@ -300,8 +300,8 @@ def _nonnegative_int(clause: str, form: _Form) -> int:
 
 
 def _text_value(clause: str, atom: _Node) -> str:
-    if not isinstance(atom, _Atom) or atom.kind not in ("string", "symbol", "int"):
-        raise _bad(clause, "expects a string, symbol or integer value")
+    if not isinstance(atom, _Atom) or atom.kind not in ("string", "symbol", "int", "float"):
+        raise _bad(clause, "expects a string, symbol or number value")
     return str(atom.value)
 
 

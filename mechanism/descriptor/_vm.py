@@ -30,11 +30,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from enum import StrEnum
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import attrs
 
-from ._axion import PolicyEngine, SyscallContext, VerdictKind
+from ._axion import PolicyEngine, SyscallContext, Verdict, VerdictKind
 from ._tisc import Instruction, LiteralKind, Opcode
 
 __all__ = [
@@ -42,6 +42,7 @@ __all__ = [
     "REGISTER_COUNT",
     "RESERVED_REGISTERS",
     "T81VM",
+    "AxionEngine",
     "Trap",
     "VmResult",
     "run_program",
@@ -53,6 +54,12 @@ DEFAULT_MAX_STEPS: Final = 100_000
 _INT64_MIN: Final = -(2**63)
 _INT64_MAX: Final = 2**63 - 1
 _SUPPORTED: Final = frozenset({Opcode.HALT, Opcode.LOAD_IMM, Opcode.MUL})
+
+
+class AxionEngine(Protocol):
+    """What the VM consults before every instruction (``PolicyEngine`` or a host's own)."""
+
+    def evaluate(self, context: SyscallContext) -> Verdict: ...
 
 
 class Trap(StrEnum):
@@ -123,9 +130,9 @@ class VmResult:
 class T81VM:
     """One interpreter instance for one program and one Axion engine."""
 
-    def __init__(self, program: Sequence[Instruction], engine: PolicyEngine | None = None) -> None:
+    def __init__(self, program: Sequence[Instruction], engine: AxionEngine | None = None) -> None:
         self.program = tuple(program)
-        self.engine = engine if engine is not None else PolicyEngine()
+        self.engine: AxionEngine = engine if engine is not None else PolicyEngine()
         self.registers = [0] * REGISTER_COUNT
         self.tags = [Tag.INT] * REGISTER_COUNT
         self.flags = {"zero": True, "negative": False, "positive": False}
@@ -270,7 +277,7 @@ class T81VM:
 
 def run_program(
     program: Sequence[Instruction],
-    engine: PolicyEngine | None = None,
+    engine: AxionEngine | None = None,
     *,
     max_steps: int = DEFAULT_MAX_STEPS,
 ) -> VmResult:
