@@ -51,11 +51,14 @@ def _say(message: str) -> None:
     sys.stderr.write(f"evidenced holdout: {message}\n")
 
 
-def load_challenges(path: Path, commitment: str | None) -> list[Any]:
-    """A folder (verified against ``commitment``) or a single JSON array file."""
+def load_challenges(path: Path, commitment: str | None, *, required: bool = True) -> list[Any]:
+    """A folder (verified against ``commitment``; when not ``required`` and none is given, in
+    INDEX order without verification) or a single JSON array file."""
     if path.is_dir():
         if commitment is None:
-            raise Refusal("commitment-required", "a challenge folder needs --commitment")
+            if required:
+                raise Refusal("commitment-required", "a challenge folder needs --commitment")
+            commitment = challenge_commitment(path)
         return load_challenge_folder(path, commitment)
     try:
         data = path.read_bytes()

@@ -1,0 +1,851 @@
+"""The holdout adapter: applies challenges to this project's artifacts and emits observations.
+
+It reads a challenge set, resolves each fixture by root in the public corpus, applies the
+recipe, evaluates through a real :class:`session.VerificationSession` with the real mechanism
+registered, and writes ONE observation document. It never evaluates predicates.
+
+Rules (``docs/holdout.md`` has the long form):
+
+* The whole set is validated against this project's recipe schema first; an unknown operator
+  (or any schema failure) refuses the whole emission (:class:`EmissionRefused`).
+* Fixture lookup is by root only. A root not in the corpus, stored bytes that do not re-derive
+  to their root, or a label (``artifact``/``leaf`` = case name) that disagrees with what the
+  root is filed under: that challenge gets NO observation and is reported, never fixed.
+* A case has two nodes: ``artifact`` (formation certificate / T81 descriptor) and ``leaf``
+  (formation subject / T81 payload). Working views: formation records as parsed JSON; the
+  descriptor as ``{schema, payload_reference, representation, provider, operations: [...],
+  profile}`` (``operations`` is line 5 split on ``,``); the payload as ``{"hex": ...}``.
+* The caller's pins are the honest binding for the *pristine* pair (``formation_binding`` /
+  ``descriptor_binding``). The submission is the working bytes plus ``subject_id`` /
+  ``evidence_refs``; those references stay the pristine ones (stale after a mutation) until a
+  ``RESEAL`` recomputes them. Only the working bytes are served to the evidence store.
+* ``RESEAL`` recomputes the artifact's citation of the leaf (``certificate.subject_digest`` /
+  the payload-reference line) and the submission references, nothing else.
+* ``CHECK_WITH_OPTIONS`` may only tighten: a looser or replaced setting yields the refusal
+  code ``CHECK_OPTIONS_WEAKENED`` and an unknown or ill-typed one ``CHECK_OPTIONS_UNSUPPORTED``
+  (verdict ``UNKNOWN``, nothing is evaluated). The last one wins; it is not applied to the
+  evaluation ``RECOMPOSE_DAG`` runs.
+* ``WIRE_PREPEND_DUPLICATE_MEMBER`` splices the pristine fixture node's bytes and serves them
+  under the unchanged root; :func:`resolve_octets` gives the normalised outcome.
+* ``RECOMPOSE_DAG`` rebuilds the artifact from the working leaf with the project's producer,
+  evaluates it at once with default options and clears the working artifact.
+* A step that cannot be applied (a path that does not exist, a view that cannot be rendered)
+  leaves that challenge without an observation and is reported.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Final
+
+import attrs
+import rfc8785
+
+import mechanism.descriptor as descriptor
+import mechanism.formation as formation
+from mechanism.canonical import CanonicalError, canonical_bytes
+from session import (
+    BoundProposition,
+    EvidenceBindingError,
+    EvidenceBounds,
+    EvidenceStore,
+    VerificationMechanism,
+    VerificationSession,
+)
+
+from ._commitment import corpus_dir, project_schemas, release_id
+from ._corpus import Corpus, CorpusError, root_of
+from ._jcs import js_string
+from ._reader import StrictReadError, read_json
+from ._scorer import Schemas, validate_challenge
+
+OBSERVATION_TYPE: Final = "EVIDENCED-HOLDOUT-OBSERVATION-v1"
+DEFAULT_IMPLEMENTATION: Final = "evidenced-python"
+RECIPE_OPS: Final = (
+    "IDENTITY",
+    "SET",
+    "REVERSE",
+    "RESEAL",
+    "CHECK_WITH_OPTIONS",
+    "WIRE_PREPEND_DUPLICATE_MEMBER",
+    "RECOMPOSE_DAG",
+)
+RESOLVE_OUTCOMES: Final = (
+    "ok",
+    "bad-root-syntax",
+    "unresolvable",
+    "too-large",
+    "invalid-utf8",
+    "malformed",
+    "non-canonical-wire",
+    "root-mismatch",
+)
+OPTIONS_WEAKENED: Final = "CHECK_OPTIONS_WEAKENED"
+OPTIONS_UNSUPPORTED: Final = "CHECK_OPTIONS_UNSUPPORTED"
+SUBMISSION_INVALID: Final = "SUBMISSION_BINDING_INVALID"
+
+# Session-level refusals carry only a message; they are observed as these codes.
+SESSION_CODES: Final = (
+    ("bound mechanism is not registered", "SESSION_MECHANISM_UNREGISTERED"),
+    ("registered mechanism digest does not match", "SESSION_MECHANISM_DIGEST_MISMATCH"),
+    ("evidence item bound exceeded", "SESSION_EVIDENCE_ITEM_BOUND_EXCEEDED"),
+    ("evidence is unavailable", "SESSION_EVIDENCE_UNAVAILABLE"),
+    ("evidence bytes do not match their reference", "SESSION_EVIDENCE_MISMATCH"),
+    ("not a SHA-256 evidence reference", "SESSION_EVIDENCE_REFERENCE_INVALID"),
+    ("evidence byte bound exceeded", "SESSION_EVIDENCE_BYTE_BOUND_EXCEEDED"),
+)
+SESSION_EXECUTION_FAILED: Final = "SESSION_EXECUTION_FAILED"
+_CODE_RE: Final = re.compile(r"[A-Z][A-Z0-9_]*\Z")
+_SHA256_REF: Final = re.compile(r"sha256:[0-9a-f]{64}\Z")
+_HEX64: Final = re.compile(r"[0-9a-f]{64}\Z")
+_DIGEST_FIELD: Final = re.compile(r"sha256:[0-9a-f]{64}\Z")
+_TYPE_FIELD: Final = re.compile(r"[A-Z][A-Z_]*\Z")
+_PRINTABLE: Final = re.compile(r"[!-~]{1,128}\Z")
+_INDEX: Final = re.compile(r"(?:0|[1-9][0-9]*)\Z")
+
+
+class EmissionRefused(Exception):
+    """The whole emission is refused (nothing is written)."""
+
+    def __init__(self, code: str, detail: str) -> None:
+        super().__init__(f"{code}: {detail}")
+        self.code = code
+        self.detail = detail
+
+
+class StepError(Exception):
+    """One challenge cannot be observed (it gets no observation)."""
+
+    def __init__(self, code: str, detail: str) -> None:
+        super().__init__(f"{code}: {detail}")
+        self.code = code
+        self.detail = detail
+
+
+class _OptionsRefused(Exception):
+    def __init__(self, code: str) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+def _sha256_ref(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+# --------------------------------------------------------------------------- options
+
+
+def _exact_nonnegative_int(value: Any) -> bool:
+    return type(value) is int and value >= 0
+
+
+def _tighten_bound(binding: BoundProposition, options: dict[str, Any]) -> BoundProposition:
+    requested = options.get("max_evidence_bytes")
+    if requested is None:
+        return binding
+    if not _exact_nonnegative_int(requested):
+        raise _OptionsRefused(OPTIONS_UNSUPPORTED)
+    if requested > binding.bounds.max_evidence_bytes:
+        raise _OptionsRefused(OPTIONS_WEAKENED)
+    bounds = EvidenceBounds(binding.bounds.max_evidence_items, requested)
+    return attrs.evolve(binding, bounds=bounds)
+
+
+def _lower_only_kwargs(options: dict[str, Any], ceilings: dict[str, int]) -> dict[str, int]:
+    kwargs: dict[str, int] = {}
+    for name, ceiling in ceilings.items():
+        if name not in options:
+            continue
+        value = options[name]
+        if not _exact_nonnegative_int(value):
+            raise _OptionsRefused(OPTIONS_UNSUPPORTED)
+        if value > ceiling:
+            raise _OptionsRefused(OPTIONS_WEAKENED)
+        kwargs[name] = value
+    return kwargs
+
+
+# --------------------------------------------------------------------------- handlers
+
+
+class _Handler:
+    """What differs between the two mechanisms."""
+
+    mechanism: str
+    evidence_roles: tuple[str, str]  # which node each evidence_refs position holds
+
+    def artifact_view(self, data: bytes) -> Any:
+        raise NotImplementedError
+
+    def leaf_view(self, data: bytes) -> Any:
+        raise NotImplementedError
+
+    def render_artifact(self, view: Any) -> bytes:
+        raise NotImplementedError
+
+    def render_leaf(self, view: Any) -> bytes:
+        raise NotImplementedError
+
+    def reseal(self, artifact: Any, leaf_bytes: bytes) -> None:
+        raise NotImplementedError
+
+    def recompose(self, leaf_bytes: bytes, pristine_artifact: bytes) -> bytes | None:
+        raise NotImplementedError
+
+    def configure(
+        self, artifact: bytes, leaf: bytes, options: dict[str, Any]
+    ) -> tuple[VerificationMechanism, BoundProposition]:
+        raise NotImplementedError
+
+    def splice(self, data: bytes, role: str, name: str, value: str) -> bytes:
+        raise NotImplementedError
+
+    def resolve_checks(self, data: bytes, role: str) -> str | None:
+        raise NotImplementedError
+
+    def identities(self, role: str, data: bytes, report: Any) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def baseline_report(self, artifact: bytes, leaf: bytes) -> Any:
+        return None
+
+
+def _render_json_record(view: Any) -> bytes:
+    """Canonical bytes when the value is canonical; otherwise a deterministic non-canonical
+    encoding (RFC 8785, then compact JSON) that admission will refuse on its own terms."""
+    try:
+        return canonical_bytes(view)
+    except CanonicalError:
+        pass
+    try:
+        return bytes(rfc8785.dumps(view))
+    except rfc8785.CanonicalizationError:
+        return json.dumps(view, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _classify_json_refusal(data: bytes) -> str:
+    try:
+        parsed = read_json(data)
+    except StrictReadError as error:
+        if error.code == "duplicate-member":
+            return "non-canonical-wire"
+        if error.code == "invalid-utf8":
+            return "invalid-utf8"
+        if error.code == "too-large":
+            return "too-large"
+        return "malformed"
+    try:
+        if canonical_bytes(parsed) != data:
+            return "non-canonical-wire"
+    except CanonicalError:
+        return "non-canonical-wire"
+    return "malformed"
+
+
+class _Formation(_Handler):
+    mechanism = "formation"
+    evidence_roles = ("leaf", "artifact")
+
+    def artifact_view(self, data: bytes) -> Any:
+        return json.loads(data)
+
+    def leaf_view(self, data: bytes) -> Any:
+        return json.loads(data)
+
+    def render_artifact(self, view: Any) -> bytes:
+        return _render_json_record(view)
+
+    def render_leaf(self, view: Any) -> bytes:
+        return _render_json_record(view)
+
+    def reseal(self, artifact: Any, leaf_bytes: bytes) -> None:
+        if isinstance(artifact, dict):
+            artifact["subject_digest"] = _sha256_ref(leaf_bytes)
+
+    def recompose(self, leaf_bytes: bytes, pristine_artifact: bytes) -> bytes | None:
+        try:
+            return formation.produce_formation_certificate(leaf_bytes)
+        except (formation.FormationError, ValueError, TypeError):
+            return None
+
+    def configure(
+        self, artifact: bytes, leaf: bytes, options: dict[str, Any]
+    ) -> tuple[VerificationMechanism, BoundProposition]:
+        known = {"max_nodes", "max_depth", "max_path_steps", "max_evidence_bytes"}
+        if not set(options) <= known:
+            raise _OptionsRefused(OPTIONS_UNSUPPORTED)
+        kwargs = _lower_only_kwargs(
+            options,
+            {
+                "max_nodes": formation.MAX_NODES,
+                "max_depth": formation.MAX_DEPTH,
+                "max_path_steps": formation.MAX_PATH_STEPS,
+            },
+        )
+        mech = formation.FormationPathCertificateMechanism(**kwargs)
+        binding = formation.formation_binding(
+            leaf, artifact, mechanism_digest=mech.mechanism_digest
+        )
+        return mech, _tighten_bound(binding, options)
+
+    def splice(self, data: bytes, role: str, name: str, value: str) -> bytes:
+        if not data.startswith(b"{"):
+            raise StepError("wire-splice-impossible", "the record does not start with '{'")
+        return b'{"' + name.encode() + b'":"' + value.encode() + b'",' + data[1:]
+
+    def resolve_checks(self, data: bytes, role: str) -> str | None:
+        if len(data) > formation.MAX_RECORD_BYTES:
+            return "too-large"
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError:
+            return "invalid-utf8"
+        admit = formation.admit_certificate if role == "artifact" else formation.admit_subject
+        try:
+            admit(data)
+        except formation.FormationLimitError:
+            return "too-large"
+        except formation.FormationError:
+            return _classify_json_refusal(data)
+        return None
+
+    def baseline_report(self, artifact: bytes, leaf: bytes) -> Any:
+        try:
+            return formation.check_formation(leaf, artifact)
+        except Exception:  # a pure check that cannot run simply yields no identities
+            return None
+
+    def identities(self, role: str, data: bytes, report: Any) -> dict[str, Any]:
+        record: dict[str, Any] = {"content_digest": _sha256_ref(data)}
+        if role != "artifact":
+            return record
+        try:
+            cited = json.loads(data).get("subject_digest")
+        except (ValueError, AttributeError):
+            cited = None
+        if isinstance(cited, str) and _SHA256_REF.match(cited):
+            record["cited_digest"] = cited
+        observation = report.get("observation") if isinstance(report, dict) else None
+        if isinstance(observation, dict):
+            kind = observation.get("type")
+            if isinstance(kind, str) and _TYPE_FIELD.match(kind):
+                record["type"] = kind
+            for name in ("denotation_digest", "formation_digest"):
+                value = observation.get(name)
+                if isinstance(value, str) and _DIGEST_FIELD.match(value):
+                    record[name] = value
+        return record
+
+
+_DESCRIPTOR_FIELDS: Final = (
+    "schema",
+    "payload_reference",
+    "representation",
+    "provider",
+    "operations",
+    "profile",
+)
+
+
+class _Descriptor(_Handler):
+    mechanism = "descriptor"
+    evidence_roles = ("artifact", "leaf")
+
+    def artifact_view(self, data: bytes) -> Any:
+        lines = data.decode("ascii").split("\n")
+        if len(lines) != 7 or lines[-1] != "":
+            raise StepError("view-impossible", "the pristine descriptor is not six lines")
+        view: dict[str, Any] = dict(zip(_DESCRIPTOR_FIELDS, lines[:6], strict=True))
+        view["operations"] = view["operations"].split(",")
+        return view
+
+    def leaf_view(self, data: bytes) -> Any:
+        return {"hex": data.hex()}
+
+    def render_artifact(self, view: Any) -> bytes:
+        if not isinstance(view, dict):
+            raise StepError("render-impossible", "the descriptor view is not an object")
+
+        def line(value: Any) -> str:
+            if isinstance(value, str):
+                return value
+            if isinstance(value, list):
+                return ",".join(item if isinstance(item, str) else _compact(item) for item in value)
+            return _compact(value)
+
+        return "".join(line(value) + "\n" for value in view.values()).encode("utf-8")
+
+    def render_leaf(self, view: Any) -> bytes:
+        if not isinstance(view, dict) or set(view) != {"hex"} or not isinstance(view["hex"], str):
+            raise StepError("render-impossible", "the payload view must be exactly {hex}")
+        try:
+            return bytes.fromhex(view["hex"])
+        except ValueError:
+            raise StepError("render-impossible", "the payload view is not hex") from None
+
+    def reseal(self, artifact: Any, leaf_bytes: bytes) -> None:
+        if isinstance(artifact, dict):
+            artifact["payload_reference"] = descriptor.canonfs_hash(leaf_bytes)
+
+    def recompose(self, leaf_bytes: bytes, pristine_artifact: bytes) -> bytes | None:
+        try:
+            return descriptor.encode_descriptor(leaf_bytes)
+        except descriptor.DescriptorError:
+            # Not a compiled fixture: the fresh descriptor a forger writes for this payload,
+            # the pristine five other fields around the payload's own reference.
+            view = self.artifact_view(pristine_artifact)
+            self.reseal(view, leaf_bytes)
+            return self.render_artifact(view)
+
+    def configure(
+        self, artifact: bytes, leaf: bytes, options: dict[str, Any]
+    ) -> tuple[VerificationMechanism, BoundProposition]:
+        known = {
+            "max_descriptor_bytes",
+            "max_item_bytes",
+            "max_steps",
+            "max_evidence_bytes",
+            "operation",
+            "authorization_policy",
+            "policy",
+            "allowlist",
+        }
+        if not set(options) <= known:
+            raise _OptionsRefused(OPTIONS_UNSUPPORTED)
+        if "policy" in options or "allowlist" in options:
+            # A caller may not replace the host's authorization configuration.
+            raise _OptionsRefused(OPTIONS_WEAKENED)
+        kwargs = _lower_only_kwargs(
+            options,
+            {
+                "max_descriptor_bytes": descriptor.MAX_DESCRIPTOR_BYTES,
+                "max_item_bytes": descriptor.MAX_ITEM_BYTES,
+                "max_steps": descriptor.DEFAULT_MAX_STEPS,
+            },
+        )
+        for name in ("operation", "authorization_policy"):
+            if name in options and not isinstance(options[name], str):
+                raise _OptionsRefused(OPTIONS_UNSUPPORTED)
+        mech = descriptor.DescriptorAuthorizationMechanism(
+            max_descriptor_bytes=kwargs.get(
+                "max_descriptor_bytes", descriptor.MAX_DESCRIPTOR_BYTES
+            ),
+            max_item_bytes=kwargs.get("max_item_bytes", descriptor.MAX_ITEM_BYTES),
+            max_steps=kwargs.get("max_steps", descriptor.DEFAULT_MAX_STEPS),
+        )
+        operation = options.get("operation")
+        try:
+            binding = descriptor.descriptor_binding(
+                artifact, leaf, operation=operation, mechanism=mech
+            )
+        except descriptor.DescriptorError as error:
+            raise StepError("binding-impossible", str(error)) from None
+        if "authorization_policy" in options:
+            pinned = options["authorization_policy"]
+            parameters = dict(binding.parameters)
+            parameters["authorization_policy"] = pinned
+            roots = sorted({pinned, descriptor.CATALOG_DIGEST})
+            try:
+                binding = attrs.evolve(binding, parameters=parameters, trust_roots=tuple(roots))
+            except EvidenceBindingError:
+                raise _OptionsRefused(OPTIONS_UNSUPPORTED) from None
+        return mech, _tighten_bound(binding, options)
+
+    def splice(self, data: bytes, role: str, name: str, value: str) -> bytes:
+        return value.encode() + b"\n" + data
+
+    def resolve_checks(self, data: bytes, role: str) -> str | None:
+        if role == "leaf":
+            return "too-large" if len(data) > descriptor.MAX_ITEM_BYTES else None
+        if len(data) > descriptor.MAX_DESCRIPTOR_BYTES:
+            return "too-large"
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError:
+            return "invalid-utf8"
+        try:
+            descriptor.decode_descriptor(data)
+        except descriptor.DescriptorError:
+            # A positional record has no member names: a line beyond the sixth is a
+            # duplicate field, which normalises to non-canonical-wire.
+            return "non-canonical-wire" if data.count(b"\n") > 6 else "malformed"
+        return None
+
+    def identities(self, role: str, data: bytes, report: Any) -> dict[str, Any]:
+        record: dict[str, Any] = {"content_digest": descriptor.canonfs_hash(data)}
+        if role != "artifact":
+            return record
+        lines = data.split(b"\n")
+        if len(lines) >= 2:
+            cited = lines[1].decode("ascii", errors="replace")
+            if _HEX64.match(cited):
+                record["cited_digest"] = cited
+        try:
+            fields = descriptor.decode_descriptor(data)
+        except descriptor.DescriptorError:
+            return record
+        for name, value in (
+            ("provider", fields.provider),
+            ("representation", fields.representation),
+            ("operation", fields.operation),
+        ):
+            if _PRINTABLE.match(value):
+                record[name] = value
+        return record
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+HANDLERS: Final[dict[str, _Handler]] = {"formation": _Formation(), "descriptor": _Descriptor()}
+
+
+# --------------------------------------------------------------------------- evaluation
+
+
+@attrs.frozen
+class Evaluation:
+    """What one evaluation yields for the observation."""
+
+    verdict: str
+    refusal_set: tuple[str, ...]
+    report: Any
+
+
+def _reason_codes(observations: Any, details: str) -> list[str]:
+    if isinstance(observations, dict) and isinstance(observations.get("reason_codes"), list):
+        codes = [code for code in observations["reason_codes"] if isinstance(code, str)]
+        for member in observations.values():
+            if isinstance(member, dict) and isinstance(member.get("reason_codes"), list):
+                codes.extend(code for code in member["reason_codes"] if isinstance(code, str))
+        return [code for code in codes if _CODE_RE.match(code)]
+    if not details:
+        return []
+    for prefix, code in SESSION_CODES:
+        if details.startswith(prefix):
+            return [code]
+    return [SESSION_EXECUTION_FAILED]
+
+
+def evaluate_pair(
+    handler: _Handler,
+    pristine: tuple[bytes, bytes],
+    working: tuple[bytes, bytes],
+    refs: tuple[str, str],
+    options: dict[str, Any],
+) -> Evaluation:
+    """Evaluate the working (artifact, leaf) bytes through a real session.
+
+    ``pristine`` gives the caller's pins; ``refs`` are the submission's evidence references by
+    evidence position (``subject_id`` is the first).
+    """
+    try:
+        mech, binding = handler.configure(pristine[0], pristine[1], options)
+    except _OptionsRefused as refused:
+        return Evaluation("UNKNOWN", (refused.code,), None)
+    try:
+        binding = attrs.evolve(binding, subject_id=refs[0], evidence_refs=refs)
+    except EvidenceBindingError:
+        return Evaluation("UNKNOWN", (SUBMISSION_INVALID,), None)
+    store = EvidenceStore()
+    for data in working:
+        store.add(data)
+    session = VerificationSession(store)
+    session.register(mech)
+    try:
+        result = session.evaluate(binding)
+    except EvidenceBindingError:
+        return Evaluation("UNKNOWN", (SUBMISSION_INVALID,), None)
+    outcome = getattr(result.outcome, "value", result.outcome)
+    codes = sorted(set(_reason_codes(result.observations, result.details)))
+    observations = result.observations if isinstance(result.observations, dict) else {}
+    report = observations.get("formation_report")
+    return Evaluation(str(outcome), tuple(codes), report)
+
+
+def resolve_octets(handler: _Handler, served: dict[str, bytes], root: str, role: str) -> str:
+    """The normalised resolution outcome of the octets served under ``root``."""
+    if not isinstance(root, str) or not re.fullmatch(r"root-[0-9a-f]{64}", root):
+        return "bad-root-syntax"
+    if root not in served:
+        return "unresolvable"
+    data = served[root]
+    refused = handler.resolve_checks(data, role)
+    if refused is not None:
+        return refused
+    # The project's evidence store files bytes under their own digest; the address must agree.
+    if EvidenceStore().add(data) != "sha256:" + root.removeprefix("root-"):
+        return "root-mismatch"
+    return "ok"
+
+
+# --------------------------------------------------------------------------- recipe
+
+
+def _walk(views: dict[str, Any], path: Any) -> tuple[Any, str]:
+    """The container holding the path's last segment, and that segment."""
+    if not isinstance(path, str):
+        raise StepError("bad-path", "the step needs a path")
+    head, *segments = path.split(".")
+    if head not in views or views[head] is None:
+        raise StepError("bad-path", f"{path!r} does not name a working node")
+    if not segments:
+        raise StepError("bad-path", f"{path!r} names a whole node")
+    current = views[head]
+    for segment in segments[:-1]:
+        current = _child(current, segment, path)
+    return current, segments[-1]
+
+
+def _child(current: Any, segment: str, path: str) -> Any:
+    if isinstance(current, dict) and segment in current:
+        return current[segment]
+    if isinstance(current, list) and _INDEX.match(segment) and int(segment) < len(current):
+        return current[int(segment)]
+    raise StepError("bad-path", f"{path!r}: no member {segment!r}")
+
+
+def _set(views: dict[str, Any], path: Any, value: Any) -> None:
+    container, last = _walk(views, path)
+    if isinstance(container, dict):
+        container[last] = copy.deepcopy(value)
+    elif isinstance(container, list) and _INDEX.match(last) and int(last) < len(container):
+        container[int(last)] = copy.deepcopy(value)
+    else:
+        raise StepError("bad-path", f"{path!r}: cannot set {last!r}")
+
+
+def _reverse(views: dict[str, Any], path: Any) -> None:
+    container, last = _walk(views, path)
+    target = _child(container, last, str(path))
+    if not isinstance(target, list):
+        raise StepError("bad-path", f"{path!r} is not an array")
+    target.reverse()
+
+
+def _node(
+    handler: _Handler, role: str, data: bytes, report: Any, verdict: str | None = None
+) -> dict[str, Any]:
+    node: dict[str, Any] = {"artifact_root": root_of(data), "size": len(data)}
+    node.update(handler.identities(role, data, report))
+    if verdict is not None:
+        node["verdict"] = verdict
+    return node
+
+
+def observe_challenge(challenge: dict[str, Any], corpus: Corpus) -> dict[str, Any]:
+    """One observation for one (schema-valid) challenge; raises :class:`StepError`."""
+    fixture = challenge["fixture"]
+    root = fixture["root"]
+    try:
+        case, role = corpus.lookup(root)
+        pristine_artifact = corpus.read(case.artifact)
+        pristine_leaf = corpus.read(case.leaf)
+    except CorpusError as error:
+        raise StepError(f"fixture-{error.code}", error.detail) from None
+    labels = [(label, fixture[label]) for label in ("artifact", "leaf") if label in fixture]
+    for label, name in labels:
+        if label != role or name != case.name or len(labels) > 1:
+            raise StepError(
+                "fixture-label-disagreement",
+                f"{label}={name!r} but {root} is the {role} of case {case.name!r}",
+            )
+    handler = HANDLERS[case.mechanism]
+    baseline_report = handler.baseline_report(pristine_artifact, pristine_leaf)
+    observation: dict[str, Any] = {
+        "fixture_root": root,
+        "baseline": {
+            "artifact": _node(handler, "artifact", pristine_artifact, baseline_report),
+            "leaf": _node(handler, "leaf", pristine_leaf, None),
+        },
+    }
+    views: dict[str, Any] = {
+        "artifact": handler.artifact_view(pristine_artifact),
+        "leaf": handler.leaf_view(pristine_leaf),
+    }
+    pristine_by_role = {"artifact": pristine_artifact, "leaf": pristine_leaf}
+    refs = tuple(_sha256_ref(pristine_by_role[r]) for r in handler.evidence_roles)
+    options: dict[str, Any] = {}
+    served: dict[str, bytes] | None = None
+    candidate: dict[str, Any] = {}
+
+    def render() -> tuple[bytes, bytes]:
+        return handler.render_artifact(views["artifact"]), handler.render_leaf(views["leaf"])
+
+    for step in challenge["recipe"]:
+        op = step["op"]
+        if op == "IDENTITY":
+            continue
+        if op == "SET":
+            if "value" not in step:
+                raise StepError("bad-step", "SET needs a value")
+            _set(views, step.get("path"), step["value"])
+        elif op == "REVERSE":
+            _reverse(views, step.get("path"))
+        elif op == "RESEAL":
+            if views["artifact"] is None:
+                raise StepError("bad-step", "RESEAL after RECOMPOSE_DAG has no working artifact")
+            leaf_bytes = handler.render_leaf(views["leaf"])
+            handler.reseal(views["artifact"], leaf_bytes)
+            by_role = {"artifact": handler.render_artifact(views["artifact"]), "leaf": leaf_bytes}
+            refs = tuple(_sha256_ref(by_role[r]) for r in handler.evidence_roles)
+        elif op == "CHECK_WITH_OPTIONS":
+            options = copy.deepcopy(step.get("options", {}))
+        elif op == "WIRE_PREPEND_DUPLICATE_MEMBER":
+            if "name" not in step or "value" not in step:
+                raise StepError("bad-step", "WIRE_PREPEND_DUPLICATE_MEMBER needs name and value")
+            spliced = handler.splice(
+                pristine_by_role[role], role, step["name"], js_string(step["value"])
+            )
+            served = {root: spliced}
+        elif op == "RECOMPOSE_DAG":
+            leaf_bytes = handler.render_leaf(views["leaf"])
+            artifact_bytes = handler.recompose(leaf_bytes, pristine_artifact)
+            candidate = {"leaf": _node(handler, "leaf", leaf_bytes, None)}
+            observation.pop("refusal_set", None)
+            if artifact_bytes is not None:
+                by_role = {"artifact": artifact_bytes, "leaf": leaf_bytes}
+                fresh = tuple(_sha256_ref(by_role[r]) for r in handler.evidence_roles)
+                result = evaluate_pair(
+                    handler,
+                    (pristine_artifact, pristine_leaf),
+                    (artifact_bytes, leaf_bytes),
+                    (fresh[0], fresh[1]),
+                    {},
+                )
+                candidate["artifact"] = _node(
+                    handler, "artifact", artifact_bytes, result.report, result.verdict
+                )
+                observation["refusal_set"] = list(result.refusal_set)
+            views["artifact"] = None
+        else:  # the schema refuses unknown ops first; this is the second wall
+            raise EmissionRefused("unknown-operator", f"{op!r} is not a recipe operator")
+
+    if served is not None:
+        observation["resolve"] = {"outcome": resolve_octets(handler, served, root, role)}
+    if views["artifact"] is not None:
+        artifact_bytes, leaf_bytes = render()
+        by_role = {"artifact": artifact_bytes, "leaf": leaf_bytes}
+        result = evaluate_pair(
+            handler,
+            (pristine_artifact, pristine_leaf),
+            (by_role[handler.evidence_roles[0]], by_role[handler.evidence_roles[1]]),
+            (refs[0], refs[1]),
+            options,
+        )
+        candidate = {
+            "artifact": _node(handler, "artifact", artifact_bytes, result.report, result.verdict),
+            "leaf": _node(handler, "leaf", leaf_bytes, None),
+        }
+        observation["refusal_set"] = list(result.refusal_set)
+    observation["candidate"] = candidate
+    return observation
+
+
+# --------------------------------------------------------------------------- emission
+
+
+@attrs.frozen
+class Emission:
+    """One adapter run: the observation document plus what could not be observed."""
+
+    document: dict[str, Any]
+    problems: tuple[dict[str, str], ...]
+
+    @property
+    def disagreements(self) -> tuple[dict[str, str], ...]:
+        return self.problems
+
+
+def observe(
+    challenges: Sequence[Any],
+    *,
+    corpus_directory: Path | None = None,
+    schemas: Schemas | None = None,
+    implementation: str = DEFAULT_IMPLEMENTATION,
+    spec_release_id: str | None = None,
+) -> Emission:
+    """Apply every challenge; raise :class:`EmissionRefused` when the set is refused."""
+    schemas = schemas if schemas is not None else project_schemas()
+    directory = corpus_directory if corpus_directory is not None else corpus_dir()
+    for position, challenge in enumerate(challenges):
+        problem = validate_challenge(challenge, schemas)
+        if problem is not None:
+            raise EmissionRefused("challenge-schema", f"challenge {position} {problem}")
+        for step in challenge["recipe"]:
+            if step["op"] not in RECIPE_OPS:
+                raise EmissionRefused("unknown-operator", f"{step['op']!r}")
+    ids = [challenge["id"] for challenge in challenges]
+    if len(set(ids)) != len(ids):
+        raise EmissionRefused("duplicate-challenge-id", "challenge ids repeat")
+    try:
+        corpus = Corpus.load(directory)
+    except CorpusError as error:
+        raise EmissionRefused("corpus-invalid", error.detail) from None
+    release = (
+        spec_release_id
+        if spec_release_id is not None
+        else release_id(corpus_index=directory / "INDEX.json")
+    )
+    observations: dict[str, Any] = {}
+    problems: list[dict[str, str]] = []
+    for challenge in challenges:
+        try:
+            observations[challenge["id"]] = observe_challenge(challenge, corpus)
+        except StepError as error:
+            problems.append({"id": challenge["id"], "code": error.code, "detail": error.detail})
+    document = {
+        "type": OBSERVATION_TYPE,
+        "implementation": implementation,
+        "spec_release_id": release,
+        "observations": observations,
+    }
+    return Emission(document=document, problems=tuple(problems))
+
+
+def observe_command(args: Any) -> int:
+    """The ``evidenced holdout observe`` handler (see :mod:`holdout.cli`)."""
+    import sys
+
+    from ._scorer import Refusal
+    from .cli import EXIT_FAIL, EXIT_OK, EXIT_REJECTED, load_challenges
+
+    def refuse(code: str, detail: str) -> int:
+        sys.stdout.write(json.dumps({"written": False, "refusal": code}) + "\n")
+        sys.stderr.write(f"evidenced holdout: refused: {code}: {detail}\n")
+        return EXIT_REJECTED
+
+    try:
+        challenges = load_challenges(Path(args.challenges), args.commitment, required=False)
+    except Refusal as refusal:
+        return refuse(refusal.code, refusal.detail)
+    try:
+        emission = observe(
+            challenges,
+            corpus_directory=Path(args.corpus) if args.corpus is not None else None,
+            implementation=args.implementation or DEFAULT_IMPLEMENTATION,
+        )
+    except EmissionRefused as refused:
+        return refuse(refused.code, refused.detail)
+    data = json.dumps(emission.document, indent=1, ensure_ascii=False).encode() + b"\n"
+    Path(args.out).write_bytes(data)
+    summary = {
+        "written": True,
+        "out": str(args.out),
+        "implementation": emission.document["implementation"],
+        "spec_release_id": emission.document["spec_release_id"],
+        "observations": len(emission.document["observations"]),
+        "not_observed": list(emission.problems),
+    }
+    sys.stdout.write(json.dumps(summary, indent=2) + "\n")
+    for problem in emission.problems:
+        sys.stderr.write(
+            f"evidenced holdout: {problem['id']}: {problem['code']}: {problem['detail']}\n"
+        )
+    return EXIT_FAIL if emission.problems else EXIT_OK

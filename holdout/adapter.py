@@ -1,0 +1,52 @@
+"""The holdout adapter (public names): applies challenges to this project's artifacts through
+the real mechanisms and real sessions and emits one observation document.
+
+Unlike :mod:`holdout`, this module imports ``session`` and ``mechanism``. Rules in
+``holdout._adapter`` and ``docs/holdout.md``.
+"""
+
+from ._adapter import (
+    DEFAULT_IMPLEMENTATION,
+    HANDLERS,
+    OBSERVATION_TYPE,
+    OPTIONS_UNSUPPORTED,
+    OPTIONS_WEAKENED,
+    RECIPE_OPS,
+    RESOLVE_OUTCOMES,
+    SESSION_CODES,
+    Emission,
+    EmissionRefused,
+    Evaluation,
+    StepError,
+    evaluate_pair,
+    observe,
+    observe_challenge,
+    observe_command,
+    resolve_octets,
+)
+from ._corpus import CORPUS_TYPE, Case, Corpus, CorpusError, root_of
+
+__all__ = [
+    "CORPUS_TYPE",
+    "DEFAULT_IMPLEMENTATION",
+    "HANDLERS",
+    "OBSERVATION_TYPE",
+    "OPTIONS_UNSUPPORTED",
+    "OPTIONS_WEAKENED",
+    "RECIPE_OPS",
+    "RESOLVE_OUTCOMES",
+    "SESSION_CODES",
+    "Case",
+    "Corpus",
+    "CorpusError",
+    "Emission",
+    "EmissionRefused",
+    "Evaluation",
+    "StepError",
+    "evaluate_pair",
+    "observe",
+    "observe_challenge",
+    "observe_command",
+    "resolve_octets",
+    "root_of",
+]
