@@ -490,9 +490,7 @@ def _snapshot(evidence: object) -> tuple[dict[str, object] | None, str | None]:
             if not is_digest(key):
                 return None, "EVIDENCE_MAPPING_INVALID"
             captured[key] = value if type(value) is bytes else _INVALID_VALUE
-    except RuntimeError:  # changed size or keys while being copied
-        return None, "EVIDENCE_SNAPSHOT_UNAVAILABLE"
-    if len(captured) > MAX_EVIDENCE_ENTRIES:  # grown while being copied
+    except RuntimeError:  # changed size or keys while being copied (another thread)
         return None, "EVIDENCE_SNAPSHOT_UNAVAILABLE"
     return captured, None
 

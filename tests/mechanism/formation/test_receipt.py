@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -618,3 +619,17 @@ def test_recheck_returns_the_fresh_inspection_not_the_carried_object() -> None:
     first["coordinate_binding"] = "tampered by the caller"
     second = recheck_formation_receipt(receipt, selection, commit, evidence)
     assert second["coordinate_binding"] == "BOUND"
+
+
+def test_store_changed_while_being_captured_is_input_invalid() -> None:
+    from .test_silo_storage import mutate_during_copy
+
+    selection, commit, evidence, _ = setup()
+    tracer, state = mutate_during_copy(evidence, "_capture_evidence")
+    sys.settrace(tracer)
+    try:
+        code = refused(lambda: build_formation_receipt(selection, commit, evidence))
+    finally:
+        sys.settrace(None)
+    assert state["fired"]
+    assert code == "FORMATION_RECEIPT_INPUT_INVALID"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import inspect as pyinspect
+import sys
 from typing import Any
 
 import pytest
@@ -725,3 +726,41 @@ def test_a_role_may_be_selected_by_an_unlabelled_alias_path() -> None:
     result = inspect(commit_bytes(silo), evidence_for(silo), subject_path="copy-of-subject.json")
     assert facets(result) == ("INVALID", "COMPLETE", "MATCHED", "CHECKED")
     assert result["reason_codes"] == ["SELECTED_ROLE_DECLARATION_INVALID"]
+
+
+def mutate_during_copy(evidence: dict[str, Any], function_name: str) -> tuple[Any, dict[str, bool]]:
+    """A tracer that adds an entry to ``evidence`` once ``function_name`` is mid-iteration:
+    the deterministic stand-in for another thread changing the caller's store."""
+    state = {"fired": False}
+
+    def tracer(frame: Any, event: str, arg: Any) -> Any:
+        if frame.f_code.co_name != function_name:
+            return None
+
+        def local(frame: Any, event: str, arg: Any) -> Any:
+            if event == "line" and not state["fired"] and frame.f_locals.get("captured"):
+                state["fired"] = True
+                evidence[digest_bytes(b"late arrival")] = b"late arrival"
+            return local
+
+        return local
+
+    return tracer, state
+
+
+def test_store_changed_while_being_copied_is_snapshot_unavailable() -> None:
+    silo = standard_silo()
+    evidence = evidence_for(silo)
+    commit = commit_bytes(silo)
+    tracer, state = mutate_during_copy(evidence, "_snapshot")
+    sys.settrace(tracer)
+    try:
+        result = inspect(commit, evidence)
+    finally:
+        sys.settrace(None)
+    assert state["fired"]
+    assert facets(result) == ("UNKNOWN", "UNKNOWN", "UNKNOWN", None)
+    assert result["reason_codes"] == [
+        "EVIDENCE_SNAPSHOT_UNAVAILABLE",
+        "SELECTED_OBJECT_UNAVAILABLE",
+    ]
