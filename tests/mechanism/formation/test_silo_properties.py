@@ -14,6 +14,7 @@ from mechanism.canonical import canonical_bytes, digest_bytes
 from mechanism.formation import (
     FormationReceiptError,
     build_formation_receipt,
+    check_formation,
     recheck_formation_receipt,
 )
 
@@ -23,6 +24,7 @@ from .test_silo_support import (
     SiloObject,
     assert_well_formed,
     commit_bytes,
+    evidence_for,
     facets,
     inspect,
     standard_silo,
@@ -198,3 +200,28 @@ def test_receipt_functions_only_raise_formation_receipt_errors(
             call()
         except FormationReceiptError as error:
             assert error.code == str(error)
+
+
+def _record_variants(valid: bytes) -> st.SearchStrategy[bytes]:
+    flipped = st.tuples(st.integers(0, len(valid) - 1), st.integers(0, 255)).map(
+        lambda change: valid[: change[0]] + bytes([change[1]]) + valid[change[0] + 1 :]
+    )
+    return st.one_of(st.just(valid), flipped, st.binary(max_size=64))
+
+
+_SUBJECT = standard_silo()["subject.json"].data
+_CERTIFICATE = standard_silo()["certificate.json"].data
+
+
+@SETTINGS
+@given(subject=_record_variants(_SUBJECT), certificate=_record_variants(_CERTIFICATE))
+def test_report_is_the_fresh_check_of_whatever_role_bytes_are_retained(
+    subject: bytes, certificate: bytes
+) -> None:
+    silo = standard_silo()
+    silo["subject.json"] = SiloObject(subject, silo["subject.json"].role)
+    silo["certificate.json"] = SiloObject(certificate, silo["certificate.json"].role)
+    result = inspect(commit_bytes(silo), evidence_for(silo))
+    assert_well_formed(result)
+    assert result["snapshot_retention"] == "COMPLETE"
+    assert result["formation_report"] == check_formation(subject, certificate)
