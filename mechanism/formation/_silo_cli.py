@@ -186,6 +186,12 @@ def add_silo_commands(
 
     receipt = formation_subparsers.add_parser("receipt", help="portable formation receipts")
     receipt_commands = receipt.add_subparsers(dest="receipt_command", metavar="ACTION")
+
+    def _receipt_usage(args: argparse.Namespace) -> int:
+        receipt.print_usage(sys.stderr)
+        return 2
+
+    receipt.set_defaults(handler=_receipt_usage)
     build = receipt_commands.add_parser("build", help="build a receipt for a selection")
     _add_receipt_inputs(build)
     build.add_argument("--output", help="also write the receipt bytes to this file")

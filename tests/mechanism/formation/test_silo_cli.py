@@ -186,3 +186,10 @@ def test_receipt_recheck_refusals_map_to_exit_codes(
     assert done.returncode == exit_code
     assert one_json(done.stdout) == {"error": code}
     assert done.stderr.decode().strip().endswith(code)
+
+
+def test_receipt_without_an_action_is_a_usage_error() -> None:
+    done = run("receipt")
+    assert done.returncode == 2
+    assert done.stdout == b""
+    assert b"receipt" in done.stderr
