@@ -11,9 +11,11 @@ Rules, in the order they are applied:
    pre-scan (depth 16, 8,192 containers) → strict canonical JSON → an object with a string
    ``schema_version`` → that version → full commit validation (all 17 keys, census, portable
    paths, text rules, sorted-unique lists, every referenced path in the census). A size/scan
-   limit or a foreign schema version returns at once with ``COMMIT_UNSUPPORTED_OR_LIMITED`` and
-   every facet ``UNKNOWN``; anything else malformed returns ``COMMIT_INVALID`` with binding and
-   retention ``INVALID``. Either way ``commit_digest`` is null and ``coordinates`` is ``{}``.
+   limit, a foreign schema version, or non-empty ``derivations``/``relations`` (records whose
+   shape 0.1 does not fix, so they cannot be checked) returns at once with
+   ``COMMIT_UNSUPPORTED_OR_LIMITED`` and every facet ``UNKNOWN``; anything else malformed
+   returns ``COMMIT_INVALID`` with binding and retention ``INVALID``. Either way
+   ``commit_digest`` is null and ``coordinates`` is ``{}``.
 2. Each selector (subject, certificate, profile, ground, in that order) must be an exact ``str``
    portable path (``SELECTED_PATH_INVALID``) naming a census path
    (``SELECTED_PATH_NOT_IN_CENSUS``); subject/certificate/profile records must carry their exact
