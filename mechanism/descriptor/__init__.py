@@ -49,6 +49,7 @@ from ._codec import (
 from ._defaults import DEFAULT_ALLOWLIST, DEFAULT_POLICY
 from ._mechanism import (
     CLAIM_SCOPE,
+    DECISION_REASON_CODES,
     EXPECTED,
     MAX_ITEM_BYTES,
     MECHANISM_DIGEST,
@@ -80,6 +81,7 @@ __all__ = [
     "CATALOG_BY_PROVIDER",
     "CATALOG_DIGEST",
     "CLAIM_SCOPE",
+    "DECISION_REASON_CODES",
     "DEFAULT_ALLOWLIST",
     "DEFAULT_MAX_STEPS",
     "DEFAULT_POLICY",

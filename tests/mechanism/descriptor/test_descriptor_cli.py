@@ -1,0 +1,150 @@
+"""``evidenced descriptor`` through real subprocesses: one JSON document, documented exit codes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mechanism.descriptor import DEFAULT_POLICY
+
+from ._support import FIXTURES, REPO, fixture
+
+
+def run(*args: str | Path) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "daemon.cli", "descriptor", *map(str, args)],
+        capture_output=True,
+        cwd=REPO,
+        timeout=120,
+        check=False,
+    )
+
+
+def document(result: subprocess.CompletedProcess[bytes]) -> Any:
+    assert b"Traceback" not in result.stderr
+    return json.loads(result.stdout)
+
+
+TISC_PAIR = (FIXTURES / "descriptor-tisc.txt", FIXTURES / "tisc-fixture.bin")
+WEIGHTS_PAIR = (FIXTURES / "descriptor-safetensors.txt", FIXTURES / "safetensors-fixture.bin")
+
+
+@pytest.mark.parametrize(("pair", "operation"), [(TISC_PAIR, "run"), (WEIGHTS_PAIR, "inspect")])
+def test_check_passes_both_fixture_pairs_with_the_embedded_default(
+    pair: tuple[Path, Path], operation: str
+) -> None:
+    result = run("check", *pair, "--operation", operation)
+    assert result.returncode == 0, result.stderr
+    decision = document(result)
+    assert decision["outcome"] == "PASS" and decision["details"] == ""
+    assert decision["observations"]["status"] == "CHECKED"
+
+
+@pytest.mark.parametrize(
+    ("options", "code"),
+    [
+        (("--policy", FIXTURES / "policy-deny-at-halt.apl"), "PROVIDER_SECURITY_FAULT"),
+        (("--policy", FIXTURES / "policy-max-instructions-3.apl"), "PROVIDER_SECURITY_FAULT"),
+        (("--policy", FIXTURES / "policy-unknown-clause.apl"), "AUTHORIZATION_POLICY_INVALID"),
+        (
+            ("--allowlist", FIXTURES / "allowlist-missing-tisc.json"),
+            "AUTHORIZATION_NOT_ALLOWLISTED",
+        ),
+        (("--allowlist", FIXTURES / "allowlist-wildcard.json"), "AUTHORIZATION_ALLOWLIST_INVALID"),
+    ],
+)
+def test_check_fails_with_exit_1_and_the_reason_code(options: tuple[Any, ...], code: str) -> None:
+    result = run("check", *TISC_PAIR, "--operation", "run", *options)
+    assert result.returncode == 1
+    decision = document(result)
+    assert (decision["outcome"], decision["details"]) == ("FAIL", code)
+
+
+def test_check_swapped_payload_fails() -> None:
+    result = run("check", TISC_PAIR[0], WEIGHTS_PAIR[1], "--operation", "run")
+    assert result.returncode == 1
+    assert document(result)["details"] == "DESCRIPTOR_PAYLOAD_REFERENCE_MISMATCH"
+
+
+def test_check_with_a_lowered_step_limit_is_unknown_exit_3() -> None:
+    result = run("check", *TISC_PAIR, "--operation", "run", "--max-steps", "2")
+    assert result.returncode == 3
+    assert document(result)["details"] == "PROVIDER_STEP_LIMIT_EXHAUSTED"
+
+
+def test_check_refuses_raising_a_limit_as_a_usage_error() -> None:
+    result = run("check", *TISC_PAIR, "--operation", "run", "--max-steps", "100001")
+    assert result.returncode == 2 and result.stdout == b""
+
+
+def test_check_without_operation_is_a_usage_error() -> None:
+    assert run("check", *TISC_PAIR).returncode == 2
+
+
+def test_unreadable_file_exits_65_with_one_line(tmp_path: Path) -> None:
+    result = run("check", tmp_path / "missing.txt", TISC_PAIR[1], "--operation", "run")
+    assert result.returncode == 65 and result.stdout == b""
+    assert result.stderr.count(b"\n") == 1
+
+
+def test_make_prints_the_canonical_descriptor_bytes_exactly() -> None:
+    result = run("make", FIXTURES / "safetensors-fixture.bin")
+    assert result.returncode == 0 and result.stdout == fixture("descriptor-safetensors.txt")
+    result = run("make", FIXTURES / "tisc-fixture.bin")
+    assert result.returncode == 0 and result.stdout == fixture("descriptor-tisc.txt")
+
+
+def test_make_refuses_a_payload_outside_the_profile() -> None:
+    result = run("make", FIXTURES / "descriptor-tisc.txt")
+    assert result.returncode == 65 and result.stdout == b""
+    assert b"DESCRIPTOR_PAYLOAD_NOT_ADMITTED" in result.stderr
+
+
+def test_run_tisc_prints_the_vm_trace() -> None:
+    result = run("run-tisc", FIXTURES / "tisc-fixture.bin")
+    assert result.returncode == 0
+    trace = document(result)
+    assert trace["result"]["registers"] == {"r40": "6", "r41": "7", "r42": "42"}
+    assert trace["result"]["trace"] == [[0, "LoadImm"], [1, "LoadImm"], [2, "Mul"], [3, "Halt"]]
+    assert trace["policy_error"] is None and trace["program"][2]["opcode"] == 7
+    assert trace["policy_digest"].startswith("sha256:") and DEFAULT_POLICY
+
+
+def test_run_tisc_with_max_instructions_3_traps_exit_1() -> None:
+    result = run(
+        "run-tisc",
+        FIXTURES / "tisc-fixture.bin",
+        "--policy",
+        FIXTURES / "policy-max-instructions-3.apl",
+    )
+    assert result.returncode == 1
+    assert document(result)["result"]["trap"] == "SecurityFault"
+
+
+def test_run_tisc_with_an_unknown_clause_reports_the_parse_error_and_traps() -> None:
+    result = run(
+        "run-tisc",
+        FIXTURES / "tisc-fixture.bin",
+        "--policy",
+        FIXTURES / "policy-unknown-clause.apl",
+    )
+    assert result.returncode == 1
+    assert "AXION_POLICY_UNKNOWN_CLAUSE" in document(result)["policy_error"]
+
+
+def test_run_tisc_step_limit_exits_3() -> None:
+    result = run("run-tisc", FIXTURES / "tisc-fixture.bin", "--max-steps", "1")
+    assert result.returncode == 3 and document(result)["result"]["step_limit_exhausted"] is True
+
+
+def test_run_tisc_refuses_undecodable_text_with_65(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.tisc"
+    bad.write_bytes(b"@code\n\xff\n")
+    result = run("run-tisc", bad)
+    assert result.returncode == 65 and result.stdout == b""
+    assert b"TISC_UTF8_INVALID" in result.stderr
