@@ -13,9 +13,14 @@ Rules:
   - adapter ``…formation_mechanism:FormationPathCertificateMechanism.evaluate`` →
     ``mechanism.formation:FormationPathCertificateMechanism.evaluate``
 
-* The descriptor mechanism contributes one entry per separate stage (storage admission,
-  validated operation discovery, the two authorization paths, the two providers) plus its session
-  adapter. They reuse the formation entries' vocabulary and planning surface (``VSTD-2``).
+* The descriptor mechanism contributes one entry per separately callable stage: the encoder,
+  descriptor preflight (strict decoding), validated operation discovery (the compiled catalog
+  constant), the host's final authorization (exact allowlist, then Axion
+  ``final_authorization=true``), the ``t81vm`` and ``native-weights`` providers, and the session
+  adapter (which alone performs storage admission, so it has no entry of its own). They reuse the
+  formation entries' vocabulary and planning surface (``VSTD-2``) and pin the compiled catalog
+  with ``EXACT_COMPILED_CATALOG:<digest>``; the providers and the adapter require
+  ``AUTHORITY:HOST_FINAL_AUTHORIZATION`` (settled by the authorization decision in readiness).
 * :data:`PACKAGING` declares, per component, which exact files a stored package retains: the
   module file of every source ref (resolved statically, never imported) and the schema,
   specification, profile and fixture files. Paths are relative to the source root (the directory
@@ -331,8 +336,351 @@ _FORMATION_PACKAGING = (
     ),
 )
 
-REFERENCE_COMPONENTS: tuple[ComponentDescriptor, ...] = FORMATION_COMPONENTS
-PACKAGING: tuple[ComponentPackaging, ...] = _FORMATION_PACKAGING
+
+# ---------------------------------------------------------------------------------------------
+# The descriptor mechanism's separate stages (seed 000: "Storage admission, validated operation
+# discovery, and authorization are separate") and its session adapter.
+
+DESCRIPTOR_CATALOG_DIGEST = (
+    "sha256:071210206e36bad9e4da5fc6f2ce3c9fce65894edaa388b6adab3f520cb6baf5"
+)
+DESCRIPTOR_CATALOG_SCHEMA = "t81.descriptor-adapter-catalog.v1"
+ALLOWLIST_SCHEMA = "t81.descriptor-allowlist.v1"
+TISC_REPRESENTATION = "base81-symbolic-tisc"
+WEIGHTS_REPRESENTATION = "safetensors-i8"
+HOST_AUTHORIZATION = "AUTHORITY:HOST_FINAL_AUTHORIZATION"
+_DESCRIPTOR_BYTES = f"{DESCRIPTOR_SCHEMA} six-line descriptor bytes (exact, immutable)"
+_CATALOG_NOTE = (
+    f"the compiled adapter catalog ({DESCRIPTOR_CATALOG_SCHEMA}, digest "
+    f"{DESCRIPTOR_CATALOG_DIGEST}) under the {DESCRIPTOR_PROFILE} constraint profile"
+)
+
+
+def _descriptor_stage(
+    *,
+    component_id: str,
+    kind: str,
+    implementation_ref: str,
+    mode: str,
+    accepted: tuple[str, ...],
+    emitted: tuple[str, ...],
+    mechanism_id: str,
+    relation_id: str,
+    extra_prerequisites: tuple[str, ...],
+    vocabulary: tuple[str, ...],
+    inputs: tuple[str, ...],
+    outputs: tuple[str, ...],
+    loss: str,
+    freshness: str,
+    tag: str,
+    extra_versions: tuple[str, ...] = (),
+) -> ComponentDescriptor:
+    return ComponentDescriptor(
+        component_id=component_id,
+        kind=kind,
+        implementation_ref=implementation_ref,
+        lifecycle="EXPERIMENTAL",
+        availability="AVAILABLE",
+        interaction_modes=(mode,),
+        verifier_family_ids=("t81-experiment-descriptor",),
+        planning_surface_schema_ids=PLANNING_SURFACE,
+        accepted_schema_ids=accepted,
+        emitted_schema_ids=emitted,
+        mechanism_ids=(mechanism_id,),
+        relation_ids=(relation_id,),
+        execution_prerequisites=(
+            *BASE_PREREQUISITES,
+            f"EXACT_COMPILED_CATALOG:{DESCRIPTOR_CATALOG_DIGEST}",
+            *extra_prerequisites,
+        ),
+        optional_dependencies=(),
+        trust_roots=(),
+        native_system="T81 experiment descriptor, object-interface fixtures",
+        native_versions=(
+            DESCRIPTOR_SCHEMA,
+            DESCRIPTOR_PROFILE,
+            DESCRIPTOR_CATALOG_DIGEST,
+            *extra_versions,
+        ),
+        native_result_vocabulary=vocabulary,
+        native_inputs=inputs,
+        native_outputs=outputs,
+        transformation_loss=loss,
+        freshness_behavior=freshness,
+        claim_boundary=DESCRIPTOR_CLAIM_BOUNDARY,
+        domain_tags=("descriptor", "experimental", "t81", tag),
+    )
+
+
+DESCRIPTOR_COMPONENTS = (
+    _descriptor_stage(
+        component_id="component:t81-experiment-descriptor-encoder",
+        kind="PROVER",
+        implementation_ref="mechanism.descriptor:encode_descriptor",
+        mode="STATIC",
+        accepted=(TISC_REPRESENTATION, WEIGHTS_REPRESENTATION),
+        emitted=(DESCRIPTOR_SCHEMA,),
+        mechanism_id="mechanism:t81-descriptor-encoding",
+        relation_id="relation:encodes-t81-experiment-descriptor",
+        extra_prerequisites=(),
+        vocabulary=(),
+        inputs=("exact fixture payload bytes (base81-symbolic-tisc or safetensors-i8)",),
+        outputs=(_DESCRIPTOR_BYTES,),
+        loss=(
+            "Encoding derives the six fields from the payload's fixture in "
+            f"{_CATALOG_NOTE}; the descriptor asserts nothing that validation does not "
+            "re-check, and carries no permission."
+        ),
+        freshness=_STATELESS_FRESHNESS,
+        tag="descriptor-encoding",
+    ),
+    _descriptor_stage(
+        component_id="component:t81-experiment-descriptor-preflight",
+        kind="CHECKER",
+        implementation_ref="mechanism.descriptor:decode_descriptor",
+        mode="OFFLINE_REPLAY",
+        accepted=(DESCRIPTOR_SCHEMA,),
+        emitted=(),
+        mechanism_id="mechanism:t81-descriptor-preflight",
+        relation_id="relation:decodes-t81-experiment-descriptor",
+        extra_prerequisites=(),
+        vocabulary=(),
+        inputs=(_DESCRIPTOR_BYTES,),
+        outputs=("DescriptorFields or DescriptorError with a stable reason code (unversioned)",),
+        loss=(
+            "Strict decoding admits exactly six fields; decoded fields remain untrusted "
+            f"assertions until discovery checks them against {_CATALOG_NOTE}."
+        ),
+        freshness=_STATELESS_FRESHNESS,
+        tag="descriptor-preflight",
+    ),
+    _descriptor_stage(
+        component_id="component:t81-validated-operation-discovery",
+        kind="CHECKER",
+        implementation_ref="mechanism.descriptor:CATALOG_BY_PROVIDER",
+        mode="STATIC",
+        accepted=(DESCRIPTOR_SCHEMA,),
+        emitted=(),
+        mechanism_id="mechanism:t81-validated-operation-discovery",
+        relation_id="relation:discovers-validated-t81-operation",
+        extra_prerequisites=(),
+        vocabulary=(),
+        inputs=(
+            "decoded descriptor fields (unversioned)",
+            "requested operation name pinned by the caller (unversioned)",
+        ),
+        outputs=("compiled ProviderAdapter record or a DISCOVERY_* refusal (unversioned)",),
+        loss=(
+            "Discovery is a lookup in the compiled constant, never in the declaration: a "
+            "descriptor can neither add an adapter nor extend its singleton operations; "
+            f"representation is checked by equality with the adapter's known fixture in "
+            f"{_CATALOG_NOTE}."
+        ),
+        freshness=(
+            "An immutable compiled constant; changing it changes the compiled catalog digest, "
+            "the package digest and the adapter's mechanism digest."
+        ),
+        tag="operation-discovery",
+        extra_versions=(DESCRIPTOR_CATALOG_SCHEMA,),
+    ),
+    _descriptor_stage(
+        component_id="component:t81-host-final-authorization",
+        kind="AUTHORIZER",
+        implementation_ref="mechanism.descriptor:AuthorizationConfig.authorize",
+        mode="OFFLINE_REPLAY",
+        accepted=(ALLOWLIST_SCHEMA,),
+        emitted=(),
+        mechanism_id="mechanism:t81-final-authorization",
+        relation_id="relation:authorizes-t81-operation",
+        extra_prerequisites=("EXPLICIT_HOST_CONFIGURATION",),
+        vocabulary=("AUTHORIZED", "DENIED", "UNKNOWN"),
+        inputs=(
+            "discovered provider, operation and payload reference (unversioned)",
+            "host Axion policy bytes and exact allowlist bytes (t81.descriptor-allowlist.v1)",
+        ),
+        outputs=("AuthorizationReport mapping with the configuration digest (unversioned)",),
+        loss=(
+            "Path C is an exact local allowlist (no patterns, nothing allowed by default); "
+            "path B adds one Axion evaluation with final_authorization=true for t81vm. A "
+            "catalog listing or a READY readiness report never grants this authorization."
+        ),
+        freshness=(
+            "The implementation ref names an unbound instance method: the host constructs "
+            "AuthorizationConfig(policy, allowlist) explicitly; catalog matching never "
+            "instantiates it. Its configuration digest changes with any policy or allowlist "
+            "byte."
+        ),
+        tag="authorization",
+    ),
+    _descriptor_stage(
+        component_id="component:t81vm-fixture-provider",
+        kind="PROVIDER",
+        implementation_ref="mechanism.descriptor:run_program",
+        mode="OFFLINE_REPLAY",
+        accepted=(TISC_REPRESENTATION,),
+        emitted=(),
+        mechanism_id="mechanism:t81vm-run",
+        relation_id="relation:runs-t81vm-fixture",
+        extra_prerequisites=(HOST_AUTHORIZATION, "AXION_INSTRUCTION_POLICY"),
+        vocabulary=("HALTED", "STEP_LIMIT_EXHAUSTED", "TRAPPED"),
+        inputs=(
+            "decoded TISC instruction sequence from the admitted payload snapshot (unversioned)",
+            "host Axion engine for instruction-level checks (unversioned)",
+        ),
+        outputs=("VmResult mapping: trace, traps, registers, Axion log (unversioned)",),
+        loss=(
+            "Runs only the operations of the fixture's opcode set; the observation must equal "
+            f"the fixture's intended semantics in {_CATALOG_NOTE}. No sandbox is claimed."
+        ),
+        freshness=(
+            "Deterministic over the admitted snapshot and the host policy; no state survives a "
+            "run. Runs only after the host's final authorization."
+        ),
+        tag="provider",
+    ),
+    _descriptor_stage(
+        component_id="component:native-weights-fixture-provider",
+        kind="PROVIDER",
+        implementation_ref="mechanism.descriptor:inspect_weights",
+        mode="OFFLINE_REPLAY",
+        accepted=(WEIGHTS_REPRESENTATION,),
+        emitted=(),
+        mechanism_id="mechanism:native-weights-inspect",
+        relation_id="relation:inspects-safetensors-fixture",
+        extra_prerequisites=(HOST_AUTHORIZATION, "PRIVATE_SNAPSHOT"),
+        vocabulary=("INVALID", "OBSERVED", "UNKNOWN"),
+        inputs=("admitted safetensors-i8 payload snapshot bytes (unversioned)",),
+        outputs=("WeightsReport mapping: tensor names, dtypes, shapes, digests (unversioned)",),
+        loss=(
+            "Loads a private 0600 snapshot by path with the safetensors library; the caller's "
+            "original source is never reopened. The observation must equal the fixture's "
+            f"intended semantics in {_CATALOG_NOTE}."
+        ),
+        freshness=(
+            "Writes one private snapshot per call and reads only it; nothing is cached. Runs "
+            "only after the host's final authorization."
+        ),
+        tag="provider",
+    ),
+    _descriptor_stage(
+        component_id="component:t81-experiment-descriptor-session-mechanism",
+        kind="ADAPTER",
+        implementation_ref="mechanism.descriptor:DescriptorAuthorizationMechanism.evaluate",
+        mode="OFFLINE_REPLAY",
+        accepted=(),
+        emitted=(),
+        mechanism_id=DESCRIPTOR_MECHANISM_ID,
+        relation_id="relation:checks-bound-t81-descriptor-proposition",
+        extra_prerequisites=(
+            HOST_AUTHORIZATION,
+            "CALLER_PINNED_REFERENCES",
+            "EXACT_BOUND_PROPOSITION",
+            "EXPLICIT_MECHANISM_INSTANCE",
+        ),
+        vocabulary=("PASS", "FAIL", "UNKNOWN"),
+        inputs=(
+            "BoundProposition typed native declaration (unversioned)",
+            "ordered immutable descriptor/payload byte pair (unversioned)",
+        ),
+        outputs=(
+            "MechanismDecision with separate storage, descriptor, discovery, authorization and "
+            "provider reports and residual_obligations (unversioned)",
+        ),
+        loss=(
+            "The adapter accepts typed native arguments and returns a MechanismDecision; "
+            "neither acquires a serialized schema by being listed. PASS covers only the exact "
+            f"fixture descriptor, discovery in {_CATALOG_NOTE}, the host's authorization and "
+            "the provider's observation of the intended semantics; stage reports stay "
+            "separate from the verdict."
+        ),
+        freshness=(
+            "The implementation ref names an unbound instance method: catalog matching never "
+            "instantiates it. EXPLICIT_MECHANISM_INSTANCE requires constructing "
+            "DescriptorAuthorizationMechanism(policy=..., allowlist=...) (or "
+            "default_mechanism()) and calling its bound evaluate method, or registering that "
+            "instance with a VerificationSession. Its mechanism_digest binds the compiled "
+            "catalog digest and its source bytes; any change requires fresh "
+            "implementation-coordinate evidence."
+        ),
+        tag="session-adapter",
+        extra_versions=(DESCRIPTOR_MECHANISM_ID,),
+    ),
+)
+
+_DESCRIPTOR_SPEC = (ArtifactDeclaration("SPECIFICATION", DESCRIPTOR_SPEC_PATH),)
+_DESCRIPTOR_CORE = (
+    "mechanism.descriptor:CATALOG_BY_PROVIDER",
+    "mechanism.descriptor:canonfs_hash",
+    "mechanism.canonical:canonical_digest",
+)
+_DESCRIPTOR_TISC = (
+    "mechanism.descriptor:decode_program",
+    "mechanism.descriptor:PolicyEngine",
+)
+_DESCRIPTOR_AUTHORIZATION = (
+    "mechanism.descriptor:PolicyEngine",
+    "mechanism.descriptor:DEFAULT_POLICY",
+)
+
+_DESCRIPTOR_PACKAGING = (
+    ComponentPackaging(
+        "component:t81-experiment-descriptor-encoder",
+        ("mechanism.descriptor:encode_descriptor", *_DESCRIPTOR_CORE),
+        _DESCRIPTOR_SPEC,
+        _PYTHON,
+    ),
+    ComponentPackaging(
+        "component:t81-experiment-descriptor-preflight",
+        ("mechanism.descriptor:decode_descriptor", *_DESCRIPTOR_CORE),
+        _DESCRIPTOR_SPEC,
+        _PYTHON,
+    ),
+    ComponentPackaging(
+        "component:t81-validated-operation-discovery",
+        _DESCRIPTOR_CORE,
+        _DESCRIPTOR_SPEC,
+        _PYTHON,
+    ),
+    ComponentPackaging(
+        "component:t81-host-final-authorization",
+        ("mechanism.descriptor:AuthorizationConfig.authorize", *_DESCRIPTOR_AUTHORIZATION),
+        _DESCRIPTOR_SPEC,
+        _PYTHON,
+    ),
+    ComponentPackaging(
+        "component:t81vm-fixture-provider",
+        ("mechanism.descriptor:run_program", *_DESCRIPTOR_TISC, *_DESCRIPTOR_CORE),
+        _DESCRIPTOR_SPEC,
+        _PYTHON,
+    ),
+    ComponentPackaging(
+        "component:native-weights-fixture-provider",
+        ("mechanism.descriptor:inspect_weights", *_DESCRIPTOR_CORE),
+        _DESCRIPTOR_SPEC,
+        (*_PYTHON, "numpy>=1.26", "safetensors>=0.4"),
+    ),
+    ComponentPackaging(
+        "component:t81-experiment-descriptor-session-mechanism",
+        (
+            "mechanism.descriptor:DescriptorAuthorizationMechanism.evaluate",
+            "mechanism.descriptor:decode_descriptor",
+            "mechanism.descriptor:AuthorizationConfig",
+            "mechanism.descriptor:run_program",
+            "mechanism.descriptor:inspect_weights",
+            *_DESCRIPTOR_TISC,
+            *_DESCRIPTOR_CORE,
+            *_DESCRIPTOR_AUTHORIZATION,
+        ),
+        _DESCRIPTOR_SPEC,
+        (*_PYTHON, "numpy>=1.26", "safetensors>=0.4"),
+    ),
+)
+
+REFERENCE_COMPONENTS: tuple[ComponentDescriptor, ...] = (
+    *FORMATION_COMPONENTS,
+    *DESCRIPTOR_COMPONENTS,
+)
+PACKAGING: tuple[ComponentPackaging, ...] = (*_FORMATION_PACKAGING, *_DESCRIPTOR_PACKAGING)
 
 
 def reference_registry() -> ComponentRegistry:

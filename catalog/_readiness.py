@@ -15,9 +15,10 @@ Rules (formation.md §7.3, seed 002 §4.1):
   does not declare; a native input ``schema_id`` outside the component's accepted set; a
   resolution for a prerequisite the candidate does not require (an invented
   ``EXACT_RULE_PROFILE:`` value among them), or an ``AUTHORITY:`` prerequisite resolved outside
-  the authorization decision; an ``EXACT_RULE_PROFILE`` resolution whose evidence is not that
-  digest; an evidence mapping that does not bind its input's digest, or whose indices are not
-  ``0..n-1``; an authorization ``NOT_REQUIRED`` for a candidate that requires an ``AUTHORITY:``
+  the authorization decision; an ``EXACT_…:sha256:<hex>`` resolution (rule profile, compiled
+  catalog) whose evidence is not that digest; an evidence mapping that does not bind its input's
+  digest, or evidence indices that are not distinct positions ``0..n-1`` for ``n`` bindings; an
+  authorization ``NOT_REQUIRED`` for a candidate that requires an ``AUTHORITY:``
   prerequisite; a value of the wrong type anywhere.
 * BLOCKED — a prerequisite declared unresolved; authorization ``DENIED``; an unavailable component.
 * NOT_ESTABLISHED — no candidate declared; missing native input bindings, evidence mappings or
@@ -188,6 +189,14 @@ class _Findings:
 
     def sorted(self) -> tuple[str, ...]:
         return tuple(sorted(f"{status}: {message}" for status, message in self.items))
+
+
+def _pinned_digest(prerequisite: str) -> str | None:
+    """The digest an ``EXACT_…:sha256:<hex>`` prerequisite pins (rule profile, catalog), if any."""
+    name, sep, value = prerequisite.partition(":")
+    if sep and name.startswith("EXACT_") and is_prefixed_digest(value):
+        return value
+    return None
 
 
 def _is_text(value: object) -> bool:
@@ -394,12 +403,9 @@ def _check_declaration(
             found.add("INVALID", f"{cid}: evidence_sha256 for {name} is not bare 64-hex")
         if type(resolution.reason) is not str:
             found.add("INVALID", f"{cid}: reason for {name} is not a string")
-        if (
-            name.startswith(RULE_PROFILE_PREFIX)
-            and evidence is not None
-            and f"sha256:{evidence}" != name[len(RULE_PROFILE_PREFIX) :]
-        ):
-            found.add("INVALID", f"{cid}: evidence for {name} is a different rule profile")
+        pinned = _pinned_digest(name)
+        if pinned is not None and evidence is not None and f"sha256:{evidence}" != pinned:
+            found.add("INVALID", f"{cid}: evidence for {name} is a different exact digest")
         if not resolution.resolved:
             found.add("BLOCKED", f"{cid}: prerequisite {name} is unresolved: {resolution.reason}")
     outstanding = sorted(p for p in required - resolved if not p.startswith(AUTHORITY_PREFIX))

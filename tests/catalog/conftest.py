@@ -161,9 +161,55 @@ def hostile_tree(tmp_path: Path) -> Path:
 BuildDeclaration = Callable[..., CandidateExecutionDeclaration]
 
 
+# Build, index, search, plan and assess one component in a fresh interpreter; print what was
+# found and which mechanism/session modules got imported (must be none).
+NONEXECUTING_SCRIPT = textwrap.dedent(
+    """
+    import hashlib, json, sys
+    import catalog
+    from catalog import (AnalysisHole, CandidateExecutionDeclaration, NativeInputBinding,
+        PlannedEvidenceMapping, PostExecutionReassessmentContract, PrerequisiteResolution,
+        SuppliedAuthorizationDecision, ValidationAnalysis)
+    component_id, relation, mode, outdir = sys.argv[1:5]
+    package = catalog.build_package()
+    index = catalog.write_build(package, __import__("pathlib").Path(outdir))
+    loaded = catalog.load_index(outdir)
+    entry = next(e for e in loaded.entries if e.component.component_id == component_id)
+    stored = catalog.load_package(__import__("pathlib").Path(outdir) / entry.package_path)
+    digest = entry.validate_package(stored)
+    found = loaded.search_exact("VSTD-2", mode, relation_id=relation)
+    analysis = ValidationAnalysis("a", [AnalysisHole("h", "VSTD-2", mode, relation_id=relation)])
+    registry = stored.registry()
+    plan = catalog.plan_validation(analysis, registry, package=stored)
+    (candidate,) = plan.candidates
+    bindings, mappings = [], []
+    for i, contract in enumerate(candidate.native_inputs):
+        h = hashlib.sha256(contract.encode()).hexdigest()
+        bindings.append(NativeInputBinding(f"b{i}", candidate.candidate_id, "h",
+            component_id, contract, h))
+        mappings.append(PlannedEvidenceMapping(f"m{i}", candidate.candidate_id, f"b{i}", i,
+            "sha256:" + h))
+    resolutions = [PrerequisiteResolution(candidate.candidate_id, p, True)
+        for p in sorted({*candidate.prerequisites, "RUNTIME_AVAILABILITY"})
+        if not p.startswith("AUTHORITY:")]
+    declaration = CandidateExecutionDeclaration(candidate.candidate_id, component_id,
+        bindings, mappings, resolutions)
+    report = catalog.assess_execution_readiness(analysis, plan, registry, [declaration],
+        SuppliedAuthorizationDecision("AUTHORIZED", [candidate.candidate_id]),
+        PostExecutionReassessmentContract("r", [candidate.candidate_id], ["recheck"]),
+        package=stored)
+    loaded_names = sorted(m for m in sys.modules
+        if m.startswith(("mechanism.formation", "mechanism.descriptor", "session")))
+    print(json.dumps({"digest": digest, "search": found, "plan": plan.to_dict(),
+        "readiness": report.to_dict(), "loaded": loaded_names}))
+    """
+)
+
+
 class Kit:
     """Helpers exposed to test modules through the ``kit`` fixture (importlib mode)."""
 
+    NONEXECUTING_SCRIPT = NONEXECUTING_SCRIPT
     analysis_for = staticmethod(analysis_for)
     honest_declaration = staticmethod(honest_declaration)
     authorized = staticmethod(authorized)

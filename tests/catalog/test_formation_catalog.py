@@ -10,7 +10,6 @@ import inspect
 import json
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -268,56 +267,22 @@ def test_entrypoints_execute_only_explicitly_and_retain_residuals() -> None:
     assert after.observations["residual_obligations"] == list(formation.RESIDUAL_OBLIGATIONS)
 
 
-_NONEXECUTING_SCRIPT = textwrap.dedent(
-    """
-    import hashlib, json, sys
-    import catalog
-    from catalog import (AnalysisHole, CandidateExecutionDeclaration, NativeInputBinding,
-        PlannedEvidenceMapping, PostExecutionReassessmentContract, PrerequisiteResolution,
-        SuppliedAuthorizationDecision, ValidationAnalysis)
-    component_id, relation, mode, outdir = sys.argv[1:5]
-    package = catalog.build_package()
-    index = catalog.write_build(package, __import__("pathlib").Path(outdir))
-    loaded = catalog.load_index(outdir)
-    entry = next(e for e in loaded.entries if e.component.component_id == component_id)
-    stored = catalog.load_package(__import__("pathlib").Path(outdir) / entry.package_path)
-    digest = entry.validate_package(stored)
-    found = loaded.search_exact("VSTD-2", mode, relation_id=relation)
-    analysis = ValidationAnalysis("a", [AnalysisHole("h", "VSTD-2", mode, relation_id=relation)])
-    registry = stored.registry()
-    plan = catalog.plan_validation(analysis, registry, package=stored)
-    (candidate,) = plan.candidates
-    bindings, mappings = [], []
-    for i, contract in enumerate(candidate.native_inputs):
-        h = hashlib.sha256(contract.encode()).hexdigest()
-        bindings.append(NativeInputBinding(f"b{i}", candidate.candidate_id, "h",
-            component_id, contract, h))
-        mappings.append(PlannedEvidenceMapping(f"m{i}", candidate.candidate_id, f"b{i}", i,
-            "sha256:" + h))
-    resolutions = [PrerequisiteResolution(candidate.candidate_id, p, True)
-        for p in sorted({*candidate.prerequisites, "RUNTIME_AVAILABILITY"})]
-    declaration = CandidateExecutionDeclaration(candidate.candidate_id, component_id,
-        bindings, mappings, resolutions)
-    report = catalog.assess_execution_readiness(analysis, plan, registry, [declaration],
-        SuppliedAuthorizationDecision("NOT_REQUIRED", [candidate.candidate_id]),
-        PostExecutionReassessmentContract("r", [candidate.candidate_id], ["recheck"]),
-        package=stored)
-    loaded_names = sorted(m for m in sys.modules
-        if m.startswith(("mechanism.formation", "mechanism.descriptor", "session")))
-    print(json.dumps({"digest": digest, "search": found, "plan": plan.to_dict(),
-        "readiness": report.to_dict(), "loaded": loaded_names}))
-    """
-)
-
-
 @pytest.mark.parametrize("component_id", sorted(ROLES))
 def test_package_index_detection_plan_and_readiness_remain_nonexecuting(
-    component_id: str, tmp_path: Path
+    component_id: str, tmp_path: Path, kit: Any
 ) -> None:
     relation = ROLES[component_id]["relation_ids"][0]
     mode = ROLES[component_id]["interaction_modes"][0]
     completed = subprocess.run(
-        [sys.executable, "-c", _NONEXECUTING_SCRIPT, component_id, relation, mode, str(tmp_path)],
+        [
+            sys.executable,
+            "-c",
+            kit.NONEXECUTING_SCRIPT,
+            component_id,
+            relation,
+            mode,
+            str(tmp_path),
+        ],
         capture_output=True,
         text=True,
         check=False,

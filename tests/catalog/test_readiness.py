@@ -167,7 +167,7 @@ TABLE: list[tuple[str, Mutation, str, str]] = [
         "rule_profile_resolved_with_other_evidence",
         lambda c: _resolution(c, f"EXACT_RULE_PROFILE:{PROFILE}", evidence_sha256="ee" * 32),
         "INVALID",
-        "is a different rule profile",
+        "is a different exact digest",
     ),
     (
         "unresolved_prerequisite",
