@@ -17,9 +17,9 @@ Rules, in order; :func:`inspect_weights` never raises for bad input, it returns 
    (``WEIGHTS_OFFSETS_INVALID``).
 3. Snapshot: the bytes are written once into a fresh private directory (``mkdtemp``, mode 0700)
    as a file created with ``O_CREAT | O_EXCL | O_NOFOLLOW`` and mode 0600; the file's mode and size
-   are checked and its bytes re-hashed (CanonFS) against the admitted payload
-   (``WEIGHTS_SNAPSHOT_FAILED``, UNKNOWN). The caller's original source is never opened here: the
-   provider only ever sees the admitted bytes.
+   are checked and its bytes re-read and compared with the admitted payload, whose CanonFS
+   reference the report carries (``WEIGHTS_SNAPSHOT_FAILED``, UNKNOWN). The caller's original
+   source is never opened here: the provider only ever sees the admitted bytes.
 4. The real ``safetensors`` library loads the snapshot **by path**
    (``safetensors.numpy.load_file``); a library refusal is ``WEIGHTS_LIBRARY_REJECTED``; a
    loaded tensor that disagrees with the header preflight is ``WEIGHTS_LIBRARY_MISMATCH``.
@@ -209,7 +209,7 @@ def _write_snapshot(directory: str, payload: bytes) -> tuple[str, dict[str, Any]
         raise _Refused("WEIGHTS_SNAPSHOT_FAILED", "snapshot is not a private 0600 regular file")
     with open(path, "rb") as handle:
         reread = handle.read()
-    if len(reread) != len(payload) or canonfs_hash(reread) != canonfs_hash(payload):
+    if reread != payload:
         raise _Refused("WEIGHTS_SNAPSHOT_FAILED", "snapshot bytes differ from the admitted bytes")
     return path, {
         "file_mode": f"{mode:04o}",
