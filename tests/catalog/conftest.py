@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+import json
+import subprocess
+import sys
 import textwrap
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -161,55 +165,75 @@ def hostile_tree(tmp_path: Path) -> Path:
 BuildDeclaration = Callable[..., CandidateExecutionDeclaration]
 
 
-# Build, index, search, plan and assess one component in a fresh interpreter; print what was
-# found and which mechanism/session modules got imported (must be none).
+# In a fresh interpreter: build and write the package and index once, then for every registered
+# component search, plan and assess readiness; print the results and which mechanism/session
+# modules got imported (there must be none).
 NONEXECUTING_SCRIPT = textwrap.dedent(
     """
-    import hashlib, json, sys
+    import hashlib, json, pathlib, sys
     import catalog
     from catalog import (AnalysisHole, CandidateExecutionDeclaration, NativeInputBinding,
         PlannedEvidenceMapping, PostExecutionReassessmentContract, PrerequisiteResolution,
         SuppliedAuthorizationDecision, ValidationAnalysis)
-    component_id, relation, mode, outdir = sys.argv[1:5]
-    package = catalog.build_package()
-    index = catalog.write_build(package, __import__("pathlib").Path(outdir))
+    outdir = pathlib.Path(sys.argv[1])
+    catalog.write_build(catalog.build_package(), outdir)
     loaded = catalog.load_index(outdir)
-    entry = next(e for e in loaded.entries if e.component.component_id == component_id)
-    stored = catalog.load_package(__import__("pathlib").Path(outdir) / entry.package_path)
-    digest = entry.validate_package(stored)
-    found = loaded.search_exact("VSTD-2", mode, relation_id=relation)
-    analysis = ValidationAnalysis("a", [AnalysisHole("h", "VSTD-2", mode, relation_id=relation)])
-    registry = stored.registry()
-    plan = catalog.plan_validation(analysis, registry, package=stored)
-    (candidate,) = plan.candidates
-    bindings, mappings = [], []
-    for i, contract in enumerate(candidate.native_inputs):
-        h = hashlib.sha256(contract.encode()).hexdigest()
-        bindings.append(NativeInputBinding(f"b{i}", candidate.candidate_id, "h",
-            component_id, contract, h))
-        mappings.append(PlannedEvidenceMapping(f"m{i}", candidate.candidate_id, f"b{i}", i,
-            "sha256:" + h))
-    resolutions = [PrerequisiteResolution(candidate.candidate_id, p, True)
-        for p in sorted({*candidate.prerequisites, "RUNTIME_AVAILABILITY"})
-        if not p.startswith("AUTHORITY:")]
-    declaration = CandidateExecutionDeclaration(candidate.candidate_id, component_id,
-        bindings, mappings, resolutions)
-    report = catalog.assess_execution_readiness(analysis, plan, registry, [declaration],
-        SuppliedAuthorizationDecision("AUTHORIZED", [candidate.candidate_id]),
-        PostExecutionReassessmentContract("r", [candidate.candidate_id], ["recheck"]),
-        package=stored)
+    results = {}
+    for entry in loaded.entries:
+        component = entry.component
+        component_id = component.component_id
+        relation, mode = component.relation_ids[0], component.interaction_modes[0]
+        stored = catalog.load_package(outdir / entry.package_path)
+        digest = entry.validate_package(stored)
+        found = loaded.search_exact("VSTD-2", mode, relation_id=relation)
+        hole = AnalysisHole("h", "VSTD-2", mode, relation_id=relation)
+        analysis = ValidationAnalysis("a", [hole])
+        registry = stored.registry()
+        plan = catalog.plan_validation(analysis, registry, package=stored)
+        (candidate,) = plan.candidates
+        bindings, mappings = [], []
+        for i, contract in enumerate(candidate.native_inputs):
+            h = hashlib.sha256(contract.encode()).hexdigest()
+            bindings.append(NativeInputBinding(f"b{i}", candidate.candidate_id, "h",
+                component_id, contract, h))
+            mappings.append(PlannedEvidenceMapping(f"m{i}", candidate.candidate_id, f"b{i}",
+                i, "sha256:" + h))
+        resolutions = [PrerequisiteResolution(candidate.candidate_id, p, True)
+            for p in sorted({*candidate.prerequisites, "RUNTIME_AVAILABILITY"})
+            if not p.startswith("AUTHORITY:")]
+        declaration = CandidateExecutionDeclaration(candidate.candidate_id, component_id,
+            bindings, mappings, resolutions)
+        report = catalog.assess_execution_readiness(analysis, plan, registry, [declaration],
+            SuppliedAuthorizationDecision("AUTHORIZED", [candidate.candidate_id]),
+            PostExecutionReassessmentContract("r", [candidate.candidate_id], ["recheck"]),
+            package=stored)
+        results[component_id] = {"digest": digest, "search": found, "plan": plan.to_dict(),
+            "readiness": report.to_dict()}
     loaded_names = sorted(m for m in sys.modules
         if m.startswith(("mechanism.formation", "mechanism.descriptor", "session")))
-    print(json.dumps({"digest": digest, "search": found, "plan": plan.to_dict(),
-        "readiness": report.to_dict(), "loaded": loaded_names}))
+    print(json.dumps({"results": results, "loaded": loaded_names}))
     """
 )
+
+
+@pytest.fixture(scope="session")
+def nonexecuting_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One fresh-interpreter run of :data:`NONEXECUTING_SCRIPT` over every component."""
+    outdir = tmp_path_factory.mktemp("nonexecuting") / "build"
+    completed = subprocess.run(
+        [sys.executable, "-c", NONEXECUTING_SCRIPT, str(outdir)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr
+    result: dict[str, Any] = json.loads(completed.stdout)
+    return result
 
 
 class Kit:
     """Helpers exposed to test modules through the ``kit`` fixture (importlib mode)."""
 
-    NONEXECUTING_SCRIPT = NONEXECUTING_SCRIPT
     analysis_for = staticmethod(analysis_for)
     honest_declaration = staticmethod(honest_declaration)
     authorized = staticmethod(authorized)

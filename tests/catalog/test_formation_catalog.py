@@ -8,8 +8,6 @@ import hashlib
 import importlib
 import inspect
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -269,27 +267,10 @@ def test_entrypoints_execute_only_explicitly_and_retain_residuals() -> None:
 
 @pytest.mark.parametrize("component_id", sorted(ROLES))
 def test_package_index_detection_plan_and_readiness_remain_nonexecuting(
-    component_id: str, tmp_path: Path, kit: Any
+    component_id: str, nonexecuting_run: dict[str, Any]
 ) -> None:
-    relation = ROLES[component_id]["relation_ids"][0]
-    mode = ROLES[component_id]["interaction_modes"][0]
-    completed = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            kit.NONEXECUTING_SCRIPT,
-            component_id,
-            relation,
-            mode,
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert completed.returncode == 0, completed.stderr
-    result = json.loads(completed.stdout)
-    assert result["loaded"] == []  # no formation, descriptor or session module was imported
+    assert nonexecuting_run["loaded"] == []  # no formation, descriptor or session module
+    result = nonexecuting_run["results"][component_id]
     search = result["search"]
     assert search["result"] == "DECLARED_MATCHES" and search["match_count"] == 1
     assert search["matches"][0]["component"]["component_id"] == component_id
