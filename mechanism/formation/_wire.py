@@ -210,6 +210,36 @@ def _admit(data: object, schema: str) -> dict[str, Any]:
         raise FormationError(f"formation record is not canonical JSON: {error}") from None
 
 
+_DIGEST_PREFIX: Final = b"sha256:"
+_DIGEST_LENGTH: Final = 71
+_LOWER_HEX: Final = b"0123456789abcdef"
+_PREFIX_NON_HEX: Final = b"sh:"  # the bytes of "sha256:" that are not lowercase hex digits
+
+
+def _all_digests(values: list[object]) -> bool:
+    """``all(map(is_digest, values))`` in a few C-level passes (the 1,024-ATOM hot path).
+
+    Each item is an exact ``str`` of exactly 71 ASCII characters, so item *i* occupies bytes
+    ``71*i … 71*i+70`` of the concatenation. The seven strided slices prove every item starts
+    with ``sha256:``; those prefixes hold exactly ``n`` copies of the non-hex bytes ``s h :``,
+    so deleting the lowercase hex digits leaves exactly ``b"sh:" * n`` only when every other
+    byte (each item's last 64) is a lowercase hex digit.
+    """
+    count = len(values)
+    if not count:
+        return True
+    if set(map(type, values)) != {str} or set(map(len, values)) != {_DIGEST_LENGTH}:  # type: ignore[arg-type]
+        return False
+    joined: str = "".join(values)  # type: ignore[arg-type]
+    if not joined.isascii():
+        return False
+    data = joined.encode("ascii")
+    for offset, byte in enumerate(_DIGEST_PREFIX):
+        if data[offset::_DIGEST_LENGTH] != bytes((byte,)) * count:
+            return False
+    return data.translate(None, _LOWER_HEX) == _PREFIX_NON_HEX * count
+
+
 def _is_index(value: object, bound: int) -> bool:
     return type(value) is int and 0 <= value < bound
 
@@ -241,22 +271,28 @@ def admit_subject(data: object, *, max_nodes: int = MAX_NODES) -> dict[str, Any]
         raise FormationLimitError(f"subject declares more than {max_nodes} nodes")
     if not _is_index(record["root"], len(nodes)):
         raise FormationError("subject root must select a node")
+    payloads: list[object] = []
+    node_keys = _NODE_KEYS
+    fields_of = NODE_REFERENCE_FIELDS
     for index, node in enumerate(nodes):
-        if type(node) is not dict or type(node.get("tag")) is not str:
+        tag = node.get("tag") if type(node) is dict else None
+        if type(tag) is not str:
             raise FormationError(f"node {index} must be an object with a string tag")
-        tag = node["tag"]
-        keys = _NODE_KEYS.get(tag)
+        keys = node_keys.get(tag)
         if keys is None:
             raise FormationError(f"node {index} has an unknown constructor tag")
         if node.keys() != keys:
             raise FormationError(f"node {index} must have exactly the {tag} keys")
-        if tag == "ATOM":
-            if not is_digest(node["payload_digest"]):
-                raise FormationError(f"node {index} payload_digest is not a digest")
+        fields = fields_of[tag]
+        if not fields:  # ATOM: its payload digest is checked with the others below
+            payloads.append(node["payload_digest"])
             continue
-        for field in NODE_REFERENCE_FIELDS[tag]:
-            if not _is_index(node[field], index):
+        for field in fields:
+            reference = node[field]
+            if type(reference) is not int or not 0 <= reference < index:
                 raise FormationError(f"node {index} {field} must reference an earlier node")
+    if not _all_digests(payloads):
+        raise FormationError("an ATOM payload_digest is not a digest")
     return record
 
 
