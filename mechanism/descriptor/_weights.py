@@ -253,7 +253,7 @@ def inspect_weights(payload: bytes, *, max_bytes: int = MAX_WEIGHTS_BYTES) -> We
         path, snapshot = _write_snapshot(directory, payload)
         try:
             loaded = safetensors.numpy.load_file(path)
-        except (safetensors.SafetensorError, ValueError, OSError) as error:
+        except Exception as error:  # any library refusal is a refusal, never an escape
             return WeightsReport(
                 "INVALID", "WEIGHTS_LIBRARY_REJECTED", f"safetensors refused: {error}", (), snapshot
             )

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import sys
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 REPO: Final = Path(__file__).resolve().parents[3]
 FIXTURES: Final = REPO / "fixtures" / "descriptor"
@@ -72,3 +73,15 @@ def pack_word(fields: tuple[int, int, int, int, int]) -> str:
     return "".join(
         SPEC_ALPHABET[sum((trits[i + j] + 1) * 3**j for j in range(4))] for i in range(0, 96, 4)
     )
+
+
+# One process-wide audit hook (hooks cannot be removed); it records only while a test listens.
+OPEN_EVENTS: Final[dict[str, Any]] = {"active": False, "events": []}
+
+
+def _audit_hook(event: str, args: tuple[Any, ...]) -> None:
+    if OPEN_EVENTS["active"] and event == "open":
+        OPEN_EVENTS["events"].append((str(args[0]), args[1], args[2]))
+
+
+sys.addaudithook(_audit_hook)

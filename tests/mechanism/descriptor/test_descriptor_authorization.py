@@ -69,6 +69,8 @@ REFUSED = [
         "ALLOWLIST_INVALID",
     ),
     ("not_json", b"t81vm run *", "ALLOWLIST_INVALID"),
+    ("oversize", _doc(RUN) + b" " * 70_000, "ALLOWLIST_INVALID"),
+    ("bad_utf8", b'{"schema_version":"\xff"}', "ALLOWLIST_INVALID"),
     (
         "entries_not_list",
         b'{"schema_version":"t81.descriptor-allowlist.v1","entries":{}}',

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import json
-import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -55,26 +54,6 @@ REPORT_KEYS = (
     "provider_report",
 )
 _STAGE_OF_REPORT = dict(zip(STAGE_ORDER[1:], REPORT_KEYS, strict=True))
-
-_AUDIT: dict[str, Any] = {"active": False, "events": []}
-
-
-def _hook(event: str, args: tuple[Any, ...]) -> None:
-    if _AUDIT["active"] and event == "open":
-        _AUDIT["events"].append(str(args[0]))
-
-
-sys.addaudithook(_hook)
-
-
-@pytest.fixture
-def opened_paths() -> Iterator[list[str]]:
-    _AUDIT["events"] = []
-    _AUDIT["active"] = True
-    try:
-        yield _AUDIT["events"]
-    finally:
-        _AUDIT["active"] = False
 
 
 def descriptor(*lines: str) -> bytes:
@@ -319,7 +298,7 @@ def test_wildcard_allowlist_entry_fails_closed(d: bytes, p: bytes) -> None:
 
 
 def test_payload_file_changed_after_submission_the_provider_sees_the_snapshot(
-    tmp_path: Path, opened_paths: list[str]
+    tmp_path: Path, opened_files: list[tuple[str, Any, Any]]
 ) -> None:
     source = tmp_path / "weights.safetensors"
     source.write_bytes(WEIGHTS)
@@ -332,8 +311,9 @@ def test_payload_file_changed_after_submission_the_provider_sees_the_snapshot(
     mechanism = default_mechanism()
     session.register(mechanism)
     binding = descriptor_binding(WEIGHTS_DESCRIPTOR, submitted, mechanism=mechanism)
-    opened_paths.clear()
+    opened_files.clear()
     result = session.evaluate(binding)
+    opened_paths = [path for path, _, _ in opened_files]
     assert result.outcome is PASS
     assert str(source) not in opened_paths  # the caller's mutable source is never reopened
     snapshot_opens = [path for path in opened_paths if path.endswith("payload.safetensors")]
@@ -343,12 +323,12 @@ def test_payload_file_changed_after_submission_the_provider_sees_the_snapshot(
     assert weights["tensors"][0]["values"] == [["-1", "0"], ["1", "-1"]]
 
 
-def test_t81vm_evaluation_opens_no_file_at_all(opened_paths: list[str]) -> None:
+def test_t81vm_evaluation_opens_no_file_at_all(opened_files: list[tuple[str, Any, Any]]) -> None:
     mechanism = default_mechanism()
     binding = descriptor_binding(TISC_DESCRIPTOR, TISC, mechanism=mechanism)
-    opened_paths.clear()
+    opened_files.clear()
     assert mechanism.evaluate(binding, (TISC_DESCRIPTOR, TISC)).outcome is PASS
-    assert opened_paths == []
+    assert opened_files == []
 
 
 # -- oversize inputs and limits -----------------------------------------------------------------

@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import os
 import struct
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,26 +13,6 @@ import pytest
 from mechanism.descriptor import inspect_weights, safetensors_fixture_bytes
 
 from ._support import SAFETENSORS_REF
-
-_AUDIT: dict[str, Any] = {"active": False, "events": []}
-
-
-def _hook(event: str, args: tuple[Any, ...]) -> None:
-    if _AUDIT["active"] and event == "open":
-        _AUDIT["events"].append((str(args[0]), args[1], args[2]))
-
-
-sys.addaudithook(_hook)
-
-
-@pytest.fixture
-def opened_files() -> Iterator[list[tuple[str, Any, Any]]]:
-    _AUDIT["events"] = []
-    _AUDIT["active"] = True
-    try:
-        yield _AUDIT["events"]
-    finally:
-        _AUDIT["active"] = False
 
 
 def build(header: dict[str, Any] | bytes, data: bytes, *, pad: bool = True) -> bytes:
