@@ -20,9 +20,10 @@ Contract (``shared/spec/formation.md`` §4):
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from mechanism.canonical import canonical_bytes, digest_bytes
+from mechanism.canonical import digest_bytes
 from mechanism.formation._wire import (
     CERTIFICATE_SCHEMA,
     MAX_DEPTH,
@@ -108,15 +109,22 @@ def produce_formation_certificate(subject_bytes: bytes) -> bytes:
         terms.append(_build(tag, node, [terms[reference] for reference in references], index))
         depths.append(depth)
         steps.append({"node": index, "rule": tag, "premises": references})
-    certificate = canonical_bytes(
+    # Every value here is a constant, or a tag, digest or index taken from the admitted
+    # subject, so the canonical value-model walk could only agree; encode with the codec's
+    # defining json.dumps call directly.
+    certificate = json.dumps(
         {
             "schema_version": CERTIFICATE_SCHEMA,
             "subject_digest": digest_bytes(subject_bytes),
             "profile_digest": PROFILE_DIGEST,
             "steps": steps,
             "root": subject["root"],
-        }
-    )
+        },
+        ensure_ascii=False,
+        allow_nan=False,
+        sort_keys=True,
+        separators=(",", ":"),
+    ).encode("utf-8")
     if len(certificate) > MAX_RECORD_BYTES:
         raise FormationLimitError(f"certificate exceeds {MAX_RECORD_BYTES} bytes")
     return certificate
