@@ -243,16 +243,22 @@ class FormationPathCertificateMechanism:
         if type(binding) is not BoundProposition:
             return _unknown(BINDING_UNSUPPORTED)
         # 2. The implementation coordinate.
-        digest = binding.mechanism_digest
+        mechanism_id, digest = binding.mechanism_id, binding.mechanism_digest
         if (
-            binding.mechanism_id != MECHANISM_ID
+            type(mechanism_id) is not str
+            or mechanism_id != MECHANISM_ID
             or not is_digest(digest)
-            or digest != (MECHANISM_DIGEST)
+            or digest != MECHANISM_DIGEST
         ):
             return _unknown(IMPLEMENTATION_UNSUPPORTED)
         # 3. The predicate and the exact expected value.
-        expected = binding.expected
-        if binding.predicate != MECHANISM_ID or type(expected) is not str or expected != "CHECKED":
+        predicate, expected = binding.predicate, binding.expected
+        if (
+            type(predicate) is not str
+            or predicate != MECHANISM_ID
+            or type(expected) is not str
+            or expected != "CHECKED"
+        ):
             return _unknown(PREDICATE_UNSUPPORTED)
         # 4. Parameters: exactly a dict, copied, and only the copy is validated and used.
         if type(binding.parameters) is not dict:

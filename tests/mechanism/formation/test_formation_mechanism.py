@@ -622,3 +622,36 @@ def test_every_decision_reason_is_in_the_closed_vocabulary() -> None:
 
     assert len(ADAPTER_REASON_CODES) == 18
     assert all(code.startswith("FORMATION_") for code in ADAPTER_REASON_CODES)
+
+
+class _LoudStr(str):
+    """A str subclass equal to the real value: exactness, not equality, is required."""
+
+    __hash__ = str.__hash__
+
+
+@pytest.mark.parametrize(
+    ("field", "reason"),
+    [
+        ("mechanism_id", "FORMATION_IMPLEMENTATION_UNSUPPORTED"),
+        ("predicate", "FORMATION_PREDICATE_UNSUPPORTED"),
+        ("expected", "FORMATION_PREDICATE_UNSUPPORTED"),
+    ],
+)
+def test_identity_fields_must_be_exact_strings(field: str, reason: str) -> None:
+    binding = binding_for()
+    object.__setattr__(binding, field, _LoudStr(getattr(binding, field)))
+    assert_decision(direct(binding), UNKNOWN, reason, report=False)
+
+
+def test_an_exploding_field_is_execution_unknown_not_an_exception() -> None:
+    class Exploding:
+        def __eq__(self, other: object) -> bool:
+            raise RuntimeError("boom")
+
+        __hash__ = object.__hash__
+
+    binding = binding_for()
+    object.__setattr__(binding, "subject_id", Exploding())
+    decision = direct(binding)
+    assert decision.outcome is UNKNOWN
