@@ -49,8 +49,10 @@ READ_ERROR_CODES = (
 
 _SAFE_INTEGER_BOUND = 2**53
 _JSON_WHITESPACE = " \t\n\r"
-_STRING_OR_BRACKET = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)  # unrolled: linear, fast
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 class StrictReadError(ValueError):
@@ -73,11 +75,13 @@ class _NonFinite(Exception):
 
 
 def _pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for name, value in pairs:
-        if name in result:
-            raise _DuplicateMember(name)
-        result[name] = value
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        seen: set[str] = set()
+        for name, _ in pairs:
+            if name in seen:
+                raise _DuplicateMember(name)
+            seen.add(name)
     return result
 
 
@@ -114,14 +118,14 @@ _DECODER = json.JSONDecoder(
 
 def nesting_depth(data: bytes) -> int:
     """The deepest array/object nesting in ``data``, skipping string contents (no decoding)."""
+    brackets = _STRING.sub(b"", data).translate(None, _NOT_BRACKETS)
     depth = 0
     deepest = 0
-    for match in _STRING_OR_BRACKET.finditer(data):
-        token = match.group()
-        if token in (b"{", b"["):
+    for byte in brackets:
+        if byte in (0x5B, 0x7B):  # [ {
             depth += 1
             deepest = max(deepest, depth)
-        elif token in (b"}", b"]"):
+        else:
             depth -= 1
     return deepest
 
@@ -168,9 +172,11 @@ def read_json(data: bytes | bytearray | memoryview) -> Any:
         raise StrictReadError("too-deep", "nesting too deep to decode") from None
     if text[end:].strip(_JSON_WHITESPACE):
         raise StrictReadError("trailing-bytes", f"data after the document at offset {end}")
-    for string in _strings(value):
-        if _SURROGATE.search(string):
-            raise StrictReadError("lone-surrogate", "an escaped lone surrogate")
+    # Raw UTF-8 cannot carry a surrogate (step 4), so only a \uD800-\uDFFF escape can.
+    if _SURROGATE_ESCAPE.search(raw):
+        for string in _strings(value):
+            if _SURROGATE.search(string):
+                raise StrictReadError("lone-surrogate", "an escaped lone surrogate")
     return value
 
 

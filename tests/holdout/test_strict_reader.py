@@ -17,6 +17,7 @@ REFUSED = [
     ("duplicate member deep inside", b'{"x":[{"y":{"b":1,"b":1}}]}', "duplicate-member"),
     ("escaped lone high surrogate", b'["\\ud800"]', "lone-surrogate"),
     ("escaped lone low surrogate in a key", b'{"\\udc00":1}', "lone-surrogate"),
+    ("upper-case escaped lone surrogate", b'["\\uD83D"]', "lone-surrogate"),
     ("reversed surrogate pair", b'"\\ude02\\ud83d"', "lone-surrogate"),
     ("invalid utf-8 byte", b'{"a":"\xff"}', "invalid-utf8"),
     ("utf-8 encoded surrogate", b'"\xed\xa0\x80"', "invalid-utf8"),
@@ -111,3 +112,19 @@ _json = st.recursive(
 def test_round_trips_every_plain_json_value(value: Any) -> None:
     assert read_json(json.dumps(value).encode()) == value
     assert read_json(json.dumps(value, ensure_ascii=False).encode()) == value
+
+
+def _depth(value: Any) -> int:
+    if isinstance(value, dict):
+        return 1 + max((_depth(v) for v in value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max((_depth(v) for v in value), default=0)
+    return 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(_json)
+def test_the_byte_level_depth_scan_agrees_with_the_parsed_depth(value: Any) -> None:
+    from holdout._reader import nesting_depth
+
+    assert nesting_depth(json.dumps(value).encode()) == _depth(value)
