@@ -7,6 +7,8 @@ Pairs: (a) the minimal one-ATOM pair; (b) 1,024-node pairs — 1,024 ATOMs (the 
 constructors; (c) a 64-deep APPLY chain (the deepest admissible). For each, the median time
 per call is printed next to the floor measured in the same run — SHA-256 of both records plus
 ``json.loads`` of both — and the ratio. The goal is the checker on (b) within 3x of the floor.
+``evaluate`` is the session adapter called directly with the honest binding (its preflight
+rehashes both items and admits the subject once more before the pure check).
 """
 
 from __future__ import annotations
@@ -21,7 +23,13 @@ from collections.abc import Callable
 from typing import Any
 
 from mechanism.canonical import canonical_bytes
-from mechanism.formation import PROFILE_DIGEST, check_formation, produce_formation_certificate
+from mechanism.formation import (
+    PROFILE_DIGEST,
+    FormationPathCertificateMechanism,
+    check_formation,
+    formation_binding,
+    produce_formation_certificate,
+)
 
 
 def _digest(data: bytes) -> str:
@@ -124,7 +132,7 @@ def main() -> int:
     print("floor = sha256(subject) + sha256(certificate) + json.loads(subject) + json.loads(cert)")
     print(
         f"{'pair':22} {'bytes s+c':>13} {'floor':>10} {'check':>10} {'ratio':>6} "
-        f"{'produce':>10} {'ratio':>6}"
+        f"{'produce':>10} {'ratio':>6} {'evaluate':>10} {'ratio':>6}"
     )
     for name, nodes, root in cases:
         subject = _subject(nodes, root)
@@ -136,6 +144,11 @@ def main() -> int:
                 "floor": functools.partial(_floor, subject, certificate),
                 "check": functools.partial(check_formation, subject, certificate),
                 "produce": functools.partial(produce_formation_certificate, subject),
+                "evaluate": functools.partial(
+                    FormationPathCertificateMechanism().evaluate,
+                    formation_binding(subject, certificate),
+                    (subject, certificate),
+                ),
             },
             rounds,
         )
@@ -149,7 +162,8 @@ def main() -> int:
         print(
             f"{name:22} {size:>13} {median['floor'] * 1e6:>8.1f}us "
             f"{median['check'] * 1e6:>8.1f}us {ratio['check']:>5.2f}x "
-            f"{median['produce'] * 1e6:>8.1f}us {ratio['produce']:>5.2f}x"
+            f"{median['produce'] * 1e6:>8.1f}us {ratio['produce']:>5.2f}x "
+            f"{median['evaluate'] * 1e6:>8.1f}us {ratio['evaluate']:>5.2f}x"
         )
     return 0
 
