@@ -185,8 +185,10 @@ class ComponentDescriptor:
                 f"descriptor keys differ: missing {missing}, unexpected {extra}"
             )
         for name, value in data.items():
-            if type(value) is list and value != sorted(set(value), key=str):
-                raise ComponentRegistryError(f"descriptor list {name} is not sorted and unique")
+            if type(value) is list and (
+                not all(type(item) is str for item in value) or value != sorted(set(value))
+            ):
+                raise ComponentRegistryError(f"descriptor list {name} is not sorted unique text")
         try:
             descriptor = cls(**data)
         except TypeError as error:  # pragma: no cover - defensive: attrs arity errors

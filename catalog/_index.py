@@ -328,7 +328,7 @@ def verify_build(directory: Path) -> dict[str, Any]:
     try:
         index = load_index(directory)
         index_digest = index.canonical_digest()
-    except (CatalogError, OSError) as error:
+    except (CatalogError, OSError, TypeError, ValueError, KeyError, RecursionError) as error:
         return {
             "result": "INVALID",
             "index_digest": None,
@@ -348,6 +348,8 @@ def verify_build(directory: Path) -> dict[str, Any]:
             packages.append({"package_path": path, "package_sha256": digest})
         except (CatalogError, OSError) as error:
             errors.append(f"{path}: {error}")
+        except (TypeError, ValueError, KeyError, AttributeError, RecursionError) as error:
+            errors.append(f"{path}: malformed package: {type(error).__name__}: {error}")
     return {
         "result": "INVALID" if errors else "VALID",
         "index_digest": index_digest,

@@ -199,7 +199,21 @@ def _require(condition: bool, message: str) -> None:
 
 
 def validate_package(package: object) -> str:
-    """Recompute a package from its retained bytes; return its digest, else raise."""
+    """Recompute a package from its retained bytes; return its digest, else raise.
+
+    Only :class:`ComponentIndexError` escapes, whatever the manifest contains.
+    """
+    try:
+        return _validate_package(package)
+    except ComponentIndexError:
+        raise
+    except (TypeError, ValueError, KeyError, AttributeError, RecursionError) as error:
+        raise ComponentIndexError(
+            f"package manifest is malformed: {type(error).__name__}: {error}"
+        ) from None
+
+
+def _validate_package(package: object) -> str:
     _require(type(package) is StoredPackage, "not a StoredPackage")
     assert isinstance(package, StoredPackage)
     try:
@@ -318,7 +332,11 @@ def load_package(directory: Path) -> StoredPackage:
         for name in filenames:
             full = here / name
             files[full.relative_to(base).as_posix()] = full.read_bytes()
-    return StoredPackage(core_bytes(manifest), files)
+    try:
+        manifest_bytes = core_bytes(manifest)
+    except ValueError as error:
+        raise ComponentIndexError(f"package manifest in {directory}: {error}") from None
+    return StoredPackage(manifest_bytes, files)
 
 
 __all__ += ["DEFAULT_PACKAGE_ID", "DEFAULT_PACKAGE_VERSION", "REGISTRY_VERSION"]

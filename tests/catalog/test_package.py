@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import catalog
 from catalog import ComponentIndexError, StoredPackage, validate_package
@@ -163,3 +166,64 @@ def test_build_refuses_a_non_empty_output_directory(
     with pytest.raises(ComponentIndexError, match="not empty"):
         catalog.write_build(reference_package, tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.txt"]
+
+
+def _paths(value: object, prefix: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
+    out = [prefix]
+    if isinstance(value, dict):
+        for key, item in value.items():
+            out.extend(_paths(item, (*prefix, key)))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            out.extend(_paths(item, (*prefix, index)))
+    return out
+
+
+def _replace(document: Any, path: tuple[object, ...], new: object) -> Any:
+    if not path:
+        return new
+    copy = json.loads(json.dumps(document))
+    target = copy
+    for step in path[:-1]:
+        target = target[step]
+    target[path[-1]] = new
+    return copy
+
+
+_junk = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 3) | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=2) | st.dictionaries(st.text(max_size=3), inner),
+    max_leaves=4,
+)
+
+
+@pytest.fixture(scope="module")
+def written_build(
+    reference_package: StoredPackage, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    directory = tmp_path_factory.mktemp("fuzz") / "build"
+    catalog.write_build(reference_package, directory)
+    return directory
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), which=st.sampled_from(["index", "manifest"]), junk=_junk)
+def test_any_edit_of_a_stored_record_is_invalid_and_never_raises(
+    written_build: Path, data: st.DataObject, which: str, junk: object
+) -> None:
+    package_dir = next((written_build / "packages").iterdir())
+    target = written_build / "index.json" if which == "index" else package_dir / "package.json"
+    original = target.read_bytes()
+    document = json.loads(original)
+    path = data.draw(st.sampled_from(_paths(document)))
+    mutated = _replace(document, path, junk)
+    try:
+        target.write_text(json.dumps(mutated, indent=1, sort_keys=True))
+        report = catalog.verify_build(written_build)
+        if mutated == document:
+            assert report["result"] == "VALID"
+        else:
+            assert report["result"] == "INVALID", (path, junk)
+            assert report["errors"]
+    finally:
+        target.write_bytes(original)
