@@ -270,7 +270,7 @@ class _Formation(_Handler):
     def recompose(self, leaf_bytes: bytes, pristine_artifact: bytes) -> bytes | None:
         try:
             return formation.produce_formation_certificate(leaf_bytes)
-        except (formation.FormationError, ValueError, TypeError):
+        except Exception:  # the producer refusing this leaf is an observation, not a crash
             return None
 
     def configure(
@@ -800,6 +800,16 @@ def observe(
             observations[challenge["id"]] = observe_challenge(challenge, corpus)
         except StepError as error:
             problems.append({"id": challenge["id"], "code": error.code, "detail": error.detail})
+        except EmissionRefused:
+            raise
+        except Exception as error:  # reported, never a traceback; the rest is still observed
+            problems.append(
+                {
+                    "id": challenge["id"],
+                    "code": "adapter-internal-error",
+                    "detail": f"{type(error).__name__}: {error}",
+                }
+            )
     document = {
         "type": OBSERVATION_TYPE,
         "implementation": implementation,
