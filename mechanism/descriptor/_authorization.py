@@ -17,15 +17,20 @@ Configuration rules (:class:`AuthorizationConfig`, never raises for bad policy/a
 * The configuration digest ``H({"schema_version": "t81.descriptor-authorization.v1",
   "axion_policy": sha256-of-policy-bytes, "allowlist": sha256-of-allowlist-bytes})`` is what a
   caller pins as the binding's ``authorization_policy`` parameter.
-* A policy or allowlist that fails to parse makes every authorization fail closed
-  (``AUTHORIZATION_POLICY_INVALID`` / ``AUTHORIZATION_ALLOWLIST_INVALID``).
+* A policy that fails to parse makes every Path B authorization fail closed
+  (``AUTHORIZATION_POLICY_INVALID``); an allowlist that fails to parse makes every Path C
+  authorization fail closed (``AUTHORIZATION_ALLOWLIST_INVALID``).
 
-:meth:`AuthorizationConfig.authorize` runs, for the discovered ``(provider, operation,
-payload_reference)``: first Path C, the exact allowlist (every provider;
-``AUTHORIZATION_NOT_ALLOWLISTED``), then, for ``t81vm`` only, Path B: one Axion evaluation with
-``final_authorization=True``, syscall ``final-authorization`` and the operation/payload context
-(Deny or Quarantine → ``AUTHORIZATION_AXION_DENIED``; Defer → ``AUTHORIZATION_AXION_DEFERRED``,
-which is UNKNOWN). Allow and Warn authorize; a Warn is reported.
+:meth:`AuthorizationConfig.authorize` runs exactly one path for the discovered ``(provider,
+operation, payload_reference)`` (seed 000: "B separately evaluates Axion with
+final_authorization=true …; C uses an exact local allowlist", i.e. *instead of* Axion):
+
+* ``t81vm`` — Path B: one Axion evaluation with ``final_authorization=True``, syscall
+  ``final-authorization`` and the operation/payload context (Deny or Quarantine →
+  ``AUTHORIZATION_AXION_DENIED``; Defer → ``AUTHORIZATION_AXION_DEFERRED``, which is UNKNOWN).
+  Allow and Warn authorize; a Warn is reported. The allowlist is not consulted.
+* ``native-weights`` — Path C: the exact local allowlist (``AUTHORIZATION_NOT_ALLOWLISTED``).
+  Axion is not consulted.
 """
 
 from __future__ import annotations
@@ -212,25 +217,27 @@ class AuthorizationConfig:
         def done(status: str, code: str | None) -> AuthorizationReport:
             return AuthorizationReport(status, code, tuple(paths), self.digest)
 
+        if provider != "t81vm":
+            # Path C: the exact local allowlist, instead of Axion.
+            if self.allowlist_error is not None:
+                paths.append({"path": "configuration", "error": self.allowlist_error})
+                return done("DENIED", "AUTHORIZATION_ALLOWLIST_INVALID")
+            wanted = AllowlistEntry(provider, operation, payload_reference)
+            matched = wanted in self.entries
+            paths.append(
+                {
+                    "path": "exact_local_allowlist",
+                    "entry": wanted.to_dict(),
+                    "result": "MATCHED" if matched else "NO_ENTRY",
+                }
+            )
+            if not matched:
+                return done("DENIED", "AUTHORIZATION_NOT_ALLOWLISTED")
+            return done("AUTHORIZED", None)
+        # Path B: a separate Axion evaluation with final_authorization=true.
         if self.policy_error is not None:
             paths.append({"path": "configuration", "error": self.policy_error})
             return done("DENIED", "AUTHORIZATION_POLICY_INVALID")
-        if self.allowlist_error is not None:
-            paths.append({"path": "configuration", "error": self.allowlist_error})
-            return done("DENIED", "AUTHORIZATION_ALLOWLIST_INVALID")
-        wanted = AllowlistEntry(provider, operation, payload_reference)
-        matched = wanted in self.entries
-        paths.append(
-            {
-                "path": "exact_local_allowlist",
-                "entry": wanted.to_dict(),
-                "result": "MATCHED" if matched else "NO_ENTRY",
-            }
-        )
-        if not matched:
-            return done("DENIED", "AUTHORIZATION_NOT_ALLOWLISTED")
-        if provider != "t81vm":
-            return done("AUTHORIZED", None)
         context = SyscallContext(
             caller="descriptor-host",
             syscall="final-authorization",

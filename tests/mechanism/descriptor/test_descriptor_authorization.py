@@ -93,42 +93,52 @@ def test_allowlist_refusals_have_stable_codes(data: bytes, code: str) -> None:
     assert caught.value.code == code
 
 
-def test_empty_allowlist_denies_everything() -> None:
+def test_empty_allowlist_denies_every_path_c_request() -> None:
     config = AuthorizationConfig(DEFAULT_POLICY, _doc())
-    report = config.authorize("t81vm", "run", TISC_REF)
+    report = config.authorize("native-weights", "inspect", SAFETENSORS_REF)
     assert (report.status, report.reason_code) == ("DENIED", "AUTHORIZATION_NOT_ALLOWLISTED")
 
 
 def test_missing_entry_is_not_allowlisted() -> None:
-    config = AuthorizationConfig(DEFAULT_POLICY, fixture("allowlist-missing-tisc.json"))
-    assert config.authorize("t81vm", "run", TISC_REF).reason_code == "AUTHORIZATION_NOT_ALLOWLISTED"
+    config = AuthorizationConfig(DEFAULT_POLICY, fixture("allowlist-missing-weights.json"))
+    report = config.authorize("native-weights", "inspect", SAFETENSORS_REF)
+    assert (report.status, report.reason_code) == ("DENIED", "AUTHORIZATION_NOT_ALLOWLISTED")
+
+
+def test_an_allowlist_entry_for_a_different_payload_does_not_authorize() -> None:
+    config = AuthorizationConfig(DEFAULT_POLICY, DEFAULT_ALLOWLIST)
+    report = config.authorize("native-weights", "inspect", TISC_REF)
+    assert report.reason_code == "AUTHORIZATION_NOT_ALLOWLISTED"
+
+
+def test_the_allowlist_never_decides_path_b() -> None:
+    for allowlist in (_doc(), fixture("allowlist-wildcard.json")):
+        config = AuthorizationConfig(DEFAULT_POLICY, allowlist)
+        assert config.authorize("t81vm", "run", TISC_REF).status == "AUTHORIZED"
+
+
+def test_axion_never_decides_path_c() -> None:
+    config = AuthorizationConfig(fixture("policy-unknown-clause.apl"), DEFAULT_ALLOWLIST)
     assert config.authorize("native-weights", "inspect", SAFETENSORS_REF).status == "AUTHORIZED"
 
 
-def test_wildcard_allowlist_fails_closed_for_every_pair() -> None:
+def test_wildcard_allowlist_fails_closed() -> None:
     config = AuthorizationConfig(DEFAULT_POLICY, fixture("allowlist-wildcard.json"))
-    for provider, operation, reference in (
-        ("t81vm", "run", TISC_REF),
-        ("native-weights", "inspect", SAFETENSORS_REF),
-    ):
-        report = config.authorize(provider, operation, reference)
-        assert (report.status, report.reason_code) == ("DENIED", "AUTHORIZATION_ALLOWLIST_INVALID")
-
-
-def test_unparsable_policy_fails_closed_for_every_pair() -> None:
-    config = AuthorizationConfig(fixture("policy-unknown-clause.apl"), DEFAULT_ALLOWLIST)
     report = config.authorize("native-weights", "inspect", SAFETENSORS_REF)
-    assert report.reason_code == "AUTHORIZATION_POLICY_INVALID"
+    assert (report.status, report.reason_code) == ("DENIED", "AUTHORIZATION_ALLOWLIST_INVALID")
 
 
-def test_path_b_runs_only_for_t81vm_after_the_allowlist() -> None:
+def test_unparsable_policy_fails_path_b_closed() -> None:
+    config = AuthorizationConfig(fixture("policy-unknown-clause.apl"), DEFAULT_ALLOWLIST)
+    report = config.authorize("t81vm", "run", TISC_REF)
+    assert (report.status, report.reason_code) == ("DENIED", "AUTHORIZATION_POLICY_INVALID")
+
+
+def test_each_provider_takes_exactly_its_own_path() -> None:
     config = AuthorizationConfig(DEFAULT_POLICY, DEFAULT_ALLOWLIST)
     run = config.authorize("t81vm", "run", TISC_REF)
-    assert [path["path"] for path in run.paths] == [
-        "exact_local_allowlist",
-        "axion_final_authorization",
-    ]
-    assert run.paths[1]["context"]["final_authorization"] is True
+    assert [path["path"] for path in run.paths] == ["axion_final_authorization"]
+    assert run.paths[0]["context"]["final_authorization"] is True
     inspect = config.authorize("native-weights", "inspect", SAFETENSORS_REF)
     assert [path["path"] for path in inspect.paths] == ["exact_local_allowlist"]
 

@@ -51,15 +51,26 @@ def test_check_passes_both_fixture_pairs_with_the_embedded_default(
         (("--policy", FIXTURES / "policy-deny-at-halt.apl"), "PROVIDER_SECURITY_FAULT"),
         (("--policy", FIXTURES / "policy-max-instructions-3.apl"), "PROVIDER_SECURITY_FAULT"),
         (("--policy", FIXTURES / "policy-unknown-clause.apl"), "AUTHORIZATION_POLICY_INVALID"),
-        (
-            ("--allowlist", FIXTURES / "allowlist-missing-tisc.json"),
-            "AUTHORIZATION_NOT_ALLOWLISTED",
-        ),
-        (("--allowlist", FIXTURES / "allowlist-wildcard.json"), "AUTHORIZATION_ALLOWLIST_INVALID"),
     ],
 )
 def test_check_fails_with_exit_1_and_the_reason_code(options: tuple[Any, ...], code: str) -> None:
     result = run("check", *TISC_PAIR, "--operation", "run", *options)
+    assert result.returncode == 1
+    decision = document(result)
+    assert (decision["outcome"], decision["details"]) == ("FAIL", code)
+
+
+@pytest.mark.parametrize(
+    ("allowlist", "code"),
+    [
+        ("allowlist-missing-weights.json", "AUTHORIZATION_NOT_ALLOWLISTED"),
+        ("allowlist-wildcard.json", "AUTHORIZATION_ALLOWLIST_INVALID"),
+    ],
+)
+def test_check_refuses_weights_by_the_allowlist(allowlist: str, code: str) -> None:
+    result = run(
+        "check", *WEIGHTS_PAIR, "--operation", "inspect", "--allowlist", FIXTURES / allowlist
+    )
     assert result.returncode == 1
     decision = document(result)
     assert (decision["outcome"], decision["details"]) == ("FAIL", code)

@@ -145,7 +145,7 @@ def test_tisc_pass_reports_every_stage_and_the_vm_observation() -> None:
     assert observations["descriptor_report"]["identity"] == sha3_ref(TISC_DESCRIPTOR)
     assert observations["discovery"]["provider"] == "t81vm"
     paths = [path["path"] for path in observations["authorization_report"]["paths"]]
-    assert paths == ["exact_local_allowlist", "axion_final_authorization"]
+    assert paths == ["axion_final_authorization"]
     vm = observations["provider_report"]["vm"]
     assert vm["registers"] == {"r40": "6", "r41": "7", "r42": "42"} and vm["halted"] is True
 
@@ -268,12 +268,13 @@ def test_public_minimal_policy_without_final_entries_still_passes() -> None:
     assert outcome(evaluate(TISC_DESCRIPTOR, TISC, mechanism=host)) == (PASS, "")
 
 
-@pytest.mark.parametrize(("d", "p"), [(TISC_DESCRIPTOR, TISC), (WEIGHTS_DESCRIPTOR, WEIGHTS)])
-def test_unknown_policy_clause_fails_closed(d: bytes, p: bytes) -> None:
+def test_unknown_policy_clause_fails_closed() -> None:
     host = DescriptorAuthorizationMechanism(policy=fixture("policy-unknown-clause.apl"))
-    decision = evaluate(d, p, mechanism=host)
+    decision = evaluate(TISC_DESCRIPTOR, TISC, mechanism=host)
     assert outcome(decision) == (FAIL, "AUTHORIZATION_POLICY_INVALID")
     assert decision.observations["provider_report"] is None
+    # Path C does not consult Axion: the weights pair is authorized by the allowlist alone.
+    assert outcome(evaluate(WEIGHTS_DESCRIPTOR, WEIGHTS, mechanism=host)) == (PASS, "")
 
 
 def test_path_b_denial_prevents_the_run() -> None:
@@ -284,17 +285,18 @@ def test_path_b_denial_prevents_the_run() -> None:
 
 
 def test_missing_allowlist_entry_fails_and_the_provider_never_runs() -> None:
-    host = DescriptorAuthorizationMechanism(allowlist=fixture("allowlist-missing-tisc.json"))
-    decision = evaluate(TISC_DESCRIPTOR, TISC, mechanism=host)
+    host = DescriptorAuthorizationMechanism(allowlist=fixture("allowlist-missing-weights.json"))
+    decision = evaluate(WEIGHTS_DESCRIPTOR, WEIGHTS, mechanism=host)
     assert outcome(decision) == (FAIL, "AUTHORIZATION_NOT_ALLOWLISTED")
     assert decision.observations["provider_report"] is None
-    assert outcome(evaluate(WEIGHTS_DESCRIPTOR, WEIGHTS, mechanism=host)) == (PASS, "")
+    # Path B does not consult the allowlist: the TISC run is authorized by Axion alone.
+    assert outcome(evaluate(TISC_DESCRIPTOR, TISC, mechanism=host)) == (PASS, "")
 
 
-@pytest.mark.parametrize(("d", "p"), [(TISC_DESCRIPTOR, TISC), (WEIGHTS_DESCRIPTOR, WEIGHTS)])
-def test_wildcard_allowlist_entry_fails_closed(d: bytes, p: bytes) -> None:
+def test_wildcard_allowlist_entry_fails_closed() -> None:
     host = DescriptorAuthorizationMechanism(allowlist=fixture("allowlist-wildcard.json"))
-    assert outcome(evaluate(d, p, mechanism=host)) == (FAIL, "AUTHORIZATION_ALLOWLIST_INVALID")
+    decision = evaluate(WEIGHTS_DESCRIPTOR, WEIGHTS, mechanism=host)
+    assert outcome(decision) == (FAIL, "AUTHORIZATION_ALLOWLIST_INVALID")
 
 
 def test_payload_file_changed_after_submission_the_provider_sees_the_snapshot(
