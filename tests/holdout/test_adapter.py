@@ -503,3 +503,12 @@ def test_every_observation_document_validates_against_our_schema(
 ) -> None:
     _, document = s_series
     assert holdout.validate_observation_document(document, holdout.project_schemas()) is None
+
+
+def test_honest_corpus_artifacts_are_what_the_producers_make() -> None:
+    for case in CORPUS.cases:
+        artifact, leaf = CORPUS.read(case.artifact), CORPUS.read(case.leaf)
+        if case.mechanism == "descriptor":
+            assert encode_descriptor(leaf) == artifact, case.name
+        elif case.name != "formation-tampered":
+            assert produce_formation_certificate(leaf) == artifact, case.name
