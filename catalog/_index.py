@@ -115,7 +115,7 @@ def _sort_key(entry: IndexEntry) -> tuple[str, str, str]:
 class ComponentIndex:
     """An immutable, digest-bound list of :class:`IndexEntry`."""
 
-    __slots__ = ("entries", "index_id", "index_version", "source_ref")
+    __slots__ = ("_digest", "entries", "index_id", "index_version", "source_ref")
 
     def __init__(
         self,
@@ -132,6 +132,7 @@ class ComponentIndex:
         self.index_id = index_id
         self.index_version = index_version
         self.source_ref = source_ref
+        self._digest: str | None = None
 
     def canonical_dict(self) -> dict[str, Any]:
         return {
@@ -143,8 +144,10 @@ class ComponentIndex:
         }
 
     def canonical_digest(self) -> str:
-        """Bare hex core-codec digest of :meth:`canonical_dict`."""
-        return core_digest(self.canonical_dict())
+        """Bare hex core-codec digest of :meth:`canonical_dict` (computed once: immutable)."""
+        if self._digest is None:
+            self._digest = core_digest(self.canonical_dict())
+        return self._digest
 
     def to_dict(self) -> dict[str, Any]:
         """What ``index.json`` stores: the canonical dict plus ``index_digest``."""

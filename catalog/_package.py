@@ -21,6 +21,7 @@ Rules:
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 from collections.abc import Iterable, Mapping
@@ -139,6 +140,7 @@ def build_package(
             raise ComponentIndexError("package id, version and source ref must be non-empty")
     roles: dict[str, str] = {}
     files: dict[str, bytes] = {}
+    parsed: dict[str, ast.Module] = {}
 
     def retain(path: str, role: str) -> None:
         if role not in ARTIFACT_ROLES:
@@ -160,7 +162,7 @@ def build_package(
         paths: set[str] = set()
         implementation_path = ""
         for index, ref in enumerate(spec.source_refs):
-            path = resolve_source(root, ref)
+            path = resolve_source(root, ref, parsed)
             retain(path, "SOURCE")
             paths.add(path)
             if index == 0:

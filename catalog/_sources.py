@@ -108,19 +108,26 @@ def _absolute(module: str, is_package: bool, node: ast.ImportFrom) -> str:
     return ".".join([*base, node.module] if node.module else base)
 
 
-def resolve_source(root: Path, ref: str) -> str:
-    """Root-relative path of the file that defines the object a ``module:attr`` ref names."""
+def resolve_source(root: Path, ref: str, cache: dict[str, ast.Module] | None = None) -> str:
+    """Root-relative path of the file that defines the object a ``module:attr`` ref names.
+
+    ``cache`` (path → parsed module) lets one build parse each file once.
+    """
+    parsed = {} if cache is None else cache
     module, sep, attribute = ref.partition(":")
     if not sep or not attribute:
         raise ComponentIndexError(f"{ref!r} is not a module:attribute reference")
     name = attribute.split(".")[0]
     for _ in range(_MAX_HOPS):
         path = module_file(root, module)
-        source = read_exact(root, path)
-        try:
-            tree = ast.parse(source, filename=path)
-        except (SyntaxError, ValueError) as error:
-            raise ComponentIndexError(f"{path} is not parseable Python: {error}") from None
+        tree = parsed.get(path)
+        if tree is None:
+            source = read_exact(root, path)
+            try:
+                tree = ast.parse(source, filename=path)
+            except (SyntaxError, ValueError) as error:
+                raise ComponentIndexError(f"{path} is not parseable Python: {error}") from None
+            parsed[path] = tree
         statements = _statements(tree.body)
         if any(_defines(statement, name) for statement in statements):
             return path
