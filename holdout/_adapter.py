@@ -540,10 +540,12 @@ def evaluate_pair(
     refs: tuple[str, str],
     options: dict[str, Any],
 ) -> Evaluation:
-    """Evaluate the working (artifact, leaf) bytes through a real session.
+    """Evaluate a submission through a real session with the real mechanism registered.
 
-    ``pristine`` gives the caller's pins; ``refs`` are the submission's evidence references by
-    evidence position (``subject_id`` is the first).
+    ``pristine`` is the (artifact, leaf) pair the caller's pins are computed from; ``working``
+    are the bytes served to the evidence store (order irrelevant); ``refs`` are the
+    submission's evidence references by evidence position (``subject_id`` is the first);
+    ``options`` are the caller's CHECK_WITH_OPTIONS.
     """
     try:
         mech, binding = handler.configure(pristine[0], pristine[1], options)
@@ -756,11 +758,7 @@ class Emission:
     """One adapter run: the observation document plus what could not be observed."""
 
     document: dict[str, Any]
-    problems: tuple[dict[str, str], ...]
-
-    @property
-    def disagreements(self) -> tuple[dict[str, str], ...]:
-        return self.problems
+    problems: tuple[dict[str, str], ...]  # {"id", "code", "detail"} per unobserved challenge
 
 
 def observe(
