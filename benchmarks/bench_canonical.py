@@ -1,6 +1,7 @@
 """Canonical admission of a ~256 KiB record against the floor sha256 + json.loads (same run).
 
-Prints the median of several runs for each and their ratio. Run: ``python benchmarks/bench_canonical.py``.
+Prints the median of several runs for each and their ratio.
+Run: ``python benchmarks/bench_canonical.py``.
 """
 
 from __future__ import annotations
