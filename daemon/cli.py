@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.util
 import sys
 from collections.abc import Callable, Sequence
 
@@ -23,14 +22,19 @@ EXIT_USAGE = 2
 EXIT_REJECTED = 65
 EXIT_INTERNAL = 70
 
-# Modules contributing subcommands, in help order.
-_COMMAND_MODULES = (
-    "daemon._serve_cli",
-    "mechanism.formation.cli",
-    "mechanism.descriptor.cli",
-    "catalog.cli",
-    "holdout.cli",
-)
+# Top-level command → the module contributing it, in help order. Only the module of the command
+# being run is imported (the others pull in numpy, jsonschema, ...); ``--help`` imports all.
+_COMMANDS = {
+    "serve": "daemon._serve_cli",
+    "submit": "daemon._serve_cli",
+    "sessions": "daemon._serve_cli",
+    "health": "daemon._serve_cli",
+    "audit": "daemon._serve_cli",
+    "formation": "mechanism.formation.cli",
+    "descriptor": "mechanism.descriptor.cli",
+    "catalog": "catalog.cli",
+    "holdout": "holdout.cli",
+}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -41,20 +45,23 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_USAGE)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser for ``command`` alone when it is known, else for every command."""
     parser = _Parser(prog="evidenced", description="Evidence-bound verification sessions.")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for name in _COMMAND_MODULES:
-        if importlib.util.find_spec(name) is None:
-            continue
-        module = importlib.import_module(name)
-        module.register(subparsers)
+    if command in _COMMANDS:
+        modules = [_COMMANDS[command]]
+    else:
+        modules = list(dict.fromkeys(_COMMANDS.values()))
+    for name in modules:
+        importlib.import_module(name).register(subparsers)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(arguments[0] if arguments else None)
+    args = parser.parse_args(arguments)
     handler: Callable[[argparse.Namespace], int] | None = getattr(args, "handler", None)
     if handler is None:
         parser.print_usage(sys.stderr)
