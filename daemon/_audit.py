@@ -432,10 +432,11 @@ class AuditLog:
             self.fsyncs += 1
 
     async def close(self) -> None:
-        """Flush everything pending, fsync, release the file. Idempotent."""
-        if self._fd is None:
-            return
+        """Flush everything pending, fsync, release the file, stop :meth:`run`. Idempotent."""
         self._closed = True
+        if self._fd is None:
+            self._wakeup.set()
+            return
         async with self._flush_lock:
             while self._batch.lines and self._failed is None:
                 await self._flush_locked()
@@ -450,7 +451,8 @@ class AuditLog:
         self._wakeup.set()
 
     def close_sync(self) -> None:
-        """Release the file without flushing (for hosts that never ran the writer)."""
+        """Release the file without flushing (for hosts that never ran the writer); later
+        writes fail with :class:`AuditLogError`."""
         if self._fd is not None:
             fd, self._fd = self._fd, None
             os.close(fd)

@@ -612,13 +612,16 @@ class Server:
             )
         try:
             conn.accept_evidence()
-            items = await self._read_evidence(stream, conn, deadline)
+            try:
+                items = await self._read_evidence(stream, conn, deadline)
+            except ProtocolError as error:
+                return await refuse(error.code, error.message)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                return await refuse(ErrorCode.TRUNCATED_FRAME, "the connection broke mid-frame")
             if items is None:
-                partial = True
                 return await refuse(
                     ErrorCode.IDLE_TIMEOUT,
                     f"evidence not received within {self.config.idle_timeout} s",
-                    partial=partial,
                 )
             received = time.perf_counter_ns()
             result, evaluate_ns = await self._evaluate(session, binding, items)

@@ -1,0 +1,115 @@
+"""Shared parts for daemon tests: real mechanisms for odd behaviours, bindings, frames.
+
+Imported as ``daemon_testkit`` (conftest puts this folder on the path).
+
+Every server in these tests is a real trio server on 127.0.0.1 port 0 or a Unix socket in a
+short temporary directory, talked to with the real client or a raw socket.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from daemon._protocol import MAGIC, encode_header
+from session import (
+    BoundProposition,
+    BytesDigestMechanism,
+    EvidenceBounds,
+    MechanismDecision,
+    MechanismOutcome,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+FORMATION_FIXTURES = ROOT / "fixtures" / "formation"
+
+
+def sha(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def bytes_binding(
+    evidence: bytes,
+    *,
+    expected: str | None = None,
+    mechanism_digest: str | None = None,
+    bounds: EvidenceBounds | None = None,
+) -> BoundProposition:
+    """The honest ``vstd.bytes.sha256`` binding for one item (or a lying ``expected``)."""
+    ref = sha(evidence)
+    return BoundProposition(
+        subject_id="item",
+        predicate="bytes.sha256",
+        expected=ref if expected is None else expected,
+        mechanism_id=BytesDigestMechanism.mechanism_id,
+        mechanism_digest=mechanism_digest or BytesDigestMechanism.mechanism_digest,
+        evidence_refs=(ref,),
+        trust_roots=("test-root",),
+        bounds=bounds or EvidenceBounds(1, 1 << 20),
+    )
+
+
+class SlowMechanism:
+    """PASSes after sleeping ``seconds`` (in the worker thread) or until ``gate`` opens."""
+
+    mechanism_id = "test.slow"
+    mechanism_digest = sha(b"test.slow")
+
+    def __init__(self, seconds: float = 0.0, gate: threading.Event | None = None) -> None:
+        self.seconds = seconds
+        self.gate = gate
+        self.started = 0
+        self._lock = threading.Lock()
+
+    def evaluate(self, binding: BoundProposition, evidence: Sequence[bytes]) -> MechanismDecision:
+        with self._lock:
+            self.started += 1
+        if self.gate is not None:
+            self.gate.wait(30)
+        if self.seconds:
+            time.sleep(self.seconds)
+        return MechanismDecision(MechanismOutcome.PASS, "slow but fine", {"slept": True})
+
+
+class UnencodableMechanism:
+    """Returns observations that cannot be put on the wire (a set)."""
+
+    mechanism_id = "test.unencodable"
+    mechanism_digest = sha(b"test.unencodable")
+
+    def evaluate(self, binding: BoundProposition, evidence: Sequence[bytes]) -> MechanismDecision:
+        return MechanismDecision(MechanismOutcome.PASS, "", {"bad": {1, 2}})
+
+
+def binding_for(mechanism: Any, evidence: Sequence[bytes]) -> BoundProposition:
+    refs = tuple(sha(item) for item in evidence)
+    return BoundProposition(
+        subject_id="subject",
+        predicate="anything",
+        expected=True,
+        mechanism_id=mechanism.mechanism_id,
+        mechanism_digest=mechanism.mechanism_digest,
+        evidence_refs=refs,
+        trust_roots=("test-root",),
+        bounds=EvidenceBounds(len(refs), 1 << 20),
+    )
+
+
+def frame(header: dict[str, Any], payload: bytes = b"") -> bytes:
+    raw = encode_header(header)
+    return MAGIC + struct.pack(">I", len(raw)) + raw + payload
+
+
+HELLO = frame({"kind": "hello", "versions": [1], "client": "raw-test"})
+
+
+def formation_pair(name: str) -> tuple[bytes, bytes]:
+    return (
+        (FORMATION_FIXTURES / f"{name}.subject.json").read_bytes(),
+        (FORMATION_FIXTURES / f"{name}.certificate.json").read_bytes(),
+    )
