@@ -198,6 +198,11 @@ def _require(condition: bool) -> None:
         raise _Grammar
 
 
+def _is_one_of(value: object, allowed: frozenset[str]) -> bool:
+    # Exact str first: ``in`` on a set would hash a carried list/dict and raise TypeError.
+    return type(value) is str and value in allowed
+
+
 def _is_index(value: object, bound: int) -> bool:
     return type(value) is int and 0 <= value < bound
 
@@ -275,9 +280,9 @@ def _check_report(report: object) -> None:
         _require(reasons == [] and subject_digest is not None and root is not None)
         _check_observation(report["observation"])
     else:
-        _require(status in _REPORT_REASONS)
+        _require(type(status) is str and status in _REPORT_REASONS)
         _require(report["observation"] is None)
-        _require(len(reasons) == 1 and reasons[0] in _REPORT_REASONS[status])
+        _require(len(reasons) == 1 and _is_one_of(reasons[0], _REPORT_REASONS[status]))
 
 
 def _check_inspection(inspection: object) -> None:
@@ -287,12 +292,14 @@ def _check_inspection(inspection: object) -> None:
     commit_digest = inspection["commit_digest"]
     _require(commit_digest is None or is_digest(commit_digest))
     _require(is_digest(inspection["profile_digest"]))
-    _require(inspection["coordinate_binding"] in _BINDINGS)
-    _require(inspection["snapshot_retention"] in _RETENTIONS)
-    _require(inspection["agency_declaration"] in _AGENCIES)
+    _require(_is_one_of(inspection["coordinate_binding"], _BINDINGS))
+    _require(_is_one_of(inspection["snapshot_retention"], _RETENTIONS))
+    _require(_is_one_of(inspection["agency_declaration"], _AGENCIES))
     _require(inspection["residual_obligations"] == list(RESIDUAL_OBLIGATIONS))
     reasons = inspection["reason_codes"]
-    _require(type(reasons) is list and all(code in INSPECTION_REASON_CODES for code in reasons))
+    _require(
+        type(reasons) is list and all(_is_one_of(code, INSPECTION_REASON_CODES) for code in reasons)
+    )
     _require(all(left < right for left, right in itertools.pairwise(reasons)))
     coordinates = inspection["coordinates"]
     report = inspection["formation_report"]

@@ -304,6 +304,11 @@ def _require(condition: bool, message: str) -> None:
         raise _Malformed(message)
 
 
+def _is_one_of(value: object, allowed: frozenset[str]) -> bool:
+    # Exact str first: ``in`` on a set would hash a list/dict value and raise TypeError.
+    return type(value) is str and value in allowed
+
+
 def _strictly_ascending(items: list[Any]) -> bool:
     return all(left < right for left, right in itertools.pairwise(items))
 
@@ -344,7 +349,7 @@ def _validate_census(census: object) -> frozenset[str]:
         _require(type(entry) is dict, "census entry must be an object")
         _require(entry.keys() == {"path", "object", "necessity"}, "census entry keys not exact")
         _require(is_portable_path(entry["path"]), "census path is not a portable path")
-        _require(entry["necessity"] in _NECESSITIES, "census necessity is not supported")
+        _require(_is_one_of(entry["necessity"], _NECESSITIES), "census necessity unsupported")
         _validate_object(entry["object"])
         paths.append(entry["path"])
     _require(_strictly_ascending(paths), "census must be sorted by unique path")
@@ -414,7 +419,10 @@ def _validate_commit(commit: dict[str, Any]) -> None:
 
     _text_list(commit["residual_obligations"], _MAX_NOTE_TEXT, "residual_obligations")
     _text_list(commit["exclusions"], _MAX_NOTE_TEXT, "exclusions")
-    _require(commit["completeness_kind"] in _COMPLETENESS_KINDS, "completeness_kind unsupported")
+    _require(
+        _is_one_of(commit["completeness_kind"], _COMPLETENESS_KINDS),
+        "completeness_kind unsupported",
+    )
     _text_list(
         commit["coverage_universe"],
         _MAX_COVERAGE_TEXT,

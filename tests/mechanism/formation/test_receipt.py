@@ -462,6 +462,15 @@ GRAMMAR_MUTATIONS: dict[str, Callable[[dict[str, Any]], None]] = {
     "inspection-binding-foreign": _assign("inspection", "coordinate_binding", value="VALID"),
     "inspection-retention-foreign": _assign("inspection", "snapshot_retention", value="PARTIAL"),
     "inspection-agency-foreign": _assign("inspection", "agency_declaration", value="OK"),
+    # Unhashable carried values are grammar failures, never a TypeError (§11).
+    "inspection-binding-list": _assign("inspection", "coordinate_binding", value=["BOUND"]),
+    "inspection-retention-object": _assign("inspection", "snapshot_retention", value={}),
+    "inspection-agency-list": _assign("inspection", "agency_declaration", value=["MATCHED"]),
+    "inspection-reason-list": _assign("inspection", "reason_codes", value=[["TRUSTED"]]),
+    "report-status-list": _assign(*REPORT, "status", value=["CHECKED"]),
+    "report-reason-list": lambda receipt: _at(*REPORT)(receipt).update(
+        status="INVALID", observation=None, reason_codes=[["FORMATION_RULE_INVALID"]]
+    ),
     "inspection-reason-outside-vocabulary": _assign(
         "inspection", "reason_codes", value=["TRUSTED"]
     ),

@@ -106,6 +106,8 @@ MALFORMED: dict[str, Mutation] = {
     "census-257-entries": _too_many_census_entries,
     "census-extra-key": _census(0, "checked", True),
     "census-necessity-foreign": _census(0, "necessity", "OPTIONAL"),
+    # Unhashable enum values must be refused, not raise TypeError (§6: never raises).
+    "census-necessity-list": _census(0, "necessity", ["NECESSARY"]),
     "census-path-parent": _census(0, "path", "../certificate.json"),
     "census-path-absolute": _census(0, "path", "/certificate.json"),
     "census-path-backslash": _census(0, "path", "a\\certificate.json"),
@@ -131,6 +133,7 @@ MALFORMED: dict[str, Mutation] = {
     "obligation-empty-text": _set("residual_obligations", [""]),
     "exclusions-not-text": _set("exclusions", [1]),
     "completeness-foreign": _set("completeness_kind", "TOTAL"),
+    "completeness-object": _set("completeness_kind", {"kind": "SILO_CENSUS"}),
     "coverage-4097-items": _set("coverage_universe", [f"u{index:05d}" for index in range(4097)]),
     "coverage-item-513-chars": _set("coverage_universe", ["u" * 513]),
     "agency-unsorted": _set("authority_axiom_agency", ["B", "A"]),

@@ -5,6 +5,7 @@ but their documented results/errors."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -225,3 +226,83 @@ def test_report_is_the_fresh_check_of_whatever_role_bytes_are_retained(
     assert_well_formed(result)
     assert result["snapshot_retention"] == "COMPLETE"
     assert result["formation_report"] == check_formation(subject, certificate)
+
+
+# --- structure-aware garbage: any admitted JSON value at any position --------------------------
+# Byte flips rarely turn a scalar into a container; these replace one node of a valid commit or
+# receipt *value* with an arbitrary canonical value (lists/objects included), so every field
+# check meets unhashable and wrongly-typed values (§6/§11: never raises; only typed errors).
+
+_JSON_SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(0, 2**53 - 1),
+    st.text(alphabet="aAzZ09_.-/ :", max_size=6),
+    st.sampled_from(["NECESSARY", "CHECKED", "BOUND", "PATH", "ground.txt", "sha256:" + "0" * 64]),
+)
+_JSON_VALUES = st.recursive(
+    _JSON_SCALARS,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.dictionaries(st.sampled_from(["a", "path", "object", "status"]), inner, max_size=2),
+    ),
+    max_leaves=4,
+)
+
+
+def _positions(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    found = [prefix]
+    if isinstance(value, dict):
+        for key in sorted(value):
+            found += _positions(value[key], (*prefix, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value[:3]):
+            found += _positions(item, (*prefix, index))
+    return found
+
+
+def _replaced(value: Any, position: tuple[Any, ...], new: Any) -> Any:
+    if not position:
+        return new
+    copy = dict(value) if isinstance(value, dict) else list(value)
+    copy[position[0]] = _replaced(value[position[0]], position[1:], new)
+    return copy
+
+
+_SILO = standard_silo()
+_COMMIT_VALUE = json.loads(commit_bytes(_SILO))
+_COMMIT_POSITIONS = _positions(_COMMIT_VALUE)
+
+
+@SETTINGS
+@given(position=st.sampled_from(_COMMIT_POSITIONS), new=_JSON_VALUES)
+def test_inspector_never_raises_on_any_field_replaced_by_any_value(
+    position: tuple[Any, ...], new: Any
+) -> None:
+    data = canonical_bytes(_replaced(_COMMIT_VALUE, position, new))
+    result = inspect(data, evidence_for(_SILO))
+    assert_well_formed(result)
+
+
+_SELECTION = canonical_bytes(
+    {
+        "schema_version": "VSTD-SILO-FORMATION-SELECTION-0.1",
+        "commit_digest": digest_bytes(commit_bytes(_SILO)),
+        **PATHS,
+    }
+)
+_RECEIPT_VALUE = json.loads(
+    build_formation_receipt(_SELECTION, commit_bytes(_SILO), evidence_for(_SILO))
+)
+
+
+@SETTINGS
+@given(position=st.sampled_from(_positions(_RECEIPT_VALUE)), new=_JSON_VALUES)
+def test_recheck_only_raises_formation_receipt_errors_on_any_field_replaced(
+    position: tuple[Any, ...], new: Any
+) -> None:
+    receipt = canonical_bytes(_replaced(_RECEIPT_VALUE, position, new))
+    try:
+        recheck_formation_receipt(receipt, _SELECTION, commit_bytes(_SILO), evidence_for(_SILO))
+    except FormationReceiptError as error:
+        assert error.code == str(error)
