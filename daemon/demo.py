@@ -1,0 +1,236 @@
+"""``python -m daemon.demo`` (``make demo``): the daemon end to end, through a real socket.
+
+It starts ``evidenced serve`` as a child process on a Unix socket in a temporary directory,
+submits seven evidence pairs with the real client, prints a table of the decisions, verifies
+the audit log's hash chain, stops the daemon with SIGTERM, and verifies the chain again.
+
+Cases (expected answer):
+
+1. formation, a valid pair ............................... PASS
+2. formation, a tampered certificate ..................... FAIL   FORMATION_CHECK_INVALID
+3. formation, a subject naming an unsupported profile .... UNKNOWN FORMATION_PROFILE_UNSUPPORTED
+4. formation, 2 x 300 KiB (over the session's 512 KiB) ... refused EVIDENCE_BYTES_EXCEEDED,
+   before the daemon reads a single evidence byte
+5. descriptor, the TISC program for t81vm ................ PASS
+6. descriptor, the safetensors weights for native-weights  PASS
+7. descriptor, a forged descriptor (the TISC payload re-described as native-weights, every
+   hash freshly consistent) ............................. FAIL
+
+Exit 0 when every answer is the expected one and both chain checks pass, else 1. If the
+descriptor mechanism is not installed, the daemon skips that session (it says why) and the
+demo marks cases 5-7 as skipped instead of failing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from daemon._audit import verify_log
+from daemon._client import ClientError, RejectedError, open_client
+
+ROOT = Path(__file__).resolve().parents[1]
+FORMATION = ROOT / "fixtures" / "formation"
+DESCRIPTOR = ROOT / "fixtures" / "descriptor"
+
+
+def _case(
+    number: int, session: str, title: str, expect: str, evidence: list[bytes], build: str
+) -> dict[str, Any]:
+    return {
+        "number": number,
+        "session": session,
+        "title": title,
+        "expect": expect,
+        "evidence": evidence,
+        "build": build,
+    }
+
+
+def _cases() -> list[dict[str, Any]]:
+    def pair(name: str) -> list[bytes]:
+        return [
+            (FORMATION / f"{name}.subject.json").read_bytes(),
+            (FORMATION / f"{name}.certificate.json").read_bytes(),
+        ]
+
+    tisc = (DESCRIPTOR / "descriptor-tisc.txt").read_bytes()
+    tisc_payload = (DESCRIPTOR / "tisc-fixture.bin").read_bytes()
+    weights = (DESCRIPTOR / "descriptor-safetensors.txt").read_bytes()
+    weights_payload = (DESCRIPTOR / "safetensors-fixture.bin").read_bytes()
+    forged = tisc.replace(b"\nt81vm\n", b"\nnative-weights\n")
+    big = [b"x" * (300 * 1024), b"y" * (300 * 1024)]
+    return [
+        _case(1, "formation", "valid pair (compose)", "PASS", pair("compose"), "formation"),
+        _case(2, "formation", "tampered certificate", "FAIL", pair("tampered"), "formation"),
+        _case(
+            3,
+            "formation",
+            "unsupported profile",
+            "UNKNOWN",
+            pair("unsupported-profile"),
+            "formation",
+        ),
+        _case(4, "formation", "2 x 300 KiB, refused unread", "REFUSED", big, "oversize"),
+        _case(5, "descriptor", "TISC program / t81vm", "PASS", [tisc, tisc_payload], "descriptor"),
+        _case(
+            6,
+            "descriptor",
+            "safetensors / native-weights",
+            "PASS",
+            [weights, weights_payload],
+            "descriptor",
+        ),
+        _case(
+            7,
+            "descriptor",
+            "forged descriptor (TISC as weights)",
+            "FAIL",
+            [forged, tisc_payload],
+            "descriptor",
+        ),
+    ]
+
+
+def _binding(case: dict[str, Any], digest: str, formation_digest: str) -> Any:
+    evidence = case["evidence"]
+    if case["build"] == "formation":
+        from mechanism.formation import formation_binding
+
+        return formation_binding(evidence[0], evidence[1], mechanism_digest=digest)
+    if case["build"] == "oversize":
+        from mechanism.formation import formation_binding
+
+        subject = (FORMATION / "atom.subject.json").read_bytes()
+        binding = formation_binding(
+            subject,
+            (FORMATION / "atom.certificate.json").read_bytes(),
+            mechanism_digest=formation_digest,
+        )
+        return binding
+    import mechanism.descriptor as descriptor
+
+    builder = getattr(descriptor, "descriptor_binding")  # noqa: B009
+    return builder(evidence[0], evidence[1], mechanism_digest=digest)
+
+
+async def _run_cases(socket_path: str) -> list[dict[str, Any]]:
+    rows = []
+    async with open_client(unix=socket_path) as client:
+        sessions = {s["name"]: s for s in await client.list_sessions()}
+    digests = {name: s["mechanisms"][0]["mechanism_digest"] for name, s in sessions.items()}
+    for case in _cases():
+        row = {key: case[key] for key in ("number", "session", "title", "expect")}
+        if case["session"] not in sessions:
+            rows.append({**row, "answer": "SKIPPED", "why": "session not hosted", "id": ""})
+            continue
+        binding = _binding(case, digests[case["session"]], digests["formation"])
+        try:
+            async with open_client(unix=socket_path) as client:
+                decision = await client.submit(case["session"], binding, case["evidence"])
+            answer, why, ident = decision.outcome, decision.result["details"], decision.decision_id
+        except RejectedError as error:
+            answer, why, ident = "REFUSED", error.code, error.decision_id or ""
+        rows.append({**row, "answer": answer, "why": why or "-", "id": ident})
+    return rows
+
+
+def _table(rows: list[dict[str, Any]]) -> str:
+    header = ("#", "session", "case", "expected", "answer", "details / code", "decision")
+    body = [
+        (
+            str(r["number"]),
+            r["session"],
+            r["title"],
+            r["expect"],
+            r["answer"],
+            r["why"],
+            r["id"][:8],
+        )
+        for r in rows
+    ]
+    widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True))
+        for line in [header, *body]
+    ]
+    lines.insert(1, "  ".join("-" * width for width in widths))
+    return "\n".join(lines)
+
+
+def _start(directory: Path) -> tuple[subprocess.Popen[str], dict[str, Any]]:
+    socket_path = directory / "evidenced.sock"
+    audit_path = directory / "audit.jsonl"
+    command = [
+        sys.executable,
+        "-m",
+        "daemon.cli",
+        "serve",
+        "--socket",
+        str(socket_path),
+        "--audit-log",
+        str(audit_path),
+    ]
+    print(f"$ evidenced serve --socket {socket_path} --audit-log {audit_path}")
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    if not line:
+        raise SystemExit(f"the daemon did not start (exit {process.wait()})")
+    ready: dict[str, Any] = json.loads(line)
+    return process, ready
+
+
+def main() -> int:
+    with tempfile.TemporaryDirectory(prefix="evidenced-demo-") as name:
+        directory = Path(name)
+        process, ready = _start(directory)
+        try:
+            print(f"daemon ready: sessions {ready['sessions']} on {ready['unix']}\n")
+            started = time.perf_counter()
+            rows = trio.run(_run_cases, ready["unix"])
+            elapsed = time.perf_counter() - started
+        except ClientError as error:
+            process.send_signal(signal.SIGTERM)
+            process.wait(30)
+            print(f"demo failed: {error}", file=sys.stderr)
+            return 1
+        except BaseException:
+            process.kill()
+            raise
+        print(_table(rows))
+        print(f"\n{len(rows)} submissions in {elapsed * 1000:.0f} ms through {ready['unix']}")
+        audit_path = ready["audit_log"]
+        live = verify_log(audit_path)
+        print(
+            f"audit chain while serving: {'INTACT' if live.intact else 'BROKEN'}, "
+            f"{live.lines} lines, head {live.head[:23]}…"
+        )
+        process.send_signal(signal.SIGTERM)
+        code = process.wait(30)
+        final = verify_log(audit_path)
+        print(f"daemon stopped with SIGTERM: exit {code}")
+        print(
+            f"audit chain after shutdown: {'INTACT' if final.intact else 'BROKEN'}, "
+            f"{final.lines} lines (daemon_start, {len(rows)} answers, daemon_stop)"
+        )
+        print(f"$ evidenced audit verify {audit_path}  → exit {0 if final.intact else 1}")
+        expected = all(r["answer"] in (r["expect"], "SKIPPED") for r in rows)
+        ok = expected and live.intact and final.intact and code == 0
+        print("\ndemo " + ("OK: every answer is the expected one" if ok else "FAILED"))
+        if os.environ.get("EVIDENCED_DEMO_KEEP"):
+            print(Path(audit_path).read_text())
+        return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
