@@ -7,7 +7,9 @@ Rules (formation.md §7.3, seed 002 §4.1):
   authorization (``execution_performed`` and ``authorization_granted_by_module`` are always
   ``false``).
 * ``status`` follows the findings' worst severity, **INVALID > BLOCKED > NOT_ESTABLISHED >
-  READY**; ``READY`` only when there is no finding. ``findings`` are sorted strings.
+  READY**; ``READY`` only when there is no finding. ``findings`` are the sorted, unique finding
+  messages themselves (e.g. ``"missing native input bindings for <candidate>: [...]"``, as
+  formation.md §7.3 quotes it); the severity of each is carried by ``status``, not by a prefix.
 * INVALID — the plan is not the plan ``plan_validation(analysis, registry, package)`` gives (a
   changed plan, analysis or registry); a supplied package whose artifacts changed; a declaration
   for a candidate the plan does not list or with a different component; a sub-record naming
@@ -130,7 +132,7 @@ class SuppliedAuthorizationDecision:
     """A decision the caller obtained elsewhere; this module never grants authorization."""
 
     decision: str
-    candidate_ids: tuple[str, ...] = attrs.field(converter=_as_tuple)
+    candidate_ids: tuple[str, ...] = attrs.field(converter=_as_tuple, default=())
     authority: str = ""
     reason: str = ""
 
@@ -156,9 +158,27 @@ class ExecutionReadinessReport:
     package_digest: str | None
     candidate_ids: tuple[str, ...]
 
+    @property
+    def schema_version(self) -> str:
+        return READINESS_SCHEMA_VERSION
+
+    @property
+    def execution_performed(self) -> bool:
+        """Always ``False``: readiness never executes a component."""
+        return False
+
+    @property
+    def authorization_granted_by_module(self) -> bool:
+        """Always ``False``: authorization is only ever supplied by the caller."""
+        return False
+
+    @property
+    def claim_boundary(self) -> str:
+        return READINESS_CLAIM_BOUNDARY
+
     def to_dict(self) -> dict[str, Any]:
         return {
-            "schema_version": READINESS_SCHEMA_VERSION,
+            "schema_version": self.schema_version,
             "status": self.status,
             "findings": list(self.findings),
             "analysis_digest": self.analysis_digest,
@@ -166,11 +186,11 @@ class ExecutionReadinessReport:
             "registry_digest": self.registry_digest,
             "package_digest": self.package_digest,
             "candidate_ids": list(self.candidate_ids),
-            "execution_performed": False,
-            "authorization_granted_by_module": False,
+            "execution_performed": self.execution_performed,
+            "authorization_granted_by_module": self.authorization_granted_by_module,
             "native_input_validation": "NOT_PERFORMED",
             "post_execution_reassessment": "NOT_PERFORMED",
-            "claim_boundary": READINESS_CLAIM_BOUNDARY,
+            "claim_boundary": self.claim_boundary,
         }
 
 
@@ -188,7 +208,7 @@ class _Findings:
         return "READY"
 
     def sorted(self) -> tuple[str, ...]:
-        return tuple(sorted(f"{status}: {message}" for status, message in self.items))
+        return tuple(sorted({message for _, message in self.items}))
 
 
 def _pinned_digest(prerequisite: str) -> str | None:

@@ -60,8 +60,7 @@ def test_documented_example_is_blocked_then_ready(reference_package: StoredPacka
     report = assess(declarations)
     assert report.status == "BLOCKED"
     assert report.findings == (
-        f"BLOCKED: {CANDIDATE}: prerequisite RUNTIME_AVAILABILITY is unresolved: "
-        "no worker scheduled yet",
+        f"{CANDIDATE}: prerequisite RUNTIME_AVAILABILITY is unresolved: no worker scheduled yet",
     )
     files["declarations.json"][0]["prerequisite_resolutions"][-1]["resolved"] = True
     assert assess(declarations_from_json(files["declarations.json"])).status == "READY"

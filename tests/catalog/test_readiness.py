@@ -345,11 +345,12 @@ def test_precedence_is_invalid_then_blocked_then_not_established(case: Case) -> 
     case.reassessment = None  # NOT_ESTABLISHED
     report = case.assess()
     assert report.status == "BLOCKED"
-    assert {f.split(":")[0] for f in report.findings} == {"BLOCKED", "NOT_ESTABLISHED"}
+    assert len(report.findings) == 2
+    assert "no post-execution reassessment contract was supplied" in report.findings
     _bindings(case, schema_id="VSTD-SILO-COMMIT-0.1")  # INVALID
     report = case.assess()
     assert report.status == "INVALID"
-    assert {f.split(":")[0] for f in report.findings} == {"INVALID", "BLOCKED", "NOT_ESTABLISHED"}
+    assert len(report.findings) == 3
     assert list(report.findings) == sorted(report.findings)
 
 
@@ -451,3 +452,48 @@ def test_declaration_records_parse_strictly_from_json(case: Case) -> None:
 
 
 _ = (NativeInputBinding, PlannedEvidenceMapping)
+
+
+def test_findings_are_the_spec_messages_not_severity_prefixed(case: Case) -> None:
+    """formation.md §7.3: missing bindings → NOT_ESTABLISHED ("missing native input bindings for
+    …"); the finding is that message itself (sorted, unique), the status carries the severity."""
+    case.evolve_declaration(native_input_bindings=[], evidence_mappings=[])
+    report = case.assess()
+    assert report.status == "NOT_ESTABLISHED"
+    assert report.findings == (
+        f"missing native input bindings for {case.declaration.candidate_id}: "
+        f"{sorted(catalog.reference_registry().get(CHECKER).native_inputs)}",  # type: ignore[union-attr]
+    )
+    _resolution(case, "RESOURCE_BOUNDS", resolved=False, reason="no budget")
+    report = case.assess()
+    assert report.status == "BLOCKED"
+    assert not any(f.startswith(("INVALID", "BLOCKED", "NOT_ESTABLISHED")) for f in report.findings)
+    assert list(report.findings) == sorted(set(report.findings))
+
+
+def test_report_exposes_the_fixed_fields_as_attributes(case: Case) -> None:
+    """formation.md §7.3: the ExecutionReadinessReport itself (not only its dict) has the schema,
+    ``execution_performed false``, ``authorization_granted_by_module false`` and the boundary."""
+    for report in (case.assess(), assess_execution_readiness(None, None, None, None, None, None)):
+        assert report.schema_version == "VSTD-EXECUTION-READINESS-EXPERIMENTAL-0.1"
+        assert report.execution_performed is False
+        assert report.authorization_granted_by_module is False
+        assert report.claim_boundary == READINESS_CLAIM_BOUNDARY
+        data = report.to_dict()
+        for key in (
+            "schema_version",
+            "execution_performed",
+            "authorization_granted_by_module",
+            "claim_boundary",
+        ):
+            assert data[key] == getattr(report, key)
+
+
+def test_a_decision_without_candidate_ids_is_constructible_and_unknown_not_established(
+    case: Case,
+) -> None:
+    """formation.md §7.3: UNKNOWN authorization → NOT_ESTABLISHED, however it is spelled."""
+    case.authorization = SuppliedAuthorizationDecision("UNKNOWN")
+    report = case.assess()
+    assert report.status == "NOT_ESTABLISHED"
+    assert "authorization is UNKNOWN" in report.findings
