@@ -10,12 +10,13 @@ Rules, in the order they are applied:
 1. Commit admission (``VSTD-SILO-COMMIT-0.1``): exact ``bytes`` → ≤ 262,144 bytes → string-aware
    pre-scan (depth 16, 8,192 containers) → strict canonical JSON → an object with a string
    ``schema_version`` → that version → full commit validation (all 17 keys, census, portable
-   paths, text rules, sorted-unique lists, every referenced path in the census). A size/scan
-   limit, a foreign schema version, or non-empty ``derivations``/``relations`` (records whose
-   shape 0.1 does not fix, so they cannot be checked) returns at once with
+   paths, text rules, sorted-unique lists, derivations sorted by ``target_path``, ≤ 256
+   relations sorted by ``type``/``source``/``target``, every referenced path in the census).
+   A size/scan limit or a foreign schema version returns at once with
    ``COMMIT_UNSUPPORTED_OR_LIMITED`` and every facet ``UNKNOWN``; anything else malformed
    returns ``COMMIT_INVALID`` with binding and retention ``INVALID``. Either way
-   ``commit_digest`` is null and ``coordinates`` is ``{}``.
+   ``commit_digest`` is null and ``coordinates`` is ``{}``. Declared derivations and relations
+   (e.g. a CHECKS link) are validated, never consulted: a link is not proof that checking ran.
 2. Each selector (subject, certificate, profile, ground, in that order) must be an exact ``str``
    portable path (``SELECTED_PATH_INVALID``) naming a census path
    (``SELECTED_PATH_NOT_IN_CENSUS``); subject/certificate/profile records must carry their exact
@@ -256,6 +257,7 @@ _MAX_CREATED_AT: Final = 64
 _MAX_NOTE_TEXT: Final = 512
 _MAX_VERSION_TEXT: Final = 128
 _MAX_RELATION_STRENGTH: Final = 128
+_MAX_RELATION_TYPE: Final = 128
 
 
 # --------------------------------------------------------------------------------------------
@@ -389,6 +391,58 @@ def _validate_self_derivation(record: object, census_paths: frozenset[str]) -> N
     _text_list(record["residual_obligations"], _MAX_NOTE_TEXT, "self-derivation obligations")
 
 
+def _named_paths(record: dict[str, Any], census_paths: frozenset[str], what: str) -> None:
+    # "Every path referenced anywhere must be a census path": a ``*_path`` field is null or a
+    # census path, a ``*_paths`` field a list of census paths.
+    for key, value in record.items():
+        if key.endswith("_path"):
+            if value is not None:
+                _census_path(value, census_paths, f"{what} {key}")
+        elif key.endswith("_paths"):
+            _require(type(value) is list, f"{what} {key} must be a list")
+            for path in value:
+                _census_path(path, census_paths, f"{what} {key} entry")
+
+
+def _non_decreasing(keys: list[Any]) -> bool:
+    return all(left <= right for left, right in itertools.pairwise(keys))
+
+
+def _validate_derivations(derivations: object, census_paths: frozenset[str]) -> None:
+    """Derivation records: objects whose ``target_path`` (the sort key §6.3 names) is a census
+    path, sorted by it; every other named path is a census path. §6.3 fixes no other field."""
+    _require(type(derivations) is list, "derivations must be a list")
+    assert isinstance(derivations, list)
+    for record in derivations:
+        _require(type(record) is dict, "derivation must be an object")
+        _require("target_path" in record, "derivation has no target_path")
+        _require(record["target_path"] is not None, "derivation target_path is null")
+        _named_paths(record, census_paths, "derivation")
+    _require(
+        _non_decreasing([record["target_path"] for record in derivations]),
+        "derivations must be sorted by target_path",
+    )
+
+
+def _validate_relations(relations: object, census_paths: frozenset[str]) -> None:
+    """Relation records (≤ 256): objects with a text ``type`` and census-path ``source`` and
+    ``target`` (the sort key §6.3 names), sorted by (type, source, target); every other named
+    path is a census path. §6.3 fixes no other field."""
+    _require(type(relations) is list, "relations must be a list")
+    assert isinstance(relations, list)
+    _require(len(relations) <= MAX_RELATIONS, "relations: at most 256")
+    keys: list[tuple[str, str, str]] = []
+    for record in relations:
+        _require(type(record) is dict, "relation must be an object")
+        _require({"type", "source", "target"} <= record.keys(), "relation lacks type/source/target")
+        _require(is_text(record["type"], _MAX_RELATION_TYPE), "relation type is not text")
+        _census_path(record["source"], census_paths, "relation source")
+        _census_path(record["target"], census_paths, "relation target")
+        _named_paths(record, census_paths, "relation")
+        keys.append((record["type"], record["source"], record["target"]))
+    _require(_non_decreasing(keys), "relations must be sorted by type/source/target")
+
+
 def _validate_commit(commit: dict[str, Any]) -> None:
     """Full ``SiloCommit`` validation of an admitted commit object (``_Malformed`` on failure)."""
     _require(commit.keys() == _COMMIT_KEYS, "commit keys are not exactly the 17 commit fields")
@@ -410,12 +464,8 @@ def _validate_commit(commit: dict[str, Any]) -> None:
         _census_path(path, census_paths, "ground path")
     _require(_strictly_ascending(ground_paths), "ground_paths must be sorted and unique")
 
-    derivations = commit["derivations"]
-    relations = commit["relations"]
-    _require(type(derivations) is list, "derivations must be a list")
-    _require(all(type(item) is dict for item in derivations), "derivation must be an object")
-    _require(type(relations) is list and len(relations) <= MAX_RELATIONS, "relations: ≤ 256")
-    _require(all(type(item) is dict for item in relations), "relation must be an object")
+    _validate_derivations(commit["derivations"], census_paths)
+    _validate_relations(commit["relations"], census_paths)
 
     _text_list(commit["residual_obligations"], _MAX_NOTE_TEXT, "residual_obligations")
     _text_list(commit["exclusions"], _MAX_NOTE_TEXT, "exclusions")
@@ -440,11 +490,6 @@ def _validate_commit(commit: dict[str, Any]) -> None:
         _census_path(model_path, census_paths, "authority_model_path")
     _validate_self_derivation(commit["self_derivation_record"], census_paths)
     _require(is_text(commit["created_at"], _MAX_CREATED_AT), "created_at is not text")
-
-    if derivations or relations:
-        # The reference text fixes neither record shape, so their census paths cannot be
-        # checked: admitting them would claim a validation that did not happen.
-        raise CommitRefused("derivation/relation records are not supported", limited=True)
 
 
 def admit_commit(data: object) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from mechanism.formation._silo import is_portable_path, is_text
 from .test_silo_support import (
     OPAQUE_ROLE,
     SiloObject,
+    certificate_for,
     commit_value,
     evidence_for,
     facets,
@@ -211,15 +212,109 @@ def test_census_of_exactly_256_entries_is_accepted() -> None:
     assert facets(result) == ("BOUND", "COMPLETE", "MATCHED", "CHECKED")
 
 
-@pytest.mark.parametrize("field", ["derivations", "relations"])
-def test_records_of_unspecified_shape_are_unsupported_not_accepted_unchecked(field: str) -> None:
-    # Decision (docs/silo.md): the 0.1 text fixes no inner shape for these records, so their
-    # paths cannot be checked against the census; UNKNOWN rather than a false BOUND.
+# --- derivations and relations (§6.3: "derivations (sorted by target_path), relations (≤ 256,
+# sorted by type/source/target)", "Every path referenced anywhere must be a census path") ------
+# The seed (§4.2: "A declared CHECKS link records a relationship, not proof that checking ran")
+# has the inspector look at commits that declare links, and §6.3 keeps
+# COMMIT_UNSUPPORTED_OR_LIMITED for a foreign schema or a size/scan limit only: such a commit is
+# either COMMIT_INVALID or inspected like any other. Field names follow the text: a derivation's
+# ``target_path``; a relation's ``type``, ``source``, ``target``; any ``*_path``/``*_paths``.
+
+CHECKS = {"type": "CHECKS", "source": "certificate.json", "target": "subject.json"}
+DERIVES = {"type": "DERIVES", "source": "ground.txt", "target": "subject.json"}
+DERIVATION = {
+    "target_path": "subject.json",
+    "source_paths": ["ground.txt"],
+    "mechanism_path": "certificate.json",
+    "note": "declared, not checked",
+}
+DERIVATION_2 = {"target_path": "unrelated.txt", "source_paths": ["ground.txt"]}
+
+LINKS_ACCEPTED: dict[str, dict[str, Any]] = {
+    "one-checks-relation": {"relations": [CHECKS]},
+    "relations-sorted-by-type": {"relations": [CHECKS, DERIVES]},
+    "relations-same-type-sorted-by-source": {
+        "relations": [CHECKS, {**CHECKS, "source": "profile.json"}]
+    },
+    "relations-same-type-and-source-sorted-by-target": {
+        "relations": [{**CHECKS, "target": "profile.json"}, CHECKS]
+    },
+    "one-derivation": {"derivations": [DERIVATION]},
+    "derivations-sorted-by-target-path": {"derivations": [DERIVATION, DERIVATION_2]},
+    "derivation-null-optional-path": {"derivations": [{**DERIVATION, "mechanism_path": None}]},
+    "both": {"derivations": [DERIVATION], "relations": [CHECKS, DERIVES]},
+    "256-relations": {
+        "relations": sorted(
+            ({**CHECKS, "type": f"T{index:03d}"} for index in range(256)),
+            key=lambda relation: relation["type"],
+        )
+    },
+}
+
+
+@pytest.mark.parametrize("name", sorted(LINKS_ACCEPTED))
+def test_declared_links_are_inspected_like_any_other_commit(name: str) -> None:
     silo = standard_silo()
-    commit = commit_value(silo, **{field: [{"target_path": "subject.json"}]})
+    result = inspect(
+        canonical_bytes(commit_value(silo, **LINKS_ACCEPTED[name])), evidence_for(silo)
+    )
+    assert facets(result) == ("BOUND", "COMPLETE", "MATCHED", "CHECKED")
+    assert result["reason_codes"] == []
+
+
+def test_a_declared_checks_link_is_not_proof_that_checking_ran() -> None:
+    # Seed §4.2: the certificate below does not bind the subject; the CHECKS link changes nothing.
+    silo = standard_silo()
+    subject = silo["subject.json"].data
+    silo["certificate.json"] = SiloObject(
+        certificate_for(subject, root=1), silo["certificate.json"].role
+    )
+    result = inspect(canonical_bytes(commit_value(silo, relations=[CHECKS])), evidence_for(silo))
+    assert result["formation_report"]["status"] == "INVALID"
+    assert result["snapshot_retention"] == "COMPLETE"
+
+
+LINKS_MALFORMED: dict[str, dict[str, Any]] = {
+    "derivations-unsorted": {"derivations": [DERIVATION_2, DERIVATION]},
+    "derivation-without-target-path": {"derivations": [{"source_paths": ["ground.txt"]}]},
+    "derivation-target-path-null": {"derivations": [{**DERIVATION, "target_path": None}]},
+    "derivation-target-not-in-census": {
+        "derivations": [{**DERIVATION, "target_path": "absent.json"}]
+    },
+    "derivation-target-not-portable": {
+        "derivations": [{**DERIVATION, "target_path": "../subject.json"}]
+    },
+    "derivation-path-field-not-in-census": {
+        "derivations": [{**DERIVATION, "mechanism_path": "absent.py"}]
+    },
+    "derivation-paths-field-not-in-census": {
+        "derivations": [{**DERIVATION, "source_paths": ["ground.txt", "absent.txt"]}]
+    },
+    "derivation-paths-field-not-list": {
+        "derivations": [{**DERIVATION, "source_paths": "ground.txt"}]
+    },
+    "relations-unsorted-by-type": {"relations": [DERIVES, CHECKS]},
+    "relations-unsorted-by-source": {"relations": [{**CHECKS, "source": "profile.json"}, CHECKS]},
+    "relations-unsorted-by-target": {"relations": [CHECKS, {**CHECKS, "target": "profile.json"}]},
+    "relation-without-type": {"relations": [{"source": "ground.txt", "target": "subject.json"}]},
+    "relation-type-not-text": {"relations": [{**CHECKS, "type": 1}]},
+    "relation-type-empty": {"relations": [{**CHECKS, "type": ""}]},
+    "relation-without-source": {"relations": [{"type": "CHECKS", "target": "subject.json"}]},
+    "relation-source-not-in-census": {"relations": [{**CHECKS, "source": "absent.json"}]},
+    "relation-target-not-in-census": {"relations": [{**CHECKS, "target": "absent.json"}]},
+    "relation-target-not-portable": {"relations": [{**CHECKS, "target": "Z:/subject.json"}]},
+    "relation-path-field-not-in-census": {"relations": [{**CHECKS, "evidence_path": "absent"}]},
+    "relation-target-list": {"relations": [{**CHECKS, "target": ["subject.json"]}]},
+}
+
+
+@pytest.mark.parametrize("name", sorted(LINKS_MALFORMED))
+def test_malformed_declared_links_are_commit_invalid(name: str) -> None:
+    silo = standard_silo()
+    commit = commit_value(silo, **LINKS_MALFORMED[name])
     result = inspect(canonical_bytes(commit), evidence_for(silo))
-    assert result["reason_codes"] == ["COMMIT_UNSUPPORTED_OR_LIMITED"]
-    assert facets(result) == ("UNKNOWN", "UNKNOWN", "UNKNOWN", None)
+    assert result["reason_codes"] == ["COMMIT_INVALID"]
+    assert facets(result) == ("INVALID", "INVALID", "UNKNOWN", None)
 
 
 PATHS_OK = [
