@@ -315,23 +315,15 @@ class Server:
                 sessions=self._session_list,
                 durability=audit.durability.value,
             )
-            task_status.started(self)
-            async with trio.open_nursery() as handlers:
-                async with trio.open_nursery() as acceptors:
-                    for listener in listeners:
-                        acceptors.start_soon(self._accept_loop, listener, handlers)
-                    if self.config.handle_signals:
-                        acceptors.start_soon(self._watch_signals)
-                    await self._shutdown.wait()
-                    acceptors.cancel_scope.cancel()
-                self._draining = True
-                for listener in listeners:
-                    with contextlib.suppress(Exception):
-                        await listener.aclose()
-                for connection in list(self._connections):
-                    if not connection.in_request and connection.idle_scope is not None:
-                        connection.idle_scope.cancel()
-                handlers.cancel_scope.deadline = trio.current_time() + self.config.shutdown_grace
+            with contextlib.ExitStack() as stack:
+                # Installed before ``started`` so a signal sent right after readiness is ours.
+                signals = (
+                    stack.enter_context(trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM))
+                    if self.config.handle_signals
+                    else None
+                )
+                task_status.started(self)
+                await self._serve_until_shutdown(listeners, signals)
         finally:
             for listener in listeners:
                 with contextlib.suppress(Exception):
@@ -339,6 +331,26 @@ class Server:
             if self.unix_path is not None:
                 with contextlib.suppress(OSError):
                     os.unlink(self.unix_path)
+
+    async def _serve_until_shutdown(
+        self, listeners: list[trio.SocketListener], signals: AsyncIterator[int] | None
+    ) -> None:
+        async with trio.open_nursery() as handlers:
+            async with trio.open_nursery() as acceptors:
+                for listener in listeners:
+                    acceptors.start_soon(self._accept_loop, listener, handlers)
+                if signals is not None:
+                    acceptors.start_soon(self._watch_signals, signals)
+                await self._shutdown.wait()
+                acceptors.cancel_scope.cancel()
+            self._draining = True
+            for listener in listeners:
+                with contextlib.suppress(Exception):
+                    await listener.aclose()
+            for connection in list(self._connections):
+                if not connection.in_request and connection.idle_scope is not None:
+                    connection.idle_scope.cancel()
+            handlers.cancel_scope.deadline = trio.current_time() + self.config.shutdown_grace
 
     def _addresses(self) -> dict[str, Any]:
         return {
@@ -367,12 +379,11 @@ class Server:
             raise
         return listeners
 
-    async def _watch_signals(self) -> None:
-        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-            async for signum in signals:
-                name = signal.Signals(signum).name
-                sys.stderr.write(f"evidenced: {name} received, shutting down\n")
-                self.shutdown()
+    async def _watch_signals(self, signals: AsyncIterator[int]) -> None:
+        async for signum in signals:
+            name = signal.Signals(signum).name
+            sys.stderr.write(f"evidenced: {name} received, shutting down\n")
+            self.shutdown()
 
     async def _accept_loop(self, listener: trio.SocketListener, handlers: trio.Nursery) -> None:
         while True:
