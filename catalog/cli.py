@@ -6,7 +6,8 @@ one-line messages; no traceback. Nothing here imports, executes or instantiates 
 Exit codes:
 
 * ``list``, ``show``, ``search``, ``plan``, ``package build``: 0 on an answer.
-* ``package verify``: 0 ``VALID``, 1 ``INVALID`` (the report lists every discrepancy).
+* ``package verify``: 0 ``VALID``, 1 ``INVALID`` (the report lists every discrepancy); 65 when
+  the path is not a readable directory.
 * ``readiness``: 0 ``READY``, 1 ``INVALID`` or ``BLOCKED``, 3 ``NOT_ESTABLISHED``.
 * ``plan`` with a stored package whose bytes changed: 1 (one-line reason on stderr).
 * 2 usage; 65 unreadable or malformed input (bad JSON, wrong record shape, unknown component
@@ -145,7 +146,10 @@ def _cmd_build(args: argparse.Namespace) -> int:
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    report = verify_build(Path(args.directory))
+    directory = Path(args.directory)
+    if not directory.is_dir():
+        return _fail(f"cannot read build directory {directory}: not a directory")
+    report = verify_build(directory)
     _emit(report)
     if report["result"] != "VALID":
         for error in report["errors"]:

@@ -189,3 +189,16 @@ def test_malformed_analysis_is_rejected_input(tmp_path: Path, content: str) -> N
 def test_unreadable_file_is_rejected_input(tmp_path: Path) -> None:
     code, document, stderr = run("plan", str(tmp_path / "absent.json"))
     assert code == 65 and document is None and stderr.strip()
+
+
+@pytest.mark.parametrize("what", ["absent", "file"])
+def test_verify_of_an_unreadable_build_directory_is_rejected_input(
+    tmp_path: Path, what: str
+) -> None:
+    """Exit 65 is for unreadable input (common CLI contract); 1 (INVALID) is for a build whose
+    bytes are readable but do not match their declarations."""
+    target = tmp_path / "build"
+    if what == "file":
+        target.write_text("{}")
+    code, document, stderr = run("package", "verify", str(target))
+    assert code == 65 and document is None and stderr.count("\n") == 1
