@@ -67,11 +67,13 @@ _KEY_RE: Final = re.compile(r"[a-z][a-z0-9_]*")
 _STRING_TOKEN_RE: Final = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _NOT_BRACKET: Final = bytes(b for b in range(256) if b not in b"[]{}")
 _NOT_BRACKET_OR_QUOTE: Final = bytes(b for b in range(256) if b not in b'[]{}"')
-# 16+ digits after a value separator: a possibly too-large integer (or, rarely, string text).
+# 16+ digits after a value separator: a possibly too-large integer (or, rarely, string
+# text); a bare top-level integer (no separator before it) is matched at the start.
 _LONG_NUMBER_START_RE: Final = re.compile(rb"[:,\[][0-9]{16}")
 _SIGN_OR_POINT_RE: Final = re.compile(rb"[-.+]")
 _LONG_DIGITS_RE: Final = re.compile(rb"[0-9]{16,}")
 _VALID_KEY_TOKEN_RE: Final = re.compile(rb'"[a-z][a-z0-9_]*+":')
+_KEY_BYTES_RE: Final = re.compile(rb"[a-z][a-z0-9_]*")
 
 
 class CanonicalError(ValueError):
@@ -213,6 +215,18 @@ def scan_structure(data: bytes, *, max_depth: int, max_containers: int) -> None:
     _check_brackets(outside, max_depth, max_containers)
 
 
+def _keys_are_valid(data: bytes) -> bool:
+    """Exact key check for parsed JSON bytes without backslashes (so without escaped quotes)."""
+    parts = data.split(b'"')
+    # Odd parts are string contents; a string is a key exactly when the outside text right
+    # after it starts with ``:``.
+    return all(
+        _KEY_BYTES_RE.fullmatch(parts[index]) is not None
+        for index in range(1, len(parts) - 1, 2)
+        if parts[index + 1][:1] == b":"
+    )
+
+
 def _values_are_canonical(data: bytes, text: str) -> bool:
     """For byte-exact ``json.dumps`` output without backslashes: the value-model checks.
 
@@ -221,18 +235,22 @@ def _values_are_canonical(data: bytes, text: str) -> bool:
     * every string appears raw in ``text`` between quotes that never compose with a
       neighbour: the whole text is NFC exactly when every string is, and strict UTF-8 decoding
       already excluded surrogates;
-    * ``":`` occurs exactly once per key, so the keys are valid exactly when as many valid key
-      tokens ``"[a-z][a-z0-9_]*":`` occur (no such token can start at a closing quote);
+    * ``":`` ends every key, and otherwise only opens a string that begins with ``:``. A valid
+      key token ``"[a-z][a-z0-9_]*":`` can only be a key (none can start at a closing quote),
+      so when as many valid key tokens as ``":`` occur, every key is valid. Otherwise (an
+      invalid key, or a string beginning with ``:``) the strings are cut out and each key —
+      a string whose following outside text starts with ``:`` — is checked exactly;
     * outside strings, a float (``repr`` form) needs ``.``, ``e+`` or ``e-``, and a negative
-      integer needs ``-``; a too-large integer needs 16 or more digits after ``:``, ``,`` or
-      ``[``. Only when one of these bytes occurs anywhere are strings cut out and the
-      outside text checked exactly.
+      integer needs ``-``; a too-large integer needs 16 or more digits at the very start or
+      after ``:``, ``,`` or ``[``. Only when one of these bytes occurs anywhere are strings
+      cut out and the outside text checked exactly.
     """
     if (
         b"-" in data
         or b"." in data
         or b"+" in data
         or _LONG_NUMBER_START_RE.search(data) is not None
+        or _LONG_DIGITS_RE.match(data) is not None
     ):
         outside = b"".join(data.split(b'"')[::2])
         if _SIGN_OR_POINT_RE.search(outside) is not None:
@@ -240,7 +258,7 @@ def _values_are_canonical(data: bytes, text: str) -> bool:
         for run in _LONG_DIGITS_RE.findall(outside):
             if int(run) > MAX_CANONICAL_INT:
                 return False
-    if len(_VALID_KEY_TOKEN_RE.findall(data)) != data.count(b'":'):
+    if len(_VALID_KEY_TOKEN_RE.findall(data)) != data.count(b'":') and not _keys_are_valid(data):
         return False
     return text.isascii() or unicodedata.is_normalized("NFC", text)
 

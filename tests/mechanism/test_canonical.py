@@ -185,6 +185,83 @@ def test_lookalikes_inside_strings_do_not_trip_the_fast_checks(data: bytes) -> N
     assert canonical_bytes(admit(data)) == data
 
 
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"9007199254740992",  # a bare top-level integer has no separator before its digits
+        b"18446744073709551615",
+        b"12345678901234567",
+    ],
+)
+def test_top_level_integer_above_the_safe_range_is_invalid(data: bytes) -> None:
+    # formation.md §2.1: integers are 0 … 2**53 − 1 wherever they occur, the root included.
+    with pytest.raises(CanonicalError) as caught:
+        admit(data)
+    assert caught.value.kind == "invalid"
+    assert admit(b"9007199254740991") == MAX_CANONICAL_INT
+
+
+@pytest.mark.parametrize(
+    "value",
+    [":", ":u2028", "::", [[], ":x"], {"a": ":"}, {"a": [":b", "c:"], "b": {"c": ":"}}],
+)
+def test_strings_beginning_with_a_colon_are_admitted(value: object) -> None:
+    # formation.md §2.1: any NFC string is a canonical value; `":` opening a string value is
+    # not a key and must not be mistaken for one.
+    encoded = canonical_bytes(value)
+    assert admit(encoded) == value
+
+
+@pytest.mark.parametrize("data", [b'{":a":1}', b'{"a:":1}', b'{"a":":","B":1}', b'[{"":":"}]'])
+def test_invalid_keys_beside_colon_strings_are_invalid(data: bytes) -> None:
+    with pytest.raises(CanonicalError) as caught:
+        admit(data)
+    assert caught.value.kind == "invalid"
+
+
+def _reference_admission(data: bytes) -> bool:
+    """Spec §2.2 step 4 written naively: parse (duplicates refused), validate, re-encode."""
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        seen: dict[str, Any] = {}
+        for key, member in items:
+            if key in seen:
+                raise ValueError("duplicate key")
+            seen[key] = member
+        return seen
+
+    try:
+        value = json.loads(data.decode("utf-8"), object_pairs_hook=pairs)
+        validate_value(value)
+    except (ValueError, RecursionError):
+        return False
+    encoded = json.dumps(
+        value, ensure_ascii=False, allow_nan=False, sort_keys=True, separators=(",", ":")
+    ).encode()
+    return encoded == data
+
+
+_TOKENS = [
+    b"0", b"9007199254740991", b"9007199254740992", b"-1", b"1.0", b"1e5", b"true", b"null",
+    b'"a"', b'":"', b'":a"', b'"a:"', b'"\\\\"', b'"\\u00e9"', '"é"'.encode(),
+    '"e\u0301"'.encode(), b'"\\n"', b'"\\u000a"', b"[]", b"{}", b"[", b"]", b"{", b"}",
+    b",", b":", b'"b"', b'"A"', b'""', b" ",
+]  # fmt: skip
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(_TOKENS), min_size=1, max_size=12))
+def test_admission_agrees_with_the_naive_reference_pipeline(tokens: list[bytes]) -> None:
+    data = b"".join(tokens)
+    try:
+        admit(data)
+    except CanonicalError:
+        admitted = False
+    else:
+        admitted = True
+    assert admitted == _reference_admission(data)
+
+
 def test_depth_sixteen_is_admitted_and_seventeen_is_a_limit() -> None:
     assert admit(b"[" * 16 + b"]" * 16) is not None
     with pytest.raises(CanonicalLimitError):
