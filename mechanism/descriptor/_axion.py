@@ -5,7 +5,8 @@ Policy text rules (``shared/spec/descriptor.md`` §3.4, newest public parser):
 * UTF-8 text, at most ``MAX_POLICY_BYTES`` bytes, exactly one root form ``(policy clause…)`` and
   nothing after it but whitespace. Tokens: ``(`` ``)`` ``[`` ``]``, integers with optional sign,
   decimals, ``"strings"`` (escapes ``\\"`` and ``\\\\`` only) and symbols
-  (``[A-Za-z0-9_-]``). Nesting deeper than ``MAX_POLICY_DEPTH`` is refused (no recursion is used).
+  (``[A-Za-z0-9_-]``). Nesting deeper than ``MAX_POLICY_DEPTH`` is refused (no recursion is used);
+  so is an integer of more than ``MAX_INTEGER_DIGITS`` digits (``AXION_POLICY_SYNTAX``).
 * Clauses: ``(tier N)``; integer limits ``max-instructions``, ``max-recursion``, ``max-stack``,
   ``max-reflections``, ``max-meta-writes``, ``max-tensors``, ``max-tensor-elements``,
   ``max-symbolic-nodes``, ``max-symbolic-graphs``, ``max-infinite-forms``;
@@ -67,6 +68,7 @@ __all__ = [
 
 MAX_POLICY_BYTES: Final = 65_536
 MAX_POLICY_DEPTH: Final = 16
+MAX_INTEGER_DIGITS: Final = 64  # far below Python's int-from-str limit; no real limit needs more
 THETA4_RECURSION_WARN: Final = 243
 THETA7_RECURSION_CEILING: Final = 729
 
@@ -220,6 +222,10 @@ def _read(text: str) -> _Form:
         if group == "string":
             atom = _Atom("string", token[1:-1].replace('\\"', '"').replace("\\\\", "\\"))
         elif group == "int":
+            if len(token.lstrip("+-")) > MAX_INTEGER_DIGITS:
+                raise PolicyError(
+                    "AXION_POLICY_SYNTAX", f"integer longer than {MAX_INTEGER_DIGITS} digits"
+                )
             atom = _Atom("int", int(token))
         elif group == "float":
             atom = _Atom("float", token)
@@ -452,8 +458,16 @@ def parse_policy(text: str | bytes) -> Policy:
 
 
 def policy_digest(text: str | bytes) -> str:
-    """``sha256:`` digest of the policy text's exact UTF-8 bytes."""
-    data = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+    """``sha256:`` digest of the policy text's exact bytes (``str``: UTF-8, surrogates kept).
+
+    Anything but ``str`` or exact ``bytes`` raises ``TypeError`` (never coerced).
+    """
+    if type(text) is str:
+        data = text.encode("utf-8", errors="surrogatepass")
+    elif type(text) is bytes:
+        data = text
+    else:
+        raise TypeError("policy text is str or bytes")
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 

@@ -23,6 +23,7 @@ version of a known schema/profile family) or ``"limit"`` (a host limit lowered b
  10   DESCRIPTOR_KEYED_FIELD                      ``=`` (key=value, i.e. named/optional fields)
  11   DESCRIPTOR_FINAL_LF_MISSING                 last byte not LF (unterminated last line)
  12   DESCRIPTOR_EMPTY_LINE                       an empty line among the first six
+ 12a  DESCRIPTOR_DUPLICATE_FIELD                  two lines assert the same field (see below)
  13   DESCRIPTOR_TRAILING_LINES                   more than six lines (incl. an extra final LF)
  14   DESCRIPTOR_TOO_FEW_LINES                    fewer than six lines
  15   DESCRIPTOR_SCHEMA_UNSUPPORTED (unsupported) line 1 ``t81.experiment-descriptor.v<other>``
@@ -37,6 +38,15 @@ version of a known schema/profile family) or ``"limit"`` (a host limit lowered b
  24   DESCRIPTOR_PROFILE_UNSUPPORTED (unsupported) line 6 ``object-interface-fixtures-v<other>``
  25   DESCRIPTOR_PROFILE_INVALID                  line 6 anything else but the exact profile
 ==== ========================================== ==================================================
+
+A line *asserts a field* when it has that field's shape: the schema family
+``t81.experiment-descriptor.v<N>``, 64 lowercase hex digits (payload reference), a compiled
+representation, a compiled provider, a compiled operation, or the profile family
+``object-interface-fixtures-v<N>``. No two of the six fields can share a shape, so two lines
+asserting the same field are a duplicated field (seed: "No … duplicate fields … are accepted"),
+refused with its own code before the line count is judged; a seventh line that asserts no
+field is a trailing line. (``run,run`` is one field listing an operation twice:
+``DESCRIPTOR_OPERATIONS_NOT_SINGLETON``.)
 
 Decoding only establishes that the six assertions are well formed and consistent with the
 compiled catalog's pairings; they remain *claims* until discovery checks the representation by
@@ -89,6 +99,7 @@ DESCRIPTOR_REASON_CODES: Final = (
     "DESCRIPTOR_KEYED_FIELD",
     "DESCRIPTOR_FINAL_LF_MISSING",
     "DESCRIPTOR_EMPTY_LINE",
+    "DESCRIPTOR_DUPLICATE_FIELD",
     "DESCRIPTOR_TRAILING_LINES",
     "DESCRIPTOR_TOO_FEW_LINES",
     "DESCRIPTOR_SCHEMA_UNSUPPORTED",
@@ -173,6 +184,23 @@ def _scan_bytes(data: bytes) -> None:
         raise DescriptorError("DESCRIPTOR_KEYED_FIELD", "key=value fields are refused")
 
 
+def _asserted_field(line: str) -> str | None:
+    """The field whose shape ``line`` has, or ``None`` (no two fields share a shape)."""
+    if _SCHEMA_FAMILY.fullmatch(line):
+        return "schema"
+    if is_canonfs_ref(line):
+        return "payload_reference"
+    if line in KNOWN_REPRESENTATIONS:
+        return "representation"
+    if line in CATALOG_BY_PROVIDER:
+        return "provider"
+    if line in KNOWN_OPERATIONS:
+        return "operations"
+    if _PROFILE_FAMILY.fullmatch(line):
+        return "profile"
+    return None
+
+
 def _split_lines(data: bytes) -> list[str]:
     if not data.endswith(b"\n"):
         raise DescriptorError("DESCRIPTOR_FINAL_LF_MISSING", "every line must end with one LF")
@@ -180,6 +208,17 @@ def _split_lines(data: bytes) -> list[str]:
     for number, line in enumerate(lines[:DESCRIPTOR_LINES], start=1):
         if line == "":
             raise DescriptorError("DESCRIPTOR_EMPTY_LINE", f"line {number} is empty")
+    seen: dict[str, int] = {}
+    for number, line in enumerate(lines, start=1):
+        field = _asserted_field(line)
+        if field is None:
+            continue
+        if field in seen:
+            raise DescriptorError(
+                "DESCRIPTOR_DUPLICATE_FIELD",
+                f"lines {seen[field]} and {number} both assert the {field} field",
+            )
+        seen[field] = number
     if len(lines) > DESCRIPTOR_LINES:
         raise DescriptorError(
             "DESCRIPTOR_TRAILING_LINES", f"{len(lines)} lines; exactly {DESCRIPTOR_LINES} allowed"

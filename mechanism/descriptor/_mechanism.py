@@ -23,8 +23,11 @@ binding (all UNKNOWN unless noted):
     to this source identity → ``DESCRIPTOR_IMPLEMENTATION_UNSUPPORTED``
  3. ``predicate`` not the mechanism id or ``expected`` not exactly ``"AUTHORIZED_AND_OBSERVED"``
     → ``DESCRIPTOR_PREDICATE_UNSUPPORTED``
- 4. ``parameters`` not a dict of exactly the four keys with well-formed string values
-    → ``DESCRIPTOR_PARAMETERS_UNSUPPORTED`` (validated on a copy)
+ 4. ``parameters`` not a dict of exactly the four keys with string values, the two references
+    64 lowercase hex and the policy a strict digest → ``DESCRIPTOR_PARAMETERS_UNSUPPORTED``
+    (validated on a copy). The requested operation may be any string: one the compiled catalog
+    does not offer (``inspect`` for ``t81vm``, ``run,inspect``, ``*``) is a refuted capability,
+    FAIL ``DISCOVERY_OPERATION_NOT_OFFERED`` at step 19, not an unsupported binding shape.
  5. ``authorization_policy`` is not this host's configuration digest
     → ``DESCRIPTOR_AUTHORIZATION_POLICY_UNSUPPORTED``
  6. ``trust_roots`` not exactly ``sorted({authorization_policy, CATALOG_DIGEST})``
@@ -55,8 +58,10 @@ discovery (validated operation discovery in the compiled catalog):
      known valid fixture (reference and bytes) → FAIL ``DISCOVERY_REPRESENTATION_MISMATCH``
  19. the requested operation not in the adapter's compiled singleton set
      → FAIL ``DISCOVERY_OPERATION_NOT_OFFERED``
-authorization: ``AuthorizationConfig.authorize`` (Path C allowlist, then Path B Axion with
- ``final_authorization=true`` for ``t81vm``): DENIED → FAIL with its code, UNKNOWN → UNKNOWN.
+authorization: ``AuthorizationConfig.authorize``, exactly one path per provider: Path B (a
+ separate Axion evaluation with ``final_authorization=true``) for ``t81vm``, Path C (the exact
+ local allowlist, instead of Axion) for ``native-weights``: DENIED → FAIL with its code,
+ UNKNOWN → UNKNOWN.
 provider (only now; on the admitted bytes, never the caller's source):
  ``t81vm``: decode TISC, run the VM under the host's Axion engine (instruction-level checks)
  with the step limit: ``SecurityFault`` → FAIL ``PROVIDER_SECURITY_FAULT``; any other trap →
@@ -75,7 +80,6 @@ the compiled catalog digest and the ``sha256`` of each implementation source, in
 from __future__ import annotations
 
 import copy
-import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
@@ -136,7 +140,6 @@ RESIDUAL_OBLIGATIONS: Final = (
     "CALLER_AND_PROVIDER_SHARE_ONE_TRUSTED_PROCESS",
     "HASH_COLLISION_RESISTANCE_ASSUMED",
 )
-_OPERATION_RE: Final = re.compile(r"[a-z][a-z0-9-]*")
 
 BINDING_REASON_CODES: Final = (
     "DESCRIPTOR_BINDING_UNSUPPORTED",
@@ -369,7 +372,6 @@ class DescriptorAuthorizationMechanism:
         if not (
             is_canonfs_ref(parameters["descriptor_identity"])
             and is_canonfs_ref(parameters["payload_reference"])
-            and _OPERATION_RE.fullmatch(parameters["operation"])
             and is_digest(parameters["authorization_policy"])
         ):
             raise _unknown("DESCRIPTOR_PARAMETERS_UNSUPPORTED")

@@ -485,8 +485,15 @@ BINDING_CASES: list[tuple[str, Any, MechanismOutcome, str]] = [
         "DESCRIPTOR_PARAMETERS_UNSUPPORTED",
     ),
     (
-        "operation_pattern",
+        # a requested operation outside the compiled singleton set is a refuted capability
+        "operation_wildcard_is_not_offered",
         lambda: attrs.evolve(_honest(), parameters={**PARAMS, "operation": "*"}),
+        FAIL,
+        "DISCOVERY_OPERATION_NOT_OFFERED",
+    ),
+    (
+        "operation_not_a_str",
+        lambda: _mutated(parameters={**PARAMS, "operation": 1}),
         UNKNOWN,
         "DESCRIPTOR_PARAMETERS_UNSUPPORTED",
     ),

@@ -1,0 +1,231 @@
+"""Second-reader findings: each test is named after the seed/spec rule it defends.
+
+* Seed 000: "No CRLF, whitespace, escaping, duplicate fields, optional fields, or trailing lines
+  are accepted" and issue 8: each byte-level violation has its own stable reason code.
+* Seed 000: "operations are checked against the adapter's compiled singleton operation set": a
+  requested operation outside it is a refuted capability (FAIL), whatever its spelling.
+* descriptor.md §3.4: a policy that is not in the language is a parse error and fails closed;
+  the host configuration never makes the constructor (or the CLI) raise.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mechanism.descriptor import (
+    DECISION_REASON_CODES,
+    DescriptorAuthorizationMechanism,
+    DescriptorError,
+    PolicyError,
+    decode_descriptor,
+    default_mechanism,
+    descriptor_binding,
+    parse_policy,
+    policy_digest,
+    safetensors_fixture_bytes,
+    tisc_fixture_bytes,
+)
+from session import MechanismOutcome
+
+from ._support import FIXTURES, REPO, SAFETENSORS_REF, TISC_REF
+
+VALID = (
+    b"t81.experiment-descriptor.v1\n"
+    + TISC_REF.encode()
+    + b"\nbase81-symbolic-tisc\nt81vm\nrun\nobject-interface-fixtures-v1\n"
+)
+LINES = VALID.split(b"\n")[:6]
+
+
+def _join(lines: list[bytes]) -> bytes:
+    return b"".join(line + b"\n" for line in lines)
+
+
+# One representative per violation class the seed names (plus the format's own limits).
+SEED_VIOLATIONS: dict[str, bytes] = {
+    "crlf": VALID.replace(b"\n", b"\r\n"),
+    "whitespace": VALID.replace(b"\nrun\n", b"\nrun \n"),
+    "escaping": VALID.replace(b"\nrun\n", b'\n"run"\n'),
+    "duplicate_field": _join([*LINES[:5], LINES[4], LINES[5]]),
+    "optional_field": _join([*LINES, b"permission=run"]),
+    "trailing_line": VALID + b"extra\n",
+    "missing_field": _join(LINES[:5]),
+    "empty_line": _join([*LINES[:3], b"", *LINES[3:]]),
+    "unterminated": VALID[:-1],
+    "non_ascii": VALID.replace(b"run", b"r\xc3\xbcn"),
+    "control_byte": VALID.replace(b"run", b"r\x00n"),
+    "oversize": VALID + b"x" * (4097 - len(VALID)),
+}
+
+
+def _code(data: bytes) -> str:
+    with pytest.raises(DescriptorError) as caught:
+        decode_descriptor(data)
+    return caught.value.code
+
+
+def test_seed_each_named_byte_level_violation_has_its_own_stable_code() -> None:
+    codes = {name: _code(data) for name, data in SEED_VIOLATIONS.items()}
+    assert len(set(codes.values())) == len(codes), codes
+    assert codes["duplicate_field"] == "DESCRIPTOR_DUPLICATE_FIELD"
+    assert codes["trailing_line"] == "DESCRIPTOR_TRAILING_LINES"
+    # stable: decoding the same bytes again gives the same code
+    assert codes == {name: _code(data) for name, data in SEED_VIOLATIONS.items()}
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        [LINES[0], *LINES],  # schema twice
+        [*LINES[:2], SAFETENSORS_REF.encode(), *LINES[2:]],  # two payload references
+        [*LINES[:4], b"t81vm", LINES[5]],  # provider twice, operations missing
+        [*LINES, LINES[5]],  # profile twice
+    ],
+    ids=["schema", "payload_reference", "provider", "profile"],
+)
+def test_seed_duplicate_fields_are_refused_as_duplicates_not_trailing_lines(
+    lines: list[bytes],
+) -> None:
+    assert _code(_join(lines)) == "DESCRIPTOR_DUPLICATE_FIELD"
+
+
+def test_seed_duplicate_field_fails_through_the_adapter() -> None:
+    data = SEED_VIOLATIONS["duplicate_field"]
+    payload = tisc_fixture_bytes()
+    decision = default_mechanism().evaluate(descriptor_binding(data, payload), (data, payload))
+    assert (decision.outcome, decision.details) == (
+        MechanismOutcome.FAIL,
+        "DESCRIPTOR_DUPLICATE_FIELD",
+    )
+    assert decision.observations["storage_report"]["status"] == "ADMITTED"
+
+
+@pytest.mark.parametrize("operation", ["run,inspect", "run,run", "RUN", "", "*", "inspect"])
+def test_seed_requested_operation_outside_the_compiled_singleton_set_fails(
+    operation: str,
+) -> None:
+    payload = tisc_fixture_bytes()
+    descriptor = (FIXTURES / "descriptor-tisc.txt").read_bytes()
+    binding = descriptor_binding(descriptor, payload, operation=operation)
+    decision = default_mechanism().evaluate(binding, (descriptor, payload))
+    assert (decision.outcome, decision.details) == (
+        MechanismOutcome.FAIL,
+        "DISCOVERY_OPERATION_NOT_OFFERED",
+    )
+    assert decision.observations["provider_report"] is None
+    assert decision.observations["authorization_report"] is None
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "daemon.cli", "descriptor", *args],
+        capture_output=True,
+        cwd=REPO,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_cli_requested_operation_list_is_a_refused_capability_exit_1() -> None:
+    done = _cli(
+        "check",
+        str(FIXTURES / "descriptor-safetensors.txt"),
+        str(FIXTURES / "safetensors-fixture.bin"),
+        "--operation",
+        "run,inspect",
+    )
+    assert done.returncode == 1, done.stderr
+    assert b"DISCOVERY_OPERATION_NOT_OFFERED" in done.stdout
+    assert b"Traceback" not in done.stderr
+
+
+HUGE_INTEGER_POLICY = b"(policy (tier " + b"9" * 5000 + b"))"
+
+
+def test_axion_integer_beyond_python_conversion_limit_is_a_parse_error() -> None:
+    with pytest.raises(PolicyError) as caught:
+        parse_policy(HUGE_INTEGER_POLICY)
+    assert caught.value.code == "AXION_POLICY_SYNTAX"
+
+
+def test_axion_unparsable_host_policy_fails_closed_and_never_raises() -> None:
+    mechanism = DescriptorAuthorizationMechanism(policy=HUGE_INTEGER_POLICY)
+    descriptor = (FIXTURES / "descriptor-tisc.txt").read_bytes()
+    payload = tisc_fixture_bytes()
+    binding = descriptor_binding(descriptor, payload, mechanism=mechanism)
+    decision = mechanism.evaluate(binding, (descriptor, payload))
+    assert (decision.outcome, decision.details) == (
+        MechanismOutcome.FAIL,
+        "AUTHORIZATION_POLICY_INVALID",
+    )
+
+
+def test_cli_check_with_an_unparsable_policy_file_exits_1_without_traceback(
+    tmp_path: Path,
+) -> None:
+    policy = tmp_path / "huge.apl"
+    policy.write_bytes(HUGE_INTEGER_POLICY)
+    done = _cli(
+        "check",
+        str(FIXTURES / "descriptor-tisc.txt"),
+        str(FIXTURES / "tisc-fixture.bin"),
+        "--operation",
+        "run",
+        "--policy",
+        str(policy),
+    )
+    assert done.returncode == 1, done.stderr
+    assert b"AUTHORIZATION_POLICY_INVALID" in done.stdout
+    assert b"Traceback" not in done.stderr
+
+
+_POLICY_ALPHABET = st.sampled_from(
+    [
+        *'()[]" \n-+0123456789.\\',
+        *("policy", "tier", "max-instructions", "require-axion-event", "reason", "x"),
+        *("\ud800", "é"),
+    ]
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_POLICY_ALPHABET, max_size=40).map("".join))
+def test_axion_parser_only_ever_raises_policy_error_for_text(text: str) -> None:
+    with contextlib.suppress(PolicyError):
+        parse_policy(text)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=80))
+def test_axion_parser_only_ever_raises_policy_error_for_bytes(data: bytes) -> None:
+    with contextlib.suppress(PolicyError):
+        parse_policy(b"(policy " + data)
+
+
+def test_policy_digest_is_exact_about_its_input_type() -> None:
+    assert policy_digest("(policy)") == policy_digest(b"(policy)")
+    assert policy_digest("\ud800").startswith("sha256:")
+    for bad in (5, None, bytearray(b"(policy)")):
+        with pytest.raises(TypeError):
+            policy_digest(bad)  # type: ignore[arg-type]
+
+
+def test_every_audited_code_is_a_declared_decision_code() -> None:
+    for code in ("DESCRIPTOR_DUPLICATE_FIELD", "DISCOVERY_OPERATION_NOT_OFFERED"):
+        assert code in DECISION_REASON_CODES
+
+
+def test_weights_fixture_still_passes_with_the_default_configuration() -> None:
+    payload = safetensors_fixture_bytes()
+    descriptor = (FIXTURES / "descriptor-safetensors.txt").read_bytes()
+    decision = default_mechanism().evaluate(
+        descriptor_binding(descriptor, payload), (descriptor, payload)
+    )
+    assert decision.outcome is MechanismOutcome.PASS
