@@ -12,7 +12,8 @@ Rules:
   imports, executes or instantiates it. A ref whose attribute path has two parts names an
   **unbound instance method**: a caller must construct the instance explicitly.
 * Every ``EXACT_RULE_PROFILE:`` prerequisite carries a strict ``sha256:`` digest.
-* ``matches_exact(schema_id, interaction_mode, relation_id=, mechanism_id=)`` is True only when
+* ``matches_exact(schema_id, interaction_mode, mechanism_id=None, relation_id=None)`` (the
+  parameter order of ``search_exact``, formation.md §7.2) is True only when
   ``schema_id`` is a *planning surface* schema (``VSTD-2``; a native serialized schema never
   matches), the mode is declared, at least one of relation/mechanism is given, and each given one
   is declared (relations × mechanisms is a Cartesian product). It never raises for a query value
@@ -145,9 +146,8 @@ class ComponentDescriptor:
         self,
         schema_id: object,
         interaction_mode: object,
-        *,
-        relation_id: object = None,
         mechanism_id: object = None,
+        relation_id: object = None,
     ) -> bool:
         """Declared-match test of formation.md §7.1 (surface × mode × relation/mechanism)."""
         if relation_id is None and mechanism_id is None:

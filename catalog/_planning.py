@@ -254,7 +254,6 @@ def _dependencies(package: StoredPackage | None, component_id: str) -> tuple[str
 def plan_validation(
     analysis: ValidationAnalysis,
     registry: ComponentRegistry,
-    *,
     package: StoredPackage | None = None,
 ) -> ValidationPlan:
     """Declared candidates per hole; never executes anything (see the module rules)."""

@@ -504,7 +504,6 @@ def assess_execution_readiness(
     declarations: Sequence[object] | object,
     authorization: object,
     reassessment: object,
-    *,
     package: object = None,
 ) -> ExecutionReadinessReport:
     """Assess declaration readiness; never raises, never executes (see the module rules)."""

@@ -83,9 +83,8 @@ class ComponentRegistry:
         self,
         schema_id: object,
         interaction_mode: object,
-        *,
-        relation_id: object = None,
         mechanism_id: object = None,
+        relation_id: object = None,
     ) -> tuple[ComponentDescriptor, ...]:
         """Every declared match, in component-id order."""
         return tuple(

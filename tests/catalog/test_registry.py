@@ -197,3 +197,33 @@ def test_registry_round_trips_through_its_dict_and_refuses_unsorted_lists() -> N
     extra["components"][0]["verdict"] = "CHECKED"
     with pytest.raises(ComponentRegistryError, match="unexpected"):
         ComponentRegistry.from_dict(extra)
+
+
+@pytest.mark.parametrize(("schema", "mode", "relation", "mechanism", "expected"), MATCH_TABLE)
+def test_match_exact_takes_positional_arguments_in_search_exact_order(
+    schema: object, mode: object, relation: object, mechanism: object, expected: list[str]
+) -> None:
+    """formation.md §7.2 gives ``search_exact(schema_id, interaction_mode, mechanism_id,
+    relation_id, ...)``; registry and descriptor matching accept the same positional order."""
+    registry = catalog.reference_registry()
+    found = registry.match_exact(schema, mode, mechanism, relation)
+    assert [m.component_id for m in found] == expected
+    for component in registry.components:
+        assert component.matches_exact(schema, mode, mechanism, relation) is (
+            component.component_id in expected
+        )
+
+
+def test_planning_and_readiness_accept_the_package_positionally(
+    reference_package: catalog.StoredPackage, kit: Any
+) -> None:
+    analysis = kit.analysis_for("component:artifact-network-typed-formation-checker")
+    registry = reference_package.registry()
+    plan = catalog.plan_validation(analysis, registry, reference_package)
+    assert plan == catalog.plan_validation(analysis, registry, package=reference_package)
+    assert plan.binding_scope == "STORED_PACKAGE"
+    report = catalog.assess_execution_readiness(
+        analysis, plan, registry, [], None, None, reference_package
+    )
+    assert report.package_digest == plan.package_digest
+    assert "plan is bound to a stored package that was not supplied" not in report.findings
