@@ -1,9 +1,10 @@
 """``evidenced formation inspect-silo`` and ``evidenced formation receipt build|recheck``.
 
-Evidence directories: every regular file whose name is exactly 64 lowercase hex digits is one
-evidence entry keyed ``sha256:<name>``; the name is only the *claimed* digest (the inspector and
-the receipt builder rehash the bytes, so a substituted file shows up as a digest mismatch). Any
-other entry of the directory (a differently named file, a sub-directory) is refused with exit
+Evidence directories: every regular file named by a digest — the 64 lowercase hex digits, with
+or without the ``sha256:`` prefix — is one evidence entry keyed ``sha256:<hex>``; the name is
+only the *claimed* digest (the inspector and the receipt builder rehash the bytes, so a
+substituted file shows up as a digest mismatch). Any other entry of the directory (a
+differently named file, a sub-directory, one digest under both spellings) is refused with exit
 65 rather than silently ignored. A file is read up to 4 MiB + 1 bytes: anything larger is over
 the per-object bound either way, so the outcome is the same as reading it whole.
 
@@ -51,7 +52,7 @@ EXIT_INVALID: Final = 1
 EXIT_UNKNOWN: Final = 3
 EXIT_REJECTED: Final = 65
 
-_HEX_NAME: Final = re.compile(r"[0-9a-f]{64}")
+_DIGEST_NAME: Final = re.compile(r"(?:sha256:)?([0-9a-f]{64})")
 _MAX_COMMIT_READ: Final = 262_145  # one byte over the commit bound is enough to refuse it
 _MAX_SMALL_READ: Final = 1_048_577  # selections and receipts: one byte over the receipt bound
 
@@ -67,16 +68,22 @@ def _read(path: str, limit: int) -> bytes:
 
 def read_evidence_dir(directory: str) -> dict[str, bytes]:
     """Read an evidence directory (naming rule in the module docstring) into a plain dict."""
-    names = sorted(os.listdir(directory))
-    for name in names:
-        if _HEX_NAME.fullmatch(name) is None or not (Path(directory) / name).is_file():
-            raise _CliRefusal(f"evidence entry {name!r} is not a file named by a 64-hex digest")
-    if len(names) > MAX_EVIDENCE_ENTRIES:
+    keys: dict[str, str] = {}  # digest -> file name
+    for name in sorted(os.listdir(directory)):
+        match = _DIGEST_NAME.fullmatch(name)
+        if match is None or not (Path(directory) / name).is_file():
+            raise _CliRefusal(f"evidence entry {name!r} is not a file named by a digest")
+        digest = f"sha256:{match.group(1)}"
+        if digest in keys:
+            raise _CliRefusal(f"evidence entries {keys[digest]!r} and {name!r} name one digest")
+        keys[digest] = name
+    if len(keys) > MAX_EVIDENCE_ENTRIES:
         # Both the inspector and the receipt builder refuse an oversized mapping by count
         # before looking at a single value, so there is no point reading the files.
-        return {f"sha256:{name}": b"" for name in names}
+        return dict.fromkeys(keys, b"")
     return {
-        f"sha256:{name}": _read(str(Path(directory) / name), MAX_OBJECT_BYTES + 1) for name in names
+        digest: _read(str(Path(directory) / name), MAX_OBJECT_BYTES + 1)
+        for digest, name in keys.items()
     }
 
 

@@ -88,6 +88,33 @@ def test_inspect_silo_refuses_an_evidence_entry_not_named_by_a_digest(tmp_path: 
     assert done.stderr.count(b"\n") == 1
 
 
+def test_inspect_silo_accepts_files_named_by_the_full_digest(tmp_path: Path) -> None:
+    # "evidence files named by their digest" (issue 4): the digest is "sha256:<64 hex>", so that
+    # spelling is as good as the bare 64 hex digits; the two may be mixed in one directory.
+    silo = standard_silo()
+    evidence = evidence_for(silo)
+    commit = commit_bytes(silo)
+    commit_path, directory = write_silo(tmp_path, evidence, commit)
+    for index, digest in enumerate(sorted(evidence)):
+        if index % 2 == 0:
+            (directory / digest.removeprefix("sha256:")).rename(directory / digest)
+    done = inspect_cli(commit_path, directory)
+    assert done.returncode == 0, done.stderr
+    assert one_json(done.stdout) == inspect_silo_formation(commit, evidence, **PATHS)
+
+
+def test_inspect_silo_refuses_one_digest_under_both_spellings(tmp_path: Path) -> None:
+    silo = standard_silo()
+    evidence = evidence_for(silo)
+    commit_path, directory = write_silo(tmp_path, evidence, commit_bytes(silo))
+    digest = sorted(evidence)[0]
+    (directory / digest).write_bytes(evidence[digest])
+    done = inspect_cli(commit_path, directory)
+    assert done.returncode == 65
+    assert one_json(done.stdout) == {"error": "EVIDENCE_DIRECTORY_REFUSED"}
+    assert b"Traceback" not in done.stderr
+
+
 def test_inspect_silo_over_256_evidence_files_is_an_entry_limit(tmp_path: Path) -> None:
     silo = standard_silo()
     evidence = evidence_for(silo)
