@@ -15,8 +15,8 @@ Rules:
   registry digest, a missing, extra or changed artifact (one changed byte suffices), a component
   without its implementation source.
 * On disk a package is a directory holding ``package.json`` (the manifest) and ``artifacts/<path>``
-  (exact bytes). :func:`load_package` refuses symlinks and paths that leave the directory; it
-  does not validate (call :func:`validate_package`).
+  (exact bytes). :func:`load_package` refuses symlinks, non-regular files (a FIFO would block)
+  and paths that leave the directory; it does not validate (call :func:`validate_package`).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -333,6 +334,8 @@ def load_package(directory: Path) -> StoredPackage:
                 raise ComponentIndexError(f"package contains a symlink: {here / name}")
         for name in filenames:
             full = here / name
+            if not stat.S_ISREG(full.lstat().st_mode):  # a FIFO would block the read
+                raise ComponentIndexError(f"package artifact {full} is not a regular file")
             files[full.relative_to(base).as_posix()] = full.read_bytes()
     try:
         manifest_bytes = core_bytes(manifest)

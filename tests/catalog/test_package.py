@@ -159,6 +159,17 @@ def test_symlinked_artifact_is_refused(reference_package: StoredPackage, tmp_pat
         catalog.load_package(tmp_path / "p")
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_a_fifo_among_the_artifacts_is_refused_without_being_read(
+    reference_package: StoredPackage, tmp_path: Path
+) -> None:
+    """Reading a FIFO blocks until a writer appears: a stored package holds regular files only."""
+    catalog.write_package(reference_package, tmp_path / "p")
+    os.mkfifo(tmp_path / "p" / "artifacts" / "pipe.txt")
+    with pytest.raises(ComponentIndexError, match="not a regular file"):
+        catalog.load_package(tmp_path / "p")
+
+
 def test_build_refuses_a_non_empty_output_directory(
     reference_package: StoredPackage, tmp_path: Path
 ) -> None:
