@@ -424,22 +424,37 @@ def _validate_derivations(derivations: object, census_paths: frozenset[str]) -> 
     )
 
 
+# The text names a relation's sort key only in words ("type/source/target"); each component may
+# be spelt as that word or in the commit's ``*_path`` style, never both (docs/silo.md).
+_RELATION_FIELDS: Final = (
+    ("type", "relation_type"),
+    ("source", "source_path"),
+    ("target", "target_path"),
+)
+
+
+def _relation_field(record: dict[str, Any], names: tuple[str, str]) -> Any:
+    present = [name for name in names if name in record]
+    _require(len(present) == 1, f"relation needs exactly one of {names}")
+    return record[present[0]]
+
+
 def _validate_relations(relations: object, census_paths: frozenset[str]) -> None:
-    """Relation records (≤ 256): objects with a text ``type`` and census-path ``source`` and
-    ``target`` (the sort key §6.3 names), sorted by (type, source, target); every other named
-    path is a census path. §6.3 fixes no other field."""
+    """Relation records (≤ 256): objects with a text type and census-path source and target (the
+    sort key §6.3 names), sorted by (type, source, target); every other named path is a census
+    path. §6.3 fixes no other field."""
     _require(type(relations) is list, "relations must be a list")
     assert isinstance(relations, list)
     _require(len(relations) <= MAX_RELATIONS, "relations: at most 256")
     keys: list[tuple[str, str, str]] = []
     for record in relations:
         _require(type(record) is dict, "relation must be an object")
-        _require({"type", "source", "target"} <= record.keys(), "relation lacks type/source/target")
-        _require(is_text(record["type"], _MAX_RELATION_TYPE), "relation type is not text")
-        _census_path(record["source"], census_paths, "relation source")
-        _census_path(record["target"], census_paths, "relation target")
+        kind, source, target = (_relation_field(record, names) for names in _RELATION_FIELDS)
+        _require(is_text(kind, _MAX_RELATION_TYPE), "relation type is not text")
+        _census_path(source, census_paths, "relation source")
+        _census_path(target, census_paths, "relation target")
         _named_paths(record, census_paths, "relation")
-        keys.append((record["type"], record["source"], record["target"]))
+        keys.append((kind, source, target))
     _require(_non_decreasing(keys), "relations must be sorted by type/source/target")
 
 

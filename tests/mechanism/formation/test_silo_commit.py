@@ -243,6 +243,16 @@ LINKS_ACCEPTED: dict[str, dict[str, Any]] = {
     "derivations-sorted-by-target-path": {"derivations": [DERIVATION, DERIVATION_2]},
     "derivation-null-optional-path": {"derivations": [{**DERIVATION, "mechanism_path": None}]},
     "both": {"derivations": [DERIVATION], "relations": [CHECKS, DERIVES]},
+    "relation-fields-in-path-style": {
+        "relations": [
+            {
+                "relation_type": "CHECKS",
+                "source_path": "certificate.json",
+                "target_path": "subject.json",
+            },
+            {"type": "DERIVES", "source_path": "ground.txt", "target": "subject.json"},
+        ]
+    },
     "256-relations": {
         "relations": sorted(
             ({**CHECKS, "type": f"T{index:03d}"} for index in range(256)),
@@ -305,6 +315,11 @@ LINKS_MALFORMED: dict[str, dict[str, Any]] = {
     "relation-target-not-portable": {"relations": [{**CHECKS, "target": "Z:/subject.json"}]},
     "relation-path-field-not-in-census": {"relations": [{**CHECKS, "evidence_path": "absent"}]},
     "relation-target-list": {"relations": [{**CHECKS, "target": ["subject.json"]}]},
+    "relation-source-spelt-twice": {"relations": [{**CHECKS, "source_path": "certificate.json"}]},
+    "relation-type-spelt-twice": {"relations": [{**CHECKS, "relation_type": "CHECKS"}]},
+    "relation-path-style-source-not-in-census": {
+        "relations": [{"type": "CHECKS", "source_path": "absent.json", "target": "subject.json"}]
+    },
 }
 
 
