@@ -21,7 +21,11 @@
 12. the result carries the snapshot digest, the mechanism's outcome, details and observations.
 
 Session-level refusals are UNKNOWN with empty observations, never FAIL; the session never
-inspects the mechanism's outcome. Observed bytes are 0 before step 6.
+inspects the mechanism's outcome. Observed bytes are 0 before step 6. Apart from step 1 nothing
+raises for a bad binding or a misbehaving mechanism: an unhashable mechanism id is "not
+registered", a registered instance whose digest became malformed "does not match", a bound
+that cannot be compared with a count is exceeded, and a decision whose observations are not a
+mapping is "an invalid decision object".
 """
 
 from __future__ import annotations
@@ -86,21 +90,26 @@ class VerificationSession:
                 observations={},
             )
 
-        mechanism = self._mechanisms.get(snapshot.mechanism_id)
+        try:
+            mechanism = self._mechanisms.get(snapshot.mechanism_id)
+        except TypeError:  # an unhashable id (set on the binding after construction)
+            mechanism = None
         if mechanism is None:
             return refused("bound mechanism is not registered")
-        if normalise_digest(mechanism.mechanism_digest) != normalise_digest(
-            snapshot.mechanism_digest
-        ):
+        try:
+            registered_digest = normalise_digest(mechanism.mechanism_digest)
+        except EvidenceBindingError:  # the instance changed its digest after registration
             return refused("registered mechanism digest does not match")
-        if len(snapshot.evidence_refs) > snapshot.bounds.max_evidence_items:
+        if registered_digest != normalise_digest(snapshot.mechanism_digest):
+            return refused("registered mechanism digest does not match")
+        if not _within(len(snapshot.evidence_refs), snapshot.bounds.max_evidence_items):
             return refused("evidence item bound exceeded")
         try:
             payloads = tuple(self.evidence_store.resolve(ref) for ref in snapshot.evidence_refs)
         except EvidenceBindingError as error:
             return refused(str(error))
         observed = sum(len(payload) for payload in payloads)
-        if observed > snapshot.bounds.max_evidence_bytes:
+        if not _within(observed, snapshot.bounds.max_evidence_bytes):
             return refused("evidence byte bound exceeded", observed)
         try:
             execution_copy = copy.deepcopy(snapshot)
@@ -113,14 +122,26 @@ class VerificationSession:
             return refused(f"mechanism execution failed: {type(error).__name__}: {error}", observed)
         if not isinstance(decision, MechanismDecision):
             return refused("mechanism returned an invalid decision object", observed)
+        try:
+            observations = dict(decision.observations)
+        except (TypeError, ValueError):  # observations that are not a mapping
+            return refused("mechanism returned an invalid decision object", observed)
         return EvaluatedProposition(
             binding_digest=snapshot_digest,
             outcome=decision.outcome,
             mechanism_id=snapshot.mechanism_id,
-            mechanism_digest=normalise_digest(mechanism.mechanism_digest),
+            mechanism_digest=registered_digest,
             evidence_refs=snapshot.evidence_refs,
             trust_roots=snapshot.trust_roots,
             observed_evidence_bytes=observed,
             details=decision.details,
-            observations=dict(decision.observations),
+            observations=observations,
         )
+
+
+def _within(count: int, bound: object) -> bool:
+    """``count <= bound``; a bound that cannot be compared with a count holds nothing."""
+    try:
+        return bool(count <= bound)  # type: ignore[operator]
+    except TypeError:
+        return False

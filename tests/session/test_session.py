@@ -225,3 +225,49 @@ def test_bytes_digest_mechanism_pass_fail_and_unknown() -> None:
     source = Path(str(module.__file__)).read_bytes()
     expected_digest = "sha256:" + hashlib.sha256(source).hexdigest()
     assert mechanism.mechanism_digest == expected_digest
+
+
+# ---- nothing but step 1 raises (formation.md §1.3; issue 2 "Bad input") -------------------
+
+
+def test_decision_with_non_mapping_observations_is_an_invalid_decision_not_a_crash() -> None:
+    session, binding = setup(Recording(answer=MechanismDecision(MechanismOutcome.PASS, "", 5)))  # type: ignore[arg-type]
+    result = session.evaluate(binding)
+    assert result.outcome is MechanismOutcome.UNKNOWN
+    assert result.details == "mechanism returned an invalid decision object"
+    assert result.observations == {} and result.observed_evidence_bytes == 3
+
+
+def test_unhashable_mechanism_id_set_after_construction_is_not_registered() -> None:
+    session, binding = setup(Recording())
+    object.__setattr__(binding, "mechanism_id", ["test.recording"])
+    result = session.evaluate(binding)
+    assert result.outcome is MechanismOutcome.UNKNOWN
+    assert result.details == "bound mechanism is not registered"
+
+
+def test_registered_instance_whose_digest_became_malformed_does_not_match() -> None:
+    mechanism = Recording()
+    session, binding = setup(mechanism)
+    mechanism.mechanism_digest = "not a digest"
+    result = session.evaluate(binding)
+    assert result.outcome is MechanismOutcome.UNKNOWN
+    assert result.details == "registered mechanism digest does not match"
+    assert mechanism.calls == []
+
+
+@pytest.mark.parametrize(
+    ("field", "details"),
+    [
+        ("max_evidence_items", "evidence item bound exceeded"),
+        ("max_evidence_bytes", "evidence byte bound exceeded"),
+    ],
+)
+def test_bound_that_cannot_be_compared_is_exceeded_not_a_crash(field: str, details: str) -> None:
+    mechanism = Recording()
+    session, binding = setup(mechanism)
+    object.__setattr__(binding.bounds, field, "many")
+    result = session.evaluate(binding)
+    assert result.outcome is MechanismOutcome.UNKNOWN
+    assert result.details == details
+    assert mechanism.calls == []
