@@ -14,6 +14,11 @@ Allowlist rules (UTF-8 JSON, at most ``MAX_ALLOWLIST_BYTES``; :func:`parse_allow
 
 Configuration rules (:class:`AuthorizationConfig`, never raises for bad policy/allowlist input):
 
+* ``policy`` and ``allowlist`` are text (``str``, UTF-8), exact ``bytes``, or a path object
+  (``os.PathLike``) naming the host's file, read once at construction (an unreadable file raises
+  ``OSError`` there); anything else is a ``TypeError``. A plain ``str`` is always text, never a
+  path.
+
 * The configuration digest ``H({"schema_version": "t81.descriptor-authorization.v1",
   "axion_policy": sha256-of-policy-bytes, "allowlist": sha256-of-allowlist-bytes})`` is what a
   caller pins as the binding's ``authorization_policy`` parameter.
@@ -37,7 +42,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+from pathlib import Path
 from typing import Any, Final
 
 import attrs
@@ -170,18 +177,24 @@ def _sha256(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
-def _as_bytes(value: str | bytes) -> bytes:
+HostText = str | bytes | os.PathLike[str]
+
+
+def _as_bytes(value: HostText) -> bytes:
     if type(value) is bytes:
         return value
     if type(value) is str:
         return value.encode("utf-8", errors="surrogatepass")
-    raise TypeError("policy and allowlist are str or bytes")
+    if isinstance(value, os.PathLike):
+        # A host may name its configuration file; it is read once, here, never at evaluation.
+        return Path(value).read_bytes()
+    raise TypeError("policy and allowlist are str (text), bytes or a path object")
 
 
 class AuthorizationConfig:
     """One host's Axion policy and allowlist, parsed once; bad input fails closed."""
 
-    def __init__(self, policy: str | bytes, allowlist: str | bytes) -> None:
+    def __init__(self, policy: HostText, allowlist: HostText) -> None:
         self.policy_bytes = _as_bytes(policy)
         self.allowlist_bytes = _as_bytes(allowlist)
         self.policy_error: str | None = None

@@ -87,7 +87,7 @@ from typing import Any, Final
 from mechanism.canonical import canonical_digest, digest_bytes, is_digest
 from session import BoundProposition, EvidenceBounds, MechanismDecision, MechanismOutcome
 
-from ._authorization import AuthorizationConfig
+from ._authorization import AuthorizationConfig, HostText
 from ._canonfs import canonfs_hash, is_canonfs_ref
 from ._catalog import CATALOG, CATALOG_BY_PROVIDER, CATALOG_DIGEST, ProviderAdapter
 from ._codec import (
@@ -253,7 +253,8 @@ def _lower_only(name: str, value: object, default: int) -> int:
 class DescriptorAuthorizationMechanism:
     """Evidence pair (descriptor bytes, payload bytes) → PASS / FAIL / UNKNOWN with stage reports.
 
-    ``policy`` (Axion text) and ``allowlist`` (JSON) are the host's authorization configuration;
+    ``policy`` (Axion text) and ``allowlist`` (JSON) are the host's authorization configuration
+    (text, bytes, or a path object naming the file, read once here);
     ``max_descriptor_bytes``, ``max_item_bytes`` and ``max_steps`` may only be lowered.
     """
 
@@ -262,8 +263,8 @@ class DescriptorAuthorizationMechanism:
 
     def __init__(
         self,
-        policy: str | bytes = DEFAULT_POLICY,
-        allowlist: str | bytes = DEFAULT_ALLOWLIST,
+        policy: HostText = DEFAULT_POLICY,
+        allowlist: HostText = DEFAULT_ALLOWLIST,
         *,
         max_descriptor_bytes: int = MAX_DESCRIPTOR_BYTES,
         max_item_bytes: int = MAX_ITEM_BYTES,

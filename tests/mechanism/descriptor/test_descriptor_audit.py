@@ -229,3 +229,26 @@ def test_weights_fixture_still_passes_with_the_default_configuration() -> None:
         descriptor_binding(descriptor, payload), (descriptor, payload)
     )
     assert decision.outcome is MechanismOutcome.PASS
+
+
+def test_host_configuration_may_be_given_as_path_objects() -> None:
+    by_path = DescriptorAuthorizationMechanism(
+        policy=FIXTURES / "policy-deny-at-halt.apl",
+        allowlist=FIXTURES / "allowlist-missing-weights.json",
+    )
+    by_bytes = DescriptorAuthorizationMechanism(
+        policy=(FIXTURES / "policy-deny-at-halt.apl").read_bytes(),
+        allowlist=(FIXTURES / "allowlist-missing-weights.json").read_bytes(),
+    )
+    assert by_path.authorization_policy_digest == by_bytes.authorization_policy_digest
+    descriptor = (FIXTURES / "descriptor-tisc.txt").read_bytes()
+    payload = tisc_fixture_bytes()
+    decision = by_path.evaluate(
+        descriptor_binding(descriptor, payload, mechanism=by_path), (descriptor, payload)
+    )
+    assert (decision.outcome, decision.details) == (
+        MechanismOutcome.FAIL,
+        "PROVIDER_SECURITY_FAULT",
+    )
+    with pytest.raises(TypeError):
+        DescriptorAuthorizationMechanism(policy=None)  # type: ignore[arg-type]
