@@ -122,9 +122,15 @@ class CandidateExecutionDeclaration:
 
     candidate_id: str
     component_id: str
-    native_input_bindings: tuple[NativeInputBinding, ...] = attrs.field(converter=_as_tuple)
-    evidence_mappings: tuple[PlannedEvidenceMapping, ...] = attrs.field(converter=_as_tuple)
-    prerequisite_resolutions: tuple[PrerequisiteResolution, ...] = attrs.field(converter=_as_tuple)
+    native_input_bindings: tuple[NativeInputBinding, ...] = attrs.field(
+        converter=_as_tuple, default=()
+    )
+    evidence_mappings: tuple[PlannedEvidenceMapping, ...] = attrs.field(
+        converter=_as_tuple, default=()
+    )
+    prerequisite_resolutions: tuple[PrerequisiteResolution, ...] = attrs.field(
+        converter=_as_tuple, default=()
+    )
 
 
 @attrs.frozen

@@ -497,3 +497,18 @@ def test_a_decision_without_candidate_ids_is_constructible_and_unknown_not_estab
     report = case.assess()
     assert report.status == "NOT_ESTABLISHED"
     assert "authorization is UNKNOWN" in report.findings
+
+
+def test_an_empty_declaration_is_not_established_with_every_gap_named(case: Case) -> None:
+    """formation.md §7.3: missing native input bindings → NOT_ESTABLISHED; so are the missing
+    prerequisite resolutions (every required one plus RUNTIME_AVAILABILITY)."""
+    candidate_id = case.declaration.candidate_id
+    case.declarations = [CandidateExecutionDeclaration(candidate_id, CHECKER)]
+    report = case.assess()
+    assert report.status == "NOT_ESTABLISHED"
+    assert any(
+        f.startswith(f"missing native input bindings for {candidate_id}") for f in report.findings
+    )
+    (missing,) = [f for f in report.findings if f.startswith("missing prerequisite resolutions")]
+    for prerequisite in (*case.plan.candidates[0].prerequisites, "RUNTIME_AVAILABILITY"):
+        assert prerequisite in missing
