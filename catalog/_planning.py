@@ -173,8 +173,17 @@ class ValidationPlan:
     candidates: tuple[PlanCandidate, ...]
 
     @property
+    def schema_version(self) -> str:
+        return PLAN_SCHEMA_VERSION
+
+    @property
     def execution_performed(self) -> bool:
+        """Always ``False``: planning never executes a component."""
         return False
+
+    @property
+    def claim_boundary(self) -> str:
+        return PLAN_CLAIM_BOUNDARY
 
     def candidate(self, candidate_id: object) -> PlanCandidate | None:
         for candidate in self.candidates:
@@ -184,7 +193,7 @@ class ValidationPlan:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "schema_version": PLAN_SCHEMA_VERSION,
+            "schema_version": self.schema_version,
             "analysis_id": self.analysis_id,
             "analysis_digest": self.analysis_digest,
             "registry_digest": self.registry_digest,
@@ -201,8 +210,8 @@ class ValidationPlan:
                 for hole_id, ids in self.holes
             ],
             "candidates": [c.to_dict() for c in self.candidates],
-            "execution_performed": False,
-            "claim_boundary": PLAN_CLAIM_BOUNDARY,
+            "execution_performed": self.execution_performed,
+            "claim_boundary": self.claim_boundary,
         }
 
     def digest(self) -> str:

@@ -344,3 +344,21 @@ def test_planning_match_cannot_promote_unsupported_or_invalid_native_evidence(
     if case == "swapped":
         assert native["reason_codes"] == ["FORMATION_PROFILE_UNSUPPORTED"]
         assert native["subject_digest"] is None
+
+
+def test_plan_object_carries_the_stored_package_binding(
+    reference_package: StoredPackage, kit: Any
+) -> None:
+    """formation.md §7.3: plan_validation(analysis, registry, package=package) yields
+    binding_scope STORED_PACKAGE, package_digest, registry_digest, execution_performed False —
+    on the plan object as on its JSON form."""
+    analysis = kit.analysis_for("component:artifact-network-typed-formation-checker")
+    registry = reference_package.registry()
+    plan = plan_validation(analysis, registry, package=reference_package)
+    assert plan.binding_scope == "STORED_PACKAGE"
+    assert plan.package_digest == catalog.validate_package(reference_package)
+    assert plan.registry_digest == registry.canonical_digest()
+    assert plan.execution_performed is False
+    data = plan.to_dict()
+    for key in ("schema_version", "execution_performed", "claim_boundary"):
+        assert data[key] == getattr(plan, key)
