@@ -9,8 +9,8 @@ Public surface:
   :func:`entry_for_mechanism` (the daemon's ``list`` embeds it).
 * :class:`StoredPackage`, :func:`build_package`, :func:`validate_package`,
   :func:`load_package`, :func:`write_package`.
-* :class:`ComponentIndex`, :class:`IndexEntry`, :func:`build_index`, :func:`load_index`,
-  :func:`write_build`, :func:`verify_build`.
+* :class:`ComponentIndex`, :class:`IndexEntry`, :func:`build`, :func:`build_index`,
+  :func:`load_index`, :func:`write_build`, :func:`verify_build`.
 * :class:`ValidationAnalysis`, :class:`AnalysisHole`, :class:`ValidationPlan`,
   :func:`plan_validation`.
 * Readiness records and :func:`assess_execution_readiness`.
@@ -40,6 +40,7 @@ from ._index import (
     SEARCH_CLAIM_BOUNDARY,
     ComponentIndex,
     IndexEntry,
+    build,
     build_index,
     load_index,
     verify_build,
@@ -113,6 +114,7 @@ __all__ = [
     "ValidationAnalysis",
     "ValidationPlan",
     "assess_execution_readiness",
+    "build",
     "build_index",
     "build_package",
     "core_bytes",

@@ -14,7 +14,9 @@ Rules:
   ``ecosystem_completeness: UNKNOWN``, ``execution_performed: false``, the claim boundary) and
   ``result`` ``DECLARED_MATCHES`` or ``NO_DECLARED_MATCH_IN_THIS_INDEX``. Matching is
   :meth:`ComponentDescriptor.matches_exact`, filtered by package id/version when given.
-* :func:`write_build` writes ``index.json`` and ``packages/<name>/``; :func:`verify_build` re-reads
+* :func:`write_build` writes ``index.json`` and ``packages/<name>/`` (the index keeps the package's
+  ``source_ref``); :func:`build` (``build(output, source_ref="WORKTREE")``, formation.md §7.2)
+  packages the source tree and writes both; :func:`verify_build` re-reads
   everything and reports every discrepancy (it never raises for tampered bytes).
 * Nothing here imports, executes or instantiates a component.
 """
@@ -33,13 +35,20 @@ from ._codec import core_digest, is_bare_hex
 from ._descriptor import ComponentDescriptor
 from ._errors import CatalogError, ComponentIndexError
 from ._jsonio import read_json_file
-from ._package import StoredPackage, load_package, validate_package, write_package
+from ._package import (
+    StoredPackage,
+    build_package,
+    load_package,
+    validate_package,
+    write_package,
+)
 
 __all__ = [
     "INDEX_SCHEMA_VERSION",
     "SEARCH_CLAIM_BOUNDARY",
     "ComponentIndex",
     "IndexEntry",
+    "build",
     "build_index",
     "load_index",
     "verify_build",
@@ -295,11 +304,17 @@ def write_build(package: StoredPackage, directory: Path) -> ComponentIndex:
     if directory.exists() and any(directory.iterdir()):
         raise ComponentIndexError(f"output directory {directory} is not empty")
     relative = f"packages/{_package_dirname(package)}"
-    index = build_index([(package, relative)])
+    index = build_index([(package, relative)], source_ref=str(package.manifest.get("source_ref")))
     write_package(package, directory / relative)
     text = json.dumps(index.to_dict(), sort_keys=True, indent=2, ensure_ascii=True) + "\n"
     (directory / INDEX_NAME).write_text(text, encoding="ascii")
     return index
+
+
+def build(output: Path, source_ref: str = "WORKTREE") -> ComponentIndex:
+    """The reference's component-index build: package the source tree (bytes only, nothing
+    imported) and write ``index.json`` plus the package into ``output`` (new or empty)."""
+    return write_build(build_package(source_ref=source_ref), Path(output))
 
 
 def load_index(path: Path) -> ComponentIndex:

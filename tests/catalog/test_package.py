@@ -238,3 +238,21 @@ def test_any_edit_of_a_stored_record_is_invalid_and_never_raises(
             assert report["errors"]
     finally:
         target.write_bytes(original)
+
+
+def test_reference_build_entry_point_writes_a_verifiable_index_and_package(
+    tmp_path: Path,
+) -> None:
+    """formation.md §7.2: build(output, source_ref="WORKTREE") writes index.json plus a package
+    whose digest the index binds; the index keeps the package's source_ref."""
+    index = catalog.build(tmp_path / "out", source_ref="WORKTREE")
+    assert (tmp_path / "out" / "index.json").is_file()
+    assert catalog.verify_build(tmp_path / "out")["result"] == "VALID"
+    loaded = catalog.load_index(tmp_path / "out")
+    assert loaded.canonical_digest() == index.canonical_digest()
+    other = catalog.build(tmp_path / "tagged", source_ref="git:abc123")
+    assert other.source_ref == "git:abc123"
+    (entry, *_) = other.entries
+    package = catalog.load_package(tmp_path / "tagged" / entry.package_path)
+    assert package.manifest["source_ref"] == "git:abc123"
+    assert entry.validate_package(package) == entry.package_sha256
