@@ -20,7 +20,9 @@ Rules (``docs/holdout.md`` has the long form):
   ``evidence_refs``; those references stay the pristine ones (stale after a mutation) until a
   ``RESEAL`` recomputes them. Only the working bytes are served to the evidence store.
 * ``RESEAL`` recomputes the artifact's citation of the leaf (``certificate.subject_digest`` /
-  the payload-reference line) and the submission references, nothing else.
+  the payload-reference line) and the submission references, nothing else. An identity whose
+  input is missing (no working artifact after ``RECOMPOSE_DAG``, a payload view that is not
+  bytes) is left as it stands and the step continues; RESEAL never fails a challenge.
 * ``CHECK_WITH_OPTIONS`` may only tighten: a looser or replaced setting yields the refusal
   code ``CHECK_OPTIONS_WEAKENED`` and an unknown or ill-typed one ``CHECK_OPTIONS_UNSUPPORTED``
   (verdict ``UNKNOWN``, nothing is evaluated). The last one wins; it is not applied to the
@@ -144,15 +146,17 @@ def _exact_nonnegative_int(value: Any) -> bool:
     return type(value) is int and value >= 0
 
 
+_BOUND_OPTIONS: Final = ("max_evidence_items", "max_evidence_bytes")
+
+
 def _tighten_bound(binding: BoundProposition, options: dict[str, Any]) -> BoundProposition:
-    requested = options.get("max_evidence_bytes")
-    if requested is None:
+    """The binding's evidence bounds lowered to the caller's ``max_evidence_items`` /
+    ``max_evidence_bytes`` (each may only be lower than or equal to the honest bound)."""
+    current = binding.bounds.to_dict()
+    lowered = _lower_only_kwargs(options, {name: current[name] for name in _BOUND_OPTIONS})
+    if not lowered:
         return binding
-    if not _exact_nonnegative_int(requested):
-        raise _OptionsRefused(OPTIONS_UNSUPPORTED)
-    if requested > binding.bounds.max_evidence_bytes:
-        raise _OptionsRefused(OPTIONS_WEAKENED)
-    bounds = EvidenceBounds(binding.bounds.max_evidence_items, requested)
+    bounds = EvidenceBounds(**{**current, **lowered})
     return attrs.evolve(binding, bounds=bounds)
 
 
@@ -213,6 +217,12 @@ class _Handler:
 
     def baseline_report(self, artifact: bytes, leaf: bytes) -> Any:
         return None
+
+
+def _octets(text: str) -> bytes:
+    """The UTF-8 octets of splice text, verbatim (a lone surrogate stays an invalid sequence,
+    which resolution then reports as ``invalid-utf8``)."""
+    return text.encode("utf-8", errors="surrogatepass")
 
 
 def _render_json_record(view: Any) -> bytes:
@@ -276,7 +286,7 @@ class _Formation(_Handler):
     def configure(
         self, artifact: bytes, leaf: bytes, options: dict[str, Any]
     ) -> tuple[VerificationMechanism, BoundProposition]:
-        known = {"max_nodes", "max_depth", "max_path_steps", "max_evidence_bytes"}
+        known = {"max_nodes", "max_depth", "max_path_steps", *_BOUND_OPTIONS}
         if not set(options) <= known:
             raise _OptionsRefused(OPTIONS_UNSUPPORTED)
         kwargs = _lower_only_kwargs(
@@ -296,7 +306,7 @@ class _Formation(_Handler):
     def splice(self, data: bytes, role: str, name: str, value: str) -> bytes:
         if not data.startswith(b"{"):
             raise StepError("wire-splice-impossible", "the record does not start with '{'")
-        return b'{"' + name.encode() + b'":"' + value.encode() + b'",' + data[1:]
+        return b'{"' + _octets(name) + b'":"' + _octets(value) + b'",' + data[1:]
 
     def resolve_checks(self, data: bytes, role: str) -> str | None:
         if len(data) > formation.MAX_RECORD_BYTES:
@@ -409,7 +419,7 @@ class _Descriptor(_Handler):
             "max_descriptor_bytes",
             "max_item_bytes",
             "max_steps",
-            "max_evidence_bytes",
+            *_BOUND_OPTIONS,
             "operation",
             "authorization_policy",
             "policy",
@@ -457,7 +467,7 @@ class _Descriptor(_Handler):
         return mech, _tighten_bound(binding, options)
 
     def splice(self, data: bytes, role: str, name: str, value: str) -> bytes:
-        return value.encode() + b"\n" + data
+        return _octets(value) + b"\n" + data
 
     def resolve_checks(self, data: bytes, role: str) -> str | None:
         if role == "leaf":
@@ -641,6 +651,24 @@ def _node(
     return node
 
 
+def _reseal(handler: _Handler, views: dict[str, Any], refs: tuple[str, ...]) -> tuple[str, ...]:
+    """RESEAL: recompute what a forger controls, each identity on its own (§2.2: an identity
+    whose inputs are missing is left as it stands and the step continues, as the JS reference
+    wraps each recompute in try/catch). Returns the submission's references."""
+    if views["artifact"] is None:  # after RECOMPOSE_DAG: nothing left to reseal
+        return refs
+    try:
+        leaf_bytes = handler.render_leaf(views["leaf"])
+    except StepError:  # the citation's input (the leaf's bytes) does not exist
+        return refs
+    handler.reseal(views["artifact"], leaf_bytes)
+    try:
+        by_role = {"artifact": handler.render_artifact(views["artifact"]), "leaf": leaf_bytes}
+    except StepError:
+        return refs
+    return tuple(_sha256_ref(by_role[r]) for r in handler.evidence_roles)
+
+
 def observe_challenge(challenge: dict[str, Any], corpus: Corpus) -> dict[str, Any]:
     """One observation for one (schema-valid) challenge; raises :class:`StepError`."""
     fixture = challenge["fixture"]
@@ -691,12 +719,7 @@ def observe_challenge(challenge: dict[str, Any], corpus: Corpus) -> dict[str, An
         elif op == "REVERSE":
             _reverse(views, step.get("path"))
         elif op == "RESEAL":
-            if views["artifact"] is None:
-                raise StepError("bad-step", "RESEAL after RECOMPOSE_DAG has no working artifact")
-            leaf_bytes = handler.render_leaf(views["leaf"])
-            handler.reseal(views["artifact"], leaf_bytes)
-            by_role = {"artifact": handler.render_artifact(views["artifact"]), "leaf": leaf_bytes}
-            refs = tuple(_sha256_ref(by_role[r]) for r in handler.evidence_roles)
+            refs = _reseal(handler, views, refs)
         elif op == "CHECK_WITH_OPTIONS":
             options = copy.deepcopy(step.get("options", {}))
         elif op == "WIRE_PREPEND_DUPLICATE_MEMBER":

@@ -9,8 +9,10 @@ Every sub-command prints exactly one JSON document on stdout and one-line messag
   unreadable input; nothing is written).
 * ``score --challenges CHALLENGES --observations OBS.json [--commitment HEX] [--schemas DIR]
   [--release ID] [--implementation LABEL]`` prints ``{"verdict", "refusal", "by_challenge"}``.
-  A folder CHALLENGES needs ``--commitment`` (usage error 2 otherwise). ``--release`` defaults
-  to this instrument's release id for the schemas in use. Exit 0 PASS, 1 FAIL, 65 REFUSED.
+  A folder CHALLENGES needs ``--commitment`` (otherwise usage error 2, with the document
+  ``{"verdict": "REFUSED", "refusal": "commitment-required", "by_challenge": {}}``).
+  ``--release`` defaults to this instrument's release id for the schemas in use.
+  Exit 0 PASS, 1 FAIL, 65 REFUSED.
 * ``commit DIR`` prints ``{"commitment": HEX, "files": N}`` (65 for a malformed folder).
 * ``release [--schemas DIR]`` prints ``{"spec_release_id": ..., "files": {label: sha256}}``.
 * ``interop OBS.json...`` prints the HOLDOUT-INTEROP report. Exit 0 PASS or NOT MEASURED, 1
@@ -70,6 +72,8 @@ def load_challenges(path: Path, commitment: str | None, *, required: bool = True
 def _score(args: argparse.Namespace) -> int:
     challenges_path = Path(args.challenges)
     if challenges_path.is_dir() and args.commitment is None:
+        # Still exactly one JSON document on stdout (issue 7: `score` prints one document).
+        _emit(refused("commitment-required", "a challenge folder needs --commitment").to_dict())
         _say("usage error: a challenge folder needs --commitment HEX")
         return EXIT_USAGE
     schemas_dir = Path(args.schemas) if args.schemas is not None else schema_dir()
