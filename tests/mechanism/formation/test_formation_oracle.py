@@ -107,7 +107,7 @@ def oracle(
                     raise _Stop("INVALID", "FORMATION_RULE_INVALID")
                 if target["den"] != h_apply(source["den"]):
                     raise _Stop("INVALID", "FORMATION_RULE_INVALID")
-                if 1 > max_path_steps:
+                if max_path_steps < 1:  # one step
                     raise _Stop("UNKNOWN", "FORMATION_LIMIT_EXCEEDED")
                 value = path(source["den"], target["den"], [(source["den"], target["den"])])
             elif tag == "COMPOSE":
@@ -167,6 +167,7 @@ def arbitrary_nodes(draw: st.DrawFn) -> list[dict[str, Any]]:
     ]
     for index in range(1, draw(st.integers(1, 16))):
         tag = draw(st.sampled_from(sorted(REFERENCE_FIELDS)))
+        node: dict[str, Any]
         if tag == "ATOM":
             node = {"tag": tag, "payload_digest": draw(st.sampled_from([PAYLOAD, OTHER_PAYLOAD]))}
         else:
