@@ -80,11 +80,12 @@ the compiled catalog digest and the ``sha256`` of each implementation source, in
 from __future__ import annotations
 
 import copy
+import unicodedata
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from mechanism.canonical import canonical_digest, digest_bytes, is_digest
+from mechanism.canonical import MAX_CANONICAL_INT, canonical_digest, digest_bytes, is_digest
 from session import BoundProposition, EvidenceBounds, MechanismDecision, MechanismOutcome
 
 from ._authorization import AuthorizationConfig, HostText
@@ -242,6 +243,33 @@ def _fail(code: str) -> _Stop:
     return _Stop(MechanismOutcome.FAIL, code)
 
 
+def _canonical_report(value: Any) -> Any:
+    """A copy of a stage report that is a network-canonical value, whatever it quotes.
+
+    Reports may quote host or caller text (a policy's ``require-*`` needle in a VM trap reason,
+    an allowlist's duplicate key, a library message). Such a string that is not NFC or holds a
+    lone surrogate is replaced by its ASCII escape (``ascii(text)[1:-1]``), and an integer outside
+    ``0 … 2**53 − 1`` by its decimal string, so that the decision can always be encoded (the CLI
+    and the daemon print it). Reports are built here with a small fixed depth.
+    """
+    kind = type(value)
+    if kind is dict:
+        return {key: _canonical_report(member) for key, member in value.items()}
+    if kind is list or kind is tuple:
+        return [_canonical_report(member) for member in value]
+    if kind is str:
+        try:
+            value.encode("utf-8")
+            if unicodedata.is_normalized("NFC", value):
+                return value
+        except UnicodeEncodeError:
+            pass
+        return ascii(value)[1:-1]
+    if kind is int and not 0 <= value <= MAX_CANONICAL_INT:
+        return str(value)
+    return value
+
+
 def _lower_only(name: str, value: object, default: int) -> int:
     if type(value) is not int:
         raise TypeError(f"{name} must be an int")
@@ -338,7 +366,7 @@ class DescriptorAuthorizationMechanism:
             "reason_codes": [] if code is None else [code],
             "failed_stage": stage,
             "stage_order": list(STAGE_ORDER),
-            **reports,
+            **{name: _canonical_report(report) for name, report in reports.items()},
             "catalog_digest": CATALOG_DIGEST,
             "residual_obligations": list(RESIDUAL_OBLIGATIONS),
             "trust_roots_meaning": TRUST_ROOTS_MEANING,

@@ -9,7 +9,9 @@ Commands (stdout carries exactly one document; messages are one line on stderr):
   as canonical JSON plus one newline. Exit 0 PASS, 1 FAIL, 3 UNKNOWN. Without ``--policy`` /
   ``--allowlist`` the embedded default configuration is used (the daemon's default
   ``descriptor`` session uses the same). ``--max-descriptor-bytes``, ``--max-item-bytes`` and
-  ``--max-steps`` may only lower the compiled limits (otherwise usage error, exit 2).
+  ``--max-steps`` may only lower the compiled limits (otherwise usage error, exit 2). A pair that
+  cannot be bound at all (identical descriptor and payload bytes: the session protocol refuses
+  duplicate evidence references) exits 65 with a one-line message.
 * ``descriptor make PAYLOAD`` prints the canonical six-line descriptor bytes, exactly (raw
   ASCII, the documented exception to JSON output). Exit 0; 65 if the payload is not one of the
   two compiled fixtures.
@@ -30,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from mechanism.canonical import canonical_bytes
-from session import EvidenceStore, MechanismOutcome, VerificationSession
+from session import EvidenceBindingError, EvidenceStore, MechanismOutcome, VerificationSession
 
 from ._axion import PolicyEngine, policy_digest
 from ._codec import MAX_DESCRIPTOR_BYTES, DescriptorError, encode_descriptor
@@ -82,7 +84,15 @@ def _check(args: argparse.Namespace) -> int:
         max_item_bytes=args.max_item_bytes,
         max_steps=args.max_steps,
     )
-    binding = descriptor_binding(descriptor, payload, operation=args.operation, mechanism=mechanism)
+    try:
+        binding = descriptor_binding(
+            descriptor, payload, operation=args.operation, mechanism=mechanism
+        )
+    except EvidenceBindingError as error:
+        # e.g. identical descriptor and payload bytes: two equal evidence references cannot be
+        # bound (the session protocol refuses them), so there is no proposition to evaluate.
+        sys.stderr.write(f"descriptor check: cannot bind this pair: {error}\n")
+        return EXIT_REJECTED
     store = EvidenceStore()
     store.add(descriptor)
     store.add(payload)

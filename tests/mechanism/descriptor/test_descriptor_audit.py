@@ -14,13 +14,17 @@ import contextlib
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mechanism.canonical import validate_value
 from mechanism.descriptor import (
     DECISION_REASON_CODES,
+    DEFAULT_ALLOWLIST,
+    DEFAULT_POLICY,
     DescriptorAuthorizationMechanism,
     DescriptorError,
     PolicyError,
@@ -252,3 +256,76 @@ def test_host_configuration_may_be_given_as_path_objects() -> None:
     )
     with pytest.raises(TypeError):
         DescriptorAuthorizationMechanism(policy=None)  # type: ignore[arg-type]
+
+
+def test_cli_identical_descriptor_and_payload_files_are_rejected_input_not_an_internal_error() -> (
+    None
+):
+    payload = str(FIXTURES / "tisc-fixture.bin")
+    done = _cli("check", payload, payload, "--operation", "run")
+    assert done.returncode == 65, done.stderr
+    assert done.stdout == b""
+    assert b"Traceback" not in done.stderr and done.stderr.count(b"\n") == 1
+
+
+NON_NFC = "e\u0301"  # decomposed é: valid UTF-8 text, not NFC
+
+
+def _decision_for(mechanism: DescriptorAuthorizationMechanism, name: str) -> Any:
+    descriptor = (FIXTURES / f"descriptor-{name}.txt").read_bytes()
+    payload = (FIXTURES / f"{name}-fixture.bin").read_bytes()
+    binding = descriptor_binding(descriptor, payload, mechanism=mechanism)
+    return mechanism.evaluate(binding, (descriptor, payload))
+
+
+@pytest.mark.parametrize(
+    ("name", "policy", "allowlist", "code"),
+    [
+        (
+            "tisc",
+            f'(policy (tier 1) (require-axion-event (reason "{NON_NFC}")))',
+            None,
+            "PROVIDER_SECURITY_FAULT",
+        ),
+        (
+            "safetensors",
+            None,
+            '{"schema_version":"t81.descriptor-allowlist.v1","entries":[],'
+            '"e\\u0301":1,"e\\u0301":2}',
+            "AUTHORIZATION_ALLOWLIST_INVALID",
+        ),
+        (
+            "safetensors",
+            None,
+            '{"schema_version":"t81.descriptor-allowlist.v1","entries":[],"\\ud800":1,"\\ud800":2}',
+            "AUTHORIZATION_ALLOWLIST_INVALID",
+        ),
+    ],
+    ids=["non_nfc_policy_needle", "non_nfc_allowlist_key", "surrogate_allowlist_key"],
+)
+def test_observations_stay_network_canonical_whatever_the_host_configuration_quotes(
+    name: str, policy: str | None, allowlist: str | None, code: str
+) -> None:
+    mechanism = DescriptorAuthorizationMechanism(
+        policy if policy is not None else DEFAULT_POLICY,
+        allowlist if allowlist is not None else DEFAULT_ALLOWLIST,
+    )
+    decision = _decision_for(mechanism, name)
+    assert (decision.outcome, decision.details) == (MechanismOutcome.FAIL, code)
+    validate_value(dict(decision.observations))
+
+
+def test_cli_check_with_a_non_nfc_policy_prints_canonical_json_and_exits_1(tmp_path: Path) -> None:
+    policy = tmp_path / "non-nfc.apl"
+    policy.write_text(f'(policy (tier 1) (require-axion-event (reason "{NON_NFC}")))', "utf-8")
+    done = _cli(
+        "check",
+        str(FIXTURES / "descriptor-tisc.txt"),
+        str(FIXTURES / "tisc-fixture.bin"),
+        "--operation",
+        "run",
+        "--policy",
+        str(policy),
+    )
+    assert done.returncode == 1, done.stderr
+    assert b"PROVIDER_SECURITY_FAULT" in done.stdout
