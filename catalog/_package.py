@@ -13,7 +13,9 @@ Rules:
 * :func:`validate_package` recomputes everything from the retained bytes and returns the package
   digest, or raises :class:`ComponentIndexError` naming the first discrepancy: manifest shape,
   registry digest, a missing, extra or changed artifact (one changed byte suffices), a component
-  without its implementation source.
+  without its implementation source, or an ``EXACT_RULE_PROFILE:<digest>`` prerequisite whose
+  digest is not the SHA-256 of a PROFILE artifact the package retains for that component (an
+  invented rule profile). :func:`build_package` validates what it builds, so it refuses the same.
 * On disk a package is a directory holding ``package.json`` (the manifest) and ``artifacts/<path>``
   (exact bytes). :func:`load_package` refuses symlinks, non-regular files (a FIFO would block)
   and paths that leave the directory; it does not validate (call :func:`validate_package`).
@@ -193,7 +195,9 @@ def build_package(
         ],
         "components": components,
     }
-    return StoredPackage(core_bytes(manifest), files)
+    package = StoredPackage(core_bytes(manifest), files)
+    validate_package(package)  # e.g. an EXACT_RULE_PROFILE: digest no retained profile has
+    return package
 
 
 def _require(condition: bool, message: str) -> None:
@@ -246,6 +250,7 @@ def _validate_package(package: object) -> str:
     _require(type(declared) is list, "package artifacts must be a list")
     retained = dict(package.artifacts)
     seen: dict[str, str] = {}
+    digests: dict[str, str] = {}
     for entry in declared:
         _require(type(entry) is dict and set(entry) == _ARTIFACT_KEYS, "malformed artifact entry")
         path, role = entry["path"], entry["role"]
@@ -264,6 +269,7 @@ def _validate_package(package: object) -> str:
             f"artifact {path} changed: sha256 {sha256_hex(data)} != declared {entry['sha256']}",
         )
         seen[path] = role
+        digests[path] = entry["sha256"]
     _require(
         [e["path"] for e in declared] == sorted(seen), "package artifacts are not sorted by path"
     )
@@ -299,6 +305,15 @@ def _validate_package(package: object) -> str:
             and all(type(d) is str and d for d in deps),
             f"{descriptor.component_id}: dependencies must be sorted unique strings",
         )
+        retained_profiles = {
+            f"sha256:{digests[path]}" for path in paths if seen.get(path) == "PROFILE"
+        }
+        for profile in descriptor.rule_profile_digests:
+            _require(
+                profile in retained_profiles,
+                f"{descriptor.component_id}: EXACT_RULE_PROFILE:{profile} names no profile the "
+                "package retains for it",
+            )
     return core_digest(manifest)
 
 

@@ -256,3 +256,55 @@ def test_reference_build_entry_point_writes_a_verifiable_index_and_package(
     package = catalog.load_package(tmp_path / "tagged" / entry.package_path)
     assert package.manifest["source_ref"] == "git:abc123"
     assert entry.validate_package(package) == entry.package_sha256
+
+
+def test_an_invented_rule_profile_is_not_bound_by_the_package() -> None:
+    """seed 002 §4.1 / formation.md §7.2–7.3: the package binds the exact compiled-profile bytes
+    and discovery preserves the selected rule-profile prerequisite, so a component whose
+    ``EXACT_RULE_PROFILE:`` digest is not the digest of a profile the package retains for it
+    (an invented value) cannot be packaged, and a plan or readiness over it is refused."""
+    import attrs
+
+    registry = catalog.reference_registry()
+    invented = "EXACT_RULE_PROFILE:sha256:" + "ee" * 32
+    checker_id = "component:artifact-network-typed-formation-checker"
+    components = [
+        attrs.evolve(
+            c,
+            execution_prerequisites=[
+                invented if p.startswith("EXACT_RULE_PROFILE:") else p
+                for p in c.execution_prerequisites
+            ],
+        )
+        if c.component_id == checker_id
+        else c
+        for c in registry.components
+    ]
+    forged = catalog.ComponentRegistry(components, registry_version=registry.registry_version)
+    with pytest.raises(ComponentIndexError, match="EXACT_RULE_PROFILE"):
+        catalog.build_package(forged)
+    # The same check guards a stored package whose manifest was rewritten consistently.
+    package = catalog.build_package()
+    manifest = package.manifest
+    manifest["registry"] = forged.canonical_dict()
+    manifest["registry_sha256"] = forged.canonical_digest()
+    rewritten = StoredPackage(catalog.core_bytes(manifest), package.artifacts)
+    with pytest.raises(ComponentIndexError, match="EXACT_RULE_PROFILE"):
+        validate_package(rewritten)
+    analysis = catalog.ValidationAnalysis(
+        "a",
+        [
+            catalog.AnalysisHole(
+                "h",
+                "VSTD-2",
+                "OFFLINE_REPLAY",
+                relation_id="relation:checks-typed-formation-certificate",
+            )
+        ],
+    )
+    plan = catalog.plan_validation(analysis, forged)  # registry only: nothing to bind it to
+    report = catalog.assess_execution_readiness(
+        analysis, plan, forged, [], None, None, package=rewritten
+    )
+    assert report.status == "INVALID"
+    assert any("EXACT_RULE_PROFILE" in f for f in report.findings)
