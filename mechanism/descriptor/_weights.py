@@ -195,6 +195,7 @@ def _write_snapshot(directory: str, payload: bytes) -> tuple[str, dict[str, Any]
     flags |= getattr(os, "O_CLOEXEC", 0)
     descriptor = os.open(path, flags, 0o600)
     try:
+        os.fchmod(descriptor, 0o600)  # exactly 0600 whatever the process umask
         view = memoryview(payload)
         while view:
             written = os.write(descriptor, view)
@@ -250,6 +251,7 @@ def inspect_weights(payload: bytes, *, max_bytes: int = MAX_WEIGHTS_BYTES) -> We
     snapshot: dict[str, Any] | None = None
     try:
         directory = tempfile.mkdtemp(prefix="t81-weights-")
+        os.chmod(directory, 0o700)  # exactly 0700 whatever the process umask
         path, snapshot = _write_snapshot(directory, payload)
         try:
             loaded = safetensors.numpy.load_file(path)

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -31,6 +32,7 @@ from mechanism.descriptor import (
     decode_descriptor,
     default_mechanism,
     descriptor_binding,
+    inspect_weights,
     parse_policy,
     policy_digest,
     safetensors_fixture_bytes,
@@ -329,3 +331,13 @@ def test_cli_check_with_a_non_nfc_policy_prints_canonical_json_and_exits_1(tmp_p
     )
     assert done.returncode == 1, done.stderr
     assert b"PROVIDER_SECURITY_FAULT" in done.stdout
+
+
+def test_weights_snapshot_is_exactly_0600_even_under_a_restrictive_umask() -> None:
+    previous = os.umask(0o277)
+    try:
+        report = inspect_weights(safetensors_fixture_bytes())
+    finally:
+        os.umask(previous)
+    assert report.status == "OBSERVED", report.message
+    assert report.snapshot is not None and report.snapshot["file_mode"] == "0600"
