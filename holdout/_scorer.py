@@ -36,6 +36,7 @@ bad input: every public function returns a report.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from functools import lru_cache
@@ -335,13 +336,31 @@ def refused(code: str, detail: str) -> ScoreReport:
     return ScoreReport(verdict="REFUSED", refusal=code, detail=detail, by_challenge={})
 
 
-def _check_challenges(challenges: Sequence[Any], schemas: Schemas) -> None:
+def _as_read(value: Any, code: str, where: str) -> Any:
+    """A plain copy of a caller's parsed value, exactly as the strict reader would have read
+    its JSON text (integers beyond 2**53 become doubles; dict/list/str subclasses become plain
+    values), so that what is scored cannot alias, or run code of, the caller's objects.
+    Raises :class:`Refusal` ``code`` for anything the strict reader would refuse."""
+    try:
+        check_json_value(value)
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        return read_json(text.encode("utf-8"))
+    except StrictReadError as error:
+        raise Refusal(code, f"{where}{error}") from None
+    except Exception as error:  # an exotic object (a subclass whose methods raise, ...)
+        raise Refusal(code, f"{where}not a JSON value ({type(error).__name__})") from None
+
+
+def _check_challenges(challenges: Sequence[Any], schemas: Schemas) -> list[Any]:
     seen: set[str] = set()
-    for position, challenge in enumerate(challenges):
-        try:
-            check_json_value(challenge)
-        except StrictReadError as error:
-            raise Refusal("challenge-unreadable", f"challenge {position}: {error}") from None
+    try:
+        originals = list(challenges)
+    except Exception as error:
+        raise Refusal("challenge-unreadable", f"not an array ({type(error).__name__})") from None
+    plain: list[Any] = []
+    for position, original in enumerate(originals):
+        challenge = _as_read(original, "challenge-unreadable", f"challenge {position}: ")
+        plain.append(challenge)
         problem = validate_challenge(challenge, schemas)
         if problem is not None:
             raise Refusal("challenge-schema", f"challenge {position} {problem}")
@@ -356,10 +375,11 @@ def _check_challenges(challenges: Sequence[Any], schemas: Schemas) -> None:
             raise Refusal(
                 "challenge-schema", f"challenge {position} lacks id, fixture.root or predicates"
             )
-    for challenge in challenges:
+    for challenge in plain:
         if challenge["id"] in seen:
             raise Refusal("duplicate-challenge-id", f"challenge id {challenge['id']!r} repeated")
         seen.add(challenge["id"])
+    return plain
 
 
 def _check_document(
@@ -369,10 +389,6 @@ def _check_document(
     expect_release: str,
     expect_implementation: str | None,
 ) -> None:
-    try:
-        check_json_value(document)
-    except StrictReadError as error:
-        raise Refusal("observation-unreadable", str(error)) from None
     problem = validate_observation_document(document, schemas)
     if problem is not None:
         raise Refusal("observation-schema", problem)
@@ -415,13 +431,29 @@ def score(
     expect_release: str,
     expect_implementation: str | None = None,
 ) -> ScoreReport:
-    """Score one parsed observation document against parsed challenges (HOLDOUT-HARNESS)."""
+    """Score one parsed observation document against parsed challenges (HOLDOUT-HARNESS).
+
+    Both are first copied exactly as the strict reader would read their JSON text, so the
+    caller's objects are never scored in place."""
+    return _score(challenges, document, schemas, expect_release, expect_implementation, False)
+
+
+def _score(
+    challenges: Sequence[Any],
+    document: Any,
+    schemas: Schemas,
+    expect_release: str,
+    expect_implementation: str | None,
+    document_is_read: bool,
+) -> ScoreReport:
     try:
         if not isinstance(challenges, Sequence) or isinstance(challenges, str | bytes):
             raise Refusal("challenge-unreadable", "the challenge set is not an array")
         for schema in (schemas.recipe, schemas.observation):
             _check_schema(schema)
-        _check_challenges(challenges, schemas)
+        challenges = _check_challenges(challenges, schemas)
+        if not document_is_read:
+            document = _as_read(document, "observation-unreadable", "")
         _check_document(challenges, document, schemas, expect_release, expect_implementation)
     except Refusal as refusal:
         return refused(refusal.code, refusal.detail)
@@ -462,13 +494,7 @@ def score_bytes(
         parsed = read_json(document)
     except StrictReadError as error:
         return refused("observation-unreadable", str(error))
-    return score(
-        challenges,
-        parsed,
-        schemas=schemas,
-        expect_release=expect_release,
-        expect_implementation=expect_implementation,
-    )
+    return _score(challenges, parsed, schemas, expect_release, expect_implementation, True)
 
 
 def read_challenge_array(data: bytes) -> list[Any]:
@@ -552,11 +578,11 @@ def interop(documents: Sequence[Any]) -> InteropReport:
     """Compare every pair of (already scored) documents. Fewer than two: NOT MEASURED."""
     if len(documents) < 2:
         return InteropReport(status="NOT MEASURED", findings=())
+    try:
+        documents = [_as_read(document, "observation-unreadable", "") for document in documents]
+    except Refusal as refusal:
+        return InteropReport("REFUSED", (), f"{refusal.code}: {refusal.detail}")
     for document in documents:
-        try:
-            check_json_value(document)
-        except StrictReadError as error:
-            return InteropReport("REFUSED", (), f"observation-unreadable: {error}")
         if not isinstance(document, dict):
             return InteropReport("REFUSED", (), "observation-schema: not an object")
     releases = {document.get("spec_release_id") for document in documents}
