@@ -229,6 +229,11 @@ def _is_text(value: object) -> bool:
     return type(value) is str and bool(value)
 
 
+def _same(value: object, expected: str) -> bool:
+    """Exact identifier equality: a ``str`` subclass (with its own ``__eq__``) never matches."""
+    return type(value) is str and value == expected
+
+
 def _strip_package(plan: dict[str, Any]) -> dict[str, Any]:
     out = dict(plan)
     for key in ("binding_scope", "package_id", "package_version", "package_digest"):
@@ -320,9 +325,11 @@ def _check_declaration(
             continue
         binding_ids.add(bid)
         bindings[bid] = binding
-        if binding.candidate_id != cid or binding.component_id != candidate.component_id:
+        if not _same(binding.candidate_id, cid) or not _same(
+            binding.component_id, candidate.component_id
+        ):
             found.add("INVALID", f"{cid}: binding {bid} names another candidate or component")
-        if binding.hole_id != candidate.hole_id:
+        if not _same(binding.hole_id, candidate.hole_id):
             found.add("INVALID", f"{cid}: binding {bid} names another hole")
         contract = binding.native_input_contract
         if type(contract) is not str or contract not in component.native_inputs:
@@ -362,7 +369,7 @@ def _check_declaration(
         if not _is_text(mapping.mapping_id) or mapping.mapping_id in mapping_ids:
             found.add("INVALID", f"{cid}: mapping id {mapping.mapping_id!r} empty or duplicated")
         mapping_ids.add(str(mapping.mapping_id))
-        if mapping.candidate_id != cid:
+        if not _same(mapping.candidate_id, cid):
             found.add("INVALID", f"{cid}: mapping {mapping.mapping_id} names another candidate")
         target = bindings.get(mapping.binding_id) if type(mapping.binding_id) is str else None
         if target is None:
@@ -398,7 +405,7 @@ def _check_declaration(
             found.add("INVALID", f"{cid}: resolution is not a PrerequisiteResolution")
             continue
         name = resolution.prerequisite
-        if resolution.candidate_id != cid:
+        if not _same(resolution.candidate_id, cid):
             found.add("INVALID", f"{cid}: resolution of {name!r} names another candidate")
         if type(name) is not str:
             found.add("INVALID", f"{cid}: prerequisite name is not a string")
@@ -529,7 +536,11 @@ def assess_execution_readiness(
                 if type(declaration) is not CandidateExecutionDeclaration:
                     found.add("INVALID", "a declaration is not a CandidateExecutionDeclaration")
                     continue
-                candidate = checked.candidate(declaration.candidate_id)
+                candidate = (
+                    checked.candidate(declaration.candidate_id)
+                    if type(declaration.candidate_id) is str
+                    else None
+                )
                 if candidate is None:
                     found.add(
                         "INVALID",
@@ -540,7 +551,7 @@ def assess_execution_readiness(
                     found.add("INVALID", f"candidate {candidate.candidate_id} declared twice")
                     continue
                 declared_ids.append(candidate.candidate_id)
-                if declaration.component_id != candidate.component_id:
+                if not _same(declaration.component_id, candidate.component_id):
                     found.add(
                         "INVALID",
                         f"{candidate.candidate_id}: declared component differs from the plan",

@@ -512,3 +512,27 @@ def test_an_empty_declaration_is_not_established_with_every_gap_named(case: Case
     (missing,) = [f for f in report.findings if f.startswith("missing prerequisite resolutions")]
     for prerequisite in (*case.plan.candidates[0].prerequisites, "RUNTIME_AVAILABILITY"):
         assert prerequisite in missing
+
+
+class _EqualsEverything(str):
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    def __ne__(self, other: object) -> bool:
+        return False
+
+    __hash__ = str.__hash__
+
+
+def test_identifiers_are_exact_strings_not_lying_subclasses(case: Case) -> None:
+    """Exact types where the declarations name things: a ``str`` subclass that claims equality
+    with every id does not select a planned candidate, component or binding."""
+    liar = _EqualsEverything("candidate:invented")
+    case.evolve_declaration(candidate_id=liar)
+    assert case.assess().status == "INVALID"
+    case.declarations = [attrs.evolve(case.declaration, candidate_id=str(liar))]
+    case.evolve_declaration(candidate_id=case.plan.candidates[0].candidate_id)
+    case.evolve_declaration(component_id=_EqualsEverything("component:invented"))
+    assert case.assess().status == "INVALID"
