@@ -97,6 +97,7 @@ from ._codec import (
     DescriptorError,
     DescriptorFields,
     decode_descriptor,
+    encode_descriptor,
 )
 from ._defaults import DEFAULT_ALLOWLIST, DEFAULT_POLICY
 from ._tisc import TiscError, decode_program
@@ -632,6 +633,19 @@ def default_mechanism() -> DescriptorAuthorizationMechanism:
     return DescriptorAuthorizationMechanism()
 
 
+def _catalog_operation(descriptor_bytes: bytes, payload_bytes: bytes) -> str:
+    for adapter in CATALOG:
+        if adapter.fixture_bytes == payload_bytes:
+            return sorted(adapter.operations)[0]
+    for adapter in CATALOG:
+        if encode_descriptor(adapter.fixture_bytes) == descriptor_bytes:
+            return sorted(adapter.operations)[0]
+    raise DescriptorError(
+        "DESCRIPTOR_PAYLOAD_NOT_ADMITTED",
+        "neither the payload nor the descriptor is a compiled fixture's; pass operation explicitly",
+    )
+
+
 def descriptor_binding(
     descriptor_bytes: bytes,
     payload_bytes: bytes,
@@ -642,23 +656,19 @@ def descriptor_binding(
 ) -> BoundProposition:
     """The honest binding a caller would pin for this pair.
 
-    ``operation=None`` takes the compiled catalog's operation for the payload's fixture (a payload
-    that is no fixture then raises ``DescriptorError``). Expected references are computed from the
-    given bytes, never read from the descriptor.
+    ``operation=None`` takes the compiled catalog's operation for the payload's fixture; when the
+    payload is no fixture (e.g. a payload changed after its genuine descriptor was made), the
+    operation of the fixture whose *canonical descriptor* (compiled, :func:`encode_descriptor`)
+    the descriptor bytes are exactly, so that such a pair is evaluated (and refused) rather than
+    unbindable. Nothing is parsed out of the descriptor. If neither matches, ``DescriptorError``
+    (``DESCRIPTOR_PAYLOAD_NOT_ADMITTED``): pass ``operation`` explicitly. Expected references are
+    computed from the given bytes, never read from the descriptor.
     """
     if type(descriptor_bytes) is not bytes or type(payload_bytes) is not bytes:
         raise TypeError("descriptor and payload are exact bytes")
     host = mechanism if mechanism is not None else default_mechanism()
     if operation is None:
-        for adapter in CATALOG:
-            if adapter.fixture_bytes == payload_bytes:
-                operation = sorted(adapter.operations)[0]
-                break
-        else:
-            raise DescriptorError(
-                "DESCRIPTOR_PAYLOAD_NOT_ADMITTED",
-                "no compiled fixture matches the payload; pass operation explicitly",
-            )
+        operation = _catalog_operation(descriptor_bytes, payload_bytes)
     policy = host.authorization_policy_digest
     descriptor_ref = digest_bytes(descriptor_bytes)
     return BoundProposition(

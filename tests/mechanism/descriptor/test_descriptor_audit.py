@@ -341,3 +341,24 @@ def test_weights_snapshot_is_exactly_0600_even_under_a_restrictive_umask() -> No
         os.umask(previous)
     assert report.status == "OBSERVED", report.message
     assert report.snapshot is not None and report.snapshot["file_mode"] == "0600"
+
+
+def test_genuine_descriptor_with_a_changed_payload_is_bound_and_refused_not_unbindable() -> None:
+    descriptor = (FIXTURES / "descriptor-tisc.txt").read_bytes()
+    changed = tisc_fixture_bytes().replace(b"ge0f", b"ge1f", 1)  # LoadImm r41 now loads 8
+    binding = descriptor_binding(descriptor, changed)
+    assert binding.parameters["operation"] == "run"
+    decision = default_mechanism().evaluate(binding, (descriptor, changed))
+    assert (decision.outcome, decision.details) == (
+        MechanismOutcome.FAIL,
+        "DESCRIPTOR_PAYLOAD_REFERENCE_MISMATCH",
+    )
+
+
+def test_binding_operation_is_never_parsed_out_of_a_non_canonical_descriptor() -> None:
+    forged = VALID.replace(b"\nrun\n", b"\ninspect\n")
+    with pytest.raises(DescriptorError) as caught:
+        descriptor_binding(forged, b"not a fixture")
+    assert caught.value.code == "DESCRIPTOR_PAYLOAD_NOT_ADMITTED"
+    # a fixture payload decides, whatever the descriptor claims
+    assert descriptor_binding(forged, tisc_fixture_bytes()).parameters["operation"] == "run"
