@@ -231,8 +231,11 @@ class ComponentIndex:
                 "component": e.component.to_dict(),
             }
             for e in self.entries
-            if (package_id is None or package_id == e.package_id)
-            and (package_version is None or package_version == e.package_version)
+            if (package_id is None or (type(package_id) is str and package_id == e.package_id))
+            and (
+                package_version is None
+                or (type(package_version) is str and package_version == e.package_version)
+            )
             and e.component.matches_exact(
                 schema_id, interaction_mode, relation_id=relation_id, mechanism_id=mechanism_id
             )

@@ -109,3 +109,28 @@ def test_search_never_raises_on_query_types(index: ComponentIndex) -> None:
     found = index.search_exact(["VSTD-2"], {"mode": 1}, 3, b"relation")
     assert found["match_count"] == 0
     assert all(value is None or isinstance(value, str) for value in found["query"].values())
+
+
+class _EqualsEverything(str):
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    def __ne__(self, other: object) -> bool:
+        return False
+
+    __hash__ = str.__hash__
+
+
+def test_package_filters_do_not_match_a_lying_str_subclass(index: ComponentIndex) -> None:
+    """Exact discovery (formation.md §7.2): filters compare exact strings only."""
+    for package_id, version in [
+        (_EqualsEverything("package:other"), None),
+        (None, _EqualsEverything("9")),
+    ]:
+        miss = index.search_exact(
+            "VSTD-2", "OFFLINE_REPLAY", CHECK, package_id=package_id, package_version=version
+        )
+        assert miss["match_count"] == 0
+        assert miss["result"] == "NO_DECLARED_MATCH_IN_THIS_INDEX"
