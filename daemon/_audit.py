@@ -3,14 +3,16 @@
 Rules (the contract):
 
 1. One line per event: every decision and every refused request, plus ``daemon_start`` and
-   ``daemon_stop``. A line is a JSON object rendered by structlog's ``JSONRenderer`` with
+   ``daemon_stop``. A line is a JSON object rendered by structlog's ``JSONRenderer`` (orjson) with
    sorted keys, no whitespace, UTF-8 (non-ASCII raw) and ends with one ``\\n``. Evidence bytes
    are never logged, only ``{digest, size}``.
-2. Chain. Every line carries ``seq`` (1, 2, ... with no gap across restarts), ``prev`` (the
-   previous line's ``line_digest``; :data:`GENESIS` for line 1) and ``line_digest`` =
-   ``"sha256:"`` + hex SHA-256 of the line's canonical rendering *without* the
-   ``line_digest`` key. :func:`verify_log` recomputes all three and names the first line
-   that is edited, reordered, dropped, duplicated, not canonical, or torn (no final newline).
+2. Chain. Every line carries ``seq`` (1, 2, ... with no gap across restarts) and ``prev``
+   (the previous line's ``line_digest``; :data:`GENESIS` for line 1), and *ends* with
+   ``,"line_digest":"sha256:<hex>"}`` where hex = SHA-256 of the line's *body*: the exact
+   bytes before that suffix, closed with ``}`` (the body is the sorted, compact rendering of
+   every other field). :func:`verify_log` rechecks seal, ``seq`` and ``prev`` on every line
+   and names the first one that is edited (any byte), reordered, dropped, duplicated, or
+   torn (no final newline).
 3. Durability. With ``durability="fsync"`` (default) :meth:`AuditLog.record` returns only when
    the line's bytes are written *and* ``fsync``-ed; concurrent records share one
    write+fsync (group commit). ``"write"`` returns after ``write(2)`` (survives a process
@@ -35,11 +37,13 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 from collections.abc import Iterator, Mapping, MutableMapping
 from pathlib import Path
 from typing import Any, Final
 
 import attrs
+import orjson
 import structlog
 import trio
 
@@ -76,20 +80,29 @@ class AuditLogCorrupt(AuditLogError):
 # --------------------------------------------------------------------------- rendering
 
 
-def _dumps(value: Any) -> str:
-    return json.dumps(
-        value, ensure_ascii=False, allow_nan=False, sort_keys=True, separators=(",", ":")
-    )
+_SEAL_RE: Final = re.compile(rb',"line_digest":"(sha256:[0-9a-f]{64})"\}\Z')
 
 
-def line_digest(fields: Mapping[str, Any]) -> str:
-    """The chain digest of a line's fields (``line_digest`` itself excluded)."""
-    body = {key: value for key, value in fields.items() if key != "line_digest"}
-    return "sha256:" + hashlib.sha256(_dumps(body).encode("utf-8")).hexdigest()
+def seal(body: bytes) -> tuple[bytes, str]:
+    """(sealed line, its digest) for a rendered body ``{...}`` (no newline)."""
+    digest = "sha256:" + hashlib.sha256(body).hexdigest()
+    return body[:-1] + b',"line_digest":"' + digest.encode("ascii") + b'"}', digest
+
+
+def _render_body(fields: Mapping[str, Any]) -> bytes:
+    # orjson with sorted keys: byte-identical to json.dumps(ensure_ascii=False, sort_keys=True,
+    # separators=(",", ":")) for the float-free values the daemon logs.
+    body: bytes = orjson.dumps(fields, option=orjson.OPT_SORT_KEYS)
+    return body
+
+
+def render_line(fields: Mapping[str, Any]) -> bytes:
+    """The sealed line for ``fields`` (exactly what the writer produces; for tools/tests)."""
+    return seal(_render_body(dict(fields)))[0]
 
 
 class _Chain:
-    """structlog processor: assigns ``seq``, ``prev`` and ``line_digest`` in append order."""
+    """structlog processor (before the renderer): ``seq`` and ``prev`` for the next line."""
 
     def __init__(self, seq: int, head: str) -> None:
         self.seq = seq
@@ -98,20 +111,30 @@ class _Chain:
     def __call__(self, logger: Any, method: str, event: MutableMapping[str, Any]) -> Any:
         event["seq"] = self.seq + 1
         event["prev"] = self.head
-        digest = line_digest(event)  # raises for a non-JSON field: the chain is untouched
-        event["line_digest"] = digest
-        self.seq += 1
-        self.head = digest
         return event
+
+
+class _Seal:
+    """structlog processor (after the renderer): appends ``line_digest`` and advances the
+    chain, only once the line is fully rendered (a failed render leaves no gap)."""
+
+    def __init__(self, chain: _Chain) -> None:
+        self.chain = chain
+
+    def __call__(self, logger: Any, method: str, body: Any) -> Any:
+        line, digest = seal(body)
+        self.chain.seq += 1
+        self.chain.head = digest
+        return line
 
 
 class _Sink:
     """structlog "logger": receives the rendered line."""
 
     def __init__(self) -> None:
-        self.last: str | None = None
+        self.last: bytes | None = None
 
-    def msg(self, line: str) -> None:
+    def msg(self, line: bytes) -> None:
         self.last = line
 
     info = msg
@@ -177,26 +200,24 @@ def _check_line(raw: bytes, had_newline: bool, seq: int, head: str) -> tuple[str
         return "", f"line longer than {MAX_LINE_BYTES} bytes"
     if not had_newline:
         return "", "truncated line (no final newline)"
+    match = _SEAL_RE.search(raw)
+    if match is None:
+        return "", "line does not end with its line_digest seal (edited line)"
+    digest = match.group(1).decode("ascii")
+    body = raw[: match.start()] + b"}"
+    if "sha256:" + hashlib.sha256(body).hexdigest() != digest:
+        return "", "line_digest does not match the line's bytes (edited line)"
     try:
         fields = json.loads(raw.decode("utf-8"), object_pairs_hook=_refuse_duplicates)
     except (ValueError, RecursionError) as error:
         return "", f"not a JSON line ({error})"
     if not isinstance(fields, dict):
         return "", "not a JSON object"
-    try:
-        canonical = _dumps(fields).encode("utf-8") == raw
-    except ValueError:
-        canonical = False
-    if not canonical:
-        return "", "line is not in canonical form (edited)"
-    if fields.get("seq") != seq + 1 or type(fields.get("seq")) is not int:
+    if type(fields.get("seq")) is not int or fields["seq"] != seq + 1:
         return "", f"sequence number {fields.get('seq')!r} where {seq + 1} was expected"
     if fields.get("prev") != head:
         return "", "prev does not match the previous line's digest (dropped or reordered line)"
-    digest = fields.get("line_digest")
-    if digest != line_digest(fields):
-        return "", "line_digest does not match the line's content (edited line)"
-    return str(digest), None
+    return digest, None
 
 
 def verify_log(path: str | os.PathLike[str]) -> VerifyReport:
@@ -263,12 +284,9 @@ class AuditLog:
                 structlog.processors.TimeStamper(fmt="iso", utc=True, key="timestamp"),
                 self._chain,
                 structlog.processors.JSONRenderer(
-                    serializer=json.dumps,
-                    ensure_ascii=False,
-                    allow_nan=False,
-                    sort_keys=True,
-                    separators=(",", ":"),
+                    serializer=orjson.dumps, option=orjson.OPT_SORT_KEYS
                 ),
+                _Seal(self._chain),
             ],
             cache_logger_on_first_use=False,
         )
@@ -353,7 +371,7 @@ class AuditLog:
         self._log.info(event, **fields)
         line = self._sink.last
         assert line is not None
-        return line.encode("utf-8") + b"\n"
+        return line + b"\n"
 
     async def record(self, event: str, **fields: Any) -> str | None:
         """Append one line; return its ``line_digest`` once the durability policy is met

@@ -10,7 +10,7 @@ import pytest
 import trio
 
 from daemon import GENESIS, AuditLog, AuditLogCorrupt, AuditLogError, tail, verify_log
-from daemon._audit import line_digest
+from daemon._audit import render_line, seal
 
 
 async def write_log(path: Path, count: int, **options: object) -> None:
@@ -38,8 +38,9 @@ async def test_lines_form_a_chain_from_genesis(tmp_path: Path) -> None:
     assert records[0]["prev"] == GENESIS
     for before, after in itertools.pairwise(records):
         assert after["prev"] == before["line_digest"]
-    for record in records:
-        assert record["line_digest"] == line_digest(record)
+    for raw, record in zip(lines(path), records, strict=True):
+        body = {key: value for key, value in record.items() if key != "line_digest"}
+        assert raw == render_line(body)  # sorted body, then the seal as the last key
         assert record["timestamp"].endswith("Z")  # RFC 3339 UTC
     report = verify_log(path)
     assert report.intact and report.lines == 3 and report.head == records[-1]["line_digest"]
@@ -62,8 +63,8 @@ async def test_edit_with_recomputed_line_digest_breaks_the_next_link(tmp_path: P
     content = lines(path)
     record = json.loads(content[1])
     record["outcome"] = "FAIL"
-    record["line_digest"] = line_digest(record)
-    content[1] = json.dumps(record, sort_keys=True, separators=(",", ":")).encode()
+    del record["line_digest"]
+    content[1] = render_line(record)  # a correctly re-sealed forgery
     rewrite(path, content)
     report = verify_log(path)
     assert not report.intact and report.first_bad_line == 3
@@ -106,6 +107,8 @@ async def test_whitespace_edit_is_detected(tmp_path: Path) -> None:
     content[0] = content[0].replace(b'","', b'", "', 1)
     rewrite(path, content)
     assert verify_log(path).first_bad_line == 1
+    sealed, digest = seal(b'{"a":1}')
+    assert json.loads(sealed) == {"a": 1, "line_digest": digest}
 
 
 async def test_restart_continues_the_chain(tmp_path: Path) -> None:

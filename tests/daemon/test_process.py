@@ -154,7 +154,8 @@ def test_sigterm_with_requests_in_flight_finishes_them(short_dir: Path) -> None:
             async def main():
                 config = ServerConfig(tcp=None, unix={str(short_dir / "s")!r},
                                       audit_path={str(short_dir / "audit.jsonl")!r},
-                                      handle_signals=True, worker_threads=8)
+                                      handle_signals=True, worker_threads=8,
+                                      inline_max_bytes=0)
                 server = Server([HostedSession("slow", (SlowMechanism(seconds=1.0),))], config)
                 async with trio.open_nursery() as nursery:
                     await nursery.start(server.run)

@@ -84,6 +84,7 @@ def config(short_dir: Path) -> dict[str, Any]:
         "tcp": ("127.0.0.1", 0),
         "unix": str(short_dir / "sock"),
         "audit_path": str(short_dir / "audit.jsonl"),
+        "inline_max_bytes": 0,  # slow test mechanisms must run in worker threads
     }
 
 
