@@ -49,7 +49,10 @@ READ_ERROR_CODES = (
 
 _SAFE_INTEGER_BOUND = 2**53
 _JSON_WHITESPACE = " \t\n\r"
-_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)  # unrolled: linear, fast
+# A string token, unrolled (linear). The closing quote is optional: an unterminated string
+# runs to the end of the input (the decoder refuses the document as malformed), so the scan
+# never restarts inside it at every escaped quote, which would be quadratic.
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"?', re.DOTALL)
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")

@@ -128,3 +128,32 @@ def test_the_byte_level_depth_scan_agrees_with_the_parsed_depth(value: Any) -> N
     from holdout._reader import nesting_depth
 
     assert nesting_depth(json.dumps(value).encode()) == _depth(value)
+
+
+# The largest admissible input built to make a string-skipping scan restart at every escaped
+# quote of an unterminated string (quadratic: 80 KB took 48 s before the fix). It must be
+# refused like any malformed document; run in a child so a regression fails instead of hanging.
+_UNTERMINATED_ESCAPED_QUOTES = (
+    "import sys\n"
+    "from holdout import MAX_DOCUMENT_BYTES, StrictReadError, read_json\n"
+    "data = b'[\"' + b'\\\\\"' * ((MAX_DOCUMENT_BYTES - 2) // 2)\n"
+    "try:\n"
+    "    read_json(data)\n"
+    "except StrictReadError as error:\n"
+    "    sys.stdout.write(error.code)\n"
+)
+
+
+def test_an_unterminated_string_of_escaped_quotes_is_refused_in_linear_time() -> None:
+    import subprocess
+    import sys
+
+    completed = subprocess.run(
+        [sys.executable, "-c", _UNTERMINATED_ESCAPED_QUOTES],
+        capture_output=True,
+        text=True,
+        timeout=300,  # a liveness guard, not a measurement: the linear scan needs ~1 s
+        check=False,
+    )
+    assert completed.stdout == "malformed"
+    assert completed.returncode == 0
