@@ -63,7 +63,7 @@ from session import (
 from ._commitment import corpus_dir, project_schemas, release_id
 from ._corpus import Corpus, CorpusError, root_of
 from ._jcs import js_string
-from ._reader import StrictReadError, read_json
+from ._reader import StrictReadError, check_json_value, read_json
 from ._scorer import Schemas, validate_challenge
 
 OBSERVATION_TYPE: Final = "EVIDENCED-HOLDOUT-OBSERVATION-v1"
@@ -796,6 +796,12 @@ def observe(
     schemas = schemas if schemas is not None else project_schemas()
     directory = corpus_directory if corpus_directory is not None else corpus_dir()
     for position, challenge in enumerate(challenges):
+        try:  # what the strict reader could have produced, and nothing else (no deep values)
+            check_json_value(challenge)
+        except StrictReadError as error:
+            raise EmissionRefused(
+                "challenge-unreadable", f"challenge {position}: {error}"
+            ) from None
         problem = validate_challenge(challenge, schemas)
         if problem is not None:
             raise EmissionRefused("challenge-schema", f"challenge {position} {problem}")

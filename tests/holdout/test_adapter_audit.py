@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import holdout
-from holdout.adapter import Corpus, observe_challenge
+from holdout.adapter import Corpus, EmissionRefused, observe, observe_challenge
 
 CORPUS = Corpus.load(holdout.corpus_index_path().parent)
 FORMATION, DESCRIPTOR = "formation-identity", "descriptor-tisc"
@@ -106,3 +106,40 @@ def test_splice_of_a_lone_surrogate_is_an_outcome_not_a_crash(name: str) -> None
     step = {"op": "WIRE_PREPEND_DUPLICATE_MEMBER", "name": "schema", "value": "\udc00"}
     observation = run(name, [step])
     assert observation["resolve"] == {"outcome": "invalid-utf8"}
+
+
+# ------------------------------------------------------------------ emission (§3.7, Part II A)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [float("nan"), ("a", "tuple"), "\ud800", b"bytes"],
+    ids=["nan", "tuple", "lone-surrogate", "bytes"],
+)
+def test_a_challenge_the_strict_reader_could_not_yield_refuses_the_emission(value: Any) -> None:
+    challenge = {
+        "id": "S1",
+        "name": "probe",
+        "fixture": {"root": CORPUS.case(FORMATION).artifact},
+        "recipe": [{"op": "SET", "path": "artifact.x", "value": value}],
+        "predicates": [],
+    }
+    with pytest.raises(EmissionRefused) as refused:
+        observe([challenge])
+    assert refused.value.code == "challenge-unreadable"
+
+
+def test_a_value_deeper_than_the_reader_allows_refuses_the_emission() -> None:
+    deep: Any = []
+    for _ in range(5000):
+        deep = [deep]
+    challenge = {
+        "id": "S1",
+        "name": "probe",
+        "fixture": {"root": CORPUS.case(FORMATION).artifact},
+        "recipe": [{"op": "SET", "path": "artifact.x", "value": deep}],
+        "predicates": [],
+    }
+    with pytest.raises(EmissionRefused) as refused:
+        observe([challenge])
+    assert refused.value.code == "challenge-unreadable"
