@@ -411,6 +411,15 @@ class Server:
             sys.stderr.write(
                 f"evidenced: connection {requester} failed: {type(error).__name__}: {error}\n"
             )
+            with contextlib.suppress(Exception):
+                await self._refuse(
+                    stream,
+                    ServerConnection(),
+                    requester,
+                    ErrorCode.INTERNAL,
+                    f"internal error: {type(error).__name__}",
+                    audit=connection.in_request,
+                )
         finally:
             self._connections.discard(connection)
             with trio.CancelScope(shield=True), trio.move_on_after(1):
@@ -492,11 +501,9 @@ class Server:
             elif isinstance(event, HealthRequest):
                 answer = HealthReport(event.request_id, self.health())
             elif isinstance(event, Submit):
-                connection.in_request = True
-                try:
-                    keep_open = await self._submit(stream, conn, event, requester, deadline)
-                finally:
-                    connection.in_request = False
+                connection.in_request = True  # stays set if _submit raises: the catch-all audits
+                keep_open = await self._submit(stream, conn, event, requester, deadline)
+                connection.in_request = False
                 if not keep_open or self._draining:
                     return
                 deadline = trio.current_time() + config.idle_timeout

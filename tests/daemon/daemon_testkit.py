@@ -86,6 +86,16 @@ class UnencodableMechanism:
         return MechanismDecision(MechanismOutcome.PASS, "", {"bad": {1, 2}})
 
 
+class OffVocabularyMechanism:
+    """Returns an outcome outside PASS/FAIL/UNKNOWN: the server's own code then fails."""
+
+    mechanism_id = "test.off_vocabulary"
+    mechanism_digest = sha(b"test.off_vocabulary")
+
+    def evaluate(self, binding: BoundProposition, evidence: Sequence[bytes]) -> MechanismDecision:
+        return MechanismDecision("MAYBE", "")  # type: ignore[arg-type]
+
+
 def binding_for(mechanism: Any, evidence: Sequence[bytes]) -> BoundProposition:
     refs = tuple(sha(item) for item in evidence)
     return BoundProposition(

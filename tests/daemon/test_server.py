@@ -13,6 +13,7 @@ import pytest
 import trio
 from daemon_testkit import (
     HELLO,
+    OffVocabularyMechanism,
     SlowMechanism,
     UnencodableMechanism,
     binding_for,
@@ -415,6 +416,23 @@ async def test_undeliverable_decision_is_internal_and_the_server_survives(
         assert caught.value.code == "INTERNAL"
         async with open_client(unix=server.unix_path) as client:
             assert (await client.submit("bytes", bytes_binding(b"ok"), [b"ok"])).outcome == "PASS"
+
+
+async def test_handler_failure_is_internal_audited_and_the_server_survives(
+    config: dict[str, Any],
+) -> None:
+    odd = OffVocabularyMechanism()
+    sessions = [HostedSession("odd", (odd,)), *bytes_sessions()]
+    async with open_server(sessions, **config) as server:
+        async with open_client(unix=server.unix_path) as client:
+            with pytest.raises(ServiceUnavailable) as caught:
+                await client.submit("odd", binding_for(odd, [b"a"]), [b"a"])
+        assert caught.value.code == "INTERNAL"
+        async with open_client(unix=server.unix_path) as client:
+            assert (await client.submit("bytes", bytes_binding(b"ok"), [b"ok"])).outcome == "PASS"
+            assert (await client.health())["in_flight"] == 0  # the slot was released
+    assert caught.value.decision_id is not None
+    assert by_id(audit_records(server))[caught.value.decision_id]["code"] == "INTERNAL"
 
 
 async def test_audit_failure_means_no_decision_is_answered(config: dict[str, Any]) -> None:

@@ -1,0 +1,109 @@
+"""The TOML configuration: the embedded default, strict keys and types, optional sessions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from daemon import ConfigError, default_sessions, load_config
+from daemon._config import parse_address, parse_config
+
+
+def parse(text: str) -> object:
+    return parse_config(text, base=Path("/srv"), source="test.toml")
+
+
+def test_default_config_hosts_formation_and_descriptor_with_their_bounds() -> None:
+    config = load_config(None)
+    assert config.server.tcp == ("127.0.0.1", 7433)
+    assert config.server.audit_durability == "fsync"
+    sessions = {session.name: session for session in default_sessions()}
+    assert sessions["formation"].mechanisms[0].mechanism_id == "vstd.typed_formation.checked.0.1"
+    assert (sessions["formation"].max_evidence_items, sessions["formation"].max_evidence_bytes) == (
+        2,
+        524_288,
+    )
+    assert "descriptor" in sessions
+
+
+def test_relative_paths_resolve_against_the_config_file(tmp_path: Path) -> None:
+    path = tmp_path / "evidenced.toml"
+    path.write_text(
+        '[server]\nlisten = ""\nsocket = "run/s"\n[audit]\npath = "log/audit.jsonl"\n'
+        '[sessions.bytes]\nmechanisms = ["bytes-sha256"]\n'
+    )
+    config = load_config(path)
+    assert config.server.tcp is None
+    assert config.server.unix == str(tmp_path / "run" / "s")
+    assert config.server.audit_path == str(tmp_path / "log" / "audit.jsonl")
+
+
+@pytest.mark.parametrize(
+    ("mistake", "text", "message"),
+    [
+        ("not toml", "[server", "not TOML"),
+        ("unknown table", "[serverr]\n", "unknown keys"),
+        ("unknown server key", '[server]\nlisten_on = "x"\n', "unknown keys"),
+        ("boolean as a number", "[server]\nmax_in_flight = true\n", "server.max_in_flight"),
+        ("string as a number", '[server]\nidle_timeout = "5"\n', "server.idle_timeout"),
+        (
+            "zero timeout",
+            "[server]\nidle_timeout = 0\n[sessions.a]\nmechanisms=['formation']\n",
+            "idle_timeout",
+        ),
+        ("bad address", '[server]\nlisten = "localhost"\n', "HOST:PORT"),
+        ("bad durability", '[audit]\ndurability = "sometimes"\n', "sometimes"),
+        ("no sessions", "[server]\n", "no [sessions"),
+        ("unknown mechanism", '[sessions.a]\nmechanisms = ["rm-rf"]\n', "mechanisms must be"),
+        ("empty mechanisms", "[sessions.a]\nmechanisms = []\n", "mechanisms must be"),
+        (
+            "negative bound",
+            '[sessions.a]\nmechanisms = ["formation"]\nmax_evidence_bytes = -1\n',
+            "non-negative",
+        ),
+        (
+            "options for another mechanism",
+            '[sessions.a]\nmechanisms = ["formation"]\n[sessions.a.options.descriptor]\nx = 1\n',
+            "options",
+        ),
+    ],
+)
+def test_invalid_configuration_is_refused_with_the_key_named(
+    mistake: str, text: str, message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message.replace("[", r"\[")):
+        parse(text)
+
+
+def test_mechanism_options_reach_the_constructor_and_raising_only_is_refused() -> None:
+    config = parse(
+        '[sessions.f]\nmechanisms = ["formation"]\n[sessions.f.options.formation]\nmax_nodes = 8\n'
+    )
+    hosted, skipped = config.build_sessions()  # type: ignore[attr-defined]
+    assert hosted[0].name == "f" and skipped == []
+    raised = parse(
+        '[sessions.f]\nmechanisms = ["formation"]\n'
+        "[sessions.f.options.formation]\nmax_nodes = 100000\n"
+    )
+    with pytest.raises(ConfigError, match="not hosted"):
+        raised.build_sessions()  # type: ignore[attr-defined]
+
+
+def test_optional_session_whose_mechanism_fails_is_skipped_with_a_reason() -> None:
+    config = parse(
+        '[sessions.f]\nmechanisms = ["formation"]\n'
+        '[sessions.b]\nmechanisms = ["bytes-sha256"]\noptional = true\n'
+        "[sessions.b.options.bytes-sha256]\nunexpected = 1\n"
+    )
+    hosted, skipped = config.build_sessions()  # type: ignore[attr-defined]
+    assert [session.name for session in hosted] == ["f"]
+    assert len(skipped) == 1 and "'b' not hosted" in skipped[0]
+
+
+def test_addresses() -> None:
+    assert parse_address("127.0.0.1:0") == ("127.0.0.1", 0)
+    assert parse_address("[::1]:7433") == ("::1", 7433)
+    for bad in ("7433", ":1", "host:99999", "host:x"):
+        with pytest.raises(ConfigError):
+            parse_address(bad)
