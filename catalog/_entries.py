@@ -15,11 +15,12 @@ Rules:
 
 * The descriptor mechanism contributes one entry per separately callable stage: the encoder,
   descriptor preflight (strict decoding), validated operation discovery (the compiled catalog
-  constant), the host's final authorization (exact allowlist, then Axion
-  ``final_authorization=true``), the ``t81vm`` and ``native-weights`` providers, and the session
-  adapter (which alone performs storage admission, so it has no entry of its own). They reuse the
-  formation entries' vocabulary and planning surface (``VSTD-2``) and pin the compiled catalog
-  with ``EXACT_COMPILED_CATALOG:<digest>``; the providers and the adapter require
+  constant), the host's final authorization (Axion ``final_authorization=true`` for ``t81vm``;
+  the exact allowlist, instead of Axion, for ``native-weights``), the ``t81vm`` and
+  ``native-weights`` providers, and the session adapter (which alone performs storage
+  admission, so it has no entry of its own). They reuse the formation entries' vocabulary and
+  planning surface (``VSTD-2``) and pin the compiled catalog with
+  ``EXACT_COMPILED_CATALOG:<digest>``; the providers and the adapter require
   ``AUTHORITY:HOST_FINAL_AUTHORIZATION`` (settled by the authorization decision in readiness).
 * :data:`PACKAGING` declares, per component, which exact files a stored package retains: the
   module file of every source ref (resolved statically, never imported) and the schema,
@@ -342,7 +343,7 @@ _FORMATION_PACKAGING = (
 # discovery, and authorization are separate") and its session adapter.
 
 DESCRIPTOR_CATALOG_DIGEST = (
-    "sha256:071210206e36bad9e4da5fc6f2ce3c9fce65894edaa388b6adab3f520cb6baf5"
+    "sha256:80b5189ba51beefea223cdfbbbe52526b7e907e444484f6a37a7176da18d5ede"
 )
 DESCRIPTOR_CATALOG_SCHEMA = "t81.descriptor-adapter-catalog.v1"
 ALLOWLIST_SCHEMA = "t81.descriptor-allowlist.v1"
@@ -500,9 +501,10 @@ DESCRIPTOR_COMPONENTS = (
         ),
         outputs=("AuthorizationReport mapping with the configuration digest (unversioned)",),
         loss=(
-            "Path C is an exact local allowlist (no patterns, nothing allowed by default); "
-            "path B adds one Axion evaluation with final_authorization=true for t81vm. A "
-            "catalog listing or a READY readiness report never grants this authorization."
+            "Exactly one path per provider: path B is one Axion evaluation with "
+            "final_authorization=true for t81vm; path C, for native-weights, is an exact local "
+            "allowlist instead of Axion (no patterns, nothing allowed by default). A catalog "
+            "listing or a READY readiness report never grants this authorization."
         ),
         freshness=(
             "The implementation ref names an unbound instance method: the host constructs "

@@ -123,7 +123,7 @@ CATALOG: Final = (
         operations=frozenset({"run"}),
         fixture_bytes=_TISC_FIXTURE,
         fixture_reference=TISC_FIXTURE_REFERENCE,
-        authorization_paths=("exact_local_allowlist", "axion_final_authorization"),
+        authorization_paths=("axion_final_authorization",),
         intended={
             "halted": True,
             "trap": None,
