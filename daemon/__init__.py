@@ -10,7 +10,7 @@ Public API (everything else lives in private modules):
   :class:`RejectedError`, :class:`ServiceUnavailable`, :class:`ServerProtocolError`.
 * Audit: :class:`AuditLog`, :func:`verify_log`, :func:`tail`, :class:`VerifyReport`,
   :class:`AuditLogError`, :class:`AuditLogCorrupt`.
-* Protocol: the sans-IO codec in :mod:`daemon.protocol`.
+* Protocol: the sans-IO codec, :mod:`daemon.protocol` (``docs/protocol.md``).
 """
 
 from ._audit import (

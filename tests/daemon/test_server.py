@@ -29,6 +29,7 @@ from daemon import (
     RejectedError,
     Server,
     ServiceUnavailable,
+    SyncClient,
     TransportError,
     open_client,
     open_server,
@@ -550,3 +551,23 @@ async def test_binding_bounds_are_the_sessions_not_the_servers(config: dict[str,
 def test_header_codec_refuses_unencodable_values() -> None:
     with pytest.raises(ValueError):
         encode_header({"x": float("nan")})
+
+
+async def test_sync_facade_for_scripts(config: dict[str, Any]) -> None:
+    async with open_server(bytes_sessions(), **config) as server:
+        assert server.tcp_address is not None
+        client = SyncClient(tcp=server.tcp_address)
+        decision = await trio.to_thread.run_sync(
+            client.submit, "bytes", bytes_binding(b"sync"), [b"sync"]
+        )
+        health = await trio.to_thread.run_sync(client.health)
+        listed = await trio.to_thread.run_sync(client.list_sessions)
+    assert decision.outcome == "PASS" and health["decisions"] == 1
+    assert [session["name"] for session in listed] == ["bytes"]
+    assert decision.to_dict()["decision_id"] == decision.decision_id
+
+
+async def test_connecting_to_nothing_is_a_transport_error(short_dir: Path) -> None:
+    with pytest.raises(TransportError):
+        async with open_client(unix=str(short_dir / "nobody"), connect_timeout=1):
+            pass
