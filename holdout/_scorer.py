@@ -189,8 +189,16 @@ def _check_schema(schema: Any) -> None:
 
 
 def _first_error(schema: Mapping[str, Any], instance: Any) -> str | None:
+    """The best-matching schema error, or ``None``. A schema that cannot be applied (a
+    ``$ref`` that resolves nowhere: no remote retrieval is ever attempted) raises
+    :class:`Refusal` ``schemas-invalid``."""
     validator = _Validator(schema)
-    error = jsonschema.exceptions.best_match(validator.iter_errors(instance))
+    try:
+        error = jsonschema.exceptions.best_match(validator.iter_errors(instance))
+    except Exception as failure:  # referencing.Unresolvable and its jsonschema wrappers
+        raise Refusal(
+            "schemas-invalid", f"the schema cannot be applied: {type(failure).__name__}"
+        ) from None
     if error is None:
         return None
     where = "/".join(str(part) for part in error.absolute_path) or "(root)"
@@ -198,12 +206,14 @@ def _first_error(schema: Mapping[str, Any], instance: Any) -> str | None:
 
 
 def validate_challenge(challenge: Any, schemas: Schemas) -> str | None:
-    """The first recipe-schema error of one parsed challenge, or ``None`` if it conforms."""
+    """The first recipe-schema error of one parsed challenge, or ``None`` if it conforms
+    (raises :class:`Refusal` ``schemas-invalid`` when the schema cannot be applied)."""
     return _first_error(schemas.recipe, challenge)
 
 
 def validate_observation_document(document: Any, schemas: Schemas) -> str | None:
-    """The first observation-schema error of a parsed document, or ``None``."""
+    """The first observation-schema error of a parsed document, or ``None`` (raises
+    :class:`Refusal` ``schemas-invalid`` when the schema cannot be applied)."""
     return _first_error(schemas.observation, document)
 
 

@@ -120,3 +120,43 @@ def test_scoring_never_mutates_the_callers_values() -> None:
     before = (copy.deepcopy(challenges), copy.deepcopy(doc))
     holdout.score(challenges, doc, schemas=SCHEMAS, expect_release=RELEASE)
     assert (challenges, doc) == before
+
+
+# ------------------------------------------------------------------ schemas as data (Part II A)
+
+_VALID_CHALLENGE = {
+    "id": "S1",
+    "name": "n",
+    "fixture": {"root": ROOT},
+    "recipe": [],
+    "predicates": [],
+}
+
+
+@pytest.mark.parametrize(
+    "broken",
+    [
+        {"$ref": "#/$defs/missing"},
+        {"$ref": "https://example.invalid/elsewhere.json"},
+        # reached only through a member the instance has (both documents have "id"/"type")
+        {"type": "object", "properties": {"id": {"$ref": "#/a"}, "type": {"$ref": "#/b"}}},
+    ],
+    ids=["dangling-pointer", "remote-reference", "nested-dangling"],
+)
+@pytest.mark.parametrize("which", ["recipe", "observation"])
+def test_a_schema_whose_reference_cannot_resolve_refuses_the_run(
+    broken: dict[str, Any], which: str
+) -> None:
+    honest = holdout.project_schemas()
+    schemas = holdout.Schemas(
+        recipe=broken if which == "recipe" else honest.recipe,
+        observation=broken if which == "observation" else honest.observation,
+    )
+    report = holdout.score(
+        [_VALID_CHALLENGE], document(1, 2), schemas=schemas, expect_release=RELEASE
+    )
+    assert (report.verdict, report.refusal, report.by_challenge) == (
+        "REFUSED",
+        "schemas-invalid",
+        {},
+    )
