@@ -283,9 +283,11 @@ def evaluate_predicate(predicate: Any, observation: Any) -> bool | None:
             return "value" in predicate and strict_equal(found, predicate["value"])
         if op == "REFUSAL_SET_EQ":
             refusals = observation.get("refusal_set", _ABSENT)
-            expected = predicate.get("value", [])
-            if not isinstance(refusals, list) or not isinstance(expected, list):
+            expected = predicate.get("value", [])  # missing counts as []
+            if not isinstance(refusals, list):
                 return None
+            if not isinstance(expected, list):
+                return False  # present but not an array (null included): equals no set
             return canonical(sorted(refusals, key=js_sort_key)) == canonical(
                 sorted(expected, key=js_sort_key)
             )

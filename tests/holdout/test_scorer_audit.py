@@ -160,3 +160,22 @@ def test_a_schema_whose_reference_cannot_resolve_refuses_the_run(
         "schemas-invalid",
         {},
     )
+
+
+# ------------------------------------------------------------------ REFUSAL_SET_EQ (§3.4/§3.5)
+
+
+@pytest.mark.parametrize("value", [None, "a-code", 1, {"a-code": True}], ids=repr)
+@pytest.mark.parametrize("refusals", [[], ["a-code"]], ids=repr)
+def test_refusal_set_eq_with_a_present_non_array_value_fails(value: Any, refusals: Any) -> None:
+    """§3.5 lists every UNRESOLVED case, and a non-array *value* is not one (only an absent or
+    non-array ``refusal_set`` is). A present value is not "missing" (§3.4 distinguishes a
+    present null from a missing member), and no array equals a non-array: FAIL."""
+    predicate = {"op": "REFUSAL_SET_EQ", "value": value}
+    assert holdout.evaluate_predicate(predicate, {"refusal_set": refusals}) is False
+
+
+def test_refusal_set_eq_with_a_non_array_refusal_set_is_still_unresolved() -> None:
+    predicate = {"op": "REFUSAL_SET_EQ", "value": None}
+    assert holdout.evaluate_predicate(predicate, {"refusal_set": "a-code"}) is None
+    assert holdout.evaluate_predicate(predicate, {}) is None
