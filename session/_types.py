@@ -14,10 +14,17 @@ Rules:
 * ``EvidenceBounds`` refuses only negative values; it does not type-check (mechanisms that need
   exact integers refuse other types themselves).
 * A decision is data: mechanisms return ``MechanismDecision``; they do not raise for bad input.
+* The four value classes are frozen attrs classes that also answer the standard-library
+  dataclass API the reference's frozen dataclasses offer: ``dataclasses.replace`` (which
+  re-runs construction, so normalisation and validation apply), ``dataclasses.fields``,
+  ``dataclasses.asdict`` and ``dataclasses.is_dataclass``; assigning or deleting a field
+  raises :class:`FrozenInstanceError`, which is both ``dataclasses.FrozenInstanceError`` and
+  ``attrs.exceptions.FrozenInstanceError``. ``attrs.evolve`` works as well.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import hashlib
 import json
@@ -32,6 +39,7 @@ __all__ = [
     "EvaluatedProposition",
     "EvidenceBindingError",
     "EvidenceBounds",
+    "FrozenInstanceError",
     "MechanismDecision",
     "MechanismOutcome",
     "VerificationMechanism",
@@ -44,6 +52,33 @@ _DIGEST_RE: Final = re.compile(r"(?:sha256:)?([0-9a-f]{64})")
 
 class EvidenceBindingError(ValueError):
     """A binding, reference or evidence item cannot be bound as declared."""
+
+
+class FrozenInstanceError(dataclasses.FrozenInstanceError, attrs.exceptions.FrozenInstanceError):
+    """Assigning to or deleting a field of a frozen session value."""
+
+    def __init__(self, name: str) -> None:
+        AttributeError.__init__(self, f"cannot assign to field {name!r}")
+
+
+def _refuse_assignment(self: object, name: str, value: object = None) -> None:
+    raise FrozenInstanceError(name)
+
+
+def _refuse_deletion(self: object, name: str) -> None:
+    raise FrozenInstanceError(name)
+
+
+def _dataclass_compatible(cls: type[Any]) -> type[Any]:
+    """Give a frozen attrs class the dataclass metadata of an equivalent frozen dataclass."""
+    shadow = dataclasses.make_dataclass(
+        cls.__name__, [(field.name, field.type or Any) for field in attrs.fields(cls)], frozen=True
+    )
+    for name in ("__dataclass_fields__", "__dataclass_params__"):
+        setattr(cls, name, getattr(shadow, name))
+    setattr(cls, "__setattr__", _refuse_assignment)  # noqa: B010 - mypy refuses a method assignment
+    setattr(cls, "__delattr__", _refuse_deletion)  # noqa: B010
+    return cls
 
 
 class MechanismOutcome(enum.StrEnum):
@@ -73,6 +108,7 @@ def core_digest(value: object) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+@_dataclass_compatible
 @attrs.frozen
 class EvidenceBounds:
     """Declared item and byte bounds for one proposition's evidence."""
@@ -91,6 +127,7 @@ class EvidenceBounds:
         }
 
 
+@_dataclass_compatible
 @attrs.frozen
 class BoundProposition:
     """What a caller pins: mechanism, exact evidence references, trust roots, bounds, parameters."""
@@ -163,6 +200,7 @@ class BoundProposition:
         )
 
 
+@_dataclass_compatible
 @attrs.frozen
 class MechanismDecision:
     """A mechanism's answer: outcome, details, and its separate observations."""
@@ -172,6 +210,7 @@ class MechanismDecision:
     observations: Mapping[str, Any] = attrs.field(factory=dict)
 
 
+@_dataclass_compatible
 @attrs.frozen
 class EvaluatedProposition:
     """A session's result: the decision bound to the snapshot digest of the binding."""

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import hashlib
 import json
+from typing import Any
 
+import attrs
 import pytest
 
 from session import (
@@ -12,6 +16,8 @@ from session import (
     EvaluatedProposition,
     EvidenceBindingError,
     EvidenceBounds,
+    FrozenInstanceError,
+    MechanismDecision,
     MechanismOutcome,
     core_digest,
     normalise_digest,
@@ -177,3 +183,56 @@ def test_evaluated_proposition_dict_shape() -> None:
 def test_normalise_digest_refuses_malformed_references(value: object) -> None:
     with pytest.raises(EvidenceBindingError):
         normalise_digest(value)
+
+
+# ---- the frozen-dataclass surface of formation.md §1.1 -----------------------------------
+
+
+def test_binding_fields_are_the_dataclass_fields_in_spec_order() -> None:
+    binding = make()
+    assert dataclasses.is_dataclass(binding)
+    assert [field.name for field in dataclasses.fields(binding)] == [
+        "subject_id",
+        "predicate",
+        "expected",
+        "mechanism_id",
+        "mechanism_digest",
+        "evidence_refs",
+        "trust_roots",
+        "bounds",
+        "parameters",
+    ]
+    assert dataclasses.asdict(binding)["bounds"] == {
+        "max_evidence_items": 1,
+        "max_evidence_bytes": 10,
+    }
+
+
+def test_dataclasses_replace_reruns_normalisation_and_validation() -> None:
+    binding = make()
+    replace: Any = dataclasses.replace  # the attrs class is a dataclass only at runtime
+    replaced = replace(binding, evidence_refs=(HEX_B,), trust_roots=("z", "a", "z"))
+    assert replaced.evidence_refs == ("sha256:" + HEX_B,)
+    assert replaced.trust_roots == ("a", "z")
+    assert replaced.subject_id == binding.subject_id
+    with pytest.raises(EvidenceBindingError):
+        replace(binding, evidence_refs=())
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        make(),
+        EvidenceBounds(1, 2),
+        MechanismDecision(MechanismOutcome.PASS, ""),
+        EvaluatedProposition(HEX_A, MechanismOutcome.PASS, "m", DIGEST, (), (), 0, ""),
+    ],
+)
+def test_session_values_are_frozen_like_dataclasses(value: object) -> None:
+    field = dataclasses.fields(value)[0].name  # type: ignore[arg-type]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(value, field, None)
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        delattr(value, field)
+    assert isinstance(FrozenInstanceError(field), AttributeError)
+    assert copy.deepcopy(value) == value
