@@ -553,7 +553,8 @@ class _FrameReader:
                 if self._eof:
                     raise self._fail(ErrorCode.TRUNCATED_FRAME)
                 return NEED_DATA
-            raw = bytes(self._buffer[: self._header_size])
+            with memoryview(self._buffer) as view:
+                raw = bytes(view[: self._header_size])
             del self._buffer[: self._header_size]
             try:
                 header = decode_header(raw, max_bytes=self.max_header_bytes)
@@ -573,13 +574,13 @@ class _FrameReader:
                 if self._eof:
                     raise self._fail(ErrorCode.TRUNCATED_FRAME)
                 return NEED_DATA
-            data = bytes(self._buffer[: self._payload_size])
-            del self._buffer[: self._payload_size]
             items = []
             offset = 0
-            for size in self._item_sizes:
-                items.append(data[offset : offset + size])
-                offset += size
+            with memoryview(self._buffer) as view:  # one copy per item, none of the whole
+                for size in self._item_sizes:
+                    items.append(bytes(view[offset : offset + size]))
+                    offset += size
+            del self._buffer[: self._payload_size]
             self.state = State.PREFIX
             return tuple(items)
         if self.state is State.CLOSED:

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import math
 import os
 import random
@@ -647,7 +648,7 @@ class Server:
                     f"evidence not received within {self.config.idle_timeout} s",
                 )
             received = time.perf_counter_ns()
-            result, evaluate_ns = await self._evaluate(session, binding, items)
+            result, evaluate_ns, refs = await self._evaluate(session, binding, items)
             metrics = {
                 "receive_ns": received - started,
                 "evaluate_ns": evaluate_ns,
@@ -680,8 +681,8 @@ class Server:
                         mechanism_digest=wire_result["mechanism_digest"],
                         binding_digest=result.binding_digest,
                         evidence=[
-                            {"digest": "sha256:" + _sha256(item), "size": len(item)}
-                            for item in items
+                            {"digest": ref, "size": len(item)}
+                            for ref, item in zip(refs, items, strict=True)
                         ],
                         outcome=wire_result["outcome"],
                         details=result.details,
@@ -713,17 +714,19 @@ class Server:
 
     async def _evaluate(
         self, session: HostedSession, binding: BoundProposition, items: tuple[bytes, ...]
-    ) -> tuple[EvaluatedProposition, int]:
-        def evaluate() -> tuple[EvaluatedProposition, int]:
+    ) -> tuple[EvaluatedProposition, int, list[str]]:
+        """(result, evaluation ns, the items' ``sha256:`` references, as the store computed
+        them: each item is hashed once here, not again for the audit line)."""
+
+        def evaluate() -> tuple[EvaluatedProposition, int, list[str]]:
             begin = time.perf_counter_ns()
             store = EvidenceStore()
-            for item in items:
-                store.add(item)
+            refs = [store.add(item) for item in items]
             verification = VerificationSession(store)
             for mechanism in session.mechanisms:
                 verification.register(mechanism)
             result = verification.evaluate(binding)
-            return result, time.perf_counter_ns() - begin
+            return result, time.perf_counter_ns() - begin, refs
 
         started = time.perf_counter_ns()
         size = sum(len(item) for item in items)
@@ -745,7 +748,8 @@ class Server:
             details=DEADLINE_DETAILS,
             observations={},
         )
-        return overrun, time.perf_counter_ns() - started
+        refs = await trio.to_thread.run_sync(_references, items)
+        return overrun, time.perf_counter_ns() - started, refs
 
 
 _ID_RANDOM = random.Random()  # seeded once from os.urandom; ids need uniqueness, not secrecy
@@ -757,10 +761,8 @@ def _decision_id() -> str:
     return str(uuid.UUID(int=_ID_RANDOM.getrandbits(128), version=4))
 
 
-def _sha256(data: bytes) -> str:
-    import hashlib
-
-    return hashlib.sha256(data).hexdigest()
+def _references(items: tuple[bytes, ...]) -> list[str]:
+    return ["sha256:" + hashlib.sha256(item).hexdigest() for item in items]
 
 
 async def _open_unix_listener(path: str) -> trio.SocketListener:

@@ -213,3 +213,14 @@ def test_tail_returns_the_last_lines_oldest_first(tmp_path: Path) -> None:
     path = tmp_path / "audit.jsonl"
     trio.run(write_log, path, 5)
     assert [r["decision_id"] for r in tail(path, 2)] == ["d3", "d4"]
+
+
+async def test_write_durability_returns_after_write_without_fsync(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    log = AuditLog.open(path, durability="write")
+    async with trio.open_nursery() as nursery:
+        await nursery.start(log.run)
+        digest = await log.record("decision", decision_id="w")
+        assert json.loads(lines(path)[-1])["line_digest"] == digest
+        assert log.fsyncs == 0
+        await log.close()
