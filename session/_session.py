@@ -20,6 +20,10 @@
     "mechanism returned an invalid decision object";
 12. the result carries the snapshot digest, the mechanism's outcome, details and observations.
 
+``evaluate_compound(bindings)`` applies the same checks to several bindings of one exact
+mechanism before a single call of its ``evaluate_compound``; any refusal answers every
+binding UNKNOWN (see the method).
+
 Session-level refusals are UNKNOWN with empty observations, never FAIL; the session never
 inspects the mechanism's outcome. Observed bytes are 0 before step 6. Apart from step 1 nothing
 raises for a bad binding or a misbehaving mechanism: an unhashable mechanism id is "not
@@ -31,6 +35,7 @@ mapping is "an invalid decision object".
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 
 from ._store import EvidenceStore
 from ._types import (
@@ -68,6 +73,119 @@ class VerificationSession:
     def registered_mechanisms(self) -> tuple[VerificationMechanism, ...]:
         """Registered mechanisms sorted by id."""
         return tuple(self._mechanisms[key] for key in sorted(self._mechanisms))
+
+    def evaluate_compound(
+        self, bindings: Sequence[BoundProposition]
+    ) -> tuple[EvaluatedProposition, ...]:
+        """Evaluate several bindings of one exact mechanism in a single invocation.
+
+        Every binding is snapshotted first (an undigestible one raises, as in ``evaluate``).
+        The bindings must name one mechanism id and one (normalised) digest; the mechanism
+        must be registered under that digest and expose ``evaluate_compound(bindings,
+        evidence)``. Each binding's item bound, resolution and byte bound are checked before
+        the one invocation. Any refusal answers every binding UNKNOWN with the same details
+        (empty observations) and the mechanism is not called. The mechanism receives
+        execution copies and a tuple of payload tuples, must leave the copies unchanged, and
+        must return one ``MechanismDecision`` per binding, in order.
+        """
+        snapshots = [_snapshot(binding) for binding in bindings]
+
+        def refused_all(
+            details: str, observed: Sequence[int] = ()
+        ) -> tuple[EvaluatedProposition, ...]:
+            counts = list(observed) or [0] * len(snapshots)
+            return tuple(
+                _refusal(snapshot, digest, details, count)
+                for (snapshot, digest), count in zip(snapshots, counts, strict=True)
+            )
+
+        if not snapshots:
+            return ()
+        try:
+            coordinates = {
+                (snapshot.mechanism_id, normalise_digest(snapshot.mechanism_digest))
+                for snapshot, _ in snapshots
+            }
+        except (TypeError, EvidenceBindingError):
+            coordinates = set()
+        if len(coordinates) != 1:
+            return refused_all("compound propositions do not bind one exact mechanism")
+        ((mechanism_id, bound_digest),) = coordinates
+        mechanism = self._mechanisms.get(mechanism_id)
+        if mechanism is None:
+            return refused_all("bound mechanism is not registered")
+        try:
+            registered_digest = normalise_digest(mechanism.mechanism_digest)
+        except EvidenceBindingError:
+            return refused_all("registered mechanism digest does not match")
+        if registered_digest != bound_digest:
+            return refused_all("registered mechanism digest does not match")
+        entry = getattr(mechanism, "evaluate_compound", None)
+        if not callable(entry):
+            return refused_all("bound mechanism has no compound evaluation entry point")
+        for snapshot, _ in snapshots:
+            if not _within(len(snapshot.evidence_refs), snapshot.bounds.max_evidence_items):
+                return refused_all("compound evidence item bound exceeded before invocation")
+        evidence: list[tuple[bytes, ...]] = []
+        for snapshot, _ in snapshots:
+            try:
+                evidence.append(
+                    tuple(self.evidence_store.resolve(ref) for ref in snapshot.evidence_refs)
+                )
+            except EvidenceBindingError as error:
+                return refused_all(str(error))
+        observed = [sum(len(payload) for payload in payloads) for payloads in evidence]
+        for (snapshot, _), count in zip(snapshots, observed, strict=True):
+            if not _within(count, snapshot.bounds.max_evidence_bytes):
+                return refused_all(
+                    "compound evidence byte bound exceeded before invocation", observed
+                )
+        try:
+            copies = [copy.deepcopy(snapshot) for snapshot, _ in snapshots]
+            if any(
+                execution.digest() != digest
+                for execution, (_, digest) in zip(copies, snapshots, strict=True)
+            ):
+                return refused_all("execution snapshot differs from binding", observed)
+            decisions = entry(tuple(copies), tuple(evidence))
+            if any(
+                execution.digest() != digest
+                for execution, (_, digest) in zip(copies, snapshots, strict=True)
+            ):
+                return refused_all("mechanism changed its binding snapshot", observed)
+            decided = tuple(decisions) if isinstance(decisions, list | tuple) else None
+        except Exception as error:
+            return refused_all(
+                f"mechanism execution failed: {type(error).__name__}: {error}", observed
+            )
+        if (
+            decided is None
+            or len(decided) != len(snapshots)
+            or not all(isinstance(decision, MechanismDecision) for decision in decided)
+        ):
+            return refused_all(
+                "compound mechanism did not return one decision per binding", observed
+            )
+        results = []
+        for (snapshot, digest), count, decision in zip(snapshots, observed, decided, strict=True):
+            try:
+                observations = dict(decision.observations)
+            except (TypeError, ValueError):
+                return refused_all("mechanism returned an invalid decision object", observed)
+            results.append(
+                EvaluatedProposition(
+                    binding_digest=digest,
+                    outcome=decision.outcome,
+                    mechanism_id=snapshot.mechanism_id,
+                    mechanism_digest=registered_digest,
+                    evidence_refs=snapshot.evidence_refs,
+                    trust_roots=snapshot.trust_roots,
+                    observed_evidence_bytes=count,
+                    details=decision.details,
+                    observations=observations,
+                )
+            )
+        return tuple(results)
 
     def evaluate(self, binding: BoundProposition) -> EvaluatedProposition:
         """Evaluate ``binding`` through the twelve steps of the module contract."""
@@ -137,6 +255,30 @@ class VerificationSession:
             details=decision.details,
             observations=observations,
         )
+
+
+def _snapshot(binding: BoundProposition) -> tuple[BoundProposition, str]:
+    try:
+        snapshot = copy.deepcopy(binding)
+        return snapshot, snapshot.digest()
+    except Exception:
+        raise EvidenceBindingError("cannot obtain a digestible binding snapshot") from None
+
+
+def _refusal(
+    snapshot: BoundProposition, snapshot_digest: str, details: str, observed: int = 0
+) -> EvaluatedProposition:
+    return EvaluatedProposition(
+        binding_digest=snapshot_digest,
+        outcome=MechanismOutcome.UNKNOWN,
+        mechanism_id=snapshot.mechanism_id,
+        mechanism_digest=snapshot.mechanism_digest,
+        evidence_refs=snapshot.evidence_refs,
+        trust_roots=snapshot.trust_roots,
+        observed_evidence_bytes=observed,
+        details=details,
+        observations={},
+    )
 
 
 def _within(count: int, bound: object) -> bool:

@@ -271,3 +271,79 @@ def test_bound_that_cannot_be_compared_is_exceeded_not_a_crash(field: str, detai
     assert result.outcome is MechanismOutcome.UNKNOWN
     assert result.details == details
     assert mechanism.calls == []
+
+
+# ---- evaluate_compound (formation.md §1.3, "There is also evaluate_compound") --------------
+
+
+class Compound(Recording):
+    """Answers one decision per binding; records each compound invocation."""
+
+    def __init__(self, answer: object = None) -> None:
+        super().__init__()
+        self.compound_answer = answer
+        self.compound_calls: list[tuple[Any, Any]] = []
+
+    def evaluate_compound(self, bindings: Any, evidence: Any) -> Any:
+        self.compound_calls.append((bindings, evidence))
+        if self.compound_answer is not None:
+            return self.compound_answer
+        return [
+            MechanismDecision(MechanismOutcome.PASS, f"ok {i}", {"i": i})
+            for i, _ in enumerate(bindings)
+        ]
+
+
+def _compound_setup(
+    mechanism: Any, bounds: EvidenceBounds | None = None
+) -> tuple[VerificationSession, list[BoundProposition]]:
+    session, first = setup(mechanism, bounds=bounds)
+    ref = session.evidence_store.add(b"ccc")
+    second = attrs.evolve(first, subject_id="t", evidence_refs=(ref,))
+    return session, [first, second]
+
+
+def test_compound_invokes_once_and_binds_each_result_to_its_snapshot() -> None:
+    mechanism = Compound()
+    session, bindings = _compound_setup(mechanism)
+    results = session.evaluate_compound(bindings)
+    assert [r.details for r in results] == ["ok 0", "ok 1"]
+    assert [r.binding_digest for r in results] == [b.digest() for b in bindings]
+    assert [r.observed_evidence_bytes for r in results] == [3, 3]
+    assert len(mechanism.compound_calls) == 1 and mechanism.calls == []
+    copies, evidence = mechanism.compound_calls[0]
+    assert evidence == ((b"a", b"bb"), (b"ccc",))
+    assert all(c is not b for c, b in zip(copies, bindings, strict=True))
+    assert session.evaluate_compound([]) == ()
+
+
+@pytest.mark.parametrize(
+    ("case", "details"),
+    [
+        ("two mechanisms", "compound propositions do not bind one exact mechanism"),
+        ("no entry point", "bound mechanism has no compound evaluation entry point"),
+        ("items", "compound evidence item bound exceeded before invocation"),
+        ("bytes", "compound evidence byte bound exceeded before invocation"),
+        ("one decision", "compound mechanism did not return one decision per binding"),
+        ("missing", "evidence is unavailable: sha256:" + "0" * 64),
+        ("unregistered", "bound mechanism is not registered"),
+    ],
+)
+def test_compound_refusals_answer_every_binding_unknown(case: str, details: str) -> None:
+    mechanism: Any = Recording() if case == "no entry point" else Compound()
+    if case == "one decision":
+        mechanism = Compound(answer=[MechanismDecision(MechanismOutcome.PASS, "")])
+    bounds = {"items": EvidenceBounds(1, 10), "bytes": EvidenceBounds(2, 2)}.get(case)
+    session, bindings = _compound_setup(mechanism, bounds)
+    if case == "two mechanisms":
+        bindings[1] = attrs.evolve(bindings[1], mechanism_id="other")
+    if case == "missing":
+        bindings[1] = attrs.evolve(bindings[1], evidence_refs=("0" * 64,))
+    if case == "unregistered":
+        session = VerificationSession(session.evidence_store)
+    results = session.evaluate_compound(bindings)
+    assert [r.outcome for r in results] == [MechanismOutcome.UNKNOWN] * 2
+    assert {r.details for r in results} == {details}
+    assert all(r.observations == {} for r in results)
+    if isinstance(mechanism, Compound) and case != "one decision":
+        assert mechanism.compound_calls == []
