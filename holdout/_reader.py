@@ -29,6 +29,7 @@ import json
 import math
 import re
 from collections.abc import Iterator
+from itertools import accumulate
 from typing import Any
 
 MAX_DOCUMENT_BYTES = 8 * 1024 * 1024
@@ -54,6 +55,8 @@ _JSON_WHITESPACE = " \t\n\r"
 # never restarts inside it at every escaped quote, which would be quadratic.
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"?', re.DOTALL)
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_BRACKET_STEPS = bytes.maketrans(b"[{]}", b"\x01\x01\x02\x02")
+_STEP = (0, 1, -1)
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
@@ -121,16 +124,10 @@ _DECODER = json.JSONDecoder(
 
 def nesting_depth(data: bytes) -> int:
     """The deepest array/object nesting in ``data``, skipping string contents (no decoding)."""
-    brackets = _STRING.sub(b"", data).translate(None, _NOT_BRACKETS)
-    depth = 0
-    deepest = 0
-    for byte in brackets:
-        if byte in (0x5B, 0x7B):  # [ {
-            depth += 1
-            deepest = max(deepest, depth)
-        else:
-            depth -= 1
-    return deepest
+    # Keep only brackets, as 1 (open) / 2 (close); the running sum of +1/-1 steps is the
+    # depth after each bracket. C-level iteration: ~1 s for 8 MiB of brackets, not ~3 s.
+    steps = _STRING.sub(b"", data).translate(_BRACKET_STEPS, _NOT_BRACKETS)
+    return max(0, max(accumulate(map(_STEP.__getitem__, steps)), default=0))
 
 
 def _strings(value: Any) -> Iterator[str]:
