@@ -77,6 +77,7 @@ _SERVER_NUMBERS: Final = {
     "request_deadline": float,
     "shutdown_grace": float,
     "max_in_flight": int,
+    "max_connections": int,
     "worker_threads": int,
     "inline_max_bytes": int,
     "max_header_bytes": int,

@@ -30,6 +30,8 @@ Rules (the contract):
    accepting, close idle connections, let in-flight requests finish within
    ``shutdown_grace`` seconds, then cancel the rest; write ``daemon_stop``; flush and fsync
    the audit log; return normally.
+8. At most ``max_connections`` connections are served at once; one more is answered
+   ``BUSY`` (not audited: it made no request) and closed.
 """
 
 from __future__ import annotations
@@ -138,6 +140,7 @@ class ServerConfig:
     idle_timeout: float = 30.0
     request_deadline: float = 30.0
     max_in_flight: int = 256
+    max_connections: int = 1024
     worker_threads: int = 4
     inline_max_bytes: int = 4096
     shutdown_grace: float = 10.0
@@ -155,7 +158,13 @@ class ServerConfig:
             value = getattr(self, name)
             if type(value) not in (int, float) or not math.isfinite(value) or value <= 0:
                 raise ValueError(f"{name} must be a positive number of seconds")
-        for name in ("max_in_flight", "worker_threads", "max_header_bytes", "max_frame_bytes"):
+        for name in (
+            "max_in_flight",
+            "max_connections",
+            "worker_threads",
+            "max_header_bytes",
+            "max_frame_bytes",
+        ):
             value = getattr(self, name)
             if type(value) is not int or value < 1:
                 raise ValueError(f"{name} must be a positive integer")
@@ -404,8 +413,24 @@ class Server:
 
     async def _handle(self, stream: trio.SocketStream) -> None:
         connection = _Connection()
-        self._connections.add(connection)
         requester = _requester(stream)
+        if len(self._connections) >= self.config.max_connections:
+            try:  # over the connection cap: answered at once, never held open
+                await self._refuse(
+                    stream,
+                    ServerConnection(),
+                    requester,
+                    ErrorCode.BUSY,
+                    f"{self.config.max_connections} connections open; retry later",
+                    audit=False,
+                )
+            except Exception as error:
+                sys.stderr.write(f"evidenced: refusing a connection failed: {error}\n")
+            finally:
+                with trio.CancelScope(shield=True), trio.move_on_after(1):
+                    await stream.aclose()
+            return
+        self._connections.add(connection)
         try:
             await self._converse(stream, connection, requester)
         except Exception as error:  # the catch-all: one bad connection never kills the server

@@ -571,3 +571,14 @@ async def test_connecting_to_nothing_is_a_transport_error(short_dir: Path) -> No
     with pytest.raises(TransportError):
         async with open_client(unix=str(short_dir / "nobody"), connect_timeout=1):
             pass
+
+
+async def test_connections_over_the_cap_are_answered_busy(config: dict[str, Any]) -> None:
+    async with open_server(bytes_sessions(), max_connections=2, **config) as server:
+        async with open_client(unix=server.unix_path), open_client(unix=server.unix_path):
+            with pytest.raises(ServiceUnavailable) as caught:
+                async with open_client(unix=server.unix_path):
+                    pass
+        assert caught.value.code == "BUSY"
+        async with open_client(unix=server.unix_path) as client:  # room again
+            assert (await client.submit("bytes", bytes_binding(b"ok"), [b"ok"])).outcome == "PASS"
