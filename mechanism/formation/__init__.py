@@ -6,10 +6,13 @@ Public names only; the implementation lives in private modules:
 * ``_checker`` — :func:`check_formation`, the independent checker (§3.4–§3.6); it never
   imports the producer;
 * ``_producer`` — :func:`produce_formation_certificate` (§4); shares no inference code with
-  the checker;
+  the checker, and is imported only when that name is first used, so everything else here
+  imports and runs with the producer module unavailable;
 * ``_mechanism`` — :class:`FormationPathCertificateMechanism` and :func:`formation_binding`
   (§5), the evidence-bound session adapter.
 """
+
+from typing import TYPE_CHECKING, Any
 
 from mechanism.formation._checker import REASON_CODES, check_formation
 from mechanism.formation._mechanism import (
@@ -20,7 +23,6 @@ from mechanism.formation._mechanism import (
     formation_binding,
     source_identity,
 )
-from mechanism.formation._producer import produce_formation_certificate
 from mechanism.formation._receipt import (
     FormationReceiptError,
     build_formation_receipt,
@@ -87,3 +89,18 @@ __all__ = [
     "schema_bytes",
     "source_identity",
 ]
+
+if TYPE_CHECKING:
+    from mechanism.formation._producer import produce_formation_certificate
+
+
+def __getattr__(name: str) -> Any:
+    # The producer is imported on first use only, so the checker, the adapter and the silo
+    # inspector import and run with the producer module unavailable (formation.md §3.6: the
+    # checker must not depend on the producer).
+    if name == "produce_formation_certificate":
+        from mechanism.formation._producer import produce_formation_certificate
+
+        globals()[name] = produce_formation_certificate
+        return produce_formation_certificate
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -28,7 +28,6 @@ from typing import Any
 from mechanism.canonical import canonical_bytes, is_digest
 from mechanism.formation._checker import check_formation
 from mechanism.formation._mechanism import FormationPathCertificateMechanism, formation_binding
-from mechanism.formation._producer import produce_formation_certificate
 from mechanism.formation._silo_cli import add_silo_commands
 from mechanism.formation._wire import (
     MAX_DEPTH,
@@ -97,6 +96,8 @@ def _produce(args: argparse.Namespace) -> int:
     except _Unreadable as error:
         _message(str(error))
         return EXIT_REJECTED
+    from mechanism.formation._producer import produce_formation_certificate
+
     try:
         certificate = produce_formation_certificate(subject)
     except (UnsupportedFormation, FormationLimitError) as error:

@@ -117,3 +117,37 @@ def test_checker_and_adapter_work_with_the_producer_unavailable() -> None:
     )
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout.strip() == '{"mismatches": 0, "outcome": "PASS", "loaded": []}'
+
+
+_PUBLIC_PACKAGE_WITHOUT_PRODUCER = textwrap.dedent(
+    """
+    import sys
+    sys.modules["mechanism.formation._producer"] = None  # import raises ImportError
+
+    from mechanism.formation import (
+        FormationPathCertificateMechanism, check_formation, formation_binding,
+        inspect_silo_formation,
+    )
+    import mechanism.formation as formation
+    try:
+        formation.produce_formation_certificate
+    except ImportError:
+        print("producer unavailable; package usable")
+    """
+)
+
+
+def test_public_package_imports_and_checks_with_the_producer_unavailable() -> None:
+    # §3.6: the checker does not depend on the producer — not even through the package
+    # `mechanism.formation`, which re-exports the producer only on first use.
+    completed = subprocess.run(
+        [sys.executable, "-c", _PUBLIC_PACKAGE_WITHOUT_PRODUCER],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=PROJECT_ROOT,
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.strip() == "producer unavailable; package usable"
+    assert formation.produce_formation_certificate.__module__ == "mechanism.formation._producer"
