@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any, Final
 
+import attrs
 import trio
 
 from session import BoundProposition, EvidenceBounds
@@ -141,8 +141,6 @@ def _serve(args: argparse.Namespace) -> int:
             changes.update(unix=args.socket, tcp=None)
         if args.audit_log:
             changes["audit_path"] = args.audit_log
-        import attrs
-
         server_config = attrs.evolve(server_config, handle_signals=True, **changes)
         sessions, skipped = config.build_sessions()
     except ConfigError as error:
@@ -381,7 +379,3 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     tail_parser.add_argument("path", metavar="PATH")
     tail_parser.add_argument("-n", dest="lines", type=int, default=10, metavar="N")
     tail_parser.set_defaults(handler=_wrap(_audit_tail))
-
-
-if __name__ == "__main__":  # pragma: no cover
-    os.execv(sys.executable, [sys.executable, "-m", "daemon.cli", *sys.argv[1:]])

@@ -223,9 +223,16 @@ def main() -> int:
             f"audit chain after shutdown: {'INTACT' if final.intact else 'BROKEN'}, "
             f"{final.lines} lines (daemon_start, {len(rows)} answers, daemon_stop)"
         )
-        print(f"$ evidenced audit verify {audit_path}  → exit {0 if final.intact else 1}")
+        verify = subprocess.run(
+            [sys.executable, "-m", "daemon.cli", "audit", "verify", audit_path],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+        )
+        print(f"$ evidenced audit verify {audit_path}\n{verify.stdout.strip()}")
+        print(f"(exit {verify.returncode})")
         expected = all(r["answer"] in (r["expect"], "SKIPPED") for r in rows)
-        ok = expected and live.intact and final.intact and code == 0
+        ok = expected and live.intact and final.intact and code == 0 and verify.returncode == 0
         print("\ndemo " + ("OK: every answer is the expected one" if ok else "FAILED"))
         if os.environ.get("EVIDENCED_DEMO_KEEP"):
             print(Path(audit_path).read_text())
