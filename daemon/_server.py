@@ -28,8 +28,8 @@ Rules (the contract):
    stderr, audits ``INTERNAL`` when a request was in progress, and closes.
 7. Shutdown (:meth:`Server.shutdown`, or SIGINT/SIGTERM when ``handle_signals``): stop
    accepting, close idle connections, let in-flight requests finish within
-   ``shutdown_grace`` seconds, then cancel the rest; write ``daemon_stop``; flush and fsync
-   the audit log; return normally.
+   ``shutdown_grace`` seconds (a second signal: at once), then cancel the rest; write
+   ``daemon_stop``; flush and fsync the audit log; return normally.
 8. At most ``max_connections`` connections are served at once; one more is answered
    ``BUSY`` (not audited: it made no request) and closed.
 """
@@ -231,6 +231,7 @@ class Server:
         self._capacity = trio.CapacityLimiter(config.max_in_flight)
         self._threads = trio.CapacityLimiter(config.worker_threads)
         self._shutdown = trio.Event()
+        self._handlers_scope: trio.CancelScope | None = None
         self._draining = False
         self._connections: set[_Connection] = set()
         self._started_ns = time.monotonic_ns()
@@ -347,22 +348,25 @@ class Server:
     async def _serve_until_shutdown(
         self, listeners: list[trio.SocketListener], signals: AsyncIterator[int] | None
     ) -> None:
-        async with trio.open_nursery() as handlers:
-            async with trio.open_nursery() as acceptors:
+        async with trio.open_nursery() as watchers:
+            if signals is not None:
+                watchers.start_soon(self._watch_signals, signals)
+            async with trio.open_nursery() as handlers:
+                self._handlers_scope = handlers.cancel_scope
+                async with trio.open_nursery() as acceptors:
+                    for listener in listeners:
+                        acceptors.start_soon(self._accept_loop, listener, handlers)
+                    await self._shutdown.wait()
+                    acceptors.cancel_scope.cancel()
+                self._draining = True
                 for listener in listeners:
-                    acceptors.start_soon(self._accept_loop, listener, handlers)
-                if signals is not None:
-                    acceptors.start_soon(self._watch_signals, signals)
-                await self._shutdown.wait()
-                acceptors.cancel_scope.cancel()
-            self._draining = True
-            for listener in listeners:
-                with contextlib.suppress(Exception):
-                    await listener.aclose()
-            for connection in list(self._connections):
-                if not connection.in_request and connection.idle_scope is not None:
-                    connection.idle_scope.cancel()
-            handlers.cancel_scope.deadline = trio.current_time() + self.config.shutdown_grace
+                    with contextlib.suppress(Exception):
+                        await listener.aclose()
+                for connection in list(self._connections):
+                    if not connection.in_request and connection.idle_scope is not None:
+                        connection.idle_scope.cancel()
+                handlers.cancel_scope.deadline = trio.current_time() + self.config.shutdown_grace
+            watchers.cancel_scope.cancel()
 
     def _addresses(self) -> dict[str, Any]:
         return {
@@ -392,10 +396,17 @@ class Server:
         return listeners
 
     async def _watch_signals(self, signals: AsyncIterator[int]) -> None:
+        """First SIGINT/SIGTERM: graceful shutdown. A second one: cancel in-flight requests
+        now (their audit lines, if being written, still complete)."""
         async for signum in signals:
             name = signal.Signals(signum).name
-            sys.stderr.write(f"evidenced: {name} received, shutting down\n")
-            self.shutdown()
+            if not self._shutdown.is_set():
+                sys.stderr.write(f"evidenced: {name} received, shutting down\n")
+                self.shutdown()
+            else:
+                sys.stderr.write(f"evidenced: second {name}: cancelling in-flight requests\n")
+                if self._handlers_scope is not None:
+                    self._handlers_scope.cancel()
 
     async def _accept_loop(self, listener: trio.SocketListener, handlers: trio.Nursery) -> None:
         while True:
@@ -721,6 +732,26 @@ class Server:
             self.counters["decisions"] += 1
             self.counters[f"outcome:{wire_result['outcome']}"] += 1
             return await self._send(stream, frame)
+        except trio.Cancelled:
+            # Forced shutdown (grace expired or a second signal) before an answer: the
+            # request is still recorded, as a refusal, before the cancellation proceeds.
+            if self.audit is not None:
+                with (
+                    trio.CancelScope(shield=True),
+                    trio.move_on_after(2),
+                    contextlib.suppress(AuditLogError),
+                ):
+                    await self.audit.record(
+                        "refusal",
+                        decision_id=_decision_id(),
+                        code=ErrorCode.SHUTTING_DOWN.name,
+                        fault=ErrorCode.SHUTTING_DOWN.fault.value,
+                        message="cancelled by shutdown before a decision was answered",
+                        request_id=submit.request_id,
+                        requester=requester,
+                        **context,
+                    )
+            raise
         finally:
             self._capacity.release_on_behalf_of(token)
 

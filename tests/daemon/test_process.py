@@ -140,8 +140,8 @@ def test_malformed_audit_log_at_startup_is_reported_never_truncated(short_dir: P
     assert audit.read_bytes() == before
 
 
-def test_sigterm_with_requests_in_flight_finishes_them(short_dir: Path) -> None:
-    """A host-API daemon with a slow mechanism: SIGTERM while 6 requests evaluate."""
+def start_slow_host(short_dir: Path, seconds: float) -> subprocess.Popen[str]:
+    """A host-API daemon (``Server`` with ``handle_signals``) whose mechanism sleeps."""
     script = short_dir / "host.py"
     script.write_text(
         textwrap.dedent(
@@ -156,7 +156,8 @@ def test_sigterm_with_requests_in_flight_finishes_them(short_dir: Path) -> None:
                                       audit_path={str(short_dir / "audit.jsonl")!r},
                                       handle_signals=True, worker_threads=8,
                                       inline_max_bytes=0)
-                server = Server([HostedSession("slow", (SlowMechanism(seconds=1.0),))], config)
+                mechanism = SlowMechanism(seconds={seconds!r})
+                server = Server([HostedSession("slow", (mechanism,))], config)
                 async with trio.open_nursery() as nursery:
                     await nursery.start(server.run)
                     print("ready", flush=True)
@@ -169,6 +170,12 @@ def test_sigterm_with_requests_in_flight_finishes_them(short_dir: Path) -> None:
         [sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
     assert process.stdout is not None and process.stdout.readline().strip() == "ready"
+    return process
+
+
+def test_sigterm_with_requests_in_flight_finishes_them(short_dir: Path) -> None:
+    """SIGTERM while 6 requests evaluate: all 6 are answered, logged, and the exit is 0."""
+    process = start_slow_host(short_dir, 1.0)
     results: list[Any] = []
     from daemon_testkit import SlowMechanism
 
@@ -264,3 +271,43 @@ def test_listen_on_a_busy_address_is_unavailable(short_dir: Path) -> None:
         assert result.returncode == 69
     finally:
         stop(first)
+
+
+def test_second_sigterm_cancels_in_flight_requests_and_still_exits_cleanly(
+    short_dir: Path,
+) -> None:
+    process = start_slow_host(short_dir, 20.0)
+    from daemon_testkit import SlowMechanism
+
+    slow = SlowMechanism()
+    outcome: list[str] = []
+
+    async def main() -> None:
+        async def stuck() -> None:
+            try:
+                async with open_client(unix=str(short_dir / "s")) as client:
+                    await client.submit("slow", binding_for(slow, [b"x"]), [b"x"])
+                    outcome.append("answered")
+            except ClientError as error:
+                outcome.append(type(error).__name__)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(stuck)
+            async with open_client(unix=str(short_dir / "s")) as client:
+                with trio.fail_after(5):
+                    while (await client.health())["in_flight"] < 1:
+                        await trio.sleep(0.02)
+            process.send_signal(signal.SIGTERM)
+            await trio.sleep(0.3)
+            process.send_signal(signal.SIGTERM)
+
+    trio.run(main)
+    _, err = process.communicate(timeout=15)
+    assert process.returncode == 0, err
+    assert "second SIGTERM" in err
+    assert outcome == ["TransportError"]
+    records = tail(short_dir / "audit.jsonl", 10)
+    assert records[-1]["event"] == "daemon_stop"
+    cancelled = [r for r in records if r.get("code") == "SHUTTING_DOWN"]
+    assert len(cancelled) == 1 and cancelled[0]["session"] == "slow"
+    assert verify_log(short_dir / "audit.jsonl").intact
