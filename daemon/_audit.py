@@ -317,7 +317,12 @@ class AuditLog:
         if type(max_pending) is not int or max_pending < 1:
             raise ValueError("max_pending must be a positive integer")
         created = not target.exists()
-        fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o640)
+        try:
+            fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o640)
+        except OSError as error:
+            raise AuditLogError(
+                f"cannot open audit log {target}: {error.strerror or error}"
+            ) from None
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

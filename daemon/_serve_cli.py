@@ -32,7 +32,7 @@ import trio
 
 from session import BoundProposition, EvidenceBounds
 
-from ._audit import AuditLogError, tail, verify_log
+from ._audit import AuditLogCorrupt, AuditLogError, tail, verify_log
 from ._client import (
     ClientError,
     ClientTimeout,
@@ -173,8 +173,7 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         trio.run(main)
     except AuditLogError as error:
-        _say(f"{error}; refusing to start (nothing was truncated or overwritten)")
-        return EXIT_REJECTED
+        return _audit_refusal(error)
     except OSError as error:
         _say(f"cannot listen: {error.strerror or error}")
         return EXIT_UNREACHABLE
@@ -183,14 +182,21 @@ def _serve(args: argparse.Namespace) -> int:
         while isinstance(first, BaseExceptionGroup):
             first = first.exceptions[0]
         if isinstance(first, AuditLogError):
-            _say(f"{first}; refusing to start (nothing was truncated or overwritten)")
-            return EXIT_REJECTED
+            return _audit_refusal(first)
         if isinstance(first, OSError):
             _say(f"cannot listen: {first.strerror or first}")
             return EXIT_UNREACHABLE
         raise first from None
     _say("stopped; audit log flushed")
     return EXIT_PASS
+
+
+def _audit_refusal(error: AuditLogError) -> int:
+    if isinstance(error, AuditLogCorrupt):
+        _say(f"{error}; refusing to start (the file was not truncated or overwritten)")
+    else:
+        _say(f"{error}; refusing to start")
+    return EXIT_REJECTED
 
 
 # --------------------------------------------------------------------------- client commands

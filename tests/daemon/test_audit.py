@@ -224,3 +224,8 @@ async def test_write_durability_returns_after_write_without_fsync(tmp_path: Path
         assert json.loads(lines(path)[-1])["line_digest"] == digest
         assert log.fsyncs == 0
         await log.close()
+
+
+def test_unopenable_log_is_an_audit_error_not_a_crash(tmp_path: Path) -> None:
+    with pytest.raises(AuditLogError, match="cannot open"):
+        AuditLog.open(tmp_path / "missing-dir" / "audit.jsonl")
