@@ -220,14 +220,31 @@ def _check_line(raw: bytes, had_newline: bool, seq: int, head: str) -> tuple[str
     return digest, None
 
 
-def verify_log(path: str | os.PathLike[str]) -> VerifyReport:
-    """Verify a whole audit log file; never raises for bad content (OSError for I/O)."""
+def verify_log(path: str | os.PathLike[str], *, anchors: tuple[str, ...] = ()) -> VerifyReport:
+    """Verify a whole audit log file; never raises for bad content (OSError for I/O).
+
+    ``anchors`` are ``line_digest`` values recorded elsewhere earlier (``health`` →
+    ``audit.head``): each must still be in the chain, else the file was rewritten or cut
+    back, which the chain alone cannot show (the report names the first missing anchor).
+    """
     seq, head, count = 0, GENESIS, 0
+    missing = set(anchors)
     for number, (raw, had_newline) in enumerate(_iter_lines(Path(path)), start=1):
         digest, reason = _check_line(raw, had_newline, seq, head)
         if reason is not None:
             return VerifyReport(False, count, head, seq, number, reason)
         seq, head, count = seq + 1, digest, count + 1
+        missing.discard(digest)
+    for anchor in anchors:
+        if anchor in missing:
+            return VerifyReport(
+                False,
+                count,
+                head,
+                seq,
+                None,
+                f"anchor {anchor} is not in the chain (the log was rewritten or truncated)",
+            )
     return VerifyReport(True, count, head, seq)
 
 

@@ -15,7 +15,9 @@ Contract (stdout: exactly one JSON document; stderr: one-line messages, never a 
   server announced. Exit 0 PASS, 1 FAIL, 3 UNKNOWN, 65 refused (the error document is
   printed), 69 unreachable, 75 busy/timeout/shutting down, 70 server-side failure.
 * ``sessions`` / ``health`` (same address flags) print the server's answer; exit 0, 69, 75.
-* ``audit verify PATH``: exit 0 intact, 1 broken (naming ``first_bad_line`` and ``reason``).
+* ``audit verify PATH [--anchor DIGEST]...``: exit 0 intact, 1 broken (naming
+  ``first_bad_line`` and ``reason``; or an anchor recorded earlier that is no longer in the
+  chain, which is how a rewritten or cut-back file shows).
   ``audit tail PATH [-n N]``: the last N lines as a JSON array (unverified), exit 0.
 """
 
@@ -322,7 +324,7 @@ def _query(method: str) -> Any:
 
 
 def _audit_verify(args: argparse.Namespace) -> int:
-    report = verify_log(args.path)
+    report = verify_log(args.path, anchors=tuple(args.anchors))
     _emit(report.to_dict())
     if report.intact:
         _say(f"audit log intact: {report.lines} lines, head {report.head}")
@@ -380,6 +382,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     audit_commands = audit.add_subparsers(dest="audit_command", metavar="COMMAND")
     verify = audit_commands.add_parser("verify", help="verify the hash chain")
     verify.add_argument("path", metavar="PATH")
+    verify.add_argument(
+        "--anchor",
+        dest="anchors",
+        action="append",
+        default=[],
+        metavar="DIGEST",
+        help="a line_digest recorded earlier (e.g. health's audit.head) that must be in the chain",
+    )
     verify.set_defaults(handler=_wrap(_audit_verify))
     tail_parser = audit_commands.add_parser("tail", help="print the last lines as JSON")
     tail_parser.add_argument("path", metavar="PATH")

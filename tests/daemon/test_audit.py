@@ -229,3 +229,13 @@ async def test_write_durability_returns_after_write_without_fsync(tmp_path: Path
 def test_unopenable_log_is_an_audit_error_not_a_crash(tmp_path: Path) -> None:
     with pytest.raises(AuditLogError, match="cannot open"):
         AuditLog.open(tmp_path / "missing-dir" / "audit.jsonl")
+
+
+async def test_cut_back_log_is_caught_by_an_anchor_recorded_earlier(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    await write_log(path, 4)
+    anchor = verify_log(path).head  # e.g. read from health's audit.head and kept elsewhere
+    rewrite(path, lines(path)[:3])  # whole lines cut off the end: the chain alone is intact
+    assert verify_log(path).intact
+    report = verify_log(path, anchors=(anchor,))
+    assert not report.intact and anchor in (report.reason or "")

@@ -117,6 +117,11 @@ def test_cli_audit_verify_names_the_first_bad_line(short_dir: Path) -> None:
     audit = short_dir / "audit.jsonl"
     process, _ = start_serve("--socket", str(short_dir / "s"), "--audit-log", str(audit))
     assert stop(process)[0] == 0
+    head = json.loads(run_cli("audit", "verify", str(audit)).stdout)["head"]
+    assert run_cli("audit", "verify", str(audit), "--anchor", head).returncode == 0
+    foreign = "sha256:" + "ab" * 32
+    unanchored = run_cli("audit", "verify", str(audit), "--anchor", foreign)
+    assert unanchored.returncode == 1 and foreign in json.loads(unanchored.stdout)["reason"]
     lines = audit.read_bytes().splitlines(keepends=True)
     audit.write_bytes(lines[0].replace(b'"daemon_start"', b'"daemon_stort"') + b"".join(lines[1:]))
     result = run_cli("audit", "verify", str(audit))
