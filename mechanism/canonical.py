@@ -49,6 +49,7 @@ __all__ = [
     "MAX_CANONICAL_INT",
     "CanonicalError",
     "CanonicalLimitError",
+    "CanonicalTypeError",
     "CanonicalUnsupportedError",
     "admit_canonical",
     "admit_record",
@@ -94,15 +95,23 @@ class CanonicalUnsupportedError(CanonicalError):
     kind = "unsupported"
 
 
+class CanonicalTypeError(CanonicalError, TypeError):
+    """A non-``bytes`` input where exact bytes are required: INVALID, and also a ``TypeError``."""
+
+
 def is_digest(value: object) -> bool:
     """True only for an exact ``str`` of the form ``sha256:`` + 64 lowercase hex digits."""
     return type(value) is str and DIGEST_RE.fullmatch(value) is not None
 
 
 def digest_bytes(data: bytes) -> str:
-    """``sha256:`` + lowercase hex SHA-256 of exact ``bytes`` (``TypeError`` otherwise)."""
+    """``sha256:`` + lowercase hex SHA-256 of exact ``bytes``.
+
+    Anything else raises :class:`CanonicalTypeError`, which is both a ``TypeError`` and a
+    ``CanonicalError`` (so a ``ValueError``, like every refusal of the reference codec).
+    """
     if type(data) is not bytes:
-        raise TypeError("digest_bytes accepts exact bytes only")
+        raise CanonicalTypeError("digest_bytes accepts exact bytes only")
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 

@@ -110,6 +110,19 @@ def test_digest_format() -> None:
     assert canonical_digest({"a": 1}) == digest_bytes(b'{"a":1}')
     with pytest.raises(TypeError):
         digest_bytes(bytearray(b""))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("data", [bytearray(b""), memoryview(b""), "", None, 0])
+def test_digest_bytes_refusal_is_a_typed_codec_refusal(data: object) -> None:
+    # §2.1 "digest_bytes only accepts bytes"; every codec refusal is a ValueError
+    # (NetworkError in the reference) — this one is also a TypeError.
+    with pytest.raises(CanonicalError) as caught:
+        digest_bytes(data)  # type: ignore[arg-type]
+    assert isinstance(caught.value, TypeError) and isinstance(caught.value, ValueError)
+    assert caught.value.kind == "invalid"
+
+
+def test_digest_strings_are_strict() -> None:
     assert is_digest(PROFILE_DIGEST)
     for bad in [PROFILE_DIGEST + "\n", PROFILE_DIGEST.upper(), PROFILE_DIGEST[7:], None, 1]:
         assert not is_digest(bad)
