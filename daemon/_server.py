@@ -213,6 +213,14 @@ class _Connection:
     def __init__(self) -> None:
         self.idle_scope: trio.CancelScope | None = None
         self.in_request = False
+        self.codec: ServerConnection | None = None
+
+    def idle(self) -> bool:
+        """No request in progress and no byte of the next frame received."""
+        codec = self.codec
+        return not self.in_request and (
+            codec is None or (codec.buffered == 0 and codec.state is State.PREFIX)
+        )
 
 
 class Server:
@@ -363,7 +371,7 @@ class Server:
                     with contextlib.suppress(Exception):
                         await listener.aclose()
                 for connection in list(self._connections):
-                    if not connection.in_request and connection.idle_scope is not None:
+                    if connection.idle() and connection.idle_scope is not None:
                         connection.idle_scope.cancel()
                 handlers.cancel_scope.deadline = trio.current_time() + self.config.shutdown_grace
             watchers.cancel_scope.cancel()
@@ -462,27 +470,14 @@ class Server:
             with trio.CancelScope(shield=True), trio.move_on_after(1):
                 await stream.aclose()
 
-    async def _receive(
-        self,
-        stream: trio.SocketStream,
-        conn: ServerConnection,
-        deadline: float,
-        connection: _Connection,
-    ) -> bool:
-        """Receive at most what the codec wants; False on idle deadline or drain cancel."""
-        idle = conn.buffered == 0 and conn.state is State.PREFIX
-        with trio.CancelScope(deadline=deadline) as scope:
-            if idle:
-                if self._draining:
-                    return False
-                connection.idle_scope = scope
-            try:
-                data = await stream.receive_some(max(1, min(conn.bytes_wanted(), _RECEIVE_CHUNK)))
-            finally:
-                connection.idle_scope = None
-            conn.receive_data(bytes(data))
-            return True
-        return False
+    async def _next_request(self, stream: trio.SocketStream, conn: ServerConnection) -> Any:
+        """The next event, receiving at most what the codec wants (never more)."""
+        while True:
+            event = conn.next_event()
+            if event is not NEED_DATA:
+                return event
+            data = await stream.receive_some(max(1, min(conn.bytes_wanted(), _RECEIVE_CHUNK)))
+            conn.receive_data(data)
 
     async def _converse(
         self, stream: trio.SocketStream, connection: _Connection, requester: dict[str, Any]
@@ -493,32 +488,38 @@ class Server:
             max_frame_bytes=config.max_frame_bytes,
             max_items=config.max_items,
         )
+        connection.codec = conn
         deadline = trio.current_time() + config.idle_timeout
         while True:
-            try:
-                event = conn.next_event()
-            except ProtocolError as error:
-                await self._refuse(stream, conn, requester, error.code, error.message)
+            if self._draining and connection.idle():
                 return
-            if event is NEED_DATA:
+            # One scope per request frame: the idle deadline, and (while no byte of a frame
+            # is buffered) the handle shutdown uses to close idle connections.
+            with trio.CancelScope(deadline=deadline) as scope:
+                connection.idle_scope = scope
                 try:
-                    received = await self._receive(stream, conn, deadline, connection)
+                    event = await self._next_request(stream, conn)
+                except ProtocolError as error:
+                    event = error
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     return
-                if not received:
-                    if self._draining and conn.buffered == 0 and conn.state is State.PREFIX:
-                        return
-                    partial = conn.buffered > 0 or conn.state is not State.PREFIX
-                    await self._refuse(
-                        stream,
-                        conn,
-                        requester,
-                        ErrorCode.IDLE_TIMEOUT,
-                        f"no complete request within {config.idle_timeout} s",
-                        audit=partial,
-                    )
+                finally:
+                    connection.idle_scope = None
+            if scope.cancelled_caught:
+                if self._draining and connection.idle():
                     return
-                continue
+                await self._refuse(
+                    stream,
+                    conn,
+                    requester,
+                    ErrorCode.IDLE_TIMEOUT,
+                    f"no complete request within {config.idle_timeout} s",
+                    audit=not connection.idle(),
+                )
+                return
+            if isinstance(event, ProtocolError):
+                await self._refuse(stream, conn, requester, event.code, event.message)
+                return
             if event is CLOSED:
                 return
             if isinstance(event, Hello):
@@ -786,9 +787,9 @@ class Server:
 
         started = time.perf_counter_ns()
         size = sum(len(item) for item in items)
+        if size <= self.config.inline_max_bytes:
+            return evaluate()  # bounded by its size; no await, so no deadline scope either
         with trio.move_on_after(self.config.request_deadline):
-            if size <= self.config.inline_max_bytes:
-                return evaluate()
             return await trio.to_thread.run_sync(
                 evaluate, limiter=self._threads, abandon_on_cancel=True
             )
