@@ -36,7 +36,8 @@ Contract (``shared/spec/formation.md`` §2.2, §3.1–§3.3; seed 002 §1 and §
 
 * Resource ceilings (node count, dependency depth, path steps) may be lowered by a caller but
   never raised: :func:`validate_ceilings` refuses a bool, a non-int, a negative value or a
-  value above the compiled default before any checking starts.
+  value above the compiled default before any checking starts (:class:`CeilingError`, both a
+  ``ValueError`` and a ``TypeError``).
 
 This module holds no inference: the checker and the producer each type terms on their own.
 """
@@ -70,6 +71,7 @@ __all__ = [
     "RESIDUAL_OBLIGATIONS",
     "SUBJECT_SCHEMA",
     "TAGS",
+    "CeilingError",
     "FormationError",
     "FormationLimitError",
     "UnsupportedFormation",
@@ -176,11 +178,19 @@ def schema_bytes() -> bytes:
     return _read_package_data(_SCHEMA_FILE)
 
 
+class CeilingError(ValueError, TypeError):
+    """A resource ceiling that is not an exact int in ``0 … default`` (never raised above it).
+
+    Both a ``ValueError`` and a ``TypeError``: the contract names either for a bool, a non-int
+    or an out-of-range value, so a caller catching one of them catches every refusal.
+    """
+
+
 def validate_ceilings(*, max_nodes: object, max_depth: object, max_path_steps: object) -> None:
     """Refuse ceilings that are not exact ints in ``0 … default`` (they may only be lowered).
 
-    Raises ``TypeError`` for a bool or a non-int, ``ValueError`` for a negative value or one
-    above the compiled default.
+    Raises :class:`CeilingError` (a ``ValueError`` and a ``TypeError``) for a bool, a non-int,
+    a negative value or one above the compiled default.
     """
     for name, value, default in (
         ("max_nodes", max_nodes, MAX_NODES),
@@ -188,9 +198,9 @@ def validate_ceilings(*, max_nodes: object, max_depth: object, max_path_steps: o
         ("max_path_steps", max_path_steps, MAX_PATH_STEPS),
     ):
         if type(value) is not int:
-            raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+            raise CeilingError(f"{name} must be an int, not {type(value).__name__}")
         if not 0 <= value <= default:
-            raise ValueError(f"{name} may only be lowered: 0 <= {name} <= {default}")
+            raise CeilingError(f"{name} may only be lowered: 0 <= {name} <= {default}")
 
 
 def _admit(data: object, schema: str) -> dict[str, Any]:

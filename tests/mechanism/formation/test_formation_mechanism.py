@@ -604,6 +604,13 @@ def test_ceilings_can_only_be_lowered(name: str, value: Any, error: type[Excepti
         FormationPathCertificateMechanism(**{name: value})
     with pytest.raises(error):
         check_formation(SUBJECT, CERTIFICATE, **{name: value})
+    # The contract says "raises ValueError/TypeError": every refusal is both, so a caller
+    # catching either one catches them all.
+    for caught in (ValueError, TypeError):
+        with pytest.raises(caught):
+            FormationPathCertificateMechanism(**{name: value})
+        with pytest.raises(caught):
+            check_formation(SUBJECT, CERTIFICATE, **{name: value})
 
 
 def test_formation_binding_refuses_unadmittable_subject_and_identical_pair() -> None:
