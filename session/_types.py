@@ -227,7 +227,7 @@ class EvaluatedProposition:
 
     @property
     def passed(self) -> bool:
-        return self.outcome is MechanismOutcome.PASS
+        return bool(self.outcome == MechanismOutcome.PASS)
 
     def to_dict(self) -> dict[str, Any]:
         return {

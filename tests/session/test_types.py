@@ -236,3 +236,11 @@ def test_session_values_are_frozen_like_dataclasses(value: object) -> None:
         delattr(value, field)
     assert isinstance(FrozenInstanceError(field), AttributeError)
     assert copy.deepcopy(value) == value
+
+
+def test_passed_holds_for_the_pass_outcome_given_as_its_string_value() -> None:
+    # The session never inspects a mechanism's outcome, so a plain "PASS" string can arrive.
+    result = EvaluatedProposition(HEX_A, "PASS", "m", DIGEST, (), (), 0, "")  # type: ignore[arg-type]
+    assert result.passed and result.to_dict()["outcome"] == "PASS"
+    failed = EvaluatedProposition(HEX_A, MechanismOutcome.FAIL, "m", DIGEST, (), (), 0, "")
+    assert not failed.passed
