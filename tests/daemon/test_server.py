@@ -50,8 +50,11 @@ def by_id(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {r["decision_id"]: r for r in records if "decision_id" in r}
 
 
-async def raw_exchange(server: Server, data: bytes, *, read_timeout: float = 5.0) -> list[Any]:
-    """Send raw bytes, read every answer frame until the server closes."""
+async def raw_exchange(
+    server: Server, data: bytes, *, read_timeout: float = 5.0, eof: bool = False
+) -> list[Any]:
+    """Send raw bytes (then end the stream if ``eof``), read every answer until the server
+    closes."""
     assert server.unix_path is not None
     stream = await trio.open_unix_socket(server.unix_path)
     answers: list[Any] = []
@@ -59,6 +62,8 @@ async def raw_exchange(server: Server, data: bytes, *, read_timeout: float = 5.0
     async with stream:
         with contextlib.suppress(trio.BrokenResourceError):
             await stream.send_all(data)
+            if eof:
+                await stream.send_eof()
         with trio.move_on_after(read_timeout):
             while True:
                 try:
@@ -582,3 +587,37 @@ async def test_connections_over_the_cap_are_answered_busy(config: dict[str, Any]
         assert caught.value.code == "BUSY"
         async with open_client(unix=server.unix_path) as client:  # room again
             assert (await client.submit("bytes", bytes_binding(b"ok"), [b"ok"])).outcome == "PASS"
+
+
+async def test_mutated_requests_never_crash_the_server(config: dict[str, Any]) -> None:
+    """200 deterministic byte mutations of a valid session: each is answered with a decision
+    or a closed-vocabulary error (or the connection closes), and the server stays healthy."""
+    import random
+
+    from daemon._protocol import ERROR_CODES, Decision, HelloAccepted
+
+    valid = HELLO + frame(
+        {
+            "kind": "submit",
+            "request_id": 1,
+            "session": "bytes",
+            "binding": bytes_binding(b"fuzz").to_dict(),
+            "items": [4],
+        },
+        b"fuzz",
+    )
+    rng = random.Random(20261129)
+    async with open_server(bytes_sessions(), idle_timeout=0.5, **config) as server:
+        for _ in range(200):
+            data = bytearray(valid)
+            for _ in range(rng.randint(1, 3)):
+                data[rng.randrange(len(data))] = rng.randrange(256)
+            answers = await raw_exchange(server, bytes(data), read_timeout=3, eof=True)
+            for answer in answers:
+                assert isinstance(answer, HelloAccepted | Decision | ErrorResponse)
+                if isinstance(answer, ErrorResponse):
+                    assert answer.code in ERROR_CODES
+        async with open_client(unix=server.unix_path) as client:
+            assert (await client.submit("bytes", bytes_binding(b"ok"), [b"ok"])).outcome == "PASS"
+            assert (await client.health())["connections"] == 1
+    assert verify_log(config["audit_path"]).intact
