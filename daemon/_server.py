@@ -93,7 +93,7 @@ from ._protocol import (
 SERVER_NAME: Final = "evidenced/0.1.0"
 DEFAULT_PORT: Final = 7433
 DEADLINE_DETAILS: Final = "DAEMON_REQUEST_DEADLINE_EXCEEDED"
-_RECEIVE_CHUNK: Final = 64 * 1024
+_RECEIVE_CHUNK: Final = 256 * 1024
 _SEND_TIMEOUT: Final = 5.0
 _LINGER_SECONDS: Final = 1.0
 _LINGER_BYTES: Final = 8 * 1024 * 1024
