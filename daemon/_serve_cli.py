@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any, Final
@@ -76,6 +77,16 @@ class _Usage(Exception):
 
 
 # --------------------------------------------------------------------------- addresses
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds: {text!r}")
+    return value
 
 
 def _add_address(parser: argparse.ArgumentParser, *, verb: str) -> None:
@@ -368,14 +379,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     _add_address(submit, verb="connect")
     submit.add_argument("--session", required=True, metavar="NAME")
     submit.add_argument("--binding", metavar="FILE", help="bound proposition JSON (to_dict form)")
-    submit.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS")
+    submit.add_argument("--timeout", type=_positive_seconds, default=60.0, metavar="SECONDS")
     submit.add_argument("files", nargs="+", metavar="FILE", help="evidence items, in order")
     submit.set_defaults(handler=_wrap(_submit))
 
     for name, help_text in (("sessions", "list hosted sessions"), ("health", "server health")):
         parser = subparsers.add_parser(name, help=help_text)
         _add_address(parser, verb="connect")
-        parser.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS")
+        parser.add_argument("--timeout", type=_positive_seconds, default=10.0, metavar="SECONDS")
         parser.set_defaults(handler=_wrap(_query(name)))
 
     audit = subparsers.add_parser("audit", help="verify or read an audit log")
