@@ -24,6 +24,7 @@ Rules:
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import enum
 import hashlib
@@ -79,6 +80,23 @@ def _dataclass_compatible(cls: type[Any]) -> type[Any]:
     setattr(cls, "__setattr__", _refuse_assignment)  # noqa: B010 - mypy refuses a method assignment
     setattr(cls, "__delattr__", _refuse_deletion)  # noqa: B010
     return cls
+
+
+def _copy_field(value: Any, memo: dict[int, Any]) -> Any:
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return value
+    if kind is tuple and all(type(item) is str for item in value):
+        return value
+    if kind is dict and all(type(k) is str and type(v) is str for k, v in value.items()):
+        return dict(value)
+    if (
+        kind is EvidenceBounds
+        and type(value.max_evidence_items) is int
+        and type(value.max_evidence_bytes) is int
+    ):
+        return value
+    return copy.deepcopy(value, memo)
 
 
 class MechanismOutcome(enum.StrEnum):
@@ -164,6 +182,19 @@ class BoundProposition:
         object.__setattr__(self, "trust_roots", tuple(sorted(set(roots))))
         object.__setattr__(self, "parameters", dict(sorted(dict(self.parameters).items())))
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> BoundProposition:
+        """An independent copy, as ``copy.deepcopy`` would make, without walking immutables.
+
+        Sessions snapshot every binding twice; exact strings, tuples of strings, integer
+        bounds and a ``str -> str`` parameter dict are copied directly (a plain dict copy),
+        anything else (``expected``, or values a caller swapped in) is deep-copied.
+        """
+        clone = object.__new__(type(self))
+        memo[id(self)] = clone
+        for name in _BINDING_FIELDS:
+            object.__setattr__(clone, name, _copy_field(getattr(self, name), memo))
+        return clone
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "subject_id": self.subject_id,
@@ -198,6 +229,9 @@ class BoundProposition:
             ),
             parameters={str(k): str(v) for k, v in dict(data.get("parameters", {})).items()},
         )
+
+
+_BINDING_FIELDS: Final = tuple(field.name for field in attrs.fields(BoundProposition))
 
 
 @_dataclass_compatible

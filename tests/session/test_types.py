@@ -244,3 +244,27 @@ def test_passed_holds_for_the_pass_outcome_given_as_its_string_value() -> None:
     assert result.passed and result.to_dict()["outcome"] == "PASS"
     failed = EvaluatedProposition(HEX_A, MechanismOutcome.FAIL, "m", DIGEST, (), (), 0, "")
     assert not failed.passed
+
+
+def test_deepcopy_is_independent_of_every_mutable_part() -> None:
+    import copy
+
+    binding = make(expected={"nested": [1, 2]}, parameters={"k": "v"})
+    clone = copy.deepcopy(binding)
+    assert clone == binding and clone.digest() == binding.digest()
+    binding.expected["nested"].append(3)
+    binding.parameters["k"] = "changed"  # type: ignore[index]
+    assert clone.expected == {"nested": [1, 2]} and clone.parameters == {"k": "v"}
+
+
+def test_deepcopy_copies_values_swapped_in_after_construction() -> None:
+    import copy
+
+    binding = make()
+    object.__setattr__(binding, "parameters", {"k": ["mutable"]})
+    object.__setattr__(binding, "evidence_refs", ["sha256:" + HEX_A])
+    clone = copy.deepcopy(binding)
+    binding.parameters["k"].append("x")  # type: ignore[attr-defined]
+    binding.evidence_refs.append("y")  # type: ignore[attr-defined]
+    assert clone.parameters == {"k": ["mutable"]}  # type: ignore[comparison-overlap]
+    assert clone.evidence_refs == ["sha256:" + HEX_A]  # type: ignore[comparison-overlap]
