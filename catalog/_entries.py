@@ -32,6 +32,8 @@ Rules:
 
 from __future__ import annotations
 
+import functools
+
 import attrs
 
 from ._descriptor import ComponentDescriptor
@@ -97,7 +99,20 @@ _STATELESS_FRESHNESS = (
 )
 
 
-def _formation(
+@attrs.frozen
+class _Family:
+    """What every entry of one mechanism family shares."""
+
+    verifier_family_id: str
+    pinned_prerequisite: str
+    native_system: str
+    native_versions: tuple[str, ...]
+    claim_boundary: str
+    domain_tags: tuple[str, ...]
+
+
+def _entry(
+    family: _Family,
     *,
     component_id: str,
     kind: str,
@@ -123,7 +138,7 @@ def _formation(
         lifecycle="EXPERIMENTAL",
         availability="AVAILABLE",
         interaction_modes=(mode,),
-        verifier_family_ids=("artifact-network",),
+        verifier_family_ids=(family.verifier_family_id,),
         planning_surface_schema_ids=PLANNING_SURFACE,
         accepted_schema_ids=accepted,
         emitted_schema_ids=emitted,
@@ -131,21 +146,32 @@ def _formation(
         relation_ids=(relation_id,),
         execution_prerequisites=(
             *BASE_PREREQUISITES,
-            f"EXACT_RULE_PROFILE:{FORMATION_PROFILE_DIGEST}",
+            family.pinned_prerequisite,
             *extra_prerequisites,
         ),
         optional_dependencies=(),
         trust_roots=(),
-        native_system="Verifier Standard experimental finite typed formation",
-        native_versions=(PROFILE_SCHEMA, FORMATION_PROFILE_DIGEST, *extra_versions),
+        native_system=family.native_system,
+        native_versions=(*family.native_versions, *extra_versions),
         native_result_vocabulary=vocabulary,
         native_inputs=inputs,
         native_outputs=outputs,
         transformation_loss=loss,
         freshness_behavior=freshness,
-        claim_boundary=FORMATION_CLAIM_BOUNDARY,
-        domain_tags=("artifact", tag, "experimental", "typed-formation"),
+        claim_boundary=family.claim_boundary,
+        domain_tags=(*family.domain_tags, tag),
     )
+
+
+_FORMATION_FAMILY = _Family(
+    verifier_family_id="artifact-network",
+    pinned_prerequisite=f"EXACT_RULE_PROFILE:{FORMATION_PROFILE_DIGEST}",
+    native_system="Verifier Standard experimental finite typed formation",
+    native_versions=(PROFILE_SCHEMA, FORMATION_PROFILE_DIGEST),
+    claim_boundary=FORMATION_CLAIM_BOUNDARY,
+    domain_tags=("artifact", "experimental", "typed-formation"),
+)
+_formation = functools.partial(_entry, _FORMATION_FAMILY)
 
 
 FORMATION_COMPONENTS = (
@@ -357,60 +383,15 @@ _CATALOG_NOTE = (
 )
 
 
-def _descriptor_stage(
-    *,
-    component_id: str,
-    kind: str,
-    implementation_ref: str,
-    mode: str,
-    accepted: tuple[str, ...],
-    emitted: tuple[str, ...],
-    mechanism_id: str,
-    relation_id: str,
-    extra_prerequisites: tuple[str, ...],
-    vocabulary: tuple[str, ...],
-    inputs: tuple[str, ...],
-    outputs: tuple[str, ...],
-    loss: str,
-    freshness: str,
-    tag: str,
-    extra_versions: tuple[str, ...] = (),
-) -> ComponentDescriptor:
-    return ComponentDescriptor(
-        component_id=component_id,
-        kind=kind,
-        implementation_ref=implementation_ref,
-        lifecycle="EXPERIMENTAL",
-        availability="AVAILABLE",
-        interaction_modes=(mode,),
-        verifier_family_ids=("t81-experiment-descriptor",),
-        planning_surface_schema_ids=PLANNING_SURFACE,
-        accepted_schema_ids=accepted,
-        emitted_schema_ids=emitted,
-        mechanism_ids=(mechanism_id,),
-        relation_ids=(relation_id,),
-        execution_prerequisites=(
-            *BASE_PREREQUISITES,
-            f"EXACT_COMPILED_CATALOG:{DESCRIPTOR_CATALOG_DIGEST}",
-            *extra_prerequisites,
-        ),
-        optional_dependencies=(),
-        trust_roots=(),
-        native_system="T81 experiment descriptor, object-interface fixtures",
-        native_versions=(
-            DESCRIPTOR_SCHEMA,
-            DESCRIPTOR_PROFILE,
-            DESCRIPTOR_CATALOG_DIGEST,
-            *extra_versions,
-        ),
-        native_result_vocabulary=vocabulary,
-        native_inputs=inputs,
-        native_outputs=outputs,
-        transformation_loss=loss,
-        freshness_behavior=freshness,
-        claim_boundary=DESCRIPTOR_CLAIM_BOUNDARY,
-        domain_tags=("descriptor", "experimental", "t81", tag),
-    )
+_DESCRIPTOR_FAMILY = _Family(
+    verifier_family_id="t81-experiment-descriptor",
+    pinned_prerequisite=f"EXACT_COMPILED_CATALOG:{DESCRIPTOR_CATALOG_DIGEST}",
+    native_system="T81 experiment descriptor, object-interface fixtures",
+    native_versions=(DESCRIPTOR_SCHEMA, DESCRIPTOR_PROFILE, DESCRIPTOR_CATALOG_DIGEST),
+    claim_boundary=DESCRIPTOR_CLAIM_BOUNDARY,
+    domain_tags=("descriptor", "experimental", "t81"),
+)
+_descriptor_stage = functools.partial(_entry, _DESCRIPTOR_FAMILY)
 
 
 DESCRIPTOR_COMPONENTS = (
