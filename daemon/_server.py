@@ -470,10 +470,12 @@ class Server:
             with trio.CancelScope(shield=True), trio.move_on_after(1):
                 await stream.aclose()
 
-    async def _next_request(self, stream: trio.SocketStream, conn: ServerConnection) -> Any:
+    async def _next_request(
+        self, stream: trio.SocketStream, conn: ServerConnection, fd: int
+    ) -> Any:
         """The next event, receiving at most what the codec wants (never more)."""
         while True:
-            event = conn.next_event()
+            event = _receive_ready(conn, fd)
             if event is not NEED_DATA:
                 return event
             data = await stream.receive_some(max(1, min(conn.bytes_wanted(), _RECEIVE_CHUNK)))
@@ -489,23 +491,37 @@ class Server:
             max_items=config.max_items,
         )
         connection.codec = conn
+        fd = _stream_fd(stream)
         deadline = trio.current_time() + config.idle_timeout
         while True:
             if self._draining and connection.idle():
                 return
-            # One scope per request frame: the idle deadline, and (while no byte of a frame
-            # is buffered) the handle shutdown uses to close idle connections.
-            with trio.CancelScope(deadline=deadline) as scope:
-                connection.idle_scope = scope
-                try:
-                    event = await self._next_request(stream, conn)
-                except ProtocolError as error:
-                    event = error
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    return
-                finally:
-                    connection.idle_scope = None
-            if scope.cancelled_caught:
+            # A frame already received whole is taken without a scope; a client that sent
+            # its next request before reading an answer still gets one checkpoint per request.
+            try:
+                event = _receive_ready(conn, fd)
+            except ProtocolError as error:
+                event = error
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                return
+            if event is not NEED_DATA:
+                await trio.lowlevel.checkpoint()
+                scope = None
+            else:
+                # One scope per request frame that must wait: the idle deadline, and (while
+                # no byte of a frame is buffered) the handle shutdown uses to close idle
+                # connections.
+                with trio.CancelScope(deadline=deadline) as scope:
+                    connection.idle_scope = scope
+                    try:
+                        event = await self._next_request(stream, conn, fd)
+                    except ProtocolError as error:
+                        event = error
+                    except (trio.BrokenResourceError, trio.ClosedResourceError):
+                        return
+                    finally:
+                        connection.idle_scope = None
+            if scope is not None and scope.cancelled_caught:
                 if self._draining and connection.idle():
                     return
                 await self._refuse(
@@ -540,7 +556,7 @@ class Server:
                 answer = HealthReport(event.request_id, self.health())
             elif isinstance(event, Submit):
                 connection.in_request = True  # stays set if _submit raises: the catch-all audits
-                keep_open = await self._submit(stream, conn, event, requester, deadline)
+                keep_open = await self._submit(stream, conn, event, requester, deadline, fd)
                 connection.in_request = False
                 if not keep_open or self._draining:
                     return
@@ -548,13 +564,23 @@ class Server:
                 continue
             else:  # Evidence outside a submit cannot happen; the codec guarantees order
                 raise AssertionError(f"unexpected event {event!r}")
-            if not await self._send(stream, ServerConnection.send(answer)):
+            if not await self._send(stream, ServerConnection.send(answer), fd):
                 return
             if self._draining:
                 return
             deadline = trio.current_time() + config.idle_timeout
 
-    async def _send(self, stream: trio.SocketStream, data: bytes) -> bool:
+    async def _send(self, stream: trio.SocketStream, data: bytes, fd: int = -1) -> bool:
+        if fd >= 0:  # what the socket takes at once needs no scope and no wait
+            try:
+                sent = os.write(fd, data)
+            except BlockingIOError:
+                sent = 0
+            except OSError:
+                return False
+            if sent == len(data):
+                return True
+            data = data[sent:]
         with trio.move_on_after(_SEND_TIMEOUT):
             try:
                 await stream.send_all(data)
@@ -619,6 +645,7 @@ class Server:
         submit: Submit,
         requester: dict[str, Any],
         deadline: float,
+        fd: int = -1,
     ) -> bool:
         """Handle one submit; True when the connection may carry another request."""
         started = time.perf_counter_ns()
@@ -674,7 +701,7 @@ class Server:
         try:
             conn.accept_evidence()
             try:
-                items = await self._read_evidence(stream, conn, deadline)
+                items = await self._read_evidence(stream, conn, deadline, fd)
             except ProtocolError as error:
                 return await refuse(error.code, error.message)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -732,7 +759,7 @@ class Server:
                 return await refuse(ErrorCode.AUDIT_FAILED, str(error))
             self.counters["decisions"] += 1
             self.counters[f"outcome:{wire_result['outcome']}"] += 1
-            return await self._send(stream, frame)
+            return await self._send(stream, frame, fd)
         except trio.Cancelled:
             # Forced shutdown (grace expired or a second signal) before an answer: the
             # request is still recorded, as a refusal, before the cancellation proceeds.
@@ -757,11 +784,14 @@ class Server:
             self._capacity.release_on_behalf_of(token)
 
     async def _read_evidence(
-        self, stream: trio.SocketStream, conn: ServerConnection, deadline: float
+        self, stream: trio.SocketStream, conn: ServerConnection, deadline: float, fd: int = -1
     ) -> tuple[bytes, ...] | None:
+        event = _receive_ready(conn, fd)
+        if isinstance(event, Evidence):  # already here: no scope, no wait
+            return event.items
         with trio.move_on_at(deadline):
             while True:
-                event = conn.next_event()
+                event = _receive_ready(conn, fd)
                 if isinstance(event, Evidence):
                     return event.items
                 assert event is NEED_DATA
@@ -807,6 +837,33 @@ class Server:
         )
         refs = await trio.to_thread.run_sync(_references, items)
         return overrun, time.perf_counter_ns() - started, refs
+
+
+def _stream_fd(stream: trio.SocketStream) -> int:
+    """The stream's socket descriptor for the synchronous fast paths (-1: none)."""
+    try:
+        return int(stream.socket.fileno())
+    except (AttributeError, OSError, ValueError):
+        return -1
+
+
+def _receive_ready(conn: ServerConnection, fd: int) -> Any:
+    """The codec's next event, reading (never more than it wants) only bytes that are already
+    on the socket: :data:`NEED_DATA` when it would have to wait. Errors as trio's stream
+    reports them (``BrokenResourceError`` / ``ClosedResourceError``)."""
+    while True:
+        event = conn.next_event()
+        if event is not NEED_DATA or fd < 0:
+            return event
+        try:
+            data = os.read(fd, max(1, min(conn.bytes_wanted(), _RECEIVE_CHUNK)))
+        except BlockingIOError:
+            return NEED_DATA
+        except OSError as error:
+            if error.errno in (errno.EBADF, errno.ENOTSOCK):
+                raise trio.ClosedResourceError("this socket was already closed") from None
+            raise trio.BrokenResourceError(f"socket connection broken: {error}") from error
+        conn.receive_data(data)
 
 
 _ID_RANDOM = random.Random()  # seeded once from os.urandom; ids need uniqueness, not secrecy
