@@ -128,16 +128,7 @@ class _Seal:
         return line
 
 
-class _Sink:
-    """structlog "logger": receives the rendered line."""
-
-    def __init__(self) -> None:
-        self.last: bytes | None = None
-
-    def msg(self, line: bytes) -> None:
-        self.last = line
-
-    info = msg
+_RESERVED: Final = frozenset({"seq", "prev", "line_digest", "timestamp"})
 
 
 # --------------------------------------------------------------------------- verification
@@ -294,18 +285,13 @@ class AuditLog:
         self.overflow = overflow
         self.max_pending = max_pending
         self._chain = _Chain(report.last_seq, report.head)
-        self._sink = _Sink()
-        self._log = structlog.wrap_logger(
-            self._sink,
-            processors=[
-                structlog.processors.TimeStamper(fmt="iso", utc=True, key="timestamp"),
-                self._chain,
-                structlog.processors.JSONRenderer(
-                    serializer=orjson.dumps, option=orjson.OPT_SORT_KEYS
-                ),
-                _Seal(self._chain),
-            ],
-            cache_logger_on_first_use=False,
+        # structlog's processor chain, run directly (as a bound logger would, minus the
+        # per-call proxy binding and any global structlog configuration, e.g. a level filter).
+        self._processors: tuple[Any, ...] = (
+            structlog.processors.TimeStamper(fmt="iso", utc=True, key="timestamp"),
+            self._chain,
+            structlog.processors.JSONRenderer(serializer=orjson.dumps, option=orjson.OPT_SORT_KEYS),
+            _Seal(self._chain),
         )
         self._batch = _Batch()
         self._wakeup = trio.Event()
@@ -388,12 +374,13 @@ class AuditLog:
     # -- appending
 
     def _render(self, event: str, fields: Mapping[str, Any]) -> bytes:
-        if "event" in fields or {"seq", "prev", "line_digest", "timestamp"} & set(fields):
+        if "event" in fields or not _RESERVED.isdisjoint(fields):
             raise ValueError("reserved audit field")
-        self._log.info(event, **fields)
-        line = self._sink.last
-        assert line is not None
-        return line + b"\n"
+        line: Any = dict(fields)
+        line["event"] = event
+        for processor in self._processors:
+            line = processor(None, "info", line)
+        return bytes(line) + b"\n"
 
     async def record(self, event: str, **fields: Any) -> str | None:
         """Append one line; return its ``line_digest`` once the durability policy is met
