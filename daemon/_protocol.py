@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import enum
 import json
+import math
 import struct
 from collections.abc import Mapping
 from typing import Any, ClassVar, Final
@@ -119,11 +120,44 @@ def encode_header(value: Mapping[str, Any]) -> bytes:
     """
     try:
         data: bytes = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
-        if b"null" in data:
+        if b"null" in data and not _plain_json(value):
             json.dumps(value, allow_nan=False, default=_refuse_default)
         return data
     except (TypeError, ValueError, RecursionError) as error:
         raise ValueError(f"value cannot be encoded as a header: {error}") from None
+
+
+_PLAIN_SCALARS: Final = frozenset({str, int, bool, type(None)})
+
+
+def _plain_json(value: object) -> bool:
+    """True when ``value`` is built only of exact ``dict`` (``str`` keys), ``list``, ``tuple``,
+    ``str``, ``int``, ``bool``, ``None`` and finite ``float``: then ``json.dumps(allow_nan=
+    False)`` cannot refuse it and the re-check is skipped. False means "re-check" (the
+    re-check, not this walk, decides and words any refusal). Called only after orjson
+    encoded ``value``, so it is acyclic and of bounded depth."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind in _PLAIN_SCALARS:
+            continue
+        if kind is dict:
+            assert isinstance(item, dict)
+            for key in item:
+                if type(key) is not str:
+                    return False
+            stack.extend(item.values())
+        elif kind is list or kind is tuple:
+            assert isinstance(item, list | tuple)
+            stack.extend(item)
+        elif kind is float:
+            assert isinstance(item, float)
+            if not math.isfinite(item):
+                return False
+        else:
+            return False
+    return True
 
 
 def _refuse_default(value: object) -> Any:
