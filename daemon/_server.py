@@ -473,13 +473,17 @@ class Server:
     async def _next_request(
         self, stream: trio.SocketStream, conn: ServerConnection, fd: int
     ) -> Any:
-        """The next event, receiving at most what the codec wants (never more)."""
+        """The next event, receiving at most what the codec wants (never more). Called when
+        the codec needs bytes the socket does not have yet: waits first."""
         while True:
+            if fd >= 0:
+                await trio.lowlevel.wait_readable(fd)
+            else:
+                data = await stream.receive_some(max(1, min(conn.bytes_wanted(), _RECEIVE_CHUNK)))
+                conn.receive_data(data)
             event = _receive_ready(conn, fd)
             if event is not NEED_DATA:
                 return event
-            data = await stream.receive_some(max(1, min(conn.bytes_wanted(), _RECEIVE_CHUNK)))
-            conn.receive_data(data)
 
     async def _converse(
         self, stream: trio.SocketStream, connection: _Connection, requester: dict[str, Any]
@@ -789,14 +793,11 @@ class Server:
         event = _receive_ready(conn, fd)
         if isinstance(event, Evidence):  # already here: no scope, no wait
             return event.items
+        assert event is NEED_DATA
         with trio.move_on_at(deadline):
-            while True:
-                event = _receive_ready(conn, fd)
-                if isinstance(event, Evidence):
-                    return event.items
-                assert event is NEED_DATA
-                data = await stream.receive_some(max(1, min(conn.bytes_wanted(), _RECEIVE_CHUNK)))
-                conn.receive_data(bytes(data))
+            event = await self._next_request(stream, conn, fd)
+            assert isinstance(event, Evidence)
+            return event.items
         return None
 
     async def _evaluate(
