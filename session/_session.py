@@ -36,12 +36,14 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
+from typing import Final
 
 from ._store import EvidenceStore
 from ._types import (
     BoundProposition,
     EvaluatedProposition,
     EvidenceBindingError,
+    EvidenceBounds,
     MechanismDecision,
     MechanismOutcome,
     VerificationMechanism,
@@ -231,10 +233,17 @@ class VerificationSession:
             return refused("evidence byte bound exceeded", observed)
         try:
             execution_copy = copy.deepcopy(snapshot)
-            if execution_copy.digest() != snapshot_digest:
+            # A plain snapshot's copy holds the very same field values: its digest is the
+            # snapshot's, so step 7 is decided without re-encoding it (_plain_state).
+            plain = _plain_state(snapshot)
+            if (
+                plain is None or _plain_state(execution_copy) != plain
+            ) and execution_copy.digest() != snapshot_digest:
                 return refused("execution snapshot differs from binding", observed)
             decision = mechanism.evaluate(execution_copy, payloads)
-            if execution_copy.digest() != snapshot_digest:
+            if (
+                plain is None or _plain_state(execution_copy) != plain
+            ) and execution_copy.digest() != snapshot_digest:
                 return refused("mechanism changed its binding snapshot", observed)
         except Exception as error:
             return refused(f"mechanism execution failed: {type(error).__name__}: {error}", observed)
@@ -255,6 +264,57 @@ class VerificationSession:
             details=decision.details,
             observations=observations,
         )
+
+
+_PLAIN_EXPECTED: Final = frozenset({str, int, bool, type(None)})
+
+
+def _plain_state(binding: BoundProposition) -> tuple[object, ...] | None:
+    """The values ``binding.digest()`` is computed from, when every field is of an exact plain
+    type (``str``; ``tuple`` of ``str``; ``EvidenceBounds`` of ``int``; ``dict`` of ``str`` to
+    ``str``; ``expected`` a ``str``, ``int``, ``bool`` or ``None``), else ``None``.
+
+    Two bindings with equal plain states encode identically, so have equal digests; the
+    session compares states and falls back to computing the digest whenever a state is
+    ``None`` or differs. Never raises.
+    """
+    try:
+        if type(binding) is not BoundProposition:
+            return None
+        expected = binding.expected
+        if type(expected) not in _PLAIN_EXPECTED:
+            return None
+        strings = (
+            binding.subject_id,
+            binding.predicate,
+            binding.mechanism_id,
+            binding.mechanism_digest,
+        )
+        refs, roots, bounds, parameters = (
+            binding.evidence_refs,
+            binding.trust_roots,
+            binding.bounds,
+            binding.parameters,
+        )
+        if (
+            any(type(value) is not str for value in strings)
+            or type(refs) is not tuple
+            or type(roots) is not tuple
+            or any(type(value) is not str for value in refs)
+            or any(type(value) is not str for value in roots)
+            or type(bounds) is not EvidenceBounds
+            or type(parameters) is not dict
+        ):
+            return None
+        items, size = bounds.max_evidence_items, bounds.max_evidence_bytes
+        if type(items) is not int or type(size) is not int:
+            return None
+        pairs = tuple(parameters.items())
+        if any(type(key) is not str or type(value) is not str for key, value in pairs):
+            return None
+        return (strings, type(expected), expected, refs, roots, items, size, pairs)
+    except Exception:
+        return None
 
 
 def _snapshot(binding: BoundProposition) -> tuple[BoundProposition, str]:
