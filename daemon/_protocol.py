@@ -144,13 +144,16 @@ def _plain_json(value: object) -> bool:
             continue
         if kind is dict:
             assert isinstance(item, dict)
-            for key in item:
+            for key, member in item.items():
                 if type(key) is not str:
                     return False
-            stack.extend(item.values())
+                if type(member) is not str:
+                    stack.append(member)
         elif kind is list or kind is tuple:
             assert isinstance(item, list | tuple)
-            stack.extend(item)
+            for member in item:
+                if type(member) is not str:
+                    stack.append(member)
         elif kind is float:
             assert isinstance(item, float)
             if not math.isfinite(item):
