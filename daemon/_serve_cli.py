@@ -24,6 +24,7 @@ Contract (stdout: exactly one JSON document; stderr: one-line messages, never a 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import math
 import sys
@@ -166,6 +167,7 @@ def _serve(args: argparse.Namespace) -> int:
     async def main() -> None:
         async with trio.open_nursery() as nursery:
             await nursery.start(server.run)
+            _tune_collector()
             _emit(
                 {
                     "status": "serving",
@@ -202,6 +204,17 @@ def _serve(args: argparse.Namespace) -> int:
         raise first from None
     _say("stopped; audit log flushed")
     return EXIT_PASS
+
+
+def _tune_collector() -> None:
+    """In the daemon process only (``serve``), once it is serving: freeze what start-up
+    allocated (modules, mechanisms, configuration) so full collections no longer traverse it,
+    and collect the young generation less often. A request leaves no cyclic garbage (its
+    objects die by reference counting), so this only saves traversals: measured ~15 us per
+    minimal decision at c=64 and a ~14 ms pause for each full collection."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(10_000, 20, 20)
 
 
 def _audit_refusal(error: AuditLogError) -> int:
