@@ -4,11 +4,13 @@ Rules (the contract):
 
 1. Each connection speaks the sans-IO protocol of :mod:`daemon._protocol`. The server reads
    at most :meth:`ServerConnection.bytes_wanted` bytes at a time, so it never holds more than
-   the unit it accepted. A ``submit`` header is checked, in this order, before any evidence
-   byte is read: session exists (``UNKNOWN_SESSION``), declared item count and total bytes
-   within the session's bounds (``EVIDENCE_ITEMS_EXCEEDED``/``EVIDENCE_BYTES_EXCEEDED``),
-   binding well formed (``BINDING_INVALID``), not shutting down (``SHUTTING_DOWN``), a free
-   capacity slot (``BUSY``: ``CapacityLimiter.acquire_nowait``, never an unbounded queue).
+   the unit it accepted (bytes already on the socket are read without waiting; only a read
+   that would block parks the task, under the idle or request deadline). A ``submit``
+   header is checked, in this order, before any evidence byte is read: session exists
+   (``UNKNOWN_SESSION``), declared item count and total bytes within the session's bounds
+   (``EVIDENCE_ITEMS_EXCEEDED``/``EVIDENCE_BYTES_EXCEEDED``), binding well formed
+   (``BINDING_INVALID``), not shutting down (``SHUTTING_DOWN``), a free capacity slot
+   (``BUSY``: ``CapacityLimiter.acquire_nowait``, never an unbounded queue).
 2. Timeouts. ``idle_timeout``: a connection must complete its next request frame (header and
    evidence) within this many seconds of connecting or of its previous answer, else it is
    answered ``IDLE_TIMEOUT`` and closed (a slow-drip client cannot hold a slot).
