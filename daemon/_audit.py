@@ -258,10 +258,47 @@ def tail(path: str | os.PathLike[str], count: int) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- the writer
 
 
+class _Signal:
+    """A one-shot event (like ``trio.Event``) whose waiters may choose to be uncancellable:
+    :meth:`AuditLog.record_shielded` waits on it as a shielded ``record`` would, without the
+    cost of a cancel scope per line."""
+
+    __slots__ = ("_set", "_tasks")
+
+    def __init__(self) -> None:
+        self._set = False
+        self._tasks: set[trio.lowlevel.Task] = set()
+
+    def set(self) -> None:
+        if not self._set:
+            self._set = True
+            for task in self._tasks:
+                trio.lowlevel.reschedule(task)
+            self._tasks.clear()
+
+    async def wait(self, *, cancellable: bool = True) -> None:
+        if self._set:
+            if cancellable:
+                await trio.lowlevel.checkpoint()
+            else:
+                await trio.lowlevel.cancel_shielded_checkpoint()
+            return
+        task = trio.lowlevel.current_task()
+        self._tasks.add(task)
+
+        def abort(_: Any) -> trio.lowlevel.Abort:
+            if not cancellable:
+                return trio.lowlevel.Abort.FAILED  # woken only by set()
+            self._tasks.discard(task)
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        await trio.lowlevel.wait_task_rescheduled(abort)
+
+
 @attrs.define
 class _Batch:
     lines: list[bytes] = attrs.field(factory=list)
-    done: trio.Event = attrs.field(factory=trio.Event)
+    done: _Signal = attrs.field(factory=_Signal)
     error: BaseException | None = None
 
 
@@ -295,7 +332,7 @@ class AuditLog:
         )
         self._batch = _Batch()
         self._wakeup = trio.Event()
-        self._room = trio.Event()
+        self._room = _Signal()
         self._flush_lock = trio.Lock()
         self._closed = False
         self._failed: BaseException | None = None
@@ -385,6 +422,15 @@ class AuditLog:
     async def record(self, event: str, **fields: Any) -> str | None:
         """Append one line; return its ``line_digest`` once the durability policy is met
         (``None`` if the overflow policy dropped it). Raises :class:`AuditLogError`."""
+        return await self._record(event, fields, cancellable=True)
+
+    async def record_shielded(self, event: str, **fields: Any) -> str | None:
+        """:meth:`record` that cancellation cannot interrupt: the same as awaiting ``record``
+        inside ``trio.CancelScope(shield=True)`` (a pending cancellation is delivered at the
+        caller's next checkpoint), without a cancel scope per line."""
+        return await self._record(event, fields, cancellable=False)
+
+    async def _record(self, event: str, fields: dict[str, Any], *, cancellable: bool) -> str | None:
         if self._failed is not None:
             raise AuditLogError(f"audit log write failed earlier: {self._failed}")
         if self._closed:
@@ -394,7 +440,7 @@ class AuditLog:
                 self.dropped += 1
                 self._dropped_unreported += 1
                 return None
-            await self._room.wait()
+            await self._room.wait(cancellable=cancellable)
             if self._failed is not None:
                 raise AuditLogError(f"audit log write failed: {self._failed}")
         if self._dropped_unreported:
@@ -408,7 +454,7 @@ class AuditLog:
         self._wakeup.set()
         if self.durability is Durability.NONE:
             return digest
-        await batch.done.wait()
+        await batch.done.wait(cancellable=cancellable)
         if batch.error is not None:
             raise AuditLogError(f"audit log write failed: {batch.error}")
         return digest
@@ -432,7 +478,7 @@ class AuditLog:
         if not batch.lines:
             return
         self._batch = _Batch()
-        room, self._room = self._room, trio.Event()
+        room, self._room = self._room, _Signal()
         room.set()
         data = b"".join(batch.lines)
         sync = self.durability is Durability.FSYNC

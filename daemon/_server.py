@@ -740,26 +740,25 @@ class Server:
             audit = self.audit
             assert audit is not None
             try:
-                with trio.CancelScope(shield=True):
-                    await audit.record(
-                        "decision",
-                        decision_id=decision_id,
-                        request_id=submit.request_id,
-                        session=session.name,
-                        mechanism_id=result.mechanism_id,
-                        mechanism_digest=wire_result["mechanism_digest"],
-                        binding_digest=result.binding_digest,
-                        evidence=[
-                            {"digest": ref, "size": len(item)}
-                            for ref, item in zip(refs, items, strict=True)
-                        ],
-                        outcome=wire_result["outcome"],
-                        details=result.details,
-                        reason_codes=codes,
-                        observed_evidence_bytes=result.observed_evidence_bytes,
-                        metrics=metrics,
-                        requester=requester,
-                    )
+                await audit.record_shielded(
+                    "decision",
+                    decision_id=decision_id,
+                    request_id=submit.request_id,
+                    session=session.name,
+                    mechanism_id=result.mechanism_id,
+                    mechanism_digest=wire_result["mechanism_digest"],
+                    binding_digest=result.binding_digest,
+                    evidence=[
+                        {"digest": ref, "size": len(item)}
+                        for ref, item in zip(refs, items, strict=True)
+                    ],
+                    outcome=wire_result["outcome"],
+                    details=result.details,
+                    reason_codes=codes,
+                    observed_evidence_bytes=result.observed_evidence_bytes,
+                    metrics=metrics,
+                    requester=requester,
+                )
             except AuditLogError as error:
                 return await refuse(ErrorCode.AUDIT_FAILED, str(error))
             self.counters["decisions"] += 1

@@ -239,3 +239,28 @@ async def test_cut_back_log_is_caught_by_an_anchor_recorded_earlier(tmp_path: Pa
     assert verify_log(path).intact
     report = verify_log(path, anchors=(anchor,))
     assert not report.intact and anchor in (report.reason or "")
+
+
+@pytest.mark.parametrize("durability", ["fsync", "write", "none"])
+async def test_record_shielded_completes_under_cancellation_and_delivers_it_afterwards(
+    tmp_path: Path, durability: str
+) -> None:
+    log = AuditLog.open(tmp_path / "audit.jsonl", durability=durability)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(log.run)
+        digest: str | None = None
+        with trio.CancelScope() as scope:
+            scope.cancel()
+            digest = await log.record_shielded("decision", n=1)
+            await trio.lowlevel.checkpoint()
+            pytest.fail("the pending cancellation was lost")  # pragma: no cover
+        assert scope.cancelled_caught
+        assert digest is not None and digest == log.head  # it completed, then was cancelled
+        if durability != "none":  # (with "none" record returns without waiting)
+            with trio.CancelScope() as scope:
+                scope.cancel()
+                with pytest.raises(trio.Cancelled):  # the plain record stays cancellable
+                    await log.record("decision", n=2)
+        await log.close()
+    report = verify_log(tmp_path / "audit.jsonl")
+    assert report.intact and report.lines >= 1
