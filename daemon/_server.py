@@ -501,25 +501,32 @@ class Server:
         while True:
             if self._draining and connection.idle():
                 return
-            # One scope per request frame: the idle deadline, and (while no byte of a frame is
-            # buffered) the handle shutdown uses to close idle connections. The codec never
-            # holds a whole frame here (reads stop at the end of the current unit) and a
-            # client sends its next request after reading the answer, so the task waits for
-            # bytes at once (no read that would fail first); the wait is also the checkpoint
-            # that keeps a pipelining client from starving the others.
-            with trio.CancelScope(deadline=deadline) as scope:
-                connection.idle_scope = scope
-                try:
-                    event: Any = conn.next_event()
-                    if event is NEED_DATA:
+            # A frame already received whole is taken without a scope; a client that sent
+            # its next request before reading an answer still gets one checkpoint per request.
+            try:
+                event = _receive_ready(conn, fd)
+            except ProtocolError as error:
+                event = error
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                return
+            if event is not NEED_DATA:
+                await trio.lowlevel.checkpoint()
+                scope = None
+            else:
+                # One scope per request frame that must wait: the idle deadline, and (while
+                # no byte of a frame is buffered) the handle shutdown uses to close idle
+                # connections.
+                with trio.CancelScope(deadline=deadline) as scope:
+                    connection.idle_scope = scope
+                    try:
                         event = await self._next_request(stream, conn, fd)
-                except ProtocolError as error:
-                    event = error
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    return
-                finally:
-                    connection.idle_scope = None
-            if scope.cancelled_caught:
+                    except ProtocolError as error:
+                        event = error
+                    except (trio.BrokenResourceError, trio.ClosedResourceError):
+                        return
+                    finally:
+                        connection.idle_scope = None
+            if scope is not None and scope.cancelled_caught:
                 if self._draining and connection.idle():
                     return
                 await self._refuse(
