@@ -191,24 +191,10 @@ class VerificationSession:
 
     def evaluate(self, binding: BoundProposition) -> EvaluatedProposition:
         """Evaluate ``binding`` through the twelve steps of the module contract."""
-        try:
-            snapshot = copy.deepcopy(binding)
-            snapshot_digest = snapshot.digest()
-        except Exception:
-            raise EvidenceBindingError("cannot obtain a digestible binding snapshot") from None
+        snapshot, snapshot_digest = _snapshot(binding)
 
         def refused(details: str, observed: int = 0) -> EvaluatedProposition:
-            return EvaluatedProposition(
-                binding_digest=snapshot_digest,
-                outcome=MechanismOutcome.UNKNOWN,
-                mechanism_id=snapshot.mechanism_id,
-                mechanism_digest=snapshot.mechanism_digest,
-                evidence_refs=snapshot.evidence_refs,
-                trust_roots=snapshot.trust_roots,
-                observed_evidence_bytes=observed,
-                details=details,
-                observations={},
-            )
+            return _refusal(snapshot, snapshot_digest, details, observed)
 
         try:
             mechanism = self._mechanisms.get(snapshot.mechanism_id)
