@@ -27,8 +27,10 @@ fmt: $(STAMP)
 	$(PY) -m ruff format .
 	$(PY) -m ruff check --fix .
 
+# Every benchmarks/bench_*.py, then one table of all figures and goals (docs/benchmarks.md).
+# BENCH_ARGS: e.g. --quick, --json figures.json, --baseline old.json, or script names.
 bench: $(STAMP)
-	for script in benchmarks/bench_*.py; do $(PY) $$script || exit 1; done
+	$(PY) benchmarks/run_all.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -1,20 +1,23 @@
 """Benchmark: full descriptor-authorization evaluation of both fixture pairs.
 
-Prints, for each pair, the median wall time of a full ``evaluate`` (direct and through a
-``VerificationSession``), the share of that time spent hashing (SHA3-512 CanonFS + SHA-256
-evidence references, measured by timing every hash call during instrumented runs) versus
-everything else, a per-stage breakdown, and a floor measured in the same run: hashing the two
-items once with each algorithm. Also prints this machine's SHA3-512 throughput. No assertions.
+Prints, for each pair, a full ``evaluate`` (direct and through a ``VerificationSession``) as a
+ratio to the floor measured in the same interleaved rounds (benchmarks/_harness.py): hashing
+the two items once with each algorithm. Then the share of evaluation time spent hashing
+(SHA3-512 CanonFS + SHA-256 evidence references, timing every hash call during instrumented
+runs) and a per-stage breakdown; and this machine's SHA3-512 throughput. No assertions.
+Run: ``python benchmarks/bench_descriptor.py [--quick] [--json PATH]``.
 """
 
 from __future__ import annotations
 
+import argparse
 import functools
 import hashlib
-import statistics
 import time
 from collections.abc import Callable
 from typing import Any
+
+from _harness import Op, Report, main
 
 from mechanism.descriptor import (
     default_mechanism,
@@ -25,19 +28,7 @@ from mechanism.descriptor import (
 )
 from session import EvidenceStore, VerificationSession
 
-RUNS = 400
-WARMUP = 20
-
-
-def median_ns(function: Callable[[], Any], runs: int = RUNS) -> float:
-    for _ in range(WARMUP):
-        function()
-    samples = []
-    for _ in range(runs):
-        start = time.perf_counter_ns()
-        function()
-        samples.append(time.perf_counter_ns() - start)
-    return statistics.median(samples)
+RUNS = 400  # instrumented runs (hash share, stage breakdown)
 
 
 class HashTimer:
@@ -69,7 +60,7 @@ class HashTimer:
 
 
 def stage_breakdown(
-    mechanism: Any, binding: Any, evidence: tuple[bytes, bytes]
+    mechanism: Any, binding: Any, evidence: tuple[bytes, bytes], runs: int
 ) -> dict[str, float]:
     names = [
         "_preflight_binding",
@@ -97,20 +88,21 @@ def stage_breakdown(
     for name in names:
         setattr(mechanism, name, wrap(name))
     try:
-        for _ in range(RUNS):
+        for _ in range(runs):
             mechanism.evaluate(binding, evidence)
     finally:
         for name in names:
             delattr(mechanism, name)
-    return {name.strip("_"): totals[name] / RUNS for name in names}
+    return {name.strip("_"): totals[name] / runs for name in names}
 
 
-def main() -> None:
+def run(report: Report, args: argparse.Namespace) -> None:
+    runs = 40 if report.quick else RUNS
     big = bytes(8 * 1024 * 1024)
     start = time.perf_counter_ns()
     hashlib.sha3_512(big).digest()
     sha3_seconds = (time.perf_counter_ns() - start) / 1e9
-    print(f"SHA3-512 throughput on 8 MiB: {len(big) / sha3_seconds / 1e9:.3f} GB/s")
+    report.value("SHA3-512 throughput (8 MiB)", len(big) / sha3_seconds / 2**20, "MiB/s")
 
     for name, payload in (
         ("t81vm/run", tisc_fixture_bytes()),
@@ -121,14 +113,12 @@ def main() -> None:
         binding = descriptor_binding(descriptor, payload, mechanism=mechanism)
         evidence = (descriptor, payload)
         assert mechanism.evaluate(binding, evidence).outcome.value == "PASS"
-
-        direct = median_ns(functools.partial(mechanism.evaluate, binding, evidence))
         store = EvidenceStore()
         store.add(descriptor)
         store.add(payload)
         session = VerificationSession(store)
         session.register(mechanism)
-        via_session = median_ns(functools.partial(session.evaluate, binding))
+        print(f"\n{name}: descriptor {len(descriptor)} B, payload {len(payload)} B")
 
         def floor(d: bytes = descriptor, p: bytes = payload) -> None:
             hashlib.sha3_512(d).digest()
@@ -136,30 +126,29 @@ def main() -> None:
             hashlib.sha256(d).digest()
             hashlib.sha256(p).digest()
 
-        floor_ns = median_ns(floor)
+        # Evaluation hashes both items with both algorithms: a true floor.
+        report.compare_many(
+            floor,
+            [
+                Op(f"{name} evaluate (direct)",
+                   functools.partial(mechanism.evaluate, binding, evidence)),
+                Op(f"{name} evaluate (session)", functools.partial(session.evaluate, binding)),
+            ],
+            floor_name="hash both items once",
+        )  # fmt: skip
 
         with HashTimer() as timer:
             start = time.perf_counter_ns()
-            for _ in range(RUNS):
+            for _ in range(runs):
                 mechanism.evaluate(binding, evidence)
             instrumented = time.perf_counter_ns() - start
-        hashing_share = timer.ns / instrumented
-        stages = stage_breakdown(mechanism, binding, evidence)
-
-        print(f"\n== {name}: descriptor {len(descriptor)} B, payload {len(payload)} B ==")
-        print(f"  full evaluate (direct)       median {direct / 1e3:9.1f} µs")
-        print(f"  full evaluate (session)      median {via_session / 1e3:9.1f} µs")
-        print(f"  floor: hash both items once  median {floor_ns / 1e3:9.1f} µs")
-        print(f"  ratio evaluate / floor       {direct / floor_ns:9.1f}x")
-        print(
-            f"  hashing share (instrumented) {100 * hashing_share:5.1f} % "
-            f"({timer.calls / RUNS:.0f} hash calls per evaluation); everything else "
-            f"{100 * (1 - hashing_share):5.1f} %"
-        )
+        report.value(f"{name} hashing share (instrumented)", 100 * timer.ns / instrumented, "%")
+        print(f"  {timer.calls / runs:.0f} hash calls per evaluation; stages (instrumented):")
+        stages = stage_breakdown(mechanism, binding, evidence, runs)
         total = sum(stages.values())
         for stage, ns in stages.items():
             print(f"    {stage:<22} {ns / 1e3:9.1f} µs  {100 * ns / total:5.1f} %")
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main(run, __doc__))

@@ -1,12 +1,12 @@
 """Benchmark: ``check_formation`` and ``produce_formation_certificate`` against a parsing floor.
 
-Run: ``.venv/bin/python benchmarks/bench_formation.py [--repeat N]``.
+Run: ``.venv/bin/python benchmarks/bench_formation.py [--rounds N] [--quick] [--json PATH]``.
 
 Pairs: (a) the minimal one-ATOM pair; (b) 1,024-node pairs — 1,024 ATOMs (the largest subject
 1,024 nodes can make: every other constructor's node is smaller) and a mix of all seven
-constructors; (c) a 64-deep APPLY chain (the deepest admissible). For each, the median time
-per call is printed next to the floor measured in the same run — SHA-256 of both records plus
-``json.loads`` of both — and the ratio. The goal is the checker on (b) within 3x of the floor.
+constructors; (c) a 64-deep APPLY chain (the deepest admissible). For each, the ratio to the
+floor measured in the same interleaved rounds (benchmarks/_harness.py) — SHA-256 of both
+records plus ``json.loads`` of both. Goals (issue 14): the checker ≤ 1.6× on (b), ≤ 2× on (a).
 ``evaluate`` is the session adapter called directly with the honest binding (its preflight
 rehashes both items and admits the subject once more before the pure check).
 """
@@ -17,10 +17,9 @@ import argparse
 import functools
 import hashlib
 import json
-import statistics
-import time
-from collections.abc import Callable
 from typing import Any
+
+from _harness import Op, Report, at_most, main
 
 from mechanism.canonical import canonical_bytes
 from mechanism.formation import (
@@ -89,28 +88,6 @@ def chain_64() -> list[dict[str, Any]]:
     return [_atom(0), *({"tag": "APPLY", "argument": i} for i in range(63))]
 
 
-def _interleaved(calls: dict[str, Callable[[], object]], rounds: int) -> dict[str, list[float]]:
-    """Seconds per call for each callable, measured round-robin so load drifts hit all alike."""
-    # Calibrate calls per sample to ~2 ms per callable: short samples, many rounds.
-    loops = 1
-    while loops < 1 << 14:
-        start = time.perf_counter()
-        for _ in range(loops):
-            for call in calls.values():
-                call()
-        if time.perf_counter() - start > 0.002 * len(calls):
-            break
-        loops *= 2
-    samples: dict[str, list[float]] = {name: [] for name in calls}
-    for _ in range(rounds):
-        for name, call in calls.items():
-            start = time.perf_counter()
-            for _ in range(loops):
-                call()
-            samples[name].append((time.perf_counter() - start) / loops)
-    return samples
-
-
 def _floor(subject: bytes, certificate: bytes) -> None:
     hashlib.sha256(subject).digest()
     hashlib.sha256(certificate).digest()
@@ -118,55 +95,41 @@ def _floor(subject: bytes, certificate: bytes) -> None:
     json.loads(certificate)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=61, help="interleaved samples per pair")
-    rounds = parser.parse_args().rounds
+def run(report: Report, args: argparse.Namespace) -> None:
     cases = [
-        ("(a) minimal one-ATOM", minimal(), 0),
-        ("(b) 1024 ATOMs", atoms_1024(), 1023),
-        ("(b) 1024 mixed", mixed_1024(), 1016),
-        ("(c) 64-deep chain", chain_64(), 63),
+        ("(a) minimal one-ATOM", minimal(), 0, at_most(2.0)),
+        ("(b) 1024 ATOMs", atoms_1024(), 1023, at_most(1.6)),
+        ("(b) 1024 mixed", mixed_1024(), 1016, at_most(1.6)),
+        ("(c) 64-deep chain", chain_64(), 63, None),
     ]
-    print("median seconds per call; ratio = median of per-round ratios to the floor")
     print("floor = sha256(subject) + sha256(certificate) + json.loads(subject) + json.loads(cert)")
-    print(
-        f"{'pair':22} {'bytes s+c':>13} {'floor':>10} {'check':>10} {'ratio':>6} "
-        f"{'produce':>10} {'ratio':>6} {'evaluate':>10} {'ratio':>6}"
-    )
-    for name, nodes, root in cases:
+    for name, nodes, root, goal in cases:
         subject = _subject(nodes, root)
         certificate = produce_formation_certificate(subject)
-        report = check_formation(subject, certificate)
-        assert report["status"] == "CHECKED", report
-        samples = _interleaved(
-            {
-                "floor": functools.partial(_floor, subject, certificate),
-                "check": functools.partial(check_formation, subject, certificate),
-                "produce": functools.partial(produce_formation_certificate, subject),
-                "evaluate": functools.partial(
-                    FormationPathCertificateMechanism().evaluate,
-                    formation_binding(subject, certificate),
-                    (subject, certificate),
-                ),
-            },
-            rounds,
-        )
-        floor = samples["floor"]
-        median = {key: statistics.median(values) for key, values in samples.items()}
-        ratio = {
-            key: statistics.median(v / f for v, f in zip(values, floor, strict=True))
-            for key, values in samples.items()
-        }
-        size = f"{len(subject)}+{len(certificate)}"
-        print(
-            f"{name:22} {size:>13} {median['floor'] * 1e6:>8.1f}us "
-            f"{median['check'] * 1e6:>8.1f}us {ratio['check']:>5.2f}x "
-            f"{median['produce'] * 1e6:>8.1f}us {ratio['produce']:>5.2f}x "
-            f"{median['evaluate'] * 1e6:>8.1f}us {ratio['evaluate']:>5.2f}x"
-        )
-    return 0
+        report_ = check_formation(subject, certificate)
+        assert report_["status"] == "CHECKED", report_
+        print(f"{name}: subject {len(subject)} B, certificate {len(certificate)} B")
+        binding = formation_binding(subject, certificate)
+        mechanism = FormationPathCertificateMechanism()
+        report.compare_many(
+            functools.partial(_floor, subject, certificate),
+            [
+                Op(f"check_formation {name}",
+                   functools.partial(check_formation, subject, certificate), goal=goal),
+                # produce reads only the subject: the floor is not all work it must do.
+                Op(f"produce {name}", functools.partial(produce_formation_certificate, subject),
+                   true_floor=False),
+                Op(f"evaluate {name}",
+                   functools.partial(mechanism.evaluate, binding, (subject, certificate))),
+            ],
+            floor_name="sha256 + json.loads of both",
+            rounds=args.rounds,
+        )  # fmt: skip
+
+
+def _options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--rounds", type=int, default=41, help="interleaved rounds per pair")
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(run, __doc__, configure=_options))

@@ -1,21 +1,20 @@
 """Benchmark the retained-silo inspector (formation.md §6) at its declared bounds.
 
 A commit with 256 census entries (the four formation roles plus 252 opaque objects) whose
-evidence totals 16 MiB, all retained. Prints the median wall time of
-``inspect_silo_formation`` and, measured in the same run, the floor: SHA-256 over the same
-16 MiB in the same per-object pieces (the hashing the inspector cannot avoid). Also the receipt
-build and recheck, which hash everything again on top of the inspection.
+evidence totals 16 MiB, all retained. Prints ``inspect_silo_formation`` as a ratio to the floor
+measured in the same interleaved rounds (benchmarks/_harness.py): SHA-256 over the same 16 MiB
+in the same per-object pieces (the hashing the inspector cannot avoid). Also the receipt build
+and recheck, which hash everything again on top of the inspection.
 
-Run: ``.venv/bin/python benchmarks/bench_silo.py [--runs N]``
+Run: ``.venv/bin/python benchmarks/bench_silo.py [--rounds N] [--quick] [--json PATH]``
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
-import statistics
-import time
-from collections.abc import Callable
+
+from _harness import Op, Report, main
 
 from mechanism.canonical import canonical_bytes, digest_bytes
 from mechanism.formation import (
@@ -133,21 +132,7 @@ def build_silo() -> tuple[bytes, dict[str, bytes]]:
     return commit, evidence
 
 
-def median_seconds(fn: Callable[[], object], runs: int) -> float:
-    fn()  # warm-up
-    samples = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=9)
-    runs = parser.parse_args().runs
-
+def run(report: Report, args: argparse.Namespace) -> None:
     commit, evidence = build_silo()
     total = sum(len(data) for data in evidence.values())
     result = inspect_silo_formation(commit, evidence, **PATHS)
@@ -163,29 +148,31 @@ def main() -> None:
          "commit_digest": digest_bytes(commit), **PATHS}
     )  # fmt: skip
     receipt = build_formation_receipt(selection, commit, evidence)
-
-    pieces = list(evidence.values())
-    floor = median_seconds(lambda: [hashlib.sha256(piece).digest() for piece in pieces], runs)
-    inspect = median_seconds(lambda: inspect_silo_formation(commit, evidence, **PATHS), runs)
-    build = median_seconds(lambda: build_formation_receipt(selection, commit, evidence), runs)
-    recheck = median_seconds(
-        lambda: recheck_formation_receipt(receipt, selection, commit, evidence), runs
+    print(
+        f"census entries: {CENSUS_ENTRIES}, evidence: {total:,} bytes "
+        f"({total / 2**20:.2f} MiB), commit: {len(commit):,} bytes"
     )
+    pieces = list(evidence.values())
+    # Every operation hashes every retained byte at least once: sha256 of them is a true floor.
+    floor = report.compare_many(
+        lambda: [hashlib.sha256(piece).digest() for piece in pieces],
+        [
+            Op("inspect_silo_formation", lambda: inspect_silo_formation(commit, evidence, **PATHS)),
+            Op("build_formation_receipt",
+               lambda: build_formation_receipt(selection, commit, evidence)),
+            Op("recheck_formation_receipt",
+               lambda: recheck_formation_receipt(receipt, selection, commit, evidence)),
+        ],
+        floor_name="sha256 of the same bytes",
+        rounds=args.rounds,
+    )[0].floor_seconds  # fmt: skip
+    assert floor is not None
+    report.value("sha256 throughput (floor)", total / floor / 2**20, "MiB/s")
 
-    lines = [
-        f"census entries: {CENSUS_ENTRIES}, evidence: {total:,} bytes ({total / 2**20:.2f} MiB), "
-        f"commit: {len(commit):,} bytes, runs: {runs}",
-        f"floor   sha256 of the same bytes:    {floor * 1e3:8.2f} ms "
-        f"({total / floor / 2**20:7.1f} MiB/s)",
-        f"inspect_silo_formation (median):     {inspect * 1e3:8.2f} ms "
-        f"ratio to floor {inspect / floor:5.2f}x, overhead {(inspect - floor) * 1e3:.2f} ms",
-        f"build_formation_receipt (median):    {build * 1e3:8.2f} ms "
-        f"ratio to floor {build / floor:5.2f}x",
-        f"recheck_formation_receipt (median):  {recheck * 1e3:8.2f} ms "
-        f"ratio to floor {recheck / floor:5.2f}x",
-    ]
-    print("\n".join(lines))
+
+def _options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--rounds", type=int, default=11, help="interleaved rounds")
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main(run, __doc__, configure=_options))

@@ -1,0 +1,8 @@
+"""Benchmark-harness test configuration: puts ``benchmarks/`` (``_harness``) on the path."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
