@@ -4,12 +4,13 @@ and the declaration pipeline never imports it."""
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import inspect
-from pathlib import Path
 from typing import Any
 
 import pytest
+import testdata
 
 import catalog
 import mechanism.descriptor as descriptor
@@ -88,8 +89,10 @@ def test_packaged_adapter_sources_reproduce_its_implementation_coordinate(
     spec = reference_package.artifact_bytes(
         "catalog/data/specifications/t81-experiment-descriptor-v1.txt"
     )
-    shared = Path(__file__).resolve().parents[3] / "shared/spec/seeds/000_84f99e728d62cc98.txt"
-    assert spec == shared.read_bytes()
+    assert spec is not None
+    assert hashlib.sha256(spec).hexdigest() == testdata.reference_sha256(
+        "catalog/data/specifications/t81-experiment-descriptor-v1.txt"
+    )
 
 
 def _resolve(ref: str) -> Any:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from pathlib import Path
 from typing import Any
+
+import testdata
 
 import catalog
 from catalog import StoredPackage
@@ -16,7 +17,7 @@ from catalog._readiness import (
     reassessment_from_json,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = testdata.REPO
 CANDIDATE = "candidate:h1:component:artifact-network-typed-formation-checker"
 COMPONENT = "component:artifact-network-typed-formation-checker"
 
@@ -47,7 +48,7 @@ def test_documented_example_is_blocked_then_ready(reference_package: StoredPacka
     for binding, name in zip(
         declarations[0].native_input_bindings, ["subject", "certificate"], strict=True
     ):
-        data = (ROOT / "fixtures" / "formation" / f"atom.{name}.json").read_bytes()
+        data = testdata.read_fixture(f"formation/atom.{name}.json")
         assert binding.input_sha256 == hashlib.sha256(data).hexdigest()
     authorization = authorization_from_json(files["authorization.json"])
     reassessment = reassessment_from_json(files["reassessment.json"])

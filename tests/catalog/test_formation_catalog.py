@@ -8,10 +8,10 @@ import hashlib
 import importlib
 import inspect
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
+import testdata
 
 import catalog
 import mechanism.formation as formation
@@ -28,7 +28,12 @@ FORMATION_CLAIM_BOUNDARY = (
 )
 SUBJECT = "VSTD-TYPED-FORMATION-0.1"
 CERTIFICATE = "VSTD-TYPED-FORMATION-CERTIFICATE-0.1"
-SHARED = Path(__file__).resolve().parents[3] / "shared"
+
+
+def _sha256(data: bytes | None) -> str:
+    assert data is not None
+    return hashlib.sha256(data).hexdigest()
+
 
 ROLES: dict[str, dict[str, Any]] = {
     "component:artifact-network-typed-formation-producer": {
@@ -168,12 +173,18 @@ def test_profile_and_packaged_contract_are_exact_inert_resources(
         "mechanism/formation/data/vstd-typed-formation-0.1.schema.json"
     )
     assert schema == formation.schema_bytes()
-    assert schema == (SHARED / "data/formation/vstd-typed-formation-0.1.schema.json").read_bytes()
-    assert profile == (SHARED / "data/formation/typed-formation-0.1.json").read_bytes()
+    assert _sha256(schema) == testdata.reference_sha256(
+        "mechanism/formation/data/vstd-typed-formation-0.1.schema.json"
+    )
+    assert _sha256(profile) == testdata.reference_sha256(
+        "mechanism/formation/data/typed-formation-0.1.json"
+    )
     spec = reference_package.artifact_bytes(
         "catalog/data/specifications/vstd-typed-formation-0.1.txt"
     )
-    assert spec == (SHARED / "spec/seeds/002_0f6dec68c1b4d1ba.txt").read_bytes()
+    assert _sha256(spec) == testdata.reference_sha256(
+        "catalog/data/specifications/vstd-typed-formation-0.1.txt"
+    )
     # Inert: the profile is data (a JSON object with the context meaning), never code.
     assert "context_meaning" in json.loads(profile)
 

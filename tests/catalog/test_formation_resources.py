@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
+import testdata
 from jsonschema import Draft202012Validator
 
 import catalog
@@ -18,7 +18,6 @@ from mechanism.canonical import canonical_bytes, validate_value
 
 PROFILE_PATH = "mechanism/formation/data/typed-formation-0.1.json"
 SCHEMA_PATH = "mechanism/formation/data/vstd-typed-formation-0.1.schema.json"
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / "formation"
 DIGEST = "sha256:" + hashlib.sha256(b"payload").hexdigest()
 
 
@@ -60,9 +59,8 @@ SEVEN_CONSTRUCTORS = _subject(
 def test_profile_is_exact_inert_installed_resource(reference_package: StoredPackage) -> None:
     profile = reference_package.artifact_bytes(PROFILE_PATH)
     assert profile is not None
-    assert (
-        profile == formation.profile_bytes() == (SHARED / "typed-formation-0.1.json").read_bytes()
-    )
+    assert profile == formation.profile_bytes()
+    assert hashlib.sha256(profile).hexdigest() == testdata.reference_sha256(PROFILE_PATH)
     assert len(profile) == 1498 and not profile.endswith(b"\n")
     data = json.loads(profile)
     assert isinstance(data["context_meaning"], str) and data["context_meaning"]
@@ -126,15 +124,11 @@ def test_schema_pass_is_not_reference_or_type_checking(reference_package: Stored
         formation.produce_formation_certificate(canonical_bytes(ill_typed))
 
 
-def test_packaged_resources_mirror_the_shared_files(reference_package: StoredPackage) -> None:
-    assert (
-        reference_package.artifact_bytes(SCHEMA_PATH)
-        == (SHARED / "vstd-typed-formation-0.1.schema.json").read_bytes()
-    )
-    assert (
-        reference_package.artifact_bytes(PROFILE_PATH)
-        == (SHARED / "typed-formation-0.1.json").read_bytes()
-    )
+def test_packaged_resources_are_the_reference_files(reference_package: StoredPackage) -> None:
+    for path in (SCHEMA_PATH, PROFILE_PATH):
+        packaged = reference_package.artifact_bytes(path)
+        assert packaged is not None
+        assert hashlib.sha256(packaged).hexdigest() == testdata.reference_sha256(path)
 
 
 def test_every_registry_entry_is_a_network_canonical_value() -> None:

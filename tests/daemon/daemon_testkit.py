@@ -13,8 +13,9 @@ import struct
 import threading
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
+
+import testdata
 
 from daemon._protocol import MAGIC, encode_header
 from session import (
@@ -25,8 +26,8 @@ from session import (
     MechanismOutcome,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
-FORMATION_FIXTURES = ROOT / "fixtures" / "formation"
+ROOT = testdata.REPO
+FORMATION_FIXTURES = testdata.fixture("formation", directory=True)
 
 
 def sha(data: bytes) -> str:

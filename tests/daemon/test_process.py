@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import testdata
 import trio
 from daemon_testkit import FORMATION_FIXTURES, ROOT, binding_for, formation_pair
 
@@ -145,6 +146,10 @@ def test_malformed_audit_log_at_startup_is_reported_never_truncated(short_dir: P
     assert audit.read_bytes() == before
 
 
+# The test kit and the data locator it imports, for daemons started from a script.
+TEST_SUPPORT_PATHS = [str(Path(__file__).resolve().parent), str(Path(testdata.__file__).parent)]
+
+
 def start_slow_host(short_dir: Path, seconds: float) -> subprocess.Popen[str]:
     """A host-API daemon (``Server`` with ``handle_signals``) whose mechanism sleeps."""
     script = short_dir / "host.py"
@@ -152,7 +157,7 @@ def start_slow_host(short_dir: Path, seconds: float) -> subprocess.Popen[str]:
         textwrap.dedent(
             f"""
             import sys, trio
-            sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})
+            sys.path[:0] = {TEST_SUPPORT_PATHS!r}
             from daemon_testkit import SlowMechanism
             from daemon import HostedSession, Server, ServerConfig
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import testdata
 
 import holdout
 from holdout.adapter import (
@@ -31,8 +32,8 @@ from holdout.adapter import (
 from mechanism.descriptor import canonfs_hash, encode_descriptor
 from mechanism.formation import produce_formation_certificate
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-CHALLENGES = REPO_ROOT / "fixtures" / "holdout" / "challenges"
+REPO_ROOT = testdata.REPO
+CHALLENGES = testdata.fixture("holdout/challenges", directory=True)
 CORPUS = Corpus.load(holdout.corpus_index_path().parent)
 H = "sha256:" + "1" * 64
 

@@ -8,8 +8,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-CHALLENGES = REPO_ROOT / "fixtures" / "holdout" / "challenges"
+import testdata
+
+REPO_ROOT = testdata.REPO
+CHALLENGES = testdata.fixture("holdout/challenges", directory=True)
 
 
 def run(*args: str) -> tuple[int, Any, str]:

@@ -15,13 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import testdata
 
 import holdout
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-SHARED_SYNTHETIC = REPO_ROOT.parent / "shared" / "data" / "holdout" / "trvm-synthetic"
-VENDORED_SYNTHETIC = REPO_ROOT / "fixtures" / "holdout" / "trvm-synthetic"
-SYNTHETIC = SHARED_SYNTHETIC if SHARED_SYNTHETIC.is_dir() else VENDORED_SYNTHETIC
+REPO_ROOT = testdata.REPO
+SYNTHETIC = testdata.data("holdout/trvm-synthetic", directory=True)
 SYNTHETIC_RELEASE = "srel-" + "0" * 64
 
 

@@ -13,17 +13,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import testdata
+
 import holdout
 from holdout._commitment import SCORER_SOURCES
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-SHARED_SYNTHETIC = REPO_ROOT.parent / "shared" / "data" / "holdout" / "trvm-synthetic"
-VENDORED_SYNTHETIC = REPO_ROOT / "fixtures" / "holdout" / "trvm-synthetic"
-
 
 def synthetic_dir() -> Path:
-    """``../shared`` (the normative copy) when present, else the vendored byte copy."""
-    return SHARED_SYNTHETIC if SHARED_SYNTHETIC.is_dir() else VENDORED_SYNTHETIC
+    """TRVM's synthetic fixture, vendored byte for byte under ``tests/data/``."""
+    return testdata.data("holdout/trvm-synthetic", directory=True)
 
 
 FORBIDDEN = ("session", "mechanism", "daemon", "catalog")

@@ -13,18 +13,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import testdata
 
 import holdout
 from holdout._commitment import load_schemas
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-SHARED_SYNTHETIC = REPO_ROOT.parent / "shared" / "data" / "holdout" / "trvm-synthetic"
-VENDORED_SYNTHETIC = REPO_ROOT / "fixtures" / "holdout" / "trvm-synthetic"
-
 
 def synthetic_dir() -> Path:
-    """``../shared`` (the normative copy) when present, else the vendored byte copy."""
-    return SHARED_SYNTHETIC if SHARED_SYNTHETIC.is_dir() else VENDORED_SYNTHETIC
+    """TRVM's synthetic fixture, vendored byte for byte under ``tests/data/``."""
+    return testdata.data("holdout/trvm-synthetic", directory=True)
 
 
 SYNTHETIC_FILES = (
@@ -74,11 +71,11 @@ def honest() -> tuple[list[Any], Any]:
     return challenges, _read("synthetic-observations.json")
 
 
-def test_vendored_copy_is_byte_identical_to_shared() -> None:
-    if not SHARED_SYNTHETIC.is_dir():
-        pytest.skip("../shared is not present on this machine")
+def test_vendored_copy_is_the_recorded_reference_bytes() -> None:
     for name in SYNTHETIC_FILES:
-        assert (VENDORED_SYNTHETIC / name).read_bytes() == (SHARED_SYNTHETIC / name).read_bytes()
+        data = (synthetic_dir() / name).read_bytes()
+        recorded = testdata.reference_sha256(f"tests/data/holdout/trvm-synthetic/{name}")
+        assert hashlib.sha256(data).hexdigest() == recorded, name
 
 
 def test_schemas_are_the_released_trvm_schemas() -> None:

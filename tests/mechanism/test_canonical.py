@@ -5,10 +5,10 @@ from __future__ import annotations
 import hashlib
 import json
 import unicodedata
-from pathlib import Path
 from typing import Any
 
 import pytest
+import testdata
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -27,7 +27,6 @@ from mechanism.canonical import (
     validate_value,
 )
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared"
 PROFILE_DIGEST = "sha256:271760d604e1ade55cba4974c658b92263bd3ee8ae343677dd91d0e713fb677f"
 
 
@@ -39,7 +38,7 @@ def admit(data: object, max_bytes: int = 262144) -> Any:
 
 
 def test_encoding_matches_the_reference_profile_bytes() -> None:
-    profile = (SHARED / "data/formation/typed-formation-0.1.json").read_bytes()
+    profile = testdata.repo("mechanism/formation/data/typed-formation-0.1.json").read_bytes()
     assert canonical_bytes(json.loads(profile)) == profile
     assert digest_bytes(profile) == PROFILE_DIGEST
 

@@ -1,15 +1,15 @@
-"""Shared helpers for the descriptor tests: fixture paths and an independent trit packer."""
+"""Helpers for the descriptor tests: fixture paths (from ``testdata``) and a trit packer."""
 
 from __future__ import annotations
 
 import hashlib
 import sys
-from pathlib import Path
 from typing import Any, Final
 
-REPO: Final = Path(__file__).resolve().parents[3]
-FIXTURES: Final = REPO / "fixtures" / "descriptor"
-SHARED: Final = Path("/work/shared/data/descriptor")
+import testdata
+
+REPO: Final = testdata.REPO
+FIXTURES: Final = testdata.fixture("descriptor", directory=True)
 TISC_REF: Final = "c5f5925cf1d666588094757aaf5750741e847cd977bf2023c134d25ba0a2bed1"
 SAFETENSORS_REF: Final = "35690a91bff631659a4d5fd04cae57594ca2a4c3d8bf0831a5b936cffa24fd88"
 

@@ -1,10 +1,13 @@
-"""The shipped fixtures are the shared bytes, and the compiled catalog is exactly those bytes."""
+"""The shipped fixtures are the reference bytes, and the compiled catalog is exactly those bytes."""
 
 from __future__ import annotations
+
+import hashlib
 
 import numpy as np
 import pytest
 import safetensors.numpy
+import testdata
 
 from mechanism.descriptor import (
     CATALOG,
@@ -21,9 +24,9 @@ from mechanism.descriptor import (
     tisc_fixture_bytes,
 )
 
-from ._support import FIXTURES, SAFETENSORS_REF, SHARED, TISC_REF, fixture, sha3_ref
+from ._support import FIXTURES, SAFETENSORS_REF, TISC_REF, fixture, sha3_ref
 
-SHARED_FILES = (
+REFERENCE_FILES = (
     "tisc-fixture.bin",
     "safetensors-fixture.bin",
     "descriptor-tisc.txt",
@@ -31,11 +34,10 @@ SHARED_FILES = (
 )
 
 
-@pytest.mark.parametrize("name", SHARED_FILES)
-def test_repository_fixture_is_byte_identical_to_shared_data(name: str) -> None:
-    if not SHARED.is_dir():
-        pytest.skip("shared reference data is not mounted on this machine")
-    assert (FIXTURES / name).read_bytes() == (SHARED / name).read_bytes()
+@pytest.mark.parametrize("name", REFERENCE_FILES)
+def test_repository_fixture_is_byte_identical_to_the_reference_data(name: str) -> None:
+    recorded = testdata.reference_sha256(f"fixtures/descriptor/{name}")
+    assert hashlib.sha256((FIXTURES / name).read_bytes()).hexdigest() == recorded
 
 
 def test_rendering_the_fixture_program_reproduces_the_tisc_fixture_byte_for_byte() -> None:
@@ -73,7 +75,7 @@ def test_canonfs_hash_refuses_anything_but_exact_bytes(value: object) -> None:
         canonfs_hash(value)  # type: ignore[arg-type]
 
 
-def test_encoder_reproduces_both_shared_descriptors() -> None:
+def test_encoder_reproduces_both_reference_descriptors() -> None:
     assert encode_descriptor(tisc_fixture_bytes()) == fixture("descriptor-tisc.txt")
     assert encode_descriptor(safetensors_fixture_bytes()) == fixture("descriptor-safetensors.txt")
 

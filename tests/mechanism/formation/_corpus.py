@@ -1,24 +1,16 @@
-"""Locate and decode the reference's cross-language corpus in ``../shared`` (never copied)."""
+"""Decode the reference's cross-language formation corpus (vendored under ``tests/data/``)."""
 
 from __future__ import annotations
 
 import base64
 import json
 from functools import cache
-from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
+import testdata
 
-def repo_root() -> Path:
-    """The repository root: the nearest ancestor of this file holding ``pyproject.toml``."""
-    for parent in Path(__file__).resolve().parents:
-        if (parent / "pyproject.toml").is_file():
-            return parent
-    raise RuntimeError("repository root not found above the test-suite")
-
-
-SHARED_FORMATION = repo_root().parent / "shared" / "data" / "formation"
-CORPUS_PATH = SHARED_FORMATION / "formation-interoperability-corpus.json"
+CORPUS_PATH: Final = testdata.data("formation/formation-interoperability-corpus.json")
+RECEIPT_CORPUS_PATH: Final = testdata.data("formation/formation-receipt-corpus.json")
 
 
 def b64url(text: str) -> bytes:

@@ -8,14 +8,14 @@ import sys
 from pathlib import Path
 
 import pytest
+import testdata
 
 from mechanism.canonical import canonical_bytes
 from mechanism.formation import MECHANISM_DIGEST, check_formation
 
 from ._builders import atom, pair
-from ._corpus import repo_root
 
-FIXTURES = repo_root() / "fixtures" / "formation"
+FIXTURES = testdata.fixture("formation", directory=True)
 
 
 def cli(*args: str | Path) -> subprocess.CompletedProcess[bytes]:
@@ -24,7 +24,7 @@ def cli(*args: str | Path) -> subprocess.CompletedProcess[bytes]:
         capture_output=True,
         timeout=120,
         check=False,
-        cwd=repo_root(),
+        cwd=testdata.REPO,
     )
 
 

@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 import pytest
+import testdata
 
 from mechanism.formation import (
     FormationPathCertificateMechanism,
@@ -16,9 +17,7 @@ from mechanism.formation import (
 )
 from session import EvidenceStore, VerificationSession
 
-from ._corpus import repo_root
-
-FIXTURES = repo_root() / "fixtures" / "formation"
+FIXTURES = testdata.fixture("formation", directory=True)
 INDEX: list[dict[str, Any]] = json.loads((FIXTURES / "index.json").read_bytes())["pairs"]
 
 

@@ -1,13 +1,16 @@
-"""The compiled profile and JSON Schema are inert package data, byte-identical to ../shared."""
+"""The compiled profile and JSON Schema are inert package data, byte-identical to the reference
+files (their SHA-256 is recorded in ``tests/data/MANIFEST.json``)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from importlib import resources
 from typing import Any
 
 import jsonschema
 import pytest
+import testdata
 
 from mechanism.canonical import canonical_bytes
 from mechanism.formation import (
@@ -30,22 +33,24 @@ from mechanism.formation import (
 )
 
 from ._builders import apply, apply_step, atom, compose, digest, ident, pair, quote, read, subject
-from ._corpus import SHARED_FORMATION
 
 PINNED = "sha256:271760d604e1ade55cba4974c658b92263bd3ee8ae343677dd91d0e713fb677f"
 PACKAGE = resources.files("mechanism.formation.data")
 
 
-def test_packaged_profile_is_byte_identical_to_the_shared_file() -> None:
-    shared = (SHARED_FORMATION / "typed-formation-0.1.json").read_bytes()
-    assert PACKAGE.joinpath("typed-formation-0.1.json").read_bytes() == shared
-    assert profile_bytes() == shared
-    assert len(shared) == 1498
+def test_packaged_profile_is_byte_identical_to_the_reference_file() -> None:
+    packaged = PACKAGE.joinpath("typed-formation-0.1.json").read_bytes()
+    recorded = testdata.reference_sha256("mechanism/formation/data/typed-formation-0.1.json")
+    assert hashlib.sha256(packaged).hexdigest() == recorded
+    assert profile_bytes() == packaged
+    assert len(packaged) == 1498
 
 
-def test_packaged_schema_is_byte_identical_to_the_shared_file() -> None:
-    shared = (SHARED_FORMATION / "vstd-typed-formation-0.1.schema.json").read_bytes()
-    assert schema_bytes() == shared
+def test_packaged_schema_is_byte_identical_to_the_reference_file() -> None:
+    name = "vstd-typed-formation-0.1.schema.json"
+    recorded = testdata.reference_sha256(f"mechanism/formation/data/{name}")
+    assert hashlib.sha256(schema_bytes()).hexdigest() == recorded
+    assert PACKAGE.joinpath(name).read_bytes() == schema_bytes()
 
 
 def test_profile_digest_is_the_compiled_digest() -> None:

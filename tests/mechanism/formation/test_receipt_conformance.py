@@ -1,4 +1,4 @@
-"""Replay of the reference's formation receipt corpus (read from ``../shared``, never copied):
+"""Replay of the reference's formation receipt corpus (vendored under ``tests/data/``):
 every case's receipt is rebuilt byte for byte and rechecks to the expected inspection; every
 recheck case fails with exactly the expected error code."""
 
@@ -19,9 +19,7 @@ from mechanism.formation import (
     recheck_formation_receipt,
 )
 
-from ._corpus import CORPUS_PATH, SHARED_FORMATION, b64url
-
-RECEIPT_CORPUS_PATH = SHARED_FORMATION / "formation-receipt-corpus.json"
+from ._corpus import CORPUS_PATH, RECEIPT_CORPUS_PATH, b64url
 
 
 @cache

@@ -1,5 +1,5 @@
 """Replay of the reference's 20 retained-silo cases (``silo_cases`` of the interoperability
-corpus, read from ``../shared``, never copied): exact canonical equality of every inspection."""
+corpus, vendored under ``tests/data/``): exact canonical equality of every inspection."""
 
 from __future__ import annotations
 
