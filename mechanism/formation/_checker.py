@@ -29,6 +29,11 @@ The report has exactly ``status``, ``subject_digest``, ``profile_digest`` (alway
 digest), ``root``, ``observation`` (CHECKED only), ``reason_codes`` (``[]`` or one code) and
 ``residual_obligations`` (the fixed eight, always).
 
+Tracing (for ``formation explain``, never for a verdict): :func:`trace_formation` runs the
+very same check and also fills a :class:`CheckTrace` naming the first failure's rule
+(:data:`TRACE_RULES`), its node/step index, the admitted records and what inference computed.
+The checker only writes the trace and reads nothing from it; the untraced path is unchanged.
+
 Denotation identities (``H`` = digest of canonical bytes) are encoded by the small fixed-shape
 encoders below; each emits exactly the canonical bytes of its dict (keys in sorted order, all
 values digests, ASCII tags or ints), a fact the test-suite checks against the general codec.
@@ -54,7 +59,7 @@ from mechanism.formation._wire import (
     validate_ceilings,
 )
 
-__all__ = ["REASON_CODES", "check_formation"]
+__all__ = ["REASON_CODES", "TRACE_RULES", "CheckTrace", "check_formation", "trace_formation"]
 
 RECORD_INVALID: Final = "FORMATION_RECORD_INVALID"
 BINDING_INVALID: Final = "FORMATION_CERTIFICATE_BINDING_INVALID"
@@ -157,12 +162,70 @@ def _expected_certificate(nodes: list[dict[str, Any]], root: int, subject_digest
 
 
 class _Stop(Exception):
-    """Internal: inference stopped with ``(status, reason)``."""
+    """Internal: inference stopped with ``(status, reason)``; ``rule`` names the rule broken
+    (one of :data:`TRACE_RULES`), for a traced check."""
 
-    def __init__(self, status: str, reason: str) -> None:
+    def __init__(self, status: str, reason: str, rule: str) -> None:
         super().__init__(reason)
         self.status = status
         self.reason = reason
+        self.rule = rule
+
+
+#: Rule identifiers a :class:`CheckTrace` can name, by check-order step (§3.6).
+TRACE_RULES: Final[dict[str, int]] = {
+    "SUBJECT_ADMISSION": 1,
+    "CERTIFICATE_ADMISSION": 3,
+    "SUBJECT_PROFILE": 4,
+    "BINDING_SUBJECT_DIGEST": 5,
+    "BINDING_PROFILE_DIGEST": 5,
+    "BINDING_ROOT": 5,
+    "STEP_COUNT": 6,
+    "STEP_NODE": 6,
+    "STEP_RULE": 6,
+    "STEP_PREMISES": 6,
+    "DEPTH_LIMIT": 7,
+    "APPLY_ARGUMENT": 7,
+    "ID_AT": 7,
+    "APPLY_STEP_TYPES": 7,
+    "APPLY_STEP_TARGET": 7,
+    "COMPOSE_TYPES": 7,
+    "COMPOSE_ENDPOINTS": 7,
+    "PATH_STEPS_LIMIT": 7,
+    "READ_CODE": 7,
+    "RESOURCE_LIMIT": 0,
+}
+
+
+class CheckTrace:
+    """What a traced check saw (for ``formation explain``). The checker only writes it, so a
+    traced check returns exactly the report an untraced one does.
+
+    * ``rule`` — the :data:`TRACE_RULES` identifier of the first failure (``None``: CHECKED);
+    * ``index`` — the node (= step) index it failed at, when it has one (a step or typing
+      failure; ``STEP_COUNT`` and the binding/admission failures have none);
+    * ``message`` — the admission error's message (``*_ADMISSION`` only);
+    * ``subject`` / ``certificate`` — the admitted records (``certificate`` stays ``None`` when
+      the exact-bytes fast path skipped its admission, or admission failed);
+    * ``values`` / ``depths`` / ``ranks`` — per node in source order, what inference computed
+      for every node it typed (a value's first item is its type string, e.g. ``"CODE(FORM)"``);
+      a failure at node *k* leaves exactly nodes ``0…k-1``.
+    """
+
+    __slots__ = ("certificate", "depths", "index", "message", "ranks", "rule", "subject", "values")
+
+    def __init__(self) -> None:
+        self.rule: str | None = None
+        self.index: int | None = None
+        self.message: str | None = None
+        self.subject: dict[str, Any] | None = None
+        self.certificate: dict[str, Any] | None = None
+        self.values: list[tuple[Any, ...]] = []
+        self.depths: list[int] = []
+        self.ranks: list[int] = []
+
+    def stop(self, rule: str, index: int | None = None, message: str | None = None) -> None:
+        self.rule, self.index, self.message = rule, index, message
 
 
 def _report(
@@ -201,11 +264,53 @@ def check_formation(
 ) -> dict[str, Any]:
     """Recheck a subject/certificate pair; return the exact §3.5 report (see module rules)."""
     validate_ceilings(max_nodes=max_nodes, max_depth=max_depth, max_path_steps=max_path_steps)
+    return _bounded(subject_bytes, certificate_bytes, max_nodes, max_depth, max_path_steps, None)
+
+
+def trace_formation(
+    subject_bytes: bytes,
+    certificate_bytes: bytes,
+    *,
+    max_nodes: int = MAX_NODES,
+    max_depth: int = MAX_DEPTH,
+    max_path_steps: int = MAX_PATH_STEPS,
+) -> tuple[dict[str, Any], CheckTrace]:
+    """:func:`check_formation`'s report, plus the :class:`CheckTrace` of the same run."""
+    validate_ceilings(max_nodes=max_nodes, max_depth=max_depth, max_path_steps=max_path_steps)
+    trace = CheckTrace()
+    report = _bounded(subject_bytes, certificate_bytes, max_nodes, max_depth, max_path_steps, trace)
+    return report, trace
+
+
+def _bounded(
+    subject_bytes: bytes,
+    certificate_bytes: bytes,
+    max_nodes: int,
+    max_depth: int,
+    max_path_steps: int,
+    trace: CheckTrace | None,
+) -> dict[str, Any]:
     try:
-        return _check(subject_bytes, certificate_bytes, max_nodes, max_depth, max_path_steps)
+        return _check(subject_bytes, certificate_bytes, max_nodes, max_depth, max_path_steps, trace)
     except (RecursionError, MemoryError):
         # A resource of this process ran out: the bounded check could not finish.
+        if trace is not None:
+            trace.stop("RESOURCE_LIMIT")
         return _report("UNKNOWN", LIMIT_EXCEEDED)
+
+
+def _binding_rule(certificate: dict[str, Any], subject_digest: str, root: int) -> str:
+    if certificate["subject_digest"] != subject_digest:
+        return "BINDING_SUBJECT_DIGEST"
+    if certificate["profile_digest"] != PROFILE_DIGEST:
+        return "BINDING_PROFILE_DIGEST"
+    return "BINDING_ROOT"
+
+
+def _step_rule(step: dict[str, Any], index: int, tag: str) -> str:
+    if step["node"] != index:
+        return "STEP_NODE"
+    return "STEP_RULE" if step["rule"] != tag else "STEP_PREMISES"
 
 
 def _check(
@@ -214,10 +319,13 @@ def _check(
     max_nodes: int,
     max_depth: int,
     max_path_steps: int,
+    trace: CheckTrace | None = None,
 ) -> dict[str, Any]:
     try:
         subject = admit_subject(subject_bytes, max_nodes=max_nodes)
     except FormationError as error:
+        if trace is not None:
+            trace.stop("SUBJECT_ADMISSION", message=str(error))
         return _report(*_admission_failure(error))
     subject_digest = "sha256:" + hashlib.sha256(subject_bytes).hexdigest()
     root: int = subject["root"]
@@ -232,8 +340,16 @@ def _check(
         try:
             certificate = admit_certificate(certificate_bytes, max_nodes=max_nodes)
         except FormationError as error:
+            if trace is not None:
+                trace.stop("CERTIFICATE_ADMISSION", message=str(error))
             return _report(*_admission_failure(error), subject_digest, root)
+        if trace is not None:
+            trace.certificate = certificate
+    if trace is not None:
+        trace.subject = subject
     if subject["profile_digest"] != PROFILE_DIGEST:
+        if trace is not None:
+            trace.stop("SUBJECT_PROFILE")
         return _report("UNKNOWN", PROFILE_UNSUPPORTED, subject_digest, root)
     if not exact:
         if (
@@ -241,9 +357,13 @@ def _check(
             or certificate["profile_digest"] != PROFILE_DIGEST
             or certificate["root"] != root
         ):
+            if trace is not None:
+                trace.stop(_binding_rule(certificate, subject_digest, root))
             return _report("INVALID", BINDING_INVALID, subject_digest, root)
         steps: list[dict[str, Any]] = certificate["steps"]
         if len(steps) != len(nodes):
+            if trace is not None:
+                trace.stop("STEP_COUNT")
             return _report("INVALID", STEP_INVALID, subject_digest, root)
         for index, (node, step) in enumerate(zip(nodes, steps, strict=True)):
             tag = node["tag"]
@@ -252,10 +372,14 @@ def _check(
                 or step["rule"] != tag
                 or step["premises"] != [node[field] for field in _FIELDS[tag]]
             ):
+                if trace is not None:
+                    trace.stop(_step_rule(step, index, tag), index)
                 return _report("INVALID", STEP_INVALID, subject_digest, root)
     try:
-        observation = _infer(nodes, root, subject_digest, max_depth, max_path_steps)
+        observation = _infer(nodes, root, subject_digest, max_depth, max_path_steps, trace)
     except _Stop as stop:
+        if trace is not None:
+            trace.stop(stop.rule, len(trace.values))
         return _report(stop.status, stop.reason, subject_digest, root)
     return _report("CHECKED", None, subject_digest, root, observation)
 
@@ -314,21 +438,27 @@ def _infer(
     subject_digest: str,
     max_depth: int,
     max_path_steps: int,
+    trace: CheckTrace | None = None,
 ) -> dict[str, Any]:
-    """Type every node in source order; return the root observation or raise ``_Stop``."""
+    """Type every node in source order; return the root observation or raise ``_Stop``.
+
+    A ``trace`` shares the per-node lists (no per-node cost): on a stop at node *k* they hold
+    nodes ``0…k-1``."""
     denotations = _Denotations(subject_digest, nodes)
     apply_arguments = denotations.apply_arguments
     form = denotations.form
     values: list[tuple[Any, ...]] = []
     depths: list[int] = []
     ranks: list[int] = []
+    if trace is not None:
+        trace.values, trace.depths, trace.ranks = values, depths, ranks
     closures = denotations.closures  # dependency closure of each node, as a bit set
     origins: list[int] = []  # quotation origins of each node, as a bit set
     for index, node in enumerate(nodes):
         tag = node["tag"]
         if tag == "ATOM":
             if max_depth < 1:
-                raise _Stop("UNKNOWN", LIMIT_EXCEEDED)
+                raise _Stop("UNKNOWN", LIMIT_EXCEEDED, "DEPTH_LIMIT")
             values.append((_FORM, index))
             depths.append(1)
             ranks.append(0)
@@ -349,41 +479,41 @@ def _infer(
             closure = (1 << index) | closures[first]
             origin = origins[first]
         if depth > max_depth:
-            raise _Stop("UNKNOWN", LIMIT_EXCEEDED)
+            raise _Stop("UNKNOWN", LIMIT_EXCEEDED, "DEPTH_LIMIT")
         argument = values[first]
         if tag == "APPLY":
             if argument[0] != _FORM:
-                raise _Stop("INVALID", RULE_INVALID)
+                raise _Stop("INVALID", RULE_INVALID, "APPLY_ARGUMENT")
             apply_arguments[index] = argument[1]
             value: tuple[Any, ...] = (_FORM, index)
         elif tag == "ID":
             if argument[0] != _FORM:
-                raise _Stop("INVALID", RULE_INVALID)
+                raise _Stop("INVALID", RULE_INVALID, "ID_AT")
             point = argument[1]
             value = (_PATH, point, point, (), index)
         elif tag == "APPLY_STEP":
             target = values[second]
             if argument[0] != _FORM or target[0] != _FORM:
-                raise _Stop("INVALID", RULE_INVALID)
+                raise _Stop("INVALID", RULE_INVALID, "APPLY_STEP_TYPES")
             source_origin, target_origin = argument[1], target[1]
             # The target's denotation must equal APPLY(source)'s; an APPLY node over the very
             # same origin has it by construction, anything else is compared by digest.
             if apply_arguments.get(target_origin) != source_origin and form(
                 target_origin
             ) != _apply_denotation(form(source_origin)):
-                raise _Stop("INVALID", RULE_INVALID)
+                raise _Stop("INVALID", RULE_INVALID, "APPLY_STEP_TARGET")
             if max_path_steps < 1:
-                raise _Stop("UNKNOWN", LIMIT_EXCEEDED)
+                raise _Stop("UNKNOWN", LIMIT_EXCEEDED, "PATH_STEPS_LIMIT")
             value = (_PATH, source_origin, target_origin, ((source_origin, target_origin),), index)
         elif tag == "COMPOSE":
             right = values[second]
             if argument[0] != _PATH or right[0] != _PATH:
-                raise _Stop("INVALID", RULE_INVALID)
+                raise _Stop("INVALID", RULE_INVALID, "COMPOSE_TYPES")
             joint_left, joint_right = argument[2], right[1]
             if joint_left != joint_right and form(joint_left) != form(joint_right):
-                raise _Stop("INVALID", RULE_INVALID)
+                raise _Stop("INVALID", RULE_INVALID, "COMPOSE_ENDPOINTS")
             if len(argument[3]) + len(right[3]) > max_path_steps:
-                raise _Stop("UNKNOWN", LIMIT_EXCEEDED)
+                raise _Stop("UNKNOWN", LIMIT_EXCEEDED, "PATH_STEPS_LIMIT")
             value = (_PATH, argument[1], right[2], argument[3] + right[3], index)
         elif tag == "QUOTE":
             rank += 1
@@ -391,7 +521,7 @@ def _infer(
             value = ("CODE(" + argument[0] + ")", first, argument, index)
         else:  # READ (the wire admitted only the seven tags)
             if argument[0][:5] != "CODE(":
-                raise _Stop("INVALID", RULE_INVALID)
+                raise _Stop("INVALID", RULE_INVALID, "READ_CODE")
             value = argument[2]
         values.append(value)
         depths.append(depth)

@@ -15,7 +15,8 @@ Commands (stdout carries exactly one document; messages are one line on stderr):
 
 ``check`` and ``evaluate`` accept ``--max-nodes``, ``--max-depth`` and ``--max-path-steps``,
 which may only lower the compiled ceilings (anything else is a usage error, exit 2).
-The silo commands (``inspect-silo``, ``receipt``) are added by ``_silo_cli``.
+The silo commands (``inspect-silo``, ``receipt``) are added by ``_silo_cli``, ``explain`` by
+``_explain_cli``.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Any
 
 from mechanism.canonical import canonical_bytes, is_digest
 from mechanism.formation._checker import check_formation
+from mechanism.formation._explain_cli import add_explain_command
 from mechanism.formation._mechanism import FormationPathCertificateMechanism, formation_binding
 from mechanism.formation._silo_cli import add_silo_commands
 from mechanism.formation._wire import (
@@ -202,3 +204,4 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     evaluate.set_defaults(handler=_evaluate)
 
     add_silo_commands(commands)
+    add_explain_command(commands)
