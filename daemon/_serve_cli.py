@@ -19,6 +19,7 @@ Contract (stdout: exactly one JSON document; stderr: one-line messages, never a 
   ``first_bad_line`` and ``reason``; or an anchor recorded earlier that is no longer in the
   chain, which is how a rewritten or cut-back file shows).
   ``audit tail PATH [-n N]``: the last N lines as a JSON array (unverified), exit 0.
+  ``audit report LOG``: an HTML or JSON report of the log (``daemon/_report_cli.py``).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from ._client import (
     open_client,
 )
 from ._config import ConfigError, load_config, parse_address
+from ._report_cli import add_report_command
 from ._server import DEFAULT_PORT, Server
 
 EXIT_PASS: Final = 0
@@ -419,3 +421,4 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     tail_parser.add_argument("path", metavar="PATH")
     tail_parser.add_argument("-n", dest="lines", type=int, default=10, metavar="N")
     tail_parser.set_defaults(handler=_wrap(_audit_tail))
+    add_report_command(audit_commands)
