@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint fmt bench clean
+.PHONY: demo test lint fmt bench clean browser screenshots
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(PY) -m daemon.demo
 
-test: $(STAMP) lint
+test: $(STAMP) lint browser
 	$(PY) -m pytest -q; status=$$?; if [ $$status -eq 5 ]; then echo 'no tests collected'; status=0; fi; exit $$status
 
 lint: $(STAMP)
@@ -26,6 +26,20 @@ lint: $(STAMP)
 fmt: $(STAMP)
 	$(PY) -m ruff format .
 	$(PY) -m ruff check --fix .
+
+# Headless Chromium (browser tests, README screenshots) and Graphviz `dot` (explain layouts), from
+# Debian's packages, installed once when absent (needs root). Never fails: without them the
+# browser tests skip and say why, and explain lays graphs out with grandalf.
+browser:
+	@if command -v chromium >/dev/null && command -v dot >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    --no-install-recommends chromium graphviz fonts-dejavu-core >/dev/null; } \
+	  || echo 'make browser: could not install chromium/graphviz (browser tests will skip)'; \
+	else echo 'make browser: chromium/graphviz absent and not root (browser tests will skip)'; fi
+
+screenshots: $(STAMP) browser
+	$(PY) scripts/screenshots.py
 
 # Every benchmarks/bench_*.py, then one table of all figures and goals (docs/benchmarks.md).
 # BENCH_ARGS: e.g. --quick, --json figures.json, --baseline old.json, or script names.

@@ -21,7 +21,7 @@ from __future__ import annotations
 import html
 import io
 import json
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Final
 
 __all__ = ["render_report_html"]
@@ -94,8 +94,13 @@ def _restarts(axes: Any, restarts: list[str]) -> None:
         )
 
 
-def _time_axis(axes: Any) -> None:
+def _time_axis(axes: Any, times: list[datetime], bin_seconds: int) -> None:
+    """The same time range on every time plot, so restart marks line up across plots."""
     import matplotlib.dates as mdates
+
+    if times:
+        margin = timedelta(seconds=bin_seconds)
+        axes.set_xlim(min(times) - margin, max(times) + margin)
 
     locator = mdates.AutoDateLocator(minticks=4, maxticks=10)  # type: ignore[no-untyped-call]
     axes.xaxis.set_major_locator(locator)
@@ -137,7 +142,7 @@ def _plots(result: dict[str, Any]) -> dict[str, str]:
             )
         _restarts(axes, restarts)
         axes.set_ylabel(f"decisions per {_width(result['bin_seconds'])}")
-        _time_axis(axes)
+        _time_axis(axes, times, result["bin_seconds"])
         axes.legend(loc="upper left", ncols=4, fontsize=8, frameon=False)
         plots["decisions"] = _svg(figure)
         plt.close(figure)
@@ -170,7 +175,7 @@ def _plots(result: dict[str, Any]) -> dict[str, str]:
             axes.set_yscale("log")
         _restarts(axes, restarts)
         axes.set_ylabel("latency (ms)")
-        _time_axis(axes)
+        _time_axis(axes, times, result["bin_seconds"])
         axes.legend(loc="upper left", ncols=5, fontsize=8, frameon=False)
         plots["latency"] = _svg(figure)
         plt.close(figure)
@@ -217,11 +222,9 @@ def _plots(result: dict[str, Any]) -> dict[str, str]:
             label="lines dropped (overflow)",
             gid="overflow",
         )
-        if times:
-            axes.set_xlim(min(times), max(times))
         _restarts(axes, restarts)
         axes.set_ylabel(f"per {_width(result['bin_seconds'])}")
-        _time_axis(axes)
+        _time_axis(axes, times, result["bin_seconds"])
         axes.legend(loc="upper left", ncols=3, fontsize=8, frameon=False)
         plots["pressure"] = _svg(figure)
         plt.close(figure)

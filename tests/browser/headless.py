@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import fcntl
 import json
 import os
 import select
@@ -58,19 +59,29 @@ def find_chromium() -> str | None:
     return None
 
 
+def _high(pair: tuple[int, int]) -> tuple[int, int]:
+    """The pipe's two ends moved to descriptors numbered 10 or above."""
+    moved = []
+    for fd in pair:
+        moved.append(fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10))
+        os.close(fd)
+    return moved[0], moved[1]
+
+
 class Chromium:
     def __init__(self, binary: str | None = None) -> None:
         found = binary or find_chromium()
         if found is None:
             raise BrowserError("no chromium binary found")
         self._profile = tempfile.mkdtemp(prefix="evd-chromium-")
-        commands_read, self._commands = os.pipe()
-        self._answers, answers_write = os.pipe()
-        # The shell moves the two pipe ends to fds 3 and 4, as --remote-debugging-pipe wants.
+        commands_read, self._commands = _high(os.pipe())
+        self._answers, answers_write = _high(os.pipe())
+        # bash moves the two pipe ends to fds 3 and 4, as --remote-debugging-pipe wants (from
+        # fds >= 10, so neither redirection overwrites the other's source; dash cannot).
         script = f'exec "$0" "$@" 3<&{commands_read} 4>&{answers_write}'
         self._process = subprocess.Popen(
             [
-                "sh",
+                "bash",
                 "-c",
                 script,
                 found,
@@ -231,17 +242,20 @@ class Page:
             if e.get("method") == "Network.requestWillBeSent"
         ]
 
-    def screenshot(self, path: Path, *, width: int = 1280) -> None:
-        """A PNG of the whole page at ``width`` CSS pixels."""
+    def screenshot(self, path: Path, *, width: int = 1280, max_height: int | None = None) -> None:
+        """A PNG of the page at ``width`` CSS pixels: all of it, or its top ``max_height``."""
         height = int(self.evaluate("Math.ceil(document.documentElement.scrollHeight)"))
+        if max_height is not None:
+            height = min(height, max_height)
         self.browser.call(
             "Emulation.setDeviceMetricsOverride",
             {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
             session=self.session,
         )
+        clip = {"x": 0, "y": 0, "width": width, "height": height, "scale": 1}
         data = self.browser.call(
             "Page.captureScreenshot",
-            {"format": "png", "captureBeyondViewport": True},
+            {"format": "png", "captureBeyondViewport": True, "clip": clip},
             session=self.session,
         )["data"]
         path.write_bytes(base64.b64decode(data))

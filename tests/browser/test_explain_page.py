@@ -1,0 +1,114 @@
+"""``formation explain --format html`` rendered by a real headless Chromium."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from headless import Chromium
+
+from mechanism.canonical import canonical_bytes
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "fixtures" / "formation"
+FAILING_FILL = "rgb(255, 205, 210)"  # #ffcdd2, the failing node's fill
+
+
+def _explain(subject: Path, certificate: Path, out: Path, *layout: str) -> int:
+    with out.open("wb") as handle:
+        completed = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "daemon.cli",
+                "formation",
+                "explain",
+                str(subject),
+                str(certificate),
+                "--format",
+                "html",
+                *layout,
+            ],
+            stdout=handle,
+            stderr=subprocess.PIPE,
+            timeout=120,
+            check=False,
+            cwd=ROOT,
+        )
+    return completed.returncode
+
+
+def _tampered_step(tmp_path: Path, step: int) -> tuple[Path, Path]:
+    """The compose fixture with step ``step``'s premises reversed (a certificate tampered at
+    one step, everything else honest)."""
+    certificate = json.loads((FIXTURES / "compose.certificate.json").read_bytes())
+    certificate["steps"][step]["premises"].reverse()
+    path = tmp_path / "tampered.certificate.json"
+    path.write_bytes(canonical_bytes(certificate))
+    return FIXTURES / "compose.subject.json", path
+
+
+@pytest.mark.parametrize("layout", ["dot", "grandalf"])
+def test_the_failing_node_of_a_tampered_certificate_is_the_one_highlighted(
+    browser: Chromium, tmp_path: Path, layout: str
+) -> None:
+    subject, certificate = _tampered_step(tmp_path, 3)
+    page_path = tmp_path / "explain.html"
+    assert _explain(subject, certificate, page_path, "--layout", layout) == 1
+    page = browser.new_page()
+    try:
+        page.open(page_path.as_uri())
+        assert page.console_errors() == []
+        assert page.requests() == [page_path.as_uri()]  # nothing fetched but the page itself
+        highlighted = page.evaluate(
+            """[...document.querySelectorAll('g.node')].filter(g => g.querySelector('rect')
+                 && getComputedStyle(g.querySelector('rect')).fill === FILL)
+               .map(g => g.dataset.index)""".replace("FILL", repr(FAILING_FILL))
+        )
+        assert highlighted == ["3"]
+        assert page.evaluate("document.querySelector('g.node.failing').id") == "node-3"
+        assert page.evaluate("document.querySelectorAll('g.node[data-index]').length") == 6
+        assert page.evaluate("document.querySelector('tr.failed').id") == "step-3"
+        # The failing path root (5) → 3 is drawn in the path colour.
+        assert (
+            page.evaluate("getComputedStyle(document.querySelector('g.edge.on-path path')).stroke")
+            == "rgb(198, 40, 40)"
+        )
+        assert page.evaluate("document.querySelector('g.edge.on-path').dataset.head") == "3"
+        # The tooltip carries the node's full record.
+        tooltip = json.loads(page.evaluate("document.querySelector('#node-3 > title').textContent"))
+        assert tooltip["record"] == {"source": 0, "tag": "APPLY_STEP", "target": 1}
+        assert tooltip["certificate_step"]["premises"] == [1, 0]
+        # The SVG really laid the graph out: every box has a size and sits inside the page.
+        boxes = page.evaluate(
+            "[...document.querySelectorAll('g.node rect')].map(r => r.getBoundingClientRect())"
+            ".map(b => [b.width, b.height])"
+        )
+        assert all(width > 20 and height > 10 for width, height in boxes)
+    finally:
+        page.close()
+
+
+def test_a_binding_failure_highlights_no_node_and_says_why(
+    browser: Chromium, tmp_path: Path
+) -> None:
+    page_path = tmp_path / "explain.html"
+    code = _explain(
+        FIXTURES / "tampered.subject.json", FIXTURES / "tampered.certificate.json", page_path
+    )
+    assert code == 1
+    page = browser.new_page()
+    try:
+        page.open(page_path.as_uri())
+        assert page.console_errors() == []
+        assert page.evaluate("document.querySelectorAll('g.node.failing').length") == 0
+        verdict = page.evaluate("document.querySelector('#verdict').textContent")
+        assert verdict == "INVALID FORMATION_CERTIFICATE_BINDING_INVALID"
+        assert "binds another subject" in page.evaluate(
+            "document.querySelector('.why').textContent"
+        )
+    finally:
+        page.close()

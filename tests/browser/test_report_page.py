@@ -1,0 +1,62 @@
+"""``evidenced audit report`` rendered by a real headless Chromium: no errors, the right points."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from headless import Chromium
+
+from daemon._report import aggregate
+from daemon._report_html import render_report_html
+from daemon._synthetic import write_synthetic_log
+
+
+def _report(log: Path, out: Path) -> dict[str, Any]:
+    """The aggregates and the page, exactly as ``audit report`` builds them."""
+    result = aggregate(log)
+    out.write_text(render_report_html(result), encoding="utf-8")
+    return result
+
+
+def test_report_page_loads_cleanly_and_plots_one_point_per_bin(
+    browser: Chromium, tmp_path: Path
+) -> None:
+    log = tmp_path / "audit.jsonl"
+    write_synthetic_log(log, 2500, restart_every=1000)
+    result = _report(log, tmp_path / "report.html")
+    page = browser.new_page()
+    try:
+        page.open((tmp_path / "report.html").as_uri())
+        assert page.console_errors() == []
+        assert page.requests() == [(tmp_path / "report.html").as_uri()]
+        bins = result["series"]
+
+        def points(gid: str) -> int:
+            return int(page.evaluate(f"document.querySelectorAll('#{gid} use').length"))
+
+        for outcome in ("PASS", "FAIL", "UNKNOWN"):
+            assert points(f"decisions-{outcome}") == len(bins) > 20
+        with_latency = sum(1 for item in bins if item["total_ns"]["count"])
+        for gid in ("latency-total-p50", "latency-total-p99", "latency-evaluate-p99"):
+            assert points(gid) == with_latency
+        assert points("busy") == sum(1 for item in bins if item["busy"])
+        assert points("overflow") == sum(1 for item in bins if item["overflow_dropped"])
+        restarts = len(result["restarts"])
+        assert restarts == 3
+        # Each time axis carries every restart.
+        assert page.evaluate("document.querySelectorAll('[id^=restart-]').length") == 3 * restarts
+        bars = page.evaluate("document.querySelectorAll('[id^=refusal-code-]').length")
+        assert bars == len(result["refusals_by_code"])
+        rows = page.evaluate("document.querySelectorAll('#recent-failures tr').length")
+        assert rows == 1 + len(result["recent_failures"])
+        assert "Hash chain INTACT" in page.evaluate("document.querySelector('#chain').textContent")
+        assert page.evaluate("document.querySelector('#transparency') !== null")
+        # The plots are really drawn: each figure has a visible size.
+        sizes = page.evaluate(
+            "[...document.querySelectorAll('figure svg')]"
+            ".map(s => s.getBoundingClientRect().height)"
+        )
+        assert len(sizes) == 4 and all(height > 80 for height in sizes)
+    finally:
+        page.close()
