@@ -6,7 +6,7 @@
 2. ``docs/img/audit-report.png``: ``evidenced audit report`` of a demo-style log (the daemon's
    line format, written by ``daemon._synthetic``: 12,000 lines, three restarts, BUSY bursts).
 
-Both pages are rendered by headless Chromium (tests/browser/headless.py). The inputs are kept
+Both pages are rendered by headless Chromium (tests/browser/driver/headless.py). The inputs are kept
 next to the pictures' commands in the README, so anyone can rerun them.
 """
 
@@ -20,7 +20,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "browser"))
+sys.path.insert(0, str(ROOT / "tests" / "browser" / "driver"))
 
 from headless import Chromium  # noqa: E402
 

@@ -398,19 +398,19 @@ def _why_rule(
         f"{field} = node {node[field]} : {_type_of(trace, node[field])}"
         for field in NODE_REFERENCE_FIELDS[tag]
     )
+    # The typing rules in the words of the docs/spec/formation.md §3.2 table.
     rules = {
-        "APPLY_ARGUMENT": "APPLY: the argument must be FORM",
-        "ID_AT": "ID: `at` must be FORM",
-        "APPLY_STEP_TYPES": "APPLY_STEP: source and target must both be FORM",
+        "APPLY_ARGUMENT": "the argument is a FORM",
+        "ID_AT": "`at` is a FORM",
+        "APPLY_STEP_TYPES": "both FORM",
         "APPLY_STEP_TARGET": (
-            "APPLY_STEP: the target's denotation must equal the denotation APPLY(source) "
-            "would have, and it does not"
+            "the target's denotation equals the denotation APPLY(source) would have"
         ),
-        "COMPOSE_TYPES": "COMPOSE: left and right must both be PATH",
-        "COMPOSE_ENDPOINTS": "COMPOSE: the left path's target must equal the right path's source",
-        "READ_CODE": "READ: the input must be a checked quotation CODE(T)",
+        "COMPOSE_TYPES": "both PATH",
+        "COMPOSE_ENDPOINTS": "the left target equals the right source",
+        "READ_CODE": "the input is a checked quotation CODE(T)",
     }
-    why = f"{at}: {described}) breaks {rules[rule]}"
+    why = f"{at}: {described}) breaks the {tag} typing rule: {rules[rule]}"
     if rule == "COMPOSE_ENDPOINTS":
         why += "; " + _endpoints(node, trace)
     return why

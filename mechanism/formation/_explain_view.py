@@ -147,9 +147,7 @@ def node_type(explanation: Explanation, node: NodeFacts) -> str:
         return "✗ no type: the rule failed here"
     if node.type is not None:
         return node.type
-    if explanation.stage is not None and explanation.stage < 7:
-        return f"not typed (the check stopped at step {explanation.stage}, before typing)"
-    return f"not typed (typing stopped at node {explanation.index})"
+    return "not typed"
 
 
 def _header(explanation: Explanation) -> list[str]:
@@ -175,6 +173,15 @@ def render_text(view: View, tree_depth: int = DEFAULT_TREE_DEPTH) -> str:
     nodes = explanation.nodes
     if nodes:
         lines.append(view.summary())
+        if explanation.stage is not None and explanation.stage < 7:
+            lines.append(
+                f"types: none inferred (the check stopped at §3.6 step {explanation.stage}, "
+                "before typing)"
+            )
+        elif explanation.stage == 7:
+            lines.append(
+                f"types: inferred for the nodes before node {explanation.index} (source order)"
+            )
         lines.append("")
         printed: set[int] = set()
         collapsed = {entry.parent: entry for entry in view.collapsed}

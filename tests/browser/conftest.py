@@ -1,7 +1,7 @@
 """Browser tests: one headless Chromium for the whole folder (``make browser`` installs it).
 
-Puts ``headless`` (the DevTools-pipe driver) on the path. When no Chromium can be found, every
-test here is skipped with the reason and the command that installs it.
+Puts ``driver/headless`` (the DevTools-pipe driver) on the path. When no Chromium can be found,
+every test here is skipped with the reason and the command that installs it.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent / "driver"))
 
 from headless import Chromium, find_chromium
 
