@@ -71,7 +71,7 @@ def run(report: Report, args: argparse.Namespace) -> None:
         size = write_synthetic_log(small, 20_000)
         print(f"ratio log: 20000 lines, {size / 1e6:.1f} MB")
         report.compare(
-            "audit report: aggregate (no chain pass) / chunked read + orjson.loads",
+            "audit report: aggregate (no chain pass)",
             lambda: _aggregate_only(small),
             lambda: _floor(small),
             floor_name="read + orjson.loads",
