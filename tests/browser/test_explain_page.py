@@ -8,12 +8,13 @@ import sys
 from pathlib import Path
 
 import pytest
+import testdata
 from headless import Chromium
 
 from mechanism.canonical import canonical_bytes
 
-ROOT = Path(__file__).resolve().parents[2]
-FIXTURES = ROOT / "fixtures" / "formation"
+ROOT = testdata.REPO
+FIXTURES = testdata.fixture("formation", directory=True)
 FAILING_FILL = "rgb(255, 205, 210)"  # #ffcdd2, the failing node's fill
 
 

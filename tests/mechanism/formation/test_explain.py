@@ -18,6 +18,7 @@ import sys
 from typing import Any
 
 import pytest
+import testdata
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -33,7 +34,7 @@ from mechanism.formation._explain_graph import render_dot, render_html, render_s
 from mechanism.formation._explain_view import plan_view, render_text
 
 from ._builders import apply, atom, compose, ident, pair
-from ._corpus import b64url, pure_cases, repo_root
+from ._corpus import b64url, pure_cases
 from .test_formation_properties import well_typed_nodes
 
 CASES = pure_cases()
@@ -296,7 +297,7 @@ def cli(*args: str) -> subprocess.CompletedProcess[bytes]:
         capture_output=True,
         timeout=120,
         check=False,
-        cwd=repo_root(),
+        cwd=testdata.REPO,
     )
 
 
@@ -306,7 +307,7 @@ def cli(*args: str) -> subprocess.CompletedProcess[bytes]:
 def test_explain_exits_like_check_and_its_json_carries_the_same_report(
     name: str, code: int
 ) -> None:
-    folder = repo_root() / "fixtures" / "formation"
+    folder = testdata.fixture("formation", directory=True)
     subject, certificate = folder / f"{name}.subject.json", folder / f"{name}.certificate.json"
     completed = cli(str(subject), str(certificate), "--format", "json")
     assert completed.returncode == code, completed.stderr
@@ -320,7 +321,7 @@ def test_explain_of_an_unreadable_file_is_rejected_and_a_bad_budget_is_a_usage_e
 ) -> None:
     missing = cli(str(tmp_path / "nope"), str(tmp_path / "nope"))
     assert missing.returncode == 65 and missing.stdout == b""
-    folder = repo_root() / "fixtures" / "formation"
+    folder = testdata.fixture("formation", directory=True)
     usage = cli(
         str(folder / "atom.subject.json"), str(folder / "atom.certificate.json"), "--max-nodes", "0"
     )
@@ -328,7 +329,7 @@ def test_explain_of_an_unreadable_file_is_rejected_and_a_bad_budget_is_a_usage_e
 
 
 def test_text_marks_the_failing_node_and_the_tampered_fixture_names_the_binding() -> None:
-    folder = repo_root() / "fixtures" / "formation"
+    folder = testdata.fixture("formation", directory=True)
     completed = cli(
         str(folder / "tampered.subject.json"), str(folder / "tampered.certificate.json")
     )
