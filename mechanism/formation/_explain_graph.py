@@ -438,6 +438,7 @@ h2 { font-size: 16px; margin-top: 28px; }
 .spec, .summary { color: #555; }
 code { font-family: "DejaVu Sans Mono", monospace; }
 figure { margin: 16px 0; overflow: auto; border: 1px solid #ddd; padding: 8px; }
+figure svg { max-width: 100%; height: auto; }  /* a large DAG shrinks to fit */
 .legend span { display: inline-block; margin-right: 16px; }
 .swatch { display: inline-block; width: 14px; height: 10px; border: 2px solid; margin-right: 4px;
   vertical-align: middle; border-radius: 3px; }
