@@ -354,3 +354,13 @@ def test_traced_and_untraced_checks_agree_on_arbitrary_bytes() -> None:
     mutated["root"] = 0
     s = canonical_bytes(mutated)
     assert trace_formation(s, certificate)[0] == check_formation(s, certificate)
+
+
+def test_explain_imports_no_producer_and_the_checker_imports_no_explain() -> None:
+    from .test_formation_independence import _project_imports
+
+    for module in ("_explain", "_explain_view", "_explain_graph", "_explain_cli"):
+        imported = _project_imports(f"mechanism.formation.{module}")
+        assert "mechanism.formation._checker" in imported
+        assert not any("producer" in name for name in imported), module
+    assert not any("explain" in name for name in _project_imports("mechanism.formation._checker"))
