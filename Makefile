@@ -4,16 +4,18 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint fmt bench clean browser screenshots
+.PHONY: demo test lint fmt coverage bench clean browser screenshots
 
-$(STAMP): pyproject.toml
+# Tools at the exact versions of constraints.txt; runtime dependencies as pyproject.toml's ranges.
+# daemon/_version.py is the version the package metadata is built from.
+$(STAMP): pyproject.toml constraints.txt daemon/_version.py
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet --upgrade pip -c constraints.txt
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[test]'
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(PY) -m daemon.demo
+	$(VENV)/bin/evidenced demo
 
 test: $(STAMP) lint browser
 	$(PY) -m pytest -q; status=$$?; if [ $$status -eq 5 ]; then echo 'no tests collected'; status=0; fi; exit $$status
@@ -22,6 +24,10 @@ lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
+
+# The whole suite under coverage (subprocesses included); prints the per-package table.
+coverage: $(STAMP)
+	$(PY) -m pytest -q --cov --cov-report=term
 
 fmt: $(STAMP)
 	$(PY) -m ruff format .
@@ -47,4 +53,4 @@ bench: $(STAMP)
 	$(PY) benchmarks/run_all.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build *.egg-info .coverage .coverage.*

@@ -90,8 +90,9 @@ from ._protocol import (
     Submit,
     encode_header,
 )
+from ._version import __version__
 
-SERVER_NAME: Final = "evidenced/0.1.0"
+SERVER_NAME: Final = f"evidenced/{__version__}"
 DEFAULT_PORT: Final = 7433
 DEADLINE_DETAILS: Final = "DAEMON_REQUEST_DEADLINE_EXCEEDED"
 _RECEIVE_CHUNK: Final = 256 * 1024

@@ -6,6 +6,11 @@ Contract for every subcommand:
   human messages go to stderr, one line each, never a traceback.
 * Exit codes: 0 PASS/CHECKED, 1 FAIL/INVALID, 3 UNKNOWN, 2 usage, 65 rejected or unreadable
   input, 69 daemon unreachable, 75 busy/timeout, 70 internal error.
+* ``evidenced --version`` prints ``evidenced <version>`` (one line, the installed distribution's
+  metadata) and exits 0; ``evidenced demo`` prints the demo's human-readable report.
+
+:func:`main` never raises ``SystemExit`` for a usage error or ``--help``: it returns the exit
+code, so it can be called in-process with an argument list.
 
 Each package contributes a module exposing ``register(subparsers)``; it adds one top-level
 command whose leaf parsers set ``handler=<callable(argparse.Namespace) -> int>``.
@@ -34,7 +39,34 @@ _COMMANDS = {
     "descriptor": "mechanism.descriptor.cli",
     "catalog": "catalog.cli",
     "holdout": "holdout.cli",
+    "demo": "daemon.demo",
 }
+
+
+def installed_version() -> str:
+    """The version in the installed distribution's metadata (read only when asked for)."""
+    from importlib.metadata import version
+
+    return version("evidenced")
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: print ``evidenced <version>`` on stdout and exit 0."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
+        super().__init__(
+            option_strings, dest, nargs=0, default=argparse.SUPPRESS, help="print the version"
+        )
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        sys.stdout.write(f"evidenced {installed_version()}\n")
+        parser.exit(0)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -48,9 +80,12 @@ class _Parser(argparse.ArgumentParser):
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser for ``command`` alone when it is known, else for every command."""
     parser = _Parser(prog="evidenced", description="Evidence-bound verification sessions.")
+    parser.add_argument("--version", action=_VersionAction)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     if command in _COMMANDS:
         modules = [_COMMANDS[command]]
+    elif command == "--version":
+        modules = []
     else:
         modules = list(dict.fromkeys(_COMMANDS.values()))
     for name in modules:
@@ -61,7 +96,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(arguments[0] if arguments else None)
-    args = parser.parse_args(arguments)
+    try:
+        args = parser.parse_args(arguments)
+    except SystemExit as stop:  # usage error (2), --help or --version (0)
+        return stop.code if isinstance(stop.code, int) else EXIT_USAGE
     handler: Callable[[argparse.Namespace], int] | None = getattr(args, "handler", None)
     if handler is None:
         parser.print_usage(sys.stderr)

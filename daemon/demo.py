@@ -1,6 +1,7 @@
-"""``python -m daemon.demo`` (``make demo``): the daemon end to end, through a real socket.
+"""``evidenced demo`` (``make demo``): the daemon end to end, through a real socket.
 
-It starts ``evidenced serve`` as a child process on a Unix socket in a temporary directory,
+It starts ``evidenced serve`` as a child process on a Unix socket in a temporary directory
+(also its working directory: nothing is read from or written to the caller's folder),
 submits seven evidence pairs with the real client, prints a table of the decisions, verifies
 the audit log's hash chain, stops the daemon with SIGTERM, and verifies the chain again.
 
@@ -16,13 +17,17 @@ Cases (expected answer):
 7. descriptor, a forged descriptor (the TISC payload re-described as native-weights, every
    hash freshly consistent) ............................. FAIL
 
-Exit 0 when every answer is the expected one and both chain checks pass, else 1. If the
-descriptor mechanism is not installed, the daemon skips that session (it says why) and the
-demo marks cases 5-7 as skipped instead of failing.
+Exit 0 when every answer is the expected one and both chain checks pass, else 1 (also when
+the daemon does not start). If the descriptor mechanism is not installed, the daemon skips that
+session (it says why) and the demo marks cases 5-7 as skipped instead of failing.
+
+The pairs are the installed package data ``evidenced_fixtures`` (the checkout's ``fixtures/``),
+found with ``importlib.resources``, so the demo runs the same from a wheel as from a checkout.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
@@ -30,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
@@ -38,9 +44,9 @@ import trio
 from daemon._audit import verify_log
 from daemon._client import ClientError, RejectedError, open_client
 
-ROOT = Path(__file__).resolve().parents[1]
-FORMATION = ROOT / "fixtures" / "formation"
-DESCRIPTOR = ROOT / "fixtures" / "descriptor"
+FIXTURES = files("evidenced_fixtures")
+FORMATION = FIXTURES / "formation"
+DESCRIPTOR = FIXTURES / "descriptor"
 
 
 def _case(
@@ -167,7 +173,7 @@ def _table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def _start(directory: Path) -> tuple[subprocess.Popen[str], dict[str, Any]]:
+def _start(directory: Path) -> tuple[subprocess.Popen[str], dict[str, Any]] | None:
     socket_path = directory / "evidenced.sock"
     audit_path = directory / "audit.jsonl"
     command = [
@@ -181,11 +187,13 @@ def _start(directory: Path) -> tuple[subprocess.Popen[str], dict[str, Any]]:
         str(audit_path),
     ]
     print(f"$ evidenced serve --socket {socket_path} --audit-log {audit_path}")
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=directory)
     assert process.stdout is not None
     line = process.stdout.readline()
     if not line:
-        raise SystemExit(f"the daemon did not start (exit {process.wait()})")
+        process.stdout.close()
+        print(f"demo failed: the daemon did not start (exit {process.wait()})", file=sys.stderr)
+        return None
     ready: dict[str, Any] = json.loads(line)
     return process, ready
 
@@ -193,50 +201,62 @@ def _start(directory: Path) -> tuple[subprocess.Popen[str], dict[str, Any]]:
 def main() -> int:
     with tempfile.TemporaryDirectory(prefix="evidenced-demo-") as name:
         directory = Path(name)
-        process, ready = _start(directory)
-        try:
-            print(f"daemon ready: sessions {ready['sessions']} on {ready['unix']}\n")
-            started = time.perf_counter()
-            rows = trio.run(_run_cases, ready["unix"])
-            elapsed = time.perf_counter() - started
-        except ClientError as error:
-            process.send_signal(signal.SIGTERM)
-            process.wait(30)
-            print(f"demo failed: {error}", file=sys.stderr)
+        print(f"example data: {FIXTURES}")
+        started_daemon = _start(directory)
+        if started_daemon is None:
             return 1
-        except BaseException:
-            process.kill()
-            raise
-        print(_table(rows))
-        print(f"\n{len(rows)} submissions in {elapsed * 1000:.0f} ms through {ready['unix']}")
-        audit_path = ready["audit_log"]
-        live = verify_log(audit_path)
-        print(
-            f"audit chain while serving: {'INTACT' if live.intact else 'BROKEN'}, "
-            f"{live.lines} lines, head {live.head[:23]}…"
-        )
-        process.send_signal(signal.SIGTERM)
-        code = process.wait(30)
-        final = verify_log(audit_path)
-        print(f"daemon stopped with SIGTERM: exit {code}")
-        print(
-            f"audit chain after shutdown: {'INTACT' if final.intact else 'BROKEN'}, "
-            f"{final.lines} lines (daemon_start, {len(rows)} answers, daemon_stop)"
-        )
-        verify = subprocess.run(
-            [sys.executable, "-m", "daemon.cli", "audit", "verify", audit_path],
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-        )
-        print(f"$ evidenced audit verify {audit_path}\n{verify.stdout.strip()}")
-        print(f"(exit {verify.returncode})")
-        expected = all(r["answer"] in (r["expect"], "SKIPPED") for r in rows)
-        ok = expected and live.intact and final.intact and code == 0 and verify.returncode == 0
-        print("\ndemo " + ("OK: every answer is the expected one" if ok else "FAILED"))
-        if os.environ.get("EVIDENCED_DEMO_KEEP"):
-            print(Path(audit_path).read_text())
-        return 0 if ok else 1
+        process, ready = started_daemon
+        with process:  # closes the daemon's pipe and reaps it on every path
+            try:
+                print(f"daemon ready: sessions {ready['sessions']} on {ready['unix']}\n")
+                started = time.perf_counter()
+                rows = trio.run(_run_cases, ready["unix"])
+                elapsed = time.perf_counter() - started
+            except ClientError as error:
+                process.send_signal(signal.SIGTERM)
+                process.wait(30)
+                print(f"demo failed: {error}", file=sys.stderr)
+                return 1
+            except BaseException:
+                process.kill()
+                raise
+            print(_table(rows))
+            print(f"\n{len(rows)} submissions in {elapsed * 1000:.0f} ms through {ready['unix']}")
+            audit_path = ready["audit_log"]
+            live = verify_log(audit_path)
+            print(
+                f"audit chain while serving: {'INTACT' if live.intact else 'BROKEN'}, "
+                f"{live.lines} lines, head {live.head[:23]}…"
+            )
+            process.send_signal(signal.SIGTERM)
+            code = process.wait(30)
+            final = verify_log(audit_path)
+            print(f"daemon stopped with SIGTERM: exit {code}")
+            print(
+                f"audit chain after shutdown: {'INTACT' if final.intact else 'BROKEN'}, "
+                f"{final.lines} lines (daemon_start, {len(rows)} answers, daemon_stop)"
+            )
+            verify = subprocess.run(
+                [sys.executable, "-m", "daemon.cli", "audit", "verify", audit_path],
+                capture_output=True,
+                text=True,
+                cwd=directory,
+            )
+            print(f"$ evidenced audit verify {audit_path}\n{verify.stdout.strip()}")
+            print(f"(exit {verify.returncode})")
+            expected = all(r["answer"] in (r["expect"], "SKIPPED") for r in rows)
+            ok = expected and live.intact and final.intact and code == 0 and verify.returncode == 0
+            print("\ndemo " + ("OK: every answer is the expected one" if ok else "FAILED"))
+            if os.environ.get("EVIDENCED_DEMO_KEEP"):
+                print(Path(audit_path).read_text())
+            return 0 if ok else 1
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "demo", help="start a daemon, submit seven example pairs, verify the audit chain"
+    )
+    parser.set_defaults(handler=lambda _args: main())
 
 
 if __name__ == "__main__":

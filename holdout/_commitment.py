@@ -41,8 +41,10 @@ def schema_dir() -> Path:
 
 
 def corpus_dir() -> Path:
-    """This project's public corpus folder (``fixtures/holdout/corpus`` in the source tree)."""
-    return _PACKAGE_DIR.parent / "fixtures" / "holdout" / "corpus"
+    """This project's public corpus folder: package data (``holdout/corpus``), installed with
+    the scorer it is bound to. Found next to this module, not through ``importlib``, which the
+    scorer never imports."""
+    return _PACKAGE_DIR / "corpus"
 
 
 def corpus_index_path() -> Path:

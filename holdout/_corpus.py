@@ -1,6 +1,6 @@
 """The public corpus: content-addressed fixture bytes plus an index of cases.
 
-Layout (``fixtures/holdout/corpus/``):
+Layout (``holdout/corpus/``, package data shipped with the scorer):
 
 * ``cas/<root>`` holds the exact bytes whose root is ``root-`` + lowercase hex SHA-256 of them;
 * ``INDEX.json`` is ``{"type": "EVIDENCED-HOLDOUT-CORPUS-v1", "cases": [{"name", "mechanism",

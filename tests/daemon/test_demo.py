@@ -1,23 +1,22 @@
-"""``make demo`` (``python -m daemon.demo``) runs end to end and says so."""
+"""``make demo`` (``evidenced demo``) runs end to end and says so.
+
+In-process through ``daemon.cli.main`` (the demo still starts a real daemon process and talks to
+it over a real Unix socket); ``tests/test_wheel.py`` runs the installed ``evidenced demo``.
+"""
 
 from __future__ import annotations
 
-import subprocess
-import sys
+import pytest
 
-from daemon_testkit import ROOT
+from daemon.cli import main
 
 
-def test_demo_submits_every_case_verifies_the_chain_and_stops_cleanly() -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "daemon.demo"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    out = result.stdout
+def test_demo_submits_every_case_verifies_the_chain_and_stops_cleanly(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = main(["demo"])
+    out = capsys.readouterr().out
+    assert code == 0, out
     assert "EVIDENCE_BYTES_EXCEEDED" in out and "FORMATION_CHECK_INVALID" in out
     assert "daemon stopped with SIGTERM: exit 0" in out
     assert '"status": "INTACT"' in out
