@@ -46,7 +46,7 @@ QUICK = "--quick" in sys.argv
 RUNS = 1 if QUICK else 3
 REQUESTS = {1: 200, 8: 800, 64: 2000} if not QUICK else {1: 50, 8: 200, 64: 500}
 LARGE_REQUESTS = {1: 40, 8: 120, 64: 256} if not QUICK else {1: 10, 8: 32, 64: 64}
-GOAL_CASE = ("minimal", "fsync", 64)  # goals: >= 1,500 decisions/s, p99 < 50 ms (issue 5)
+GOAL_CASE = ("minimal", "fsync", 64)  # goals: >= 1,500 decisions/s, p99 < 50 ms
 MAX_RECORD = 262_144
 
 

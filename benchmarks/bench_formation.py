@@ -6,7 +6,7 @@ Pairs: (a) the minimal one-ATOM pair; (b) 1,024-node pairs — 1,024 ATOMs (the 
 1,024 nodes can make: every other constructor's node is smaller) and a mix of all seven
 constructors; (c) a 64-deep APPLY chain (the deepest admissible). For each, the ratio to the
 floor measured in the same interleaved rounds (benchmarks/_harness.py) — SHA-256 of both
-records plus ``json.loads`` of both. Goals (issue 14): the checker ≤ 1.6× on (b), ≤ 2× on (a).
+records plus ``json.loads`` of both. Goals: the checker ≤ 1.6× on (b), ≤ 2× on (a).
 ``evaluate`` is the session adapter called directly with the honest binding (its preflight
 rehashes both items and admits the subject once more before the pure check).
 """

@@ -1,6 +1,6 @@
 """Holdout instrument benchmark: strict reader, scorer and adapter.
 
-The scorer's figure (issue 14 goal: read + score <= 3x) is the strict read + score of a
+The scorer's figure (goal: read + score <= 3x, docs/benchmarks.md) is the strict read + score of a
 2,200-challenge observation document as a ratio to ``json.loads`` of the same document,
 measured in interleaved rounds (benchmarks/_harness.py). ``json.loads`` is a baseline, not a
 floor: the strict reader may parse with a faster decoder. Also the strict read alone, schema

@@ -1,4 +1,4 @@
-"""Benchmark the retained-silo inspector (formation.md §6) at its declared bounds.
+"""Benchmark the retained-silo inspector (docs/spec/formation.md §6) at its declared bounds.
 
 A commit with 256 census entries (the four formation roles plus 252 opaque objects) whose
 evidence totals 16 MiB, all retained. Prints ``inspect_silo_formation`` as a ratio to the floor

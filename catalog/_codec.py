@@ -4,8 +4,8 @@ Rules:
 
 * ``core_bytes(value)`` is ``json.dumps(value, sort_keys=True, separators=(",", ":"),
   ensure_ascii=True, allow_nan=False)`` encoded as ASCII. This is the codec the reference uses for
-  ``BoundProposition.digest()`` and for registry, package and index digests (formation.md §7.1,
-  §12 item 1).
+  ``BoundProposition.digest()`` and for registry, package and index digests
+  (docs/spec/formation.md §7.1, §12 item 1).
 * ``core_digest(value)`` is the **bare** lowercase 64-hex SHA-256 of those bytes, no ``sha256:``
   prefix. ``sha256_hex(data)`` is the bare hex SHA-256 of exact bytes.
 * Only JSON-ready values are accepted: exact ``dict`` with ``str`` keys, ``list``, ``str``,

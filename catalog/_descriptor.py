@@ -13,7 +13,7 @@ Rules:
   **unbound instance method**: a caller must construct the instance explicitly.
 * Every ``EXACT_RULE_PROFILE:`` prerequisite carries a strict ``sha256:`` digest.
 * ``matches_exact(schema_id, interaction_mode, mechanism_id=None, relation_id=None)`` (the
-  parameter order of ``search_exact``, formation.md §7.2) is True only when
+  parameter order of ``search_exact``, docs/spec/formation.md §7.2) is True only when
   ``schema_id`` is a *planning surface* schema (``VSTD-2``; a native serialized schema never
   matches), the mode is declared, at least one of relation/mechanism is given, and each given one
   is declared (relations × mechanisms is a Cartesian product). It never raises for a query value
@@ -75,7 +75,7 @@ def _member(vocabulary: frozenset[str]) -> Any:
 
 @attrs.frozen(kw_only=True)
 class ComponentDescriptor:
-    """One registry entry. Field meanings follow formation.md §7.1."""
+    """One registry entry. Field meanings follow docs/spec/formation.md §7.1."""
 
     component_id: str = attrs.field(validator=_text)
     kind: str = attrs.field(validator=_member(COMPONENT_KINDS))
@@ -149,7 +149,7 @@ class ComponentDescriptor:
         mechanism_id: object = None,
         relation_id: object = None,
     ) -> bool:
-        """Declared-match test of formation.md §7.1 (surface × mode × relation/mechanism)."""
+        """Declared-match test (docs/spec/formation.md §7.1): surface, mode, relation, mechanism."""
         if relation_id is None and mechanism_id is None:
             return False
         if type(schema_id) is not str or schema_id not in self.planning_surface_schema_ids:

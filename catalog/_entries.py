@@ -1,9 +1,10 @@
-"""The reference registry of this project: declarations only (formation.md §7.1, seed 002 §4.1).
+"""The reference registry of this project: declarations only (docs/spec/formation.md §7.1).
 
 Rules:
 
-* The four formation entries follow formation.md §7.1 field by field. Their implementation refs
-  are adapted to this project (see ``docs/catalog.md``, "Mapping to the reference"):
+* The four formation entries follow docs/spec/formation.md §7.1 field by field. Their
+  implementation refs are adapted to this project (see ``docs/catalog.md``, "Mapping to the
+  reference"):
 
   - producer ``…formation_producer:produce_formation_certificate`` →
     ``mechanism.formation:produce_formation_certificate``
@@ -365,8 +366,8 @@ _FORMATION_PACKAGING = (
 
 
 # ---------------------------------------------------------------------------------------------
-# The descriptor mechanism's separate stages (seed 000: "Storage admission, validated operation
-# discovery, and authorization are separate") and its session adapter.
+# The descriptor mechanism's separate stages (docs/spec/descriptor.md §6.1: storage admission,
+# validated operation discovery and authorization are separate) and its session adapter.
 
 DESCRIPTOR_CATALOG_DIGEST = (
     "sha256:80b5189ba51beefea223cdfbbbe52526b7e907e444484f6a37a7176da18d5ede"

@@ -1,4 +1,4 @@
-"""The component index and exact discovery (formation.md §7.2).
+"""The component index and exact discovery (docs/spec/formation.md §7.2).
 
 Rules:
 
@@ -15,9 +15,9 @@ Rules:
   ``result`` ``DECLARED_MATCHES`` or ``NO_DECLARED_MATCH_IN_THIS_INDEX``. Matching is
   :meth:`ComponentDescriptor.matches_exact`, filtered by package id/version when given.
 * :func:`write_build` writes ``index.json`` and ``packages/<name>/`` (the index keeps the package's
-  ``source_ref``); :func:`build` (``build(output, source_ref="WORKTREE")``, formation.md §7.2)
-  packages the source tree and writes both; :func:`verify_build` re-reads
-  everything and reports every discrepancy (it never raises for tampered bytes).
+  ``source_ref``); :func:`build` (``build(output, source_ref="WORKTREE")``,
+  docs/spec/formation.md §7.2) packages the source tree and writes both; :func:`verify_build`
+  re-reads everything and reports every discrepancy (it never raises for tampered bytes).
 * Nothing here imports, executes or instantiates a component.
 """
 

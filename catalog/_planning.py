@@ -1,4 +1,4 @@
-"""Validation planning over declared components (formation.md §7.3, first half).
+"""Validation planning over declared components (docs/spec/formation.md §7.3, first half).
 
 Rules:
 

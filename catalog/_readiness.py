@@ -1,6 +1,6 @@
 """Execution readiness: are the caller's preflight declarations complete and consistent?
 
-Rules (formation.md §7.3, seed 002 §4.1):
+Rules (docs/spec/formation.md §7.3):
 
 * :func:`assess_execution_readiness` never raises: any malformed input becomes an ``INVALID``
   finding. It never imports, executes or instantiates a component and never grants
@@ -9,7 +9,8 @@ Rules (formation.md §7.3, seed 002 §4.1):
 * ``status`` follows the findings' worst severity, **INVALID > BLOCKED > NOT_ESTABLISHED >
   READY**; ``READY`` only when there is no finding. ``findings`` are the sorted, unique finding
   messages themselves (e.g. ``"missing native input bindings for <candidate>: [...]"``, as
-  formation.md §7.3 quotes it); the severity of each is carried by ``status``, not by a prefix.
+  docs/spec/formation.md §7.3 quotes it); the severity of each is carried by ``status``, not by
+  a prefix.
 * INVALID — the plan is not the plan ``plan_validation(analysis, registry, package)`` gives (a
   changed plan, analysis or registry); a supplied package whose artifacts changed; a declaration
   for a candidate the plan does not list or with a different component; a sub-record naming

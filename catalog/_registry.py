@@ -7,7 +7,7 @@ Rules:
   holds, in component-id order.
 * ``canonical_dict()`` is ``{schema_version, registry_version, components: [descriptor dicts
   sorted by component_id]}``; ``canonical_digest()`` is the **bare hex** SHA-256 of its
-  ASCII-escaped, sorted, compact JSON (formation.md §7.1).
+  ASCII-escaped, sorted, compact JSON (docs/spec/formation.md §7.1).
 * ``entry_for_mechanism(mechanism_id)`` (on a registry, and the module-level function over the
   reference registry) returns the ADAPTER descriptor dict declaring that session mechanism id, or
   ``None``. Nothing is imported or instantiated: the registry is data.

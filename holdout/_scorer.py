@@ -27,7 +27,7 @@ checked in this order:
                               ``fixture.root``.
 
 Otherwise each predicate scores pass (``True``), fail (``False``) or UNRESOLVED (``None``) by
-the rules of HOLDOUT-OBSERVATION-v1 §3.4-§3.6 (one root per operator, own-member path lookup,
+the rules of docs/spec/holdout.md §3.4–§3.6 (one root per operator, own-member path lookup,
 absent is UNRESOLVED, exact sorted refusal-set equality, RFC 8785 comparison). A challenge with
 no observation is *missing*: its predicates count as unresolved. The verdict is ``PASS`` only
 with zero fail, zero unresolved and zero missing; otherwise ``FAIL``. Nothing here raises for

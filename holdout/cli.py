@@ -72,7 +72,7 @@ def load_challenges(path: Path, commitment: str | None, *, required: bool = True
 def _score(args: argparse.Namespace) -> int:
     challenges_path = Path(args.challenges)
     if challenges_path.is_dir() and args.commitment is None:
-        # Still exactly one JSON document on stdout (issue 7: `score` prints one document).
+        # Still exactly one JSON document on stdout (docs/holdout.md: `score` prints one document).
         _emit(refused("commitment-required", "a challenge folder needs --commitment").to_dict())
         _say("usage error: a challenge folder needs --commitment HEX")
         return EXIT_USAGE

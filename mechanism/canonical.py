@@ -1,6 +1,6 @@
 """The VSTD network canonical codec and strict canonical record admission.
 
-Contract (``shared/spec/formation.md`` §2.1–§2.2):
+Contract (``docs/spec/formation.md`` §2.1–§2.2):
 
 Value model. A canonical value is ``None``, ``True``/``False``, a string (no code point in
 U+D800–U+DFFF, equal to its own NFC normalisation), an exact ``int`` in 0 … 2**53 − 1 (``bool``

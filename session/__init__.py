@@ -4,7 +4,7 @@ A host registers mechanism instances in a :class:`VerificationSession`; a caller
 :class:`BoundProposition` (mechanism id and digest, exact evidence references, trust roots,
 bounds, parameters); the session resolves and bounds the evidence, runs the mechanism on a
 snapshot of the binding, and returns an :class:`EvaluatedProposition` whose outcome is
-``PASS``, ``FAIL`` or ``UNKNOWN``. See ``shared/spec/formation.md`` §1.
+``PASS``, ``FAIL`` or ``UNKNOWN``. See ``docs/spec/formation.md`` §1.
 """
 
 from ._bytes_digest import BytesDigestMechanism

@@ -1,4 +1,6 @@
-"""``VerificationSession``: binds a decision to an exact binding snapshot (formation.md §1.3).
+"""``VerificationSession``: binds a decision to an exact binding snapshot.
+
+Normative behaviour: docs/spec/formation.md §1.3.
 
 ``evaluate(binding)`` runs these steps, in order; the first that fails decides:
 

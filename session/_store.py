@@ -1,4 +1,4 @@
-"""``EvidenceStore``: content-addressed evidence bytes (``shared/spec/formation.md`` §1.2).
+"""``EvidenceStore``: content-addressed evidence bytes (``docs/spec/formation.md`` §1.2).
 
 Rules:
 

@@ -1,4 +1,4 @@
-"""Value types of the evidence-bound session protocol (``shared/spec/formation.md`` §1.1).
+"""Value types of the evidence-bound session protocol (``docs/spec/formation.md`` §1.1).
 
 Rules:
 

@@ -1,7 +1,7 @@
 """T81 experiment-descriptor authorization: codec, compiled catalog, TISC, T81VM, Axion,
 native-weights provider and the session adapter ``DescriptorAuthorizationMechanism``.
 
-See ``docs/descriptor.md`` and seed ``000_84f99e728d62cc98``.
+See ``docs/descriptor.md`` and ``docs/spec/descriptor.md``.
 """
 
 from ._authorization import (

@@ -27,8 +27,9 @@ Configuration rules (:class:`AuthorizationConfig`, never raises for bad policy/a
   authorization fail closed (``AUTHORIZATION_ALLOWLIST_INVALID``).
 
 :meth:`AuthorizationConfig.authorize` runs exactly one path for the discovered ``(provider,
-operation, payload_reference)`` (seed 000: "B separately evaluates Axion with
-final_authorization=true …; C uses an exact local allowlist", i.e. *instead of* Axion):
+operation, payload_reference)`` (``docs/spec/descriptor.md`` §7.3: Axion with
+``final_authorization=true`` for Path B; the exact local allowlist, *instead of* Axion, for
+Path C):
 
 * ``t81vm`` — Path B: one Axion evaluation with ``final_authorization=True``, syscall
   ``final-authorization`` and the operation/payload context (Deny or Quarantine →

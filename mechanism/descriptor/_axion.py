@@ -1,6 +1,6 @@
 """Axion: the T81 policy language (APL) and its verdict engine.
 
-Policy text rules (``shared/spec/descriptor.md`` §3.4, newest public parser):
+Policy text rules (``docs/spec/descriptor.md`` §3.4, newest public parser):
 
 * UTF-8 text, at most ``MAX_POLICY_BYTES`` bytes, exactly one root form ``(policy clause…)`` and
   nothing after it but whitespace. Tokens: ``(`` ``)`` ``[`` ``]``, integers with optional sign,

@@ -2,7 +2,7 @@
 
 A descriptor is exactly six nonempty ASCII lines, each ended by one LF, at most 4,096 bytes,
 every field byte in [33, 126]. Fields, in order: schema, payload reference, representation,
-provider, operations, constraint profile (seed ``000_84f99e728d62cc98``).
+provider, operations, constraint profile (``docs/spec/descriptor.md`` §5).
 
 Decoding checks, in this order; the first failure raises :class:`DescriptorError` whose ``code``
 is stable and whose ``kind`` is ``"invalid"`` (a refuted descriptor), ``"unsupported"`` (another

@@ -1,6 +1,6 @@
 """TISC base81 symbolic text: render and strict decode.
 
-Rules (``shared/spec/descriptor.md`` §1.2–§1.5, the public ``base81_view::render``):
+Rules (``docs/spec/descriptor.md`` §1.2–§1.5, the public ``base81_view::render``):
 
 * An instruction is ``(opcode: uint8, a: int32, b: int64, c: int32, literal_kind: uint8)``.
 * Each field becomes balanced ternary, least-significant trit first, in 8 / 21 / 41 / 21 / 5

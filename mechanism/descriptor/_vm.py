@@ -1,6 +1,6 @@
 """T81VM: a faithful interpreter for the fixture's instruction set (``t81vm`` provider, ``run``).
 
-Rules (``shared/spec/descriptor.md`` §3.1–§3.3, the 243-register public VM):
+Rules (``docs/spec/descriptor.md`` §3.1–§3.3, the 243-register public VM):
 
 * State: 243 int64 registers R0…R242 with value tags, zero/negative/positive flags, ``pc``,
   ``instruction_count``, the Axion log, the trace, the halted flag and the trap.

@@ -98,8 +98,8 @@ if TYPE_CHECKING:
 
 def __getattr__(name: str) -> Any:
     # The producer is imported on first use only, so the checker, the adapter and the silo
-    # inspector import and run with the producer module unavailable (formation.md §3.6: the
-    # checker must not depend on the producer).
+    # inspector import and run with the producer module unavailable (docs/spec/formation.md
+    # §3.6: the checker must not depend on the producer).
     if name == "produce_formation_certificate":
         from mechanism.formation._producer import produce_formation_certificate
 

@@ -1,6 +1,6 @@
 """The independent typed-formation checker: ``check_formation(subject, certificate) -> report``.
 
-Contract (``shared/spec/formation.md`` §3.4–§3.6; seed 002 §2–§3). The checker trusts nothing
+Contract (``docs/spec/formation.md`` §3.4–§3.6). The checker trusts nothing
 the certificate says beyond what it recomputes, never imports or calls the producer, reads no
 files and touches no network. For any input it returns a report; it raises only for ceilings
 that are not lowered-only ints (``TypeError``/``ValueError``, before any checking).

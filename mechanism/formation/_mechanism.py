@@ -1,4 +1,6 @@
-"""``FormationPathCertificateMechanism``: the typed-formation session adapter (formation.md §5).
+"""``FormationPathCertificateMechanism``: the typed-formation session adapter.
+
+Normative behaviour: docs/spec/formation.md §5.
 
 Identity. ``mechanism_id`` is ``vstd.typed_formation.checked.0.1``. ``mechanism_digest`` is this
 project's own source-identity digest: ``H({"schema_version":

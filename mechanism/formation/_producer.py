@@ -1,6 +1,6 @@
 """The typed-formation certificate producer: ``produce_formation_certificate(subject) -> bytes``.
 
-Contract (``shared/spec/formation.md`` §4):
+Contract (``docs/spec/formation.md`` §4):
 
 * Takes exactly one argument, the subject bytes, and admits them with the wire's subject
   admission (its ``FormationError``/``FormationLimitError``/``UnsupportedFormation`` pass

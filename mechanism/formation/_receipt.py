@@ -1,4 +1,4 @@
-"""Portable formation receipts (``spec/formation.md`` §11).
+"""Portable formation receipts (``docs/spec/formation.md`` §11).
 
 A *selection* (``VSTD-SILO-FORMATION-SELECTION-0.1``, ≤ 4,096 canonical bytes) names exactly
 one commit digest and the four role paths. A *receipt* (``VSTD-SILO-FORMATION-RECEIPT-0.1``,

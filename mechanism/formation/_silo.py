@@ -1,4 +1,4 @@
-"""Retained-silo formation inspection (seed 002 §4.2; ``spec/formation.md`` §6).
+"""Retained-silo formation inspection (``docs/spec/formation.md`` §6).
 
 ``inspect_silo_formation(commit_bytes, evidence, *, subject_path, certificate_path,
 profile_path, ground_path) -> dict`` is local, pure and non-executing. It never raises for bad

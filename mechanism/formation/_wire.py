@@ -1,6 +1,6 @@
 """Typed formation 0.1 wire: constants, the compiled profile, and record admission.
 
-Contract (``shared/spec/formation.md`` §2.2, §3.1–§3.3; seed 002 §1 and §3):
+Contract (``docs/spec/formation.md`` §2.2, §3.1–§3.3):
 
 * The compiled profile is exactly the packaged bytes of ``data/typed-formation-0.1.json``;
   importing this module fails loudly if they do not hash to the pinned compiled digest
@@ -108,7 +108,7 @@ RESIDUAL_OBLIGATIONS: Final[tuple[str, ...]] = (
 )
 
 # The seven constructor tags and their references, in the order the certificate's premises
-# list them (formation.md §3.2 table).
+# list them (docs/spec/formation.md §3.2 table).
 NODE_REFERENCE_FIELDS: Final[dict[str, tuple[str, ...]]] = {
     "ATOM": (),
     "APPLY": ("argument",),

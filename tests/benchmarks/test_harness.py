@@ -1,4 +1,4 @@
-"""The benchmark harness cannot report the impossible (issue 14, docs/benchmarks.md).
+"""The benchmark harness cannot report the impossible (docs/benchmarks.md).
 
 Timing is never asserted here: the operations are chosen so the inequality holds on any
 machine (a no-op against a loop of 20,000 additions), or the costs are given (``sampled``).

@@ -1,4 +1,5 @@
-"""formation.md §8 ``test_formation_catalog.py``, adapted to this project's implementation refs.
+"""docs/spec/formation.md §8 ``test_formation_catalog.py``, adapted to this project's
+implementation refs.
 
 Each case is named after the reference test it reproduces."""
 
@@ -360,7 +361,7 @@ def test_planning_match_cannot_promote_unsupported_or_invalid_native_evidence(
 def test_plan_object_carries_the_stored_package_binding(
     reference_package: StoredPackage, kit: Any
 ) -> None:
-    """formation.md §7.3: plan_validation(analysis, registry, package=package) yields
+    """docs/spec/formation.md §7.3: plan_validation(analysis, registry, package=package) yields
     binding_scope STORED_PACKAGE, package_digest, registry_digest, execution_performed False —
     on the plan object as on its JSON form."""
     analysis = kit.analysis_for("component:artifact-network-typed-formation-checker")

@@ -1,5 +1,6 @@
-"""formation.md §8 ``test_formation_resources.py``, from the *packaged* resources: the retained
-profile and schema are the exact inert files, and a schema pass is not a formation check."""
+"""docs/spec/formation.md §8 ``test_formation_resources.py``, from the *packaged* resources: the
+retained profile and schema are the exact inert files, and a schema pass is not a formation
+check."""
 
 from __future__ import annotations
 

@@ -243,8 +243,8 @@ def test_any_edit_of_a_stored_record_is_invalid_and_never_raises(
 def test_reference_build_entry_point_writes_a_verifiable_index_and_package(
     tmp_path: Path,
 ) -> None:
-    """formation.md §7.2: build(output, source_ref="WORKTREE") writes index.json plus a package
-    whose digest the index binds; the index keeps the package's source_ref."""
+    """docs/spec/formation.md §7.2: build(output, source_ref="WORKTREE") writes index.json plus a
+    package whose digest the index binds; the index keeps the package's source_ref."""
     index = catalog.build(tmp_path / "out", source_ref="WORKTREE")
     assert (tmp_path / "out" / "index.json").is_file()
     assert catalog.verify_build(tmp_path / "out")["result"] == "VALID"
@@ -259,7 +259,7 @@ def test_reference_build_entry_point_writes_a_verifiable_index_and_package(
 
 
 def test_an_invented_rule_profile_is_not_bound_by_the_package() -> None:
-    """seed 002 §4.1 / formation.md §7.2–7.3: the package binds the exact compiled-profile bytes
+    """docs/spec/formation.md §7.2–§7.3: the package binds the exact compiled-profile bytes
     and discovery preserves the selected rule-profile prerequisite, so a component whose
     ``EXACT_RULE_PROFILE:`` digest is not the digest of a profile the package retains for it
     (an invented value) cannot be packaged, and a plan or readiness over it is refused."""

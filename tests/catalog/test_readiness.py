@@ -455,8 +455,9 @@ _ = (NativeInputBinding, PlannedEvidenceMapping)
 
 
 def test_findings_are_the_spec_messages_not_severity_prefixed(case: Case) -> None:
-    """formation.md §7.3: missing bindings → NOT_ESTABLISHED ("missing native input bindings for
-    …"); the finding is that message itself (sorted, unique), the status carries the severity."""
+    """docs/spec/formation.md §7.3: missing bindings → NOT_ESTABLISHED ("missing native input
+    bindings for …"); the finding is that message itself (sorted, unique), the status carries the
+    severity."""
     case.evolve_declaration(native_input_bindings=[], evidence_mappings=[])
     report = case.assess()
     assert report.status == "NOT_ESTABLISHED"
@@ -472,8 +473,9 @@ def test_findings_are_the_spec_messages_not_severity_prefixed(case: Case) -> Non
 
 
 def test_report_exposes_the_fixed_fields_as_attributes(case: Case) -> None:
-    """formation.md §7.3: the ExecutionReadinessReport itself (not only its dict) has the schema,
-    ``execution_performed false``, ``authorization_granted_by_module false`` and the boundary."""
+    """docs/spec/formation.md §7.3: the ExecutionReadinessReport itself (not only its dict) has the
+    schema, ``execution_performed false``, ``authorization_granted_by_module false`` and the
+    boundary."""
     for report in (case.assess(), assess_execution_readiness(None, None, None, None, None, None)):
         assert report.schema_version == "VSTD-EXECUTION-READINESS-EXPERIMENTAL-0.1"
         assert report.execution_performed is False
@@ -492,7 +494,7 @@ def test_report_exposes_the_fixed_fields_as_attributes(case: Case) -> None:
 def test_a_decision_without_candidate_ids_is_constructible_and_unknown_not_established(
     case: Case,
 ) -> None:
-    """formation.md §7.3: UNKNOWN authorization → NOT_ESTABLISHED, however it is spelled."""
+    """docs/spec/formation.md §7.3: UNKNOWN authorization → NOT_ESTABLISHED, however spelled."""
     case.authorization = SuppliedAuthorizationDecision("UNKNOWN")
     report = case.assess()
     assert report.status == "NOT_ESTABLISHED"
@@ -500,8 +502,8 @@ def test_a_decision_without_candidate_ids_is_constructible_and_unknown_not_estab
 
 
 def test_an_empty_declaration_is_not_established_with_every_gap_named(case: Case) -> None:
-    """formation.md §7.3: missing native input bindings → NOT_ESTABLISHED; so are the missing
-    prerequisite resolutions (every required one plus RUNTIME_AVAILABILITY)."""
+    """docs/spec/formation.md §7.3: missing native input bindings → NOT_ESTABLISHED; so are the
+    missing prerequisite resolutions (every required one plus RUNTIME_AVAILABILITY)."""
     candidate_id = case.declaration.candidate_id
     case.declarations = [CandidateExecutionDeclaration(candidate_id, CHECKER)]
     report = case.assess()

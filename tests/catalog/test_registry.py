@@ -203,7 +203,7 @@ def test_registry_round_trips_through_its_dict_and_refuses_unsorted_lists() -> N
 def test_match_exact_takes_positional_arguments_in_search_exact_order(
     schema: object, mode: object, relation: object, mechanism: object, expected: list[str]
 ) -> None:
-    """formation.md §7.2 gives ``search_exact(schema_id, interaction_mode, mechanism_id,
+    """docs/spec/formation.md §7.2 gives ``search_exact(schema_id, interaction_mode, mechanism_id,
     relation_id, ...)``; registry and descriptor matching accept the same positional order."""
     registry = catalog.reference_registry()
     found = registry.match_exact(schema, mode, mechanism, relation)

@@ -1,4 +1,4 @@
-"""Exact discovery over an index (formation.md §7.2): result shape and what never matches."""
+"""Exact discovery over an index (docs/spec/formation.md §7.2): result shape, what never matches."""
 
 from __future__ import annotations
 
@@ -124,7 +124,7 @@ class _EqualsEverything(str):
 
 
 def test_package_filters_do_not_match_a_lying_str_subclass(index: ComponentIndex) -> None:
-    """Exact discovery (formation.md §7.2): filters compare exact strings only."""
+    """Exact discovery (docs/spec/formation.md §7.2): filters compare exact strings only."""
     for package_id, version in [
         (_EqualsEverything("package:other"), None),
         (None, _EqualsEverything("9")),

@@ -1,5 +1,5 @@
 """The daemon evaluates through VerificationSession, which decides steps 7 and 9 of
-formation.md §1.3 for plain bindings by comparing field values instead of re-encoding the
+docs/spec/formation.md §1.3 for plain bindings by comparing field values instead of re-encoding the
 execution copy. These tests defend that shortcut: whatever a mechanism does to its copy, the
 result is "mechanism changed its binding snapshot" exactly when the copy's digest changed."""
 

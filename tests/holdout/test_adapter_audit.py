@@ -1,4 +1,4 @@
-"""Second-reader checks of the recipe operators against shared/spec/holdout.md.
+"""Second-reader checks of the recipe operators against docs/spec/holdout.md.
 
 Defends against: a RESEAL that aborts a challenge when an identity cannot be recomputed (§2.2:
 "left as it is and the step continues"; the JS wraps each recompute in try/catch), a

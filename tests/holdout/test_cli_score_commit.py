@@ -113,7 +113,7 @@ def test_an_added_file_alters_the_commitment(tmp_path: Path) -> None:
 def test_folder_without_commitment_is_a_usage_error(tmp_path: Path) -> None:
     code, document, stderr = _score_synthetic(_synthetic_folder(tmp_path))
     assert code == 2
-    # issue 7: `score` prints one JSON document, a refused run included; nothing is scored.
+    # `score` prints one JSON document (docs/holdout.md), a refused run included; nothing is scored.
     assert document == {"verdict": "REFUSED", "refusal": "commitment-required", "by_challenge": {}}
     assert "--commitment" in stderr
 

@@ -1,4 +1,4 @@
-"""Second-reader checks of the scorer's public API against shared/spec/holdout.md §3.
+"""Second-reader checks of the scorer's public API against docs/spec/holdout.md §3.
 
 Defends against: an in-memory document or challenge whose objects run code (a dict subclass
 whose methods raise) escaping ``score``/``interop`` as an exception instead of a refusal

@@ -1,4 +1,4 @@
-"""TRVM's public synthetic fixture as a conformance suite for the scorer (holdout.md §5).
+"""TRVM's public synthetic fixture as a conformance suite for the scorer (docs/spec/holdout.md §5).
 
 The scorer, given TRVM's own two schemas as data, must report S1 8/0/0, S2 0/8/0, S3 0/0/3
 (read from ``synthetic-expected.json``, not restated here) and refuse each of N1-N16 for the

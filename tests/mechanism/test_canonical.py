@@ -1,4 +1,4 @@
-"""The VSTD network canonical codec and strict admission (formation.md §2.1–§2.2)."""
+"""The VSTD network canonical codec and strict admission (docs/spec/formation.md §2.1–§2.2)."""
 
 from __future__ import annotations
 
@@ -206,7 +206,7 @@ def test_lookalikes_inside_strings_do_not_trip_the_fast_checks(data: bytes) -> N
     ],
 )
 def test_top_level_integer_above_the_safe_range_is_invalid(data: bytes) -> None:
-    # formation.md §2.1: integers are 0 … 2**53 − 1 wherever they occur, the root included.
+    # docs/spec/formation.md §2.1: integers are 0 … 2**53 − 1 wherever they occur, root included.
     with pytest.raises(CanonicalError) as caught:
         admit(data)
     assert caught.value.kind == "invalid"
@@ -218,8 +218,8 @@ def test_top_level_integer_above_the_safe_range_is_invalid(data: bytes) -> None:
     [":", ":u2028", "::", [[], ":x"], {"a": ":"}, {"a": [":b", "c:"], "b": {"c": ":"}}],
 )
 def test_strings_beginning_with_a_colon_are_admitted(value: object) -> None:
-    # formation.md §2.1: any NFC string is a canonical value; `":` opening a string value is
-    # not a key and must not be mistaken for one.
+    # docs/spec/formation.md §2.1: any NFC string is a canonical value; `":` opening a string value
+    # is not a key and must not be mistaken for one.
     encoded = canonical_bytes(value)
     assert admit(encoded) == value
 

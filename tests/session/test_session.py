@@ -1,4 +1,4 @@
-"""VerificationSession: the twelve evaluation steps in order (formation.md §1.3)."""
+"""VerificationSession: the twelve evaluation steps in order (docs/spec/formation.md §1.3)."""
 
 from __future__ import annotations
 
@@ -227,7 +227,7 @@ def test_bytes_digest_mechanism_pass_fail_and_unknown() -> None:
     assert mechanism.mechanism_digest == expected_digest
 
 
-# ---- nothing but step 1 raises (formation.md §1.3; issue 2 "Bad input") -------------------
+# ---- nothing but step 1 raises (docs/spec/formation.md §1.3) -------------------
 
 
 def test_decision_with_non_mapping_observations_is_an_invalid_decision_not_a_crash() -> None:
@@ -273,7 +273,7 @@ def test_bound_that_cannot_be_compared_is_exceeded_not_a_crash(field: str, detai
     assert mechanism.calls == []
 
 
-# ---- evaluate_compound (formation.md §1.3, "There is also evaluate_compound") --------------
+# ---- evaluate_compound (docs/spec/formation.md §1.3) --------------------------------------------
 
 
 class Compound(Recording):

@@ -1,4 +1,4 @@
-"""EvidenceStore rules (formation.md §1.2)."""
+"""EvidenceStore rules (docs/spec/formation.md §1.2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""BoundProposition / EvidenceBounds / EvaluatedProposition rules (formation.md §1.1)."""
+"""BoundProposition / EvidenceBounds / EvaluatedProposition rules (docs/spec/formation.md §1.1)."""
 
 from __future__ import annotations
 
@@ -185,7 +185,7 @@ def test_normalise_digest_refuses_malformed_references(value: object) -> None:
         normalise_digest(value)
 
 
-# ---- the frozen-dataclass surface of formation.md §1.1 -----------------------------------
+# ---- the frozen-dataclass surface of docs/spec/formation.md §1.1 --------------------------------
 
 
 def test_binding_fields_are_the_dataclass_fields_in_spec_order() -> None:

@@ -13,7 +13,7 @@ FIXTURES: Final = testdata.fixture("descriptor", directory=True)
 TISC_REF: Final = "c5f5925cf1d666588094757aaf5750741e847cd977bf2023c134d25ba0a2bed1"
 SAFETENSORS_REF: Final = "35690a91bff631659a4d5fd04cae57594ca2a4c3d8bf0831a5b936cffa24fd88"
 
-# Written out from spec/descriptor.md §1.2 (index → glyph), independently of the module.
+# Written out from docs/spec/descriptor.md §1.2 (index → glyph), independently of the module.
 SPEC_ALPHABET: Final = (
     [str(d) for d in range(10)]
     + [chr(c) for c in range(ord("A"), ord("Z") + 1)]

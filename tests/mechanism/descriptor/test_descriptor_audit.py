@@ -1,11 +1,11 @@
 """Second-reader findings: each test is named after the seed/spec rule it defends.
 
-* Seed 000: "No CRLF, whitespace, escaping, duplicate fields, optional fields, or trailing lines
-  are accepted" and issue 8: each byte-level violation has its own stable reason code.
-* Seed 000: "operations are checked against the adapter's compiled singleton operation set": a
+* docs/spec/descriptor.md §5.1 (no CRLF, whitespace, escaping, duplicate fields, optional fields
+  or trailing lines) and §5.2: each byte-level violation has its own stable reason code.
+* docs/spec/descriptor.md §6.1 (operations are checked against the compiled singleton set): a
   requested operation outside it is a refuted capability (FAIL), whatever its spelling.
-* descriptor.md §3.4: a policy that is not in the language is a parse error and fails closed;
-  the host configuration never makes the constructor (or the CLI) raise.
+* docs/spec/descriptor.md §3.4: a policy that is not in the language is a parse error and fails
+  closed; the host configuration never makes the constructor (or the CLI) raise.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Test-side builders: subjects, the naive certificate, and hand-written digest oracles.
 
-Everything here is written from the spec text (formation.md §3.2–§3.4), independently of the
-producer and the checker, so a test comparing them with the implementation can fail.
+Everything here is written from the spec text (docs/spec/formation.md §3.2–§3.4), independently
+of the producer and the checker, so a test comparing them with the implementation can fail.
 """
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ def pair(
     return subject_bytes, canonical_bytes(certificate_record(subject_bytes, record))
 
 
-# Hand-written identity oracles (formation.md §3.4), via the general canonical codec.
+# Hand-written identity oracles (docs/spec/formation.md §3.4), via the general canonical codec.
 def h_atom(payload: str) -> str:
     return canonical_digest({"kind": "ATOM", "payload_digest": payload})
 

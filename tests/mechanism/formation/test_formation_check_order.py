@@ -1,4 +1,4 @@
-"""The checker's check order (formation.md §3.6 steps 1–7), every pair of violations.
+"""The checker's check order (docs/spec/formation.md §3.6 steps 1–7), every pair of violations.
 
 Each violation breaks one step of an honest pair; applied together, the earliest step decides
 its status and reason, and ``subject_digest``/``root`` are null exactly when the subject

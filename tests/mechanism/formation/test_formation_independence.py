@@ -1,4 +1,7 @@
-"""The checker and the adapter never import, call or need the producer (formation.md §3.6)."""
+"""The checker and the adapter never import, call or need the producer.
+
+Normative behaviour: docs/spec/formation.md §3.6.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The reference's ``test_formation_mechanism.py`` checklist (formation.md §8) and §5 preflight.
+"""The reference's ``test_formation_mechanism.py`` checklist (docs/spec/formation.md §8) and the
+§5 preflight.
 
 Fixture: a one-ATOM subject, its certificate, bounds ``(2, 524288)``.
 """

@@ -1,4 +1,6 @@
-"""Differential test: the checker against a spec-literal inference oracle (formation.md §3.4–§3.6).
+"""Differential test: the checker against a spec-literal inference oracle.
+
+Normative behaviour: docs/spec/formation.md §3.4–§3.6.
 
 The oracle below is written straight from the spec text — full typed values with their
 denotation digests computed eagerly through the general canonical codec, node by node in

@@ -1,4 +1,4 @@
-"""The adapter's preflight order (formation.md §5 steps 2–15), every pair of violations.
+"""The adapter's preflight order (docs/spec/formation.md §5 steps 2–15), every pair of violations.
 
 Each violation below breaks exactly one preflight step of an otherwise honest binding and
 evidence pair. Applied together, the earliest step must decide: its outcome, its reason code,

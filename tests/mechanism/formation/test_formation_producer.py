@@ -1,4 +1,5 @@
-"""The producer (formation.md §4): the one naive certificate, or a typed refusal — never partial."""
+"""The producer (docs/spec/formation.md §4): the one naive certificate or a typed refusal, never
+partial."""
 
 from __future__ import annotations
 

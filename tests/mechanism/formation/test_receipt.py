@@ -1,4 +1,4 @@
-"""Portable formation receipts (formation.md §11): what is observed, what binds, what refuses."""
+"""Portable formation receipts (docs/spec/formation.md §11): what is observed, binds, refuses."""
 
 from __future__ import annotations
 

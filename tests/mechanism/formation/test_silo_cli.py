@@ -89,8 +89,8 @@ def test_inspect_silo_refuses_an_evidence_entry_not_named_by_a_digest(tmp_path: 
 
 
 def test_inspect_silo_accepts_files_named_by_the_full_digest(tmp_path: Path) -> None:
-    # "evidence files named by their digest" (issue 4): the digest is "sha256:<64 hex>", so that
-    # spelling is as good as the bare 64 hex digits; the two may be mixed in one directory.
+    # "evidence files named by their digest" (docs/silo.md): the digest is "sha256:<64 hex>", so
+    # that spelling is as good as the bare 64 hex digits; the two may be mixed in one directory.
     silo = standard_silo()
     evidence = evidence_for(silo)
     commit = commit_bytes(silo)

@@ -1,4 +1,4 @@
-"""Full ``VSTD-SILO-COMMIT-0.1`` validation (formation.md §6.3): every malformed commit is
+"""Full ``VSTD-SILO-COMMIT-0.1`` validation (docs/spec/formation.md §6.3): every malformed commit is
 ``COMMIT_INVALID`` with nothing else examined, and the grammar's edges are accepted."""
 
 from __future__ import annotations
@@ -214,7 +214,8 @@ def test_census_of_exactly_256_entries_is_accepted() -> None:
 
 # --- derivations and relations (§6.3: "derivations (sorted by target_path), relations (≤ 256,
 # sorted by type/source/target)", "Every path referenced anywhere must be a census path") ------
-# The seed (§4.2: "A declared CHECKS link records a relationship, not proof that checking ran")
+# docs/spec/formation.md §6.3 (a declared CHECKS link records a relationship, not proof that
+# checking ran)
 # has the inspector look at commits that declare links, and §6.3 keeps
 # COMMIT_UNSUPPORTED_OR_LIMITED for a foreign schema or a size/scan limit only: such a commit is
 # either COMMIT_INVALID or inspected like any other. Field names follow the text: a derivation's
@@ -273,7 +274,8 @@ def test_declared_links_are_inspected_like_any_other_commit(name: str) -> None:
 
 
 def test_a_declared_checks_link_is_not_proof_that_checking_ran() -> None:
-    # Seed §4.2: the certificate below does not bind the subject; the CHECKS link changes nothing.
+    # docs/spec/formation.md §6.3: the certificate below does not bind the subject; the CHECKS
+    # link changes nothing.
     silo = standard_silo()
     subject = silo["subject.json"].data
     silo["certificate.json"] = SiloObject(

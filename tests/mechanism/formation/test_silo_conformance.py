@@ -46,7 +46,8 @@ def test_silo_case_evidence_is_sorted_unique_digests(case: dict[str, Any]) -> No
     assert digests == sorted(set(digests))
 
 
-# The facet table the reference documents (formation.md §6.4), independent of the byte replay.
+# The facet table the reference documents (docs/spec/formation.md §6.4), independent of the
+# byte replay.
 FACETS = {
     "swapped-path-selectors": ("INVALID", "COMPLETE", "UNKNOWN", "UNKNOWN"),
     "profile-coordinate-mismatch-missing-ground": ("INVALID", "INCOMPLETE", "MATCHED", "CHECKED"),

@@ -69,7 +69,7 @@ def _evidence(silo: dict[str, SiloObject], fate: dict[str, str]) -> dict[str, An
 
 
 def _oracle(silo: dict[str, SiloObject], fate: dict[str, str]) -> dict[str, Any]:
-    """The dominance rules of formation.md §6.4 restated independently of the implementation."""
+    """The dominance rules of docs/spec/formation.md §6.4, restated apart from the code."""
     state = {
         digest: {"present": "RETAINED", "missing": "MISSING"}.get(kind, "INVALID")
         for digest, kind in fate.items()

@@ -1,4 +1,4 @@
-"""The storage checklist of ``spec/formation.md`` §8 (``test_formation_storage``), one test per
+"""The storage checklist of ``docs/spec/formation.md`` §8 (``test_formation_storage``), one test per
 case, each named after what it defends against. Facet tuples read
 (coordinate_binding, snapshot_retention, agency_declaration, formation report status)."""
 

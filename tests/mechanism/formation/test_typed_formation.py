@@ -1,4 +1,4 @@
-"""The reference's ``test_typed_formation.py`` checklist (formation.md §8), from descriptions."""
+"""The reference's ``test_typed_formation.py`` checklist (docs/spec/formation.md §8)."""
 
 from __future__ import annotations
 
@@ -170,7 +170,7 @@ def test_quote_read_of_path_retains_endpoints_and_steps() -> None:
 
 
 def test_denotation_and_formation_have_independent_byte_oracles() -> None:
-    # The reference corpus's key denotations for the synthetic atom (formation.md §9).
+    # The reference corpus's key denotations for the synthetic atom (docs/spec/formation.md §9).
     a0 = h_atom(PAYLOAD)
     a1, a2 = h_apply(a0), h_apply(h_apply(a0))
     assert a0.startswith("sha256:f10120a4") and a0.endswith("bb10")
@@ -526,6 +526,6 @@ def test_checker_imports_no_producer_and_survives_disabled_producer(
 
 
 def test_context_constants_are_the_declared_synthetic_coordinates() -> None:
-    # Guards the builders themselves: the corpus's synthetic context (formation.md §9).
+    # Guards the builders themselves: the corpus's synthetic context (docs/spec/formation.md §9).
     assert digest(b"synthetic ground") == GROUND
     assert AGENCY.startswith("sha256:41e3a27c")
