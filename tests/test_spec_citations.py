@@ -148,7 +148,7 @@ def test_the_tree_cites_the_specification() -> None:
 
 
 def test_a_citation_of_a_missing_file_or_section_is_refused() -> None:
-    broken = []
+    broken: list[str] = []
     headings: dict[str, frozenset[str]] = {}
     for name, line, spec, sections in _citations():
         path = SPEC / spec
@@ -218,7 +218,7 @@ def test_current_citations_and_ordinary_words_are_not_old_style(text: str) -> No
 
 
 def test_no_tracked_file_cites_material_outside_the_repository() -> None:
-    offences = []
+    offences: list[str] = []
     for name in _tracked_files():
         if name in EXEMPT or "manifest" in Path(name).name:
             continue
