@@ -1,4 +1,4 @@
-"""Audit report benchmark: streaming aggregation cost and bounded memory (issue 18).
+"""Audit report benchmark: streaming aggregation cost and bounded memory.
 
 Figures:
 
