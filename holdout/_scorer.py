@@ -10,6 +10,14 @@ schema and the observation schema are data (:class:`Schemas`), validated with ``
 * ``pattern`` (and so ``propertyNames``) use ECMA-262 anchors: ``$`` matches only at the end of
   the string (Python's ``$`` also matches before a final newline), ``\\d``/``\\w`` are ASCII.
 
+``jsonschema`` is the reference. For speed (ADR 0005) a schema is also compiled once with
+``jsonschema-rs`` when every keyword and pattern in it lies in a subset where both validators
+provably agree (:func:`_compilable`); the compiled validator only ever *accepts*: an instance it
+rejects is validated again by ``jsonschema``, whose ``best_match`` renders the message, and
+whose verdict stands. A schema outside the subset, or one that does not compile (a ``$ref``
+that resolves nowhere: nothing is ever fetched), is validated by ``jsonschema`` alone, exactly
+as before. Schema checks and compilations are cached by the schema's exact content.
+
 A scoring run is refused as a whole (``ScoreReport.verdict == "REFUSED"``, no results) when,
 checked in this order:
 
@@ -37,14 +45,18 @@ bad input: every public function returns a report.
 from __future__ import annotations
 
 import json
+import marshal
 import re
-from collections.abc import Iterator, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import lru_cache
 from typing import Any, Final
 
 import attrs
 import jsonschema
 import jsonschema.validators
+import jsonschema_rs
+import orjson
 
 from ._jcs import canonical, canonical_equal, is_number, js_sort_key, strict_equal
 from ._reader import StrictReadError, check_json_value, read_json
@@ -93,8 +105,9 @@ class Refusal(Exception):
 # --------------------------------------------------------------------------- schemas
 
 
-def _ecma_pattern(pattern: str) -> str:
-    """Translate the ECMA-262 regex features whose Python meaning differs."""
+def _ecma_pattern(pattern: str, end: str = r"\Z") -> str:
+    """Translate the ECMA-262 regex features whose Python meaning differs (``end`` replaces
+    ``$``: Python's ``\\Z``; Rust's ``$`` already means the end of the text)."""
     out: list[str] = []
     in_class = False
     index = 0
@@ -117,7 +130,7 @@ def _ecma_pattern(pattern: str) -> str:
         elif char == "[":
             in_class = True
         elif char == "$":
-            char = r"\Z"
+            char = end
         out.append(char)
         index += 1
     return "".join(out)
@@ -175,7 +188,7 @@ class Schemas:
         except StrictReadError as error:
             raise Refusal("schemas-invalid", str(error)) from None
         for schema in parsed:
-            _check_schema(schema)
+            _checked_schema(schema)
         return cls(recipe=parsed[0], observation=parsed[1])
 
 
@@ -205,16 +218,218 @@ def _first_error(schema: Mapping[str, Any], instance: Any) -> str | None:
     return f"at {where}: {error.message}"
 
 
+# --------------------------------------------------------------------------- compiled schemas
+#
+# jsonschema-rs is used only on a subset of draft 2020-12 where it and the reference above
+# provably agree, and only to accept: the reference re-validates whatever it rejects.
+# Outside the subset (or when compiling fails) the reference validates alone. The subset:
+#
+# * keywords: the data keywords and subschema keywords listed below, ``x-sorted``, and
+#   annotations; not ``patternProperties`` (the reference applies Python's regex semantics
+#   to it, untranslated), ``multipleOf`` (float division differs), ``unevaluated*``, dynamic
+#   or anchor references;
+# * ``$schema`` and ``$id`` only at the root (``$schema`` draft 2020-12); ``$ref`` only ``#`` or
+#   ``#/$defs/NAME`` for a NAME of the root ``$defs`` (nothing can be fetched or mis-resolved);
+# * patterns: literals (``.`` excluded: ECMA's excludes ``\r`` and U+2028, Python's does not),
+#   ``^ $ |``, groups ``(`` / ``(?:``, quantifiers ``* + ? {n} {n,} {n,m}`` (lazy too), classes
+#   of literals, ranges and escaped punctuation, ``\d \D \w \W`` outside classes (translated to
+#   ASCII classes for both engines), escaped punctuation; and the pattern must compile in
+#   Python too. The Rust side uses the ``regex`` crate (no backtracking, no match limits).
+
+_DRAFT_2020_12: Final = "https://json-schema.org/draft/2020-12/schema"
+_DATA_KEYWORDS: Final = frozenset(
+    {
+        "$comment", "title", "description", "default", "examples", "deprecated", "readOnly",
+        "writeOnly", "format", "type", "enum", "const", "required", "minLength", "maxLength",
+        "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minItems", "maxItems",
+        "uniqueItems", "minProperties", "maxProperties", "minContains", "maxContains",
+        "dependentRequired", "x-sorted", "pattern", "$ref",
+    }
+)  # fmt: skip
+_SUBSCHEMA: Final = frozenset(
+    {"additionalProperties", "items", "propertyNames", "not", "if", "then", "else", "contains"}
+)
+_SUBSCHEMA_MAP: Final = frozenset({"properties", "dependentSchemas"})
+_SUBSCHEMA_LIST: Final = frozenset({"allOf", "anyOf", "oneOf", "prefixItems"})
+_REF: Final = re.compile(r"#(?:/\$defs/([A-Za-z0-9_.-]+))?\Z")
+_PUNCTUATION: Final = r"\^$.|?*+()\[\]{}/\\-"
+_SAFE_PATTERN: Final = re.compile(
+    rf"""(?:
+        \\[dDwW]                                        # class escape, translated
+      | \\[{_PUNCTUATION}]                              # escaped punctuation: a literal
+      | \[\^?(?:[^\\\[\]]|\\[{_PUNCTUATION}])+\]        # class: literals, ranges, escapes
+      | \((?!\?) | \(\?:                                # group (no lookaround, flags, names)
+      | \{{[0-9]+(?:,[0-9]*)?\}}\??                     # counted quantifier
+      | [)|^$*+?]                                       # structure, anchors, quantifiers
+      | [^\\\[\](){{}}.]                                # any other literal character
+    )*""",
+    re.VERBOSE,
+)
+_SET_OPERATORS: Final = ("&&", "--", "~~", "||")
+
+
+def _safe_pattern(pattern: Any) -> bool:
+    if not isinstance(pattern, str) or not _SAFE_PATTERN.fullmatch(pattern):
+        return False
+    if any(operator in pattern for operator in _SET_OPERATORS):
+        return False
+    try:
+        _compiled(pattern)  # the reference must be able to apply it too
+    except re.error:
+        return False
+    return True
+
+
+def _for_rust(schema: Any, defs: frozenset[str], root: bool = False) -> Any:
+    """A copy of ``schema`` with patterns translated for the Rust engine, or ``None`` when some
+    keyword lies outside the subset above."""
+    if isinstance(schema, bool):
+        return schema
+    if not isinstance(schema, dict):
+        return None
+    out: dict[str, Any] = {}
+    for keyword, value in schema.items():
+        if keyword in ("$schema", "$id") and root:
+            if keyword == "$schema" and value != _DRAFT_2020_12:
+                return None
+            out[keyword] = value
+        elif keyword == "$defs" and root and isinstance(value, dict):
+            out[keyword] = {}
+            for name, member in value.items():
+                out[keyword][name] = _for_rust(member, defs)
+                if out[keyword][name] is None:
+                    return None
+        elif keyword in _SUBSCHEMA:
+            out[keyword] = _for_rust(value, defs)
+            if out[keyword] is None:
+                return None
+        elif keyword in _SUBSCHEMA_MAP or keyword in _SUBSCHEMA_LIST:
+            pairs = value.items() if isinstance(value, dict) else enumerate(value)
+            members = {name: _for_rust(member, defs) for name, member in pairs}
+            if any(member is None for member in members.values()):
+                return None
+            out[keyword] = members if isinstance(value, dict) else list(members.values())
+        elif keyword == "$ref":
+            found = _REF.match(value) if isinstance(value, str) else None
+            if found is None or (found.group(1) is not None and found.group(1) not in defs):
+                return None
+            out[keyword] = value
+        elif keyword == "pattern":
+            if not _safe_pattern(value):
+                return None
+            out[keyword] = _ecma_pattern(value, end="$")
+        elif keyword in _DATA_KEYWORDS:
+            out[keyword] = value
+        else:
+            return None
+    return out
+
+
+class _XSorted:
+    """``x-sorted`` for jsonschema-rs: the same test as :func:`_x_sorted_rule`."""
+
+    def __init__(self, parent_schema: Any, value: Any, schema_path: Any) -> None:
+        self._wanted = value is True
+
+    def validate(self, instance: Any) -> None:
+        if not self._wanted or not isinstance(instance, list):
+            return
+        if all(type(item) is str and item.isascii() for item in instance):
+            keys: list[Any] = instance  # ASCII: code points are UTF-16 code units
+        else:
+            keys = [js_sort_key(item) for item in instance]
+        if any(keys[position - 1] > keys[position] for position in range(1, len(keys))):
+            raise ValueError("array is not sorted")
+
+
+def _compile(schema: dict[str, Any]) -> Any:
+    """A jsonschema-rs validator for a checked schema inside the subset, else ``None``."""
+    defs = schema.get("$defs")
+    names = frozenset(defs) if isinstance(defs, dict) else frozenset()
+    translated = _for_rust(schema, names, root=True)
+    if translated is None:
+        return None
+    try:
+        return jsonschema_rs.Draft202012Validator(
+            translated,
+            validate_formats=False,
+            offline=True,
+            keywords={"x-sorted": _XSorted},
+            pattern_options=jsonschema_rs.RegexOptions(),
+        )
+    except Exception:  # a pattern the regex crate refuses; a $ref it cannot resolve
+        return None
+
+
+@attrs.frozen
+class _Checked:
+    """The outcome of checking one schema: its ``schemas-invalid`` detail or ``None``, and
+    its compiled validator (``None``: the reference validates alone)."""
+
+    problem: str | None
+    compiled: Any
+
+
+_CHECKED: dict[bytes, _Checked] = {}
+_CHECKED_LOCK = threading.Lock()
+_CHECKED_MAX = 32
+
+
+def _checked(schema: Any) -> _Checked:
+    """Check (and compile) ``schema`` once per exact content: the cache key is its marshal
+    encoding, which exists only for exact built-in types (no caller code runs) and differs
+    for any difference of content, type or member order."""
+    try:
+        key: bytes | None = marshal.dumps(schema, 2)
+    except ValueError:
+        key = None
+    if key is not None:
+        found = _CHECKED.get(key)
+        if found is not None:
+            return found
+    try:
+        _check_schema(schema)
+    except Refusal as refusal:
+        entry = _Checked(problem=refusal.detail, compiled=None)
+    else:
+        entry = _Checked(problem=None, compiled=None if key is None else _compile(schema))
+    if key is not None:
+        with _CHECKED_LOCK:
+            if len(_CHECKED) >= _CHECKED_MAX:
+                _CHECKED.clear()
+            _CHECKED[key] = entry
+    return entry
+
+
+def _checked_schema(schema: Any) -> Any:
+    """:func:`_check_schema` (raises :class:`Refusal`), returning the compiled validator."""
+    entry = _checked(schema)
+    if entry.problem is not None:
+        raise Refusal("schemas-invalid", entry.problem)
+    return entry.compiled
+
+
+def _problem(schema: Mapping[str, Any], instance: Any, compiled: Any) -> str | None:
+    """:func:`_first_error`, skipped when the compiled validator accepts the instance."""
+    if compiled is not None:
+        try:
+            if compiled.is_valid(instance):
+                return None
+        except Exception:  # never trusted to reject: the reference decides below
+            pass
+    return _first_error(schema, instance)
+
+
 def validate_challenge(challenge: Any, schemas: Schemas) -> str | None:
     """The first recipe-schema error of one parsed challenge, or ``None`` if it conforms
     (raises :class:`Refusal` ``schemas-invalid`` when the schema cannot be applied)."""
-    return _first_error(schemas.recipe, challenge)
+    return _problem(schemas.recipe, challenge, _checked(schemas.recipe).compiled)
 
 
 def validate_observation_document(document: Any, schemas: Schemas) -> str | None:
     """The first observation-schema error of a parsed document, or ``None`` (raises
     :class:`Refusal` ``schemas-invalid`` when the schema cannot be applied)."""
-    return _first_error(schemas.observation, document)
+    return _problem(schemas.observation, document, _checked(schemas.observation).compiled)
 
 
 # --------------------------------------------------------------------------- predicates
@@ -229,7 +444,7 @@ def resolve_path(root: Any, path: Any) -> Any:
     if not isinstance(path, str):
         return _ABSENT
     current = root
-    for segment in path.split("."):
+    for segment in _segments(path):
         if isinstance(current, dict):
             if segment not in current:
                 return _ABSENT
@@ -243,6 +458,19 @@ def resolve_path(root: Any, path: Any) -> Any:
     return current
 
 
+@lru_cache(maxsize=4096)
+def _segments(path: str) -> list[str]:
+    return path.split(".")
+
+
+def _js_sorted(items: list[Any]) -> list[Any]:
+    """``sorted(items, key=js_sort_key)``; ASCII strings sort by themselves (their UTF-16 code
+    units are their code points), without building keys."""
+    if all(type(item) is str and item.isascii() for item in items):
+        return sorted(items)
+    return sorted(items, key=js_sort_key)
+
+
 def is_absent(value: Any) -> bool:
     return value is _ABSENT
 
@@ -251,8 +479,32 @@ def _plane(observation: Mapping[str, Any], name: str) -> Any:
     return observation.get(name, _ABSENT)
 
 
+def _same(left: Any, right: Any) -> bool:
+    """:func:`canonical_equal` for values the strict reader produced, without encoding them.
+
+    Under that precondition (JSON types only, string keys, no lone surrogate, finite numbers,
+    integers below 2**53) two values have equal RFC 8785 encodings exactly when: both are
+    numbers (booleans are not) with equal values (ES formatting is injective on doubles but
+    for 0 and -0, which Python's ``==`` equates too); or both have the same other JSON type
+    and are equal strings, booleans or nulls, arrays of pairwise-same items, or objects with
+    the same member names and pairwise-same values."""
+    kind = type(left)
+    if kind is not type(right):
+        return kind in (int, float) and type(right) in (int, float) and bool(left == right)
+    if kind is list:
+        return len(left) == len(right) and all(map(_same, left, right))
+    if kind is dict:
+        return left.keys() == right.keys() and all(_same(left[k], right[k]) for k in left)
+    return bool(left == right)
+
+
 def evaluate_predicate(predicate: Any, observation: Any) -> bool | None:
     """Score one predicate against one observation: ``True``, ``False`` or ``None``."""
+    return _evaluate(predicate, observation, canonical_equal)
+
+
+def _evaluate(predicate: Any, observation: Any, same: Callable[[Any, Any], bool]) -> bool | None:
+    """:func:`evaluate_predicate`, comparing canonically with ``same``."""
     if not isinstance(predicate, dict) or not isinstance(observation, dict):
         return None
     op = predicate.get("op")
@@ -263,8 +515,8 @@ def evaluate_predicate(predicate: Any, observation: Any) -> bool | None:
             cand = resolve_path(_plane(observation, "candidate"), path)
             if base is _ABSENT or cand is _ABSENT:
                 return None
-            same = canonical_equal(base, cand)
-            return same if op == "HOLDS" else not same
+            equal = same(base, cand)
+            return equal if op == "HOLDS" else not equal
         if op in ("EQ", "NEQ"):
             left = resolve_path(observation, path)
             if "value" in predicate:
@@ -273,8 +525,8 @@ def evaluate_predicate(predicate: Any, observation: Any) -> bool | None:
                 right = resolve_path(observation, predicate.get("right"))
             if left is _ABSENT or right is _ABSENT:
                 return None
-            same = canonical_equal(left, right)
-            return same if op == "EQ" else not same
+            equal = same(left, right)
+            return equal if op == "EQ" else not equal
         if op in ("VERDICT_EQ", "OUTCOME_EQ"):
             root = _plane(observation, "candidate") if op == "VERDICT_EQ" else observation
             found = resolve_path(root, path)
@@ -288,9 +540,7 @@ def evaluate_predicate(predicate: Any, observation: Any) -> bool | None:
                 return None
             if not isinstance(expected, list):
                 return False  # present but not an array (null included): equals no set
-            return canonical(sorted(refusals, key=js_sort_key)) == canonical(
-                sorted(expected, key=js_sort_key)
-            )
+            return same(_js_sorted(refusals), _js_sorted(expected))
         if op == "LT":
             left = resolve_path(observation, predicate.get("left"))
             right = resolve_path(observation, predicate.get("right"))
@@ -348,11 +598,34 @@ def refused(code: str, detail: str) -> ScoreReport:
     return ScoreReport(verdict="REFUSED", refusal=code, detail=detail, by_challenge={})
 
 
+_NO_COPY: Final = object()
+
+
+def _plain_copy(value: Any) -> Any:
+    """The fast route of :func:`_as_read`: the same copy, or ``_NO_COPY`` when unproven.
+
+    ``marshal`` accepts only exact built-in types (running no code of the caller's objects);
+    ``orjson`` then refuses what the strict reader could not have produced (non-string keys,
+    lone surrogates, bytes, sets, integers beyond 64 bits), and the copy must equal the
+    original: that catches what orjson would turn into JSON silently (a tuple, NaN or an
+    infinity written as null). Equal built-in values read back from JSON text are exactly what
+    the reference route would have read."""
+    try:
+        marshal.dumps(value, 2)
+        copy = read_json(orjson.dumps(value))
+        return copy if copy == value else _NO_COPY
+    except Exception:
+        return _NO_COPY
+
+
 def _as_read(value: Any, code: str, where: str) -> Any:
     """A plain copy of a caller's parsed value, exactly as the strict reader would have read
     its JSON text (integers beyond 2**53 become doubles; dict/list/str subclasses become plain
     values), so that what is scored cannot alias, or run code of, the caller's objects.
     Raises :class:`Refusal` ``code`` for anything the strict reader would refuse."""
+    copy = _plain_copy(value)
+    if copy is not _NO_COPY:
+        return copy
     try:
         check_json_value(value)
         text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
@@ -363,17 +636,22 @@ def _as_read(value: Any, code: str, where: str) -> Any:
         raise Refusal(code, f"{where}not a JSON value ({type(error).__name__})") from None
 
 
-def _check_challenges(challenges: Sequence[Any], schemas: Schemas) -> list[Any]:
+def _check_challenges(challenges: Sequence[Any], schemas: Schemas, compiled: Any) -> list[Any]:
     seen: set[str] = set()
     try:
         originals = list(challenges)
     except Exception as error:
         raise Refusal("challenge-unreadable", f"not an array ({type(error).__name__})") from None
+    # All at once when provably the same as one at a time (else one at a time, in order).
+    copies = _plain_copy(originals)
     plain: list[Any] = []
     for position, original in enumerate(originals):
-        challenge = _as_read(original, "challenge-unreadable", f"challenge {position}: ")
+        if copies is _NO_COPY:
+            challenge = _as_read(original, "challenge-unreadable", f"challenge {position}: ")
+        else:
+            challenge = copies[position]
         plain.append(challenge)
-        problem = validate_challenge(challenge, schemas)
+        problem = _problem(schemas.recipe, challenge, compiled)
         if problem is not None:
             raise Refusal("challenge-schema", f"challenge {position} {problem}")
         # The scorer itself relies on these, whatever schema it was given.
@@ -398,10 +676,11 @@ def _check_document(
     challenges: Sequence[Any],
     document: Any,
     schemas: Schemas,
+    compiled: Any,
     expect_release: str,
     expect_implementation: str | None,
 ) -> None:
-    problem = validate_observation_document(document, schemas)
+    problem = _problem(schemas.observation, document, compiled)
     if problem is not None:
         raise Refusal("observation-schema", problem)
     if not isinstance(document, dict):
@@ -461,12 +740,16 @@ def _score(
     try:
         if not isinstance(challenges, Sequence) or isinstance(challenges, str | bytes):
             raise Refusal("challenge-unreadable", "the challenge set is not an array")
-        for schema in (schemas.recipe, schemas.observation):
-            _check_schema(schema)
-        challenges = _check_challenges(challenges, schemas)
+        recipe, observation = (
+            _checked_schema(schemas.recipe),
+            _checked_schema(schemas.observation),
+        )
+        challenges = _check_challenges(challenges, schemas, recipe)
         if not document_is_read:
             document = _as_read(document, "observation-unreadable", "")
-        _check_document(challenges, document, schemas, expect_release, expect_implementation)
+        _check_document(
+            challenges, document, schemas, observation, expect_release, expect_implementation
+        )
     except Refusal as refusal:
         return refused(refusal.code, refusal.detail)
     observations: dict[str, Any] = document["observations"]
@@ -478,11 +761,13 @@ def _score(
         if observation is None:
             results: tuple[bool | None, ...] = tuple(None for _ in predicates)
         else:
-            results = tuple(evaluate_predicate(p, observation) for p in predicates)
+            # Both sides come from the strict reader: the fast comparison is exact (_same).
+            results = tuple([_evaluate(p, observation, _same) for p in predicates])
+        # Results are exactly True, False or None, so count() (by ==) counts each alone.
         tally = ChallengeScore(
-            passed=sum(1 for r in results if r is True),
-            failed=sum(1 for r in results if r is False),
-            unresolved=sum(1 for r in results if r is None),
+            passed=results.count(True),
+            failed=results.count(False),
+            unresolved=results.count(None),
             missing=observation is None,
             results=results,
         )
