@@ -8,7 +8,11 @@ Rules (what a figure printed through this module means):
    all floor samples first and the operation afterwards.
 2. **Calibrated samples.** A sample repeats its callable ``loops`` times, calibrated once per
    callable so that a sample lasts at least ``min_sample`` seconds (timer resolution and call
-   overhead vanish). Rounds are capped so a measurement takes about ``max_seconds``.
+   overhead vanish). Rounds are capped so a measurement takes about ``max_seconds``. Samples
+   are wall-clock time, or with ``--clock cpu`` this thread's CPU time (steadier when other
+   processes load the machine; only for operations that run in the calling thread). The
+   garbage collector is off while timed samples run, as in ``timeit`` (not for ``sampled``
+   costs, which may be measured in another process).
 3. **Median of per-round ratios.** The figure is the median of the per-round ratios
    ``operation / floor``; the spread printed beside it is the min-max of those ratios.
 4. **Impossible figures are refused.** Against a *true floor* (work the operation provably
@@ -21,7 +25,8 @@ Rules (what a figure printed through this module means):
 
 A script builds a :class:`Report`, adds figures with :meth:`Report.compare`,
 :meth:`Report.compare_many`, :meth:`Report.time` or :meth:`Report.value`, and hands its
-``run(report, args)`` function to :func:`main`, which parses ``--json PATH`` and ``--quick``,
+``run(report, args)`` function to :func:`main`, which parses ``--json PATH``, ``--quick`` and
+``--clock``,
 prints the table of all figures and their goals at the end and writes the JSON document.
 """
 
@@ -204,32 +209,58 @@ def load_average() -> float:
         return math.nan
 
 
-def _timed(call: Callable[[], object], loops: int) -> float:
-    start = time.perf_counter()
+CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter, "cpu": time.thread_time}
+
+
+def _timed(call: Callable[[], object], loops: int, clock: Callable[[], float]) -> float:
+    start = clock()
     for _ in range(loops):
         call()
-    return (time.perf_counter() - start) / loops
+    return (clock() - start) / loops
 
 
-def _calibrate(call: Callable[[], object], min_sample: float) -> tuple[int, float]:
+def _calibrate(
+    call: Callable[[], object], min_sample: float, clock: Callable[[], float]
+) -> tuple[int, float]:
     """Loops per sample so that one sample lasts at least ``min_sample``; and one call's cost."""
-    single = min(_timed(call, 1) for _ in range(2))  # the first call also warms caches
+    single = min(_timed(call, 1, clock) for _ in range(2))  # the first call also warms caches
     loops = 1
     while loops * single < min_sample and loops < 1 << 20:
         loops *= 2
-        single = _timed(call, loops)
+        single = _timed(call, loops, clock)
     return loops, single
 
 
 def interleave(
-    samplers: Sequence[Callable[[], float]], *, rounds: int, max_seconds: float
+    samplers: Sequence[Callable[[], float]],
+    *,
+    rounds: int,
+    max_seconds: float,
+    gc_off: bool = True,
 ) -> list[list[float]]:
     """Rounds of one sample from each sampler, order rotating per round (rule 1).
 
     Each sampler returns its own cost (seconds per unit, or any cost measure). The round count
     is cut after the first round so the whole measurement takes about ``max_seconds``, but never
-    below 5 rounds (or ``rounds`` if smaller).
+    below 5 rounds (or ``rounds`` if smaller). With ``gc_off`` the garbage collector is off
+    meanwhile (as in ``timeit``): a full collection walks every live object of the process,
+    set-up data included, and would land in whichever sample happened to trigger it.
     """
+    if not gc_off:
+        return _rounds(samplers, rounds=rounds, max_seconds=max_seconds)
+    enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        return _rounds(samplers, rounds=rounds, max_seconds=max_seconds)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _rounds(
+    samplers: Sequence[Callable[[], float]], *, rounds: int, max_seconds: float
+) -> list[list[float]]:
     samples: list[list[float]] = [[] for _ in samplers]
     count = len(samplers)
     began = time.perf_counter()
@@ -256,10 +287,14 @@ def _spread(values: Sequence[float]) -> tuple[float, float, float]:
 class Report:
     """Collects the figures of one script (or of a whole ``make bench`` run)."""
 
-    def __init__(self, script: str = "", *, quick: bool = False, echo: bool = True) -> None:
+    def __init__(
+        self, script: str = "", *, quick: bool = False, echo: bool = True, clock: str = "wall"
+    ) -> None:
         self.script = script
         self.quick = quick
         self.echo = echo
+        self.clock = clock
+        self._clock = CLOCKS[clock]
         self.results: list[Result] = []
 
     def add(self, result: Result) -> Result:
@@ -296,9 +331,11 @@ class Report:
         else:
             samplers = []
             for call in calls:
-                loops, _ = _calibrate(call, min_sample)
-                samplers.append(_sampler(call, loops))
-        samples = interleave(samplers, rounds=rounds, max_seconds=max_seconds)
+                loops, _ = _calibrate(call, min_sample, self._clock)
+                samplers.append(_sampler(call, loops, self._clock))
+        # A sampled cost may come from another process (which collects as it always does):
+        # then this process's side is measured as it always runs too.
+        samples = interleave(samplers, rounds=rounds, max_seconds=max_seconds, gc_off=not sampled)
         load = (load_start, load_average())
         floor_samples = samples[0]
         results = []
@@ -367,8 +404,9 @@ class Report:
             rounds, max_seconds = min(rounds, 5), min(max_seconds, 2.0)
         gc.collect()
         load_start = load_average()
-        loops, _ = _calibrate(op, min_sample)
-        (samples,) = interleave([_sampler(op, loops)], rounds=rounds, max_seconds=max_seconds)
+        loops, _ = _calibrate(op, min_sample, self._clock)
+        sampler = _sampler(op, loops, self._clock)
+        (samples,) = interleave([sampler], rounds=rounds, max_seconds=max_seconds)
         median, low, high = _spread(samples)
         return self.add(
             Result(
@@ -460,6 +498,7 @@ class Report:
                 "platform": platform.platform(),
             },
             "quick": self.quick,
+            "clock": self.clock,
             "results": [result.to_json() for result in self.results],
         }
 
@@ -485,12 +524,19 @@ def main(
     parser = argparse.ArgumentParser(description=(description or "").strip().splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="few rounds (smoke run)")
     parser.add_argument("--json", type=Path, metavar="PATH", help="write the figures as JSON")
+    parser.add_argument(
+        "--clock",
+        choices=sorted(CLOCKS),
+        default="wall",
+        help="time samples by wall clock (default) or by this thread's CPU time (steadier on "
+        "a busy machine; for operations that run in this thread only)",
+    )
     if configure is not None:
         configure(parser)
     args = parser.parse_args()
     script = Path(sys.argv[0]).stem
-    report = Report(script, quick=args.quick)
-    print(header(script))
+    report = Report(script, quick=args.quick, clock=args.clock)
+    print(header(script) + f", clock {args.clock}")
     run(report, args)
     print()
     print(report.table())
@@ -513,8 +559,10 @@ def _commit() -> str | None:
     return done.stdout.strip() or None
 
 
-def _sampler(call: Callable[[], object], loops: int) -> Callable[[], float]:
-    return lambda: _timed(call, loops)
+def _sampler(
+    call: Callable[[], object], loops: int, clock: Callable[[], float]
+) -> Callable[[], float]:
+    return lambda: _timed(call, loops, clock)
 
 
 def _as_cost(call: Callable[[], object]) -> Callable[[], float]:

@@ -7,7 +7,8 @@ them as one document for comparison across commits; ``--baseline PATH`` (a docum
 earlier) adds a ``before`` column. Exit status: 1 if a script failed, else 0 (goals are
 reported, never asserted).
 
-Usage: ``python benchmarks/run_all.py [--quick] [--json PATH] [--baseline PATH] [NAME ...]``
+Usage: ``python benchmarks/run_all.py [--quick] [--clock cpu] [--json PATH] [--baseline PATH]
+[NAME ...]``
 where NAME selects scripts by substring (``holdout``, ``formation``...).
 """
 
@@ -30,17 +31,18 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="few rounds (smoke run)")
     parser.add_argument("--json", type=Path, metavar="PATH", help="write all figures as JSON")
     parser.add_argument("--baseline", type=Path, metavar="PATH", help="an earlier --json file")
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall", help="see _harness")
     args = parser.parse_args()
     scripts = sorted(HERE.glob("bench_*.py"))
     if args.names:
         scripts = [s for s in scripts if any(name in s.stem for name in args.names)]
-    report = Report("make bench", quick=args.quick, echo=False)
+    report = Report("make bench", quick=args.quick, echo=False, clock=args.clock)
     failed: list[str] = []
     print(header("make bench"), flush=True)
     with tempfile.TemporaryDirectory(prefix="evbench-") as folder:
         for script in scripts:
             output = Path(folder) / f"{script.stem}.json"
-            command = [sys.executable, str(script), "--json", str(output)]
+            command = [sys.executable, str(script), "--json", str(output), "--clock", args.clock]
             if args.quick:
                 command.append("--quick")
             print(f"\n$ {script.name}", flush=True)

@@ -22,14 +22,15 @@ Numbers are read as JavaScript reads them: an integer literal whose magnitude is
 stays an ``int``; any larger integer literal becomes the nearest ``float`` (so ``rfc8785``
 can format it the ES way). Fractions and exponents are ``float``.
 
-Fast route (ADR 0005): once steps 1-4 pass, a document in which every ``"`` delimits a string
+Fast route (ADR 0006): once steps 1-3 pass, a document in which every ``"`` delimits a string
 (no ``\\"`` and no ``\\\\``) and no escape spells a colon (``\\u003a``) is decoded with
 ``orjson``, and the result is returned only when it provably equals the reference route's:
-orjson accepted it (one well-formed JSON text, finite numbers, no lone surrogate), the bracket
-depth outside strings is at most :data:`MAX_DEPTH`, re-encoding it with a 53-bit integer limit
-succeeds (no integer needs the float conversion), and the re-encoding has as many ``:`` as the
-input (a duplicate member would have lost one). Anything else, refusals included, takes the
-reference route above, so every refusal code and message is the reference's.
+orjson accepted it (strict UTF-8, one well-formed JSON text, finite numbers, no lone
+surrogate), the bracket depth outside strings is at most :data:`MAX_DEPTH`, re-encoding it
+with a 53-bit integer limit succeeds (no integer needs the float conversion), and the
+re-encoding has as many ``:`` as the input (a duplicate member would have lost one). Anything
+else, refusals included, takes the reference route above, so every refusal code and message
+is the reference's.
 """
 
 from __future__ import annotations
@@ -144,25 +145,36 @@ def nesting_depth(data: bytes) -> int:
     return max(0, max(accumulate(map(_STEP.__getitem__, steps)), default=0))
 
 
+def shallow(raw: bytes, limit: int = MAX_DEPTH) -> bool:
+    """Whether the brackets outside strings of ``raw`` nest at most ``limit`` deep, decided
+    without scanning the strings; ``False`` also when that cannot be decided so (a ``"`` that
+    may not delimit a string: ``\\"`` or ``\\\\``) or the brackets do not balance."""
+    if b"\\" in raw and (b'\\"' in raw or b"\\\\" in raw):
+        return False
+    # The quotes alternate open/close. Keep quotes and brackets only; dropping adjacent quote
+    # pairs keeps that alternation and removes no bracket, and what is then between an
+    # opening and a closing quote is inside a string.
+    brackets = raw.translate(None, _QUOTES_AND_BRACKETS).replace(b'""', b"")
+    if b'"' in brackets:
+        brackets = b"".join(brackets.split(b'"')[::2])
+    # Each pass removes exactly the innermost level of a balanced sequence.
+    for _ in range(limit):
+        if not brackets:
+            return True
+        brackets = brackets.replace(b"[]", b"").replace(b"{}", b"")
+    return not brackets
+
+
 def _read_fast(raw: bytes) -> Any:
     """The fast route (module docstring), or ``_NO_FAST_ROUTE`` when it cannot prove equality."""
-    if b"\\" in raw and (b'\\"' in raw or b"\\\\" in raw or _COLON_ESCAPE.search(raw) is not None):
+    if not shallow(raw) or (b"\\" in raw and _COLON_ESCAPE.search(raw) is not None):
         return _NO_FAST_ROUTE
     try:
         value = orjson.loads(raw)
         encoded = orjson.dumps(value, option=orjson.OPT_STRICT_INTEGER)
     except (orjson.JSONDecodeError, orjson.JSONEncodeError):
         return _NO_FAST_ROUTE
-    # Every '"' delimits a string, so the quotes alternate open/close. Keep quotes and
-    # brackets only; dropping adjacent quote pairs keeps that alternation and removes no
-    # bracket, and what is then between an opening and a closing quote is inside a string.
-    brackets = raw.translate(None, _QUOTES_AND_BRACKETS).replace(b'""', b"")
-    if b'"' in brackets:
-        brackets = b"".join(brackets.split(b'"')[::2])
-    if raw.count(b":") != encoded.count(b":"):
-        return _NO_FAST_ROUTE
-    steps = brackets.translate(_BRACKET_STEPS)
-    if max(accumulate(map(_STEP.__getitem__, steps)), default=0) > MAX_DEPTH:
+    if raw.count(b":") != encoded.count(b":"):  # a duplicate member lost its colon
         return _NO_FAST_ROUTE
     return value
 
@@ -182,6 +194,11 @@ def _strings(value: Any) -> Iterator[str]:
 
 def read_json(data: bytes | bytearray | memoryview) -> Any:
     """Decode one strict JSON document; raise :class:`StrictReadError` on any refusal."""
+    return _read(data, fast=True)
+
+
+def _read(data: bytes | bytearray | memoryview, *, fast: bool) -> Any:
+    """:func:`read_json`; ``fast=False`` takes the reference route only (for tests)."""
     if not isinstance(data, bytes | bytearray | memoryview):
         raise StrictReadError("not-bytes", f"expected bytes, got {type(data).__name__}")
     raw = bytes(data)
@@ -189,13 +206,14 @@ def read_json(data: bytes | bytearray | memoryview) -> Any:
         raise StrictReadError("too-large", f"{len(raw)} bytes exceeds {MAX_DOCUMENT_BYTES}")
     if raw.startswith(b"\xef\xbb\xbf"):
         raise StrictReadError("bom", "a byte-order mark precedes the document")
+    if fast:
+        value = _read_fast(raw)  # accepts only strict UTF-8 (orjson refuses anything else)
+        if value is not _NO_FAST_ROUTE:
+            return value
     try:
         text = raw.decode("utf-8", errors="strict")
     except UnicodeDecodeError as error:
         raise StrictReadError("invalid-utf8", f"at byte {error.start}") from None
-    value = _read_fast(raw)
-    if value is not _NO_FAST_ROUTE:
-        return value
     return _read_reference(raw, text)
 
 

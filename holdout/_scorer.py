@@ -10,7 +10,7 @@ schema and the observation schema are data (:class:`Schemas`), validated with ``
 * ``pattern`` (and so ``propertyNames``) use ECMA-262 anchors: ``$`` matches only at the end of
   the string (Python's ``$`` also matches before a final newline), ``\\d``/``\\w`` are ASCII.
 
-``jsonschema`` is the reference. For speed (ADR 0005) a schema is also compiled once with
+``jsonschema`` is the reference. For speed (ADR 0006) a schema is also compiled once with
 ``jsonschema-rs`` when every keyword and pattern in it lies in a subset where both validators
 provably agree (:func:`_compilable`); the compiled validator only ever *accepts*: an instance it
 rejects is validated again by ``jsonschema``, whose ``best_match`` renders the message, and
@@ -59,7 +59,13 @@ import jsonschema_rs
 import orjson
 
 from ._jcs import canonical, canonical_equal, is_number, js_sort_key, strict_equal
-from ._reader import StrictReadError, check_json_value, read_json
+from ._reader import (
+    MAX_DOCUMENT_BYTES,
+    StrictReadError,
+    check_json_value,
+    read_json,
+    shallow,
+)
 
 PREDICATE_OPS: Final = (
     "EQ",
@@ -325,40 +331,227 @@ def _for_rust(schema: Any, defs: frozenset[str], root: bool = False) -> Any:
     return out
 
 
+def _js_sorted_list(items: list[Any]) -> bool:
+    """Whether ``items`` is non-decreasing in JavaScript's default sort order."""
+    if len(items) < 2:
+        return True
+    if all(type(item) is str and item.isascii() for item in items):
+        keys: list[Any] = items  # ASCII: code points are UTF-16 code units
+    else:
+        keys = [js_sort_key(item) for item in items]
+    return all(keys[position - 1] <= keys[position] for position in range(1, len(keys)))
+
+
 class _XSorted:
-    """``x-sorted`` for jsonschema-rs: the same test as :func:`_x_sorted_rule`."""
+    """``x-sorted`` as a jsonschema-rs keyword: the same test as :func:`_x_sorted_rule`."""
 
     def __init__(self, parent_schema: Any, value: Any, schema_path: Any) -> None:
         self._wanted = value is True
 
     def validate(self, instance: Any) -> None:
-        if not self._wanted or not isinstance(instance, list):
-            return
-        if all(type(item) is str and item.isascii() for item in instance):
-            keys: list[Any] = instance  # ASCII: code points are UTF-16 code units
-        else:
-            keys = [js_sort_key(item) for item in instance]
-        if any(keys[position - 1] > keys[position] for position in range(1, len(keys))):
+        if self._wanted and isinstance(instance, list) and not _js_sorted_list(instance):
             raise ValueError("array is not sorted")
 
 
-def _compile(schema: dict[str, Any]) -> Any:
-    """A jsonschema-rs validator for a checked schema inside the subset, else ``None``."""
+@attrs.define(eq=False, repr=False)  # nodes can form cycles ($ref)
+class _SortedNode:
+    """A schema node on the way to ``x-sorted`` arrays (for :func:`_sorted_walker`)."""
+
+    wanted: bool = False
+    props: dict[str, _SortedNode] = attrs.Factory(dict)
+    additional: _SortedNode | None = None
+    items: _SortedNode | None = None
+    ref: _SortedNode | None = None
+
+    def holds(self, instance: Any) -> bool:
+        """Every ``x-sorted`` array this node (and what it leads to) applies to is sorted."""
+        if self.wanted and isinstance(instance, list) and not _js_sorted_list(instance):
+            return False
+        if self.ref is not None and not self.ref.holds(instance):
+            return False
+        if isinstance(instance, dict):
+            if self.additional is None:
+                for name, child in self.props.items():
+                    if name in instance and not child.holds(instance[name]):
+                        return False
+            else:
+                for name, member in instance.items():
+                    if not self.props.get(name, self.additional).holds(member):
+                        return False
+        elif isinstance(instance, list) and self.items is not None:
+            return all(self.items.holds(item) for item in instance)
+        return True
+
+
+def _schema_nodes(schema: dict[str, Any]) -> dict[int, dict[str, Any]]:
+    """Every subschema object of a schema inside the subset, by ``id``."""
+    nodes: dict[int, dict[str, Any]] = {}
+    stack: list[Any] = [schema]
+    while stack:
+        node = stack.pop()
+        if not isinstance(node, dict) or id(node) in nodes:
+            continue
+        nodes[id(node)] = node
+        for keyword, value in node.items():
+            if keyword in _SUBSCHEMA:
+                stack.append(value)
+            elif keyword in _SUBSCHEMA_MAP or keyword == "$defs":
+                stack.extend(value.values())
+            elif keyword in _SUBSCHEMA_LIST:
+                stack.extend(value)
+    return nodes
+
+
+def _ref_target(schema: dict[str, Any], node: dict[str, Any]) -> Any:
+    ref = node.get("$ref")
+    if ref is None:
+        return None
+    return schema if ref == "#" else schema["$defs"][ref.removeprefix("#/$defs/")]
+
+
+_IN_PLACE: Final = ("not", "if", "then", "else")  # subschemas applied to the same instance
+
+
+def _loops_in_place(schema: dict[str, Any]) -> bool:
+    """Whether applying the schema can return to a subschema without entering a member or an
+    item (``$ref``, ``allOf``, ``if`` ... cycles): the reference recurses until Python's limit
+    and refuses the schema as one that cannot be applied, so it is never compiled."""
+    nodes = _schema_nodes(schema)
+
+    def in_place(node: dict[str, Any]) -> list[Any]:
+        found = [_ref_target(schema, node), *(node.get(k) for k in _IN_PLACE)]
+        found += [*node.get("dependentSchemas", {}).values()]
+        for keyword in ("allOf", "anyOf", "oneOf"):
+            found += node.get(keyword, [])
+        return [n for n in found if isinstance(n, dict)]
+
+    state: dict[int, int] = {}  # 1: on the current path, 2: done
+    for start in nodes.values():
+        if id(start) in state:
+            continue
+        path: list[tuple[dict[str, Any], Iterator[Any]]] = [(start, iter(in_place(start)))]
+        state[id(start)] = 1
+        while path:
+            node, pending = path[-1]
+            child = next(pending, None)
+            if child is None:
+                state[id(node)] = 2
+                path.pop()
+            elif state.get(id(child)) == 1:
+                return True
+            elif id(child) not in state:
+                state[id(child)] = 1
+                path.append((child, iter(in_place(child))))
+    return False
+
+
+def _sorted_walker(schema: dict[str, Any]) -> _SortedNode | bool | None:
+    """Where ``x-sorted`` applies, when only ``properties``, ``additionalProperties``,
+    ``items`` and ``$ref`` lead there (so the locations follow from the instance alone).
+
+    Returns the root :class:`_SortedNode`; ``None`` when the schema has no ``x-sorted``; or
+    ``False`` when another applicator (``allOf``, ``if``, ``prefixItems``, ...) leads to one:
+    then the compiled validator checks the keyword itself. (Schemas that loop in place are
+    never compiled: :func:`_loops_in_place`.)"""
+    nodes = _schema_nodes(schema)
+
+    def target(node: dict[str, Any]) -> Any:
+        return _ref_target(schema, node)
+
+    def edges(node: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        paths = [*node.get("properties", {}).values(), target(node)]
+        paths += [node.get("additionalProperties"), node.get("items")]
+        others = [node.get(k) for k in _SUBSCHEMA - {"additionalProperties", "items"}]
+        others += [*node.get("dependentSchemas", {}).values()]
+        for keyword in _SUBSCHEMA_LIST:
+            others += node.get(keyword, [])
+        return [p for p in paths if isinstance(p, dict)], [o for o in others if isinstance(o, dict)]
+
+    relevant = {key for key, node in nodes.items() if node.get("x-sorted") is True}
+    changed = True
+    while changed:
+        changed = False
+        for key, node in nodes.items():
+            paths, others = edges(node)
+            if key not in relevant and any(id(n) in relevant for n in [*paths, *others]):
+                relevant.add(key)
+                changed = True
+    if not relevant:
+        return None
+    for node in nodes.values():
+        _, others = edges(node)
+        if any(id(n) in relevant for n in others) or (
+            "prefixItems" in node and id(node.get("items")) in relevant
+        ):
+            return False
+    built: dict[int, _SortedNode] = {key: _SortedNode() for key in relevant}
+    for key in relevant:
+        node, out = nodes[key], built[key]
+        out.wanted = node.get("x-sorted") is True
+        for name, child in node.get("properties", {}).items():
+            if id(child) in relevant:
+                out.props[name] = built[id(child)]
+        for attribute, child in (
+            ("additional", node.get("additionalProperties")),
+            ("items", node.get("items")),
+            ("ref", target(node)),
+        ):
+            if id(child) in relevant:
+                setattr(out, attribute, built[id(child)])
+        if out.additional is not None:  # every other member goes through additional
+            for name, child in node.get("properties", {}).items():
+                out.props.setdefault(name, built.get(id(child), _SortedNode()))
+    for out in built.values():  # skip nodes that only pass their instance on to a $ref
+        for attribute in ("additional", "items", "ref"):
+            setattr(out, attribute, _through(getattr(out, attribute)))
+        out.props = {name: _through(child) for name, child in out.props.items()}
+    return _through(built[id(schema)]) if id(schema) in relevant else None
+
+
+def _through(node: _SortedNode | None) -> Any:
+    """``node``, or what a chain of nodes that only hold a ``$ref`` leads to (no in-place
+    loops: :func:`_loops_in_place`)."""
+    while (
+        node is not None
+        and node.ref is not None
+        and not (node.wanted or node.props or node.additional or node.items)
+    ):
+        node = node.ref
+    return node
+
+
+@attrs.frozen
+class _Compiled:
+    """A jsonschema-rs validator, and where ``x-sorted`` applies when it checks that itself."""
+
+    validator: Any
+    walker: _SortedNode | None
+
+    def is_valid(self, instance: Any) -> bool:
+        return bool(self.validator.is_valid(instance)) and (
+            self.walker is None or self.walker.holds(instance)
+        )
+
+
+def _compile(schema: dict[str, Any]) -> _Compiled | None:
+    """A compiled validator for a checked schema inside the subset, else ``None``."""
     defs = schema.get("$defs")
     names = frozenset(defs) if isinstance(defs, dict) else frozenset()
     translated = _for_rust(schema, names, root=True)
-    if translated is None:
+    if translated is None or _loops_in_place(translated):
         return None
+    walker = _sorted_walker(translated)
     try:
-        return jsonschema_rs.Draft202012Validator(
+        validator = jsonschema_rs.Draft202012Validator(
             translated,
             validate_formats=False,
             offline=True,
-            keywords={"x-sorted": _XSorted},
+            keywords={"x-sorted": _XSorted} if walker is False else None,
             pattern_options=jsonschema_rs.RegexOptions(),
         )
     except Exception:  # a pattern the regex crate refuses; a $ref it cannot resolve
         return None
+    return _Compiled(validator, walker if isinstance(walker, _SortedNode) else None)
 
 
 @attrs.frozen
@@ -367,7 +560,7 @@ class _Checked:
     its compiled validator (``None``: the reference validates alone)."""
 
     problem: str | None
-    compiled: Any
+    compiled: _Compiled | None
 
 
 _CHECKED: dict[bytes, _Checked] = {}
@@ -466,6 +659,8 @@ def _segments(path: str) -> list[str]:
 def _js_sorted(items: list[Any]) -> list[Any]:
     """``sorted(items, key=js_sort_key)``; ASCII strings sort by themselves (their UTF-16 code
     units are their code points), without building keys."""
+    if len(items) < 2:
+        return items[:]
     if all(type(item) is str and item.isascii() for item in items):
         return sorted(items)
     return sorted(items, key=js_sort_key)
@@ -473,10 +668,6 @@ def _js_sorted(items: list[Any]) -> list[Any]:
 
 def is_absent(value: Any) -> bool:
     return value is _ABSENT
-
-
-def _plane(observation: Mapping[str, Any], name: str) -> Any:
-    return observation.get(name, _ABSENT)
 
 
 def _same(left: Any, right: Any) -> bool:
@@ -504,32 +695,15 @@ def evaluate_predicate(predicate: Any, observation: Any) -> bool | None:
 
 
 def _evaluate(predicate: Any, observation: Any, same: Callable[[Any, Any], bool]) -> bool | None:
-    """:func:`evaluate_predicate`, comparing canonically with ``same``."""
+    """:func:`evaluate_predicate`, comparing canonically with ``same`` (operators tested in
+    order of frequency; each reads only what it needs)."""
     if not isinstance(predicate, dict) or not isinstance(observation, dict):
         return None
     op = predicate.get("op")
-    path = predicate.get("path")
     try:
-        if op in ("HOLDS", "MOVES"):
-            base = resolve_path(_plane(observation, "baseline"), path)
-            cand = resolve_path(_plane(observation, "candidate"), path)
-            if base is _ABSENT or cand is _ABSENT:
-                return None
-            equal = same(base, cand)
-            return equal if op == "HOLDS" else not equal
-        if op in ("EQ", "NEQ"):
-            left = resolve_path(observation, path)
-            if "value" in predicate:
-                right = predicate["value"]
-            else:
-                right = resolve_path(observation, predicate.get("right"))
-            if left is _ABSENT or right is _ABSENT:
-                return None
-            equal = same(left, right)
-            return equal if op == "EQ" else not equal
-        if op in ("VERDICT_EQ", "OUTCOME_EQ"):
-            root = _plane(observation, "candidate") if op == "VERDICT_EQ" else observation
-            found = resolve_path(root, path)
+        if op == "VERDICT_EQ" or op == "OUTCOME_EQ":
+            root = observation.get("candidate", _ABSENT) if op == "VERDICT_EQ" else observation
+            found = resolve_path(root, predicate.get("path"))
             if found is _ABSENT:
                 return None
             return "value" in predicate and strict_equal(found, predicate["value"])
@@ -541,6 +715,24 @@ def _evaluate(predicate: Any, observation: Any, same: Callable[[Any, Any], bool]
             if not isinstance(expected, list):
                 return False  # present but not an array (null included): equals no set
             return same(_js_sorted(refusals), _js_sorted(expected))
+        if op == "HOLDS" or op == "MOVES":
+            path = predicate.get("path")
+            base = resolve_path(observation.get("baseline", _ABSENT), path)
+            cand = resolve_path(observation.get("candidate", _ABSENT), path)
+            if base is _ABSENT or cand is _ABSENT:
+                return None
+            equal = same(base, cand)
+            return equal if op == "HOLDS" else not equal
+        if op == "EQ" or op == "NEQ":
+            left = resolve_path(observation, predicate.get("path"))
+            if "value" in predicate:
+                right = predicate["value"]
+            else:
+                right = resolve_path(observation, predicate.get("right"))
+            if left is _ABSENT or right is _ABSENT:
+                return None
+            equal = same(left, right)
+            return equal if op == "EQ" else not equal
         if op == "LT":
             left = resolve_path(observation, predicate.get("left"))
             right = resolve_path(observation, predicate.get("right"))
@@ -606,13 +798,19 @@ def _plain_copy(value: Any) -> Any:
 
     ``marshal`` accepts only exact built-in types (running no code of the caller's objects);
     ``orjson`` then refuses what the strict reader could not have produced (non-string keys,
-    lone surrogates, bytes, sets, integers beyond 64 bits), and the copy must equal the
-    original: that catches what orjson would turn into JSON silently (a tuple, NaN or an
-    infinity written as null). Equal built-in values read back from JSON text are exactly what
-    the reference route would have read."""
+    lone surrogates, bytes, sets, integers of 2**53 and beyond). Its text has no duplicate
+    member, so when it is shallow enough, and small enough that the reference's ``json.dumps``
+    text (at most 5/4 as long: ``1e+16`` for ``1e16``) is too, the strict reader would read
+    it exactly as ``orjson`` does; and that copy must equal the original, which catches what
+    orjson writes as JSON silently (a tuple; NaN or an infinity written as null)."""
     try:
         marshal.dumps(value, 2)
-        copy = read_json(orjson.dumps(value))
+        text = orjson.dumps(value, option=orjson.OPT_STRICT_INTEGER)
+        if len(text) > MAX_DOCUMENT_BYTES * 3 // 4:
+            return _NO_COPY
+        if not shallow(text):
+            return _NO_COPY
+        copy = orjson.loads(text)
         return copy if copy == value else _NO_COPY
     except Exception:
         return _NO_COPY

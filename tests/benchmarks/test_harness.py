@@ -145,3 +145,21 @@ def test_make_bench_runner_ends_with_the_table_and_writes_json(tmp_path: Path) -
     assert "canonical: canonical admission" in tail and "figures," in tail
     (result,) = read_results(output)
     assert result.script == "bench_canonical" and result.unit == "x"
+
+
+def test_collector_is_off_while_timed_samples_run_and_on_for_sampled_costs() -> None:
+    import gc
+
+    seen: list[bool] = []
+
+    def probe() -> float:
+        seen.append(gc.isenabled())
+        return 1.0
+
+    report = Report("t", echo=False)
+    report.compare("timed", probe, probe, floor_name="f", rounds=5, min_sample=0.0)
+    assert len(seen) == 4 + 10  # calibration (2 calls each), then 5 rounds of both
+    assert not any(seen[4:]) and gc.isenabled()
+    seen.clear()
+    report.compare("sampled", probe, probe, floor_name="f", rounds=5, sampled=True)
+    assert seen and all(seen)

@@ -3,7 +3,7 @@
 The compiled validator only ever accepts; the reference re-validates and renders whatever it
 rejects. So the property that matters is agreement on valid/invalid, tested here on the two
 schemas of this project and TRVM's two synthetic schemas, with challenges and observation
-documents generated and mutated (ADR 0005). Schemas outside the provable subset must not be
+documents generated and mutated (ADR 0006). Schemas outside the provable subset must not be
 compiled at all, and nothing is ever fetched.
 """
 
@@ -127,13 +127,16 @@ def test_compiled_and_reference_agree_on_mutated_instances(data: st.DataObject) 
     schema, instances = data.draw(st.sampled_from(CASES))
     instance = _mutate(data.draw(st.sampled_from(instances)), data)
     compiled = _checked(schema).compiled
+    assert compiled is not None
     assert compiled.is_valid(instance) is _Validator(schema).is_valid(instance)
 
 
 def test_unmutated_instances_are_valid_for_both() -> None:
     for schema, instances in CASES:
+        compiled = _checked(schema).compiled
+        assert compiled is not None
         for instance in instances:
-            assert _checked(schema).compiled.is_valid(instance)
+            assert compiled.is_valid(instance)
             assert _Validator(schema).is_valid(instance)
 
 
@@ -218,3 +221,66 @@ def test_schema_changed_in_place_is_checked_again() -> None:
     schemas = holdout.Schemas(recipe=schema, observation=PROJECT.observation)
     report = holdout.score([], PROJECT_DOCUMENT, schemas=schemas, expect_release="x")
     assert report.refusal == "schemas-invalid"
+
+
+SORTED = {"type": "array", "x-sorted": True}
+X_SORTED_SCHEMAS: list[dict[str, Any]] = [
+    {"properties": {"a": SORTED}},  # found by walking the instance
+    {"additionalProperties": SORTED, "properties": {"skip": {"type": "array"}}},
+    {"items": {"$ref": "#/$defs/s"}, "$defs": {"s": SORTED}},
+    {"$ref": "#/$defs/tree", "$defs": {"tree": {"x-sorted": True, "items": {"$ref": "#"}}}},
+    {"allOf": [{"properties": {"a": SORTED}}]},  # checked inside the compiled validator
+    {"if": {"type": "object"}, "then": {"additionalProperties": SORTED}},
+    {"prefixItems": [SORTED], "items": SORTED},
+    {"properties": {"a": {"items": SORTED, "prefixItems": [{}]}}},
+]
+X_SORTED_INSTANCES: list[Any] = [
+    {"a": ["a", "b"]}, {"a": ["b", "a"]}, {"skip": ["b", "a"], "z": ["a"]}, {"z": ["b", "a"]},
+    [["a", "b"], ["b", "a"]], [["a"], ["b"]], ["b", "a"], [[["b", "a"]]],
+    [["\U0001f600", "\uffff"]],
+    [[1, "1", True]], [["true", True]], {"a": [2, 10]}, {"a": ["10", "2"]}, {"a": [[], None]},
+    [["a", ["c", "b"]]],
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("schema", X_SORTED_SCHEMAS, ids=range(len(X_SORTED_SCHEMAS)))
+def test_x_sorted_is_applied_where_the_reference_applies_it(schema: dict[str, Any]) -> None:
+    compiled = _compile(schema)
+    assert compiled is not None
+    reference = _Validator(schema)
+    for instance in X_SORTED_INSTANCES:
+        assert compiled.is_valid(instance) is reference.is_valid(instance), instance
+
+
+def test_x_sorted_is_found_by_walking_when_only_paths_lead_to_it() -> None:
+    compiled = [_compile(schema) for schema in X_SORTED_SCHEMAS]
+    assert [c is not None and c.walker is not None for c in compiled] == [
+        True, True, True, True, False, False, False, False
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"$ref": "#"},
+        {"$ref": "#/$defs/a", "$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}},
+        {"allOf": [{"anyOf": [{"$ref": "#"}]}]},
+        {"if": {"not": {"$ref": "#"}}},
+        {"dependentSchemas": {"a": {"$ref": "#"}}},
+    ],
+)
+def test_schema_that_loops_in_place_is_refused_as_before_never_compiled(
+    schema: dict[str, Any],
+) -> None:
+    assert _compile(schema) is None
+    schemas = holdout.Schemas(recipe=schema, observation=PROJECT.observation)
+    with pytest.raises(Refusal) as raised:
+        validate_challenge({"id": "S1", "a": 1}, schemas)
+    assert raised.value.detail == "the schema cannot be applied: RecursionError"
+
+
+def test_schema_that_recurses_into_members_is_compiled() -> None:
+    tree = {"items": {"$ref": "#"}, "x-sorted": True}
+    compiled = _compile(tree)
+    assert compiled is not None and compiled.walker is not None
+    assert compiled.is_valid(["a", ["b", "c"]]) and not compiled.is_valid(["a", ["c", "b"]])
