@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import testdata
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -33,8 +34,7 @@ from holdout._scorer import (
     validate_observation_document,
 )
 
-REPO = Path(__file__).resolve().parents[2]
-TRVM = REPO / "fixtures" / "holdout" / "trvm-synthetic"
+TRVM = testdata.data("holdout/trvm-synthetic", directory=True)
 PROJECT = holdout.project_schemas()
 TRVM_SCHEMAS = load_schemas(TRVM)
 ROOT = "root-" + "a" * 64
@@ -45,7 +45,7 @@ def _read(path: Path) -> Any:
     return holdout.read_json(path.read_bytes())
 
 
-PUBLIC_CHALLENGES = _read(REPO / "fixtures" / "holdout" / "challenges" / "public-s.json")
+PUBLIC_CHALLENGES = _read(testdata.fixture("holdout/challenges/public-s.json"))
 PROJECT_DOCUMENT: dict[str, Any] = {
     "type": "EVIDENCED-HOLDOUT-OBSERVATION-v1",
     "implementation": "evidenced-python",
