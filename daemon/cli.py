@@ -35,6 +35,7 @@ _COMMANDS = {
     "sessions": "daemon._serve_cli",
     "health": "daemon._serve_cli",
     "audit": "daemon._serve_cli",
+    "log": "daemon._log_cli",
     "formation": "mechanism.formation.cli",
     "descriptor": "mechanism.descriptor.cli",
     "catalog": "catalog.cli",

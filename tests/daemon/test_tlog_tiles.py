@@ -17,6 +17,7 @@ from tlog_scales import signing as scales_signing
 from tlog_scales import writer as scales_writer
 
 from daemon.tlog._checkpoint import open_checkpoint
+from daemon.tlog._log import TransparencyError, TransparencyLog
 from daemon.tlog._merkle import (
     MemoryTree,
     ProofRangeError,
@@ -24,7 +25,6 @@ from daemon.tlog._merkle import (
     inclusion_proof,
     tree_root,
 )
-from daemon.tlog._log import TransparencyError, TransparencyLog
 from daemon.tlog._note import SignerKey, VerifierKey
 from daemon.tlog._tiles import (
     TileDirectory,
@@ -65,7 +65,12 @@ def test_tile_paths_follow_the_spec_examples() -> None:
     assert tile_path(1, 5, 17) == "tile/1/005.p/17"
     assert tile_path("entries", 1000) == "tile/entries/x001/000"
     assert tile_widths(70_000) == [(0, 273, 112), (1, 1, 17), (2, 0, 1)]
-    for level, index, width in [(0, 0, 256), (3, 999_999_999, 1), ("entries", 1234, 255)]:
+    cases: list[tuple[int | str, int, int]] = [
+        (0, 0, 256),
+        (3, 999_999_999, 1),
+        ("entries", 1234, 255),
+    ]
+    for level, index, width in cases:
         assert parse_tile_path(tile_path(level, index, width)) == (level, index, width)
 
 
@@ -146,7 +151,8 @@ def test_we_read_a_log_written_by_tlog_scales(tmp_path: Path) -> None:
         writer.add_leaf(entry)
     writer.commit([their_signer])
     signed = open_checkpoint(
-        (tmp_path / "log" / "checkpoint").read_bytes(), VerifierKey.parse(private.verifier().encode())
+        (tmp_path / "log" / "checkpoint").read_bytes(),
+        VerifierKey.parse(private.verifier().encode()),
     )
     assert signed.checkpoint.size == 700
     reader = TileReader(TileDirectory(tmp_path / "log"), 700)
