@@ -1,5 +1,5 @@
 """Transparency log benchmark: proof generation from tiles at 10^6 leaves, and the cost of
-hashing audit lines into the tree (issue 15, ``docs/spec/transparency.md §6``).
+hashing audit lines into the tree (``docs/spec/transparency.md §6``).
 
 Figures:
 

@@ -1,5 +1,5 @@
 """``evidenced log`` offline: keygen, verify, verify-receipt, cosign and monitor on a static
-directory, with the attacks of issue 15 (``docs/spec/transparency.md §6``–``§9``). Each
+directory, with the attacks it defends against (``docs/spec/transparency.md §6``–``§9``). Each
 attack test asserts the exit code, the stable code, and that nothing was changed."""
 
 from __future__ import annotations
