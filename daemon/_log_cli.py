@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 import time
 from collections.abc import Callable
@@ -36,6 +35,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
+from ._transparency import audit_files
 from .tlog import (
     CHECKPOINT_FILE,
     SIG_COSIGNATURE,
@@ -66,7 +66,6 @@ EXIT_USAGE: Final = 2
 EXIT_REJECTED: Final = 65
 EXIT_UNREACHABLE: Final = 69
 DEFAULT_AUDIT_LOG: Final = "evidenced-audit.jsonl"
-_ARCHIVE_RE: Final = re.compile(r"\.(\d{12})-(\d{12})\Z")
 
 
 class _Refused(Exception):
@@ -97,16 +96,6 @@ def read_verifier_key(text: str, *, sig_type: int | None = None) -> VerifierKey:
         kind = "witness (type 0x04)" if sig_type == SIG_COSIGNATURE else "log (type 0x01)"
         raise _Refused(f"{text} is not a {kind} verifier key")
     return key
-
-
-def audit_files(log: Path) -> list[Path]:
-    """The rotated files of ``log`` (``LOG.<first>-<last>``, chain order) and ``log``."""
-    archives = sorted(
-        path
-        for path in log.parent.glob(log.name + ".*")
-        if _ARCHIVE_RE.search(path.name) and path.name[:-26] == log.name
-    )
-    return [*archives, log]
 
 
 def _keygen(args: argparse.Namespace) -> int:

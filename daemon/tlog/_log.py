@@ -21,12 +21,18 @@ Rules (the contract):
    (``LOG_REWRITTEN``). Then the lines after it are appended (existing full tiles must hold
    the same bytes, else ``TILES_BROKEN``) and a checkpoint for the whole log is signed.
    Without a checkpoint the tree is rebuilt from line 1.
+5. Failure while running. :meth:`TransparencyLog.commit` and
+   :meth:`TransparencyLog.sign_if_due` never raise: a tile, bundle or checkpoint that cannot
+   be written (or a line too long for a bundle) sets :attr:`TransparencyLog.failure`, after
+   which nothing more is appended or signed in this run. The audit lines are unaffected; the
+   next start rehashes them from the last checkpoint (rule 4).
 """
 
 from __future__ import annotations
 
 import collections
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -152,6 +158,7 @@ class TransparencyLog:
         self._signed_at = float("-inf")
         self._dirty_dirs: set[Path] = set()
         self.signatures = 0
+        self.failure: str | None = None
 
     # -- start-up
 
@@ -179,6 +186,8 @@ class TransparencyLog:
             log.append_lines(_take(lines(start + 1), log_size - start, start + 1))
         except TileMismatch as error:
             raise TransparencyError("TILES_BROKEN", str(error)) from None
+        except TileError as error:
+            raise TransparencyError("LOG_UNAVAILABLE", str(error)) from None
         log.sign_checkpoint()
         return log
 
@@ -283,6 +292,42 @@ class TransparencyLog:
             for path in sorted(self._dirty_dirs):
                 fsync_directory(path)
         self._dirty_dirs.clear()
+
+    def commit(self, lines: Iterable[bytes]) -> None:
+        """(the audit writer, after the lines are durable) :meth:`append_lines`, never
+        raising (rule 5)."""
+        if self.failure is not None:
+            return
+        try:
+            self.append_lines(lines)
+        except (OSError, TileError) as error:
+            self._failed(f"tiles not written: {error}")
+
+    def sign_if_due(self, now: float | None = None) -> bool:
+        """Sign a checkpoint if one is due (rule 2); never raising (rule 5)."""
+        if self.failure is not None or not self.checkpoint_due(now):
+            return False
+        try:
+            self.sign_checkpoint()
+        except (OSError, TileError) as error:
+            self._failed(f"checkpoint not signed: {error}")
+            return False
+        return True
+
+    def seconds_until_due(self) -> float | None:
+        """Seconds until an unsigned tree may be signed (``None``: nothing to sign)."""
+        if self.failure is not None or (
+            self.checkpoint is not None and self.checkpoint.size == self.edge.size
+        ):
+            return None
+        return max(0.0, self._signed_at + self.interval - time.monotonic())
+
+    def _failed(self, message: str) -> None:
+        self.failure = message
+        sys.stderr.write(
+            f"evidenced: transparency log {self.directory}: {message}; no further checkpoint"
+            " is signed until a restart rebuilds the tiles from the audit lines\n"
+        )
 
     def checkpoint_due(self, now: float | None = None) -> bool:
         """Is there an unsigned leaf and has ``interval`` passed since the last signature?"""
