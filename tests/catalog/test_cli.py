@@ -1,14 +1,18 @@
-"""``evidenced catalog …`` through real subprocesses: one JSON document on stdout, exit codes."""
+"""``evidenced catalog …``: one JSON document on stdout, exit codes.
+
+The table of cases calls ``daemon.cli.main`` in-process; the smoke test at the end runs the real
+``python -m daemon.cli`` process and requires the very same answer.
+"""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
+import shutil
 from pathlib import Path
 from typing import Any
 
 import attrs
+import clirun
 import pytest
 
 import catalog
@@ -17,15 +21,9 @@ CHECKER = "component:artifact-network-typed-formation-checker"
 
 
 def run(*args: str) -> tuple[int, Any, str]:
-    completed = subprocess.run(
-        [sys.executable, "-m", "daemon.cli", "catalog", *args],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert "Traceback" not in completed.stderr
-    document = json.loads(completed.stdout) if completed.stdout.strip() else None
-    return completed.returncode, document, completed.stderr
+    result = clirun.in_process(["catalog", *args])
+    assert "Traceback" not in result.err
+    return result.returncode, result.document(), result.err
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +92,7 @@ def test_verify_reports_valid_then_names_a_changed_byte(build: Path, tmp_path: P
     code, document, _ = run("package", "verify", str(build))
     assert code == 0 and document["result"] == "VALID"
     copy = tmp_path / "copy"
-    subprocess.run(["cp", "-r", str(build), str(copy)], check=True)
+    shutil.copytree(build, copy)
     spec = next(copy.glob("packages/*/artifacts/catalog/data/specifications/*formation*.txt"))
     data = spec.read_bytes()
     spec.write_bytes(data[:100] + b"X" + data[101:])
@@ -202,3 +200,10 @@ def test_verify_of_an_unreadable_build_directory_is_rejected_input(
         target.write_text("{}")
     code, document, stderr = run("package", "verify", str(target))
     assert code == 65 and document is None and stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("args", [("list",), ("show", "component:nope")])
+def test_the_real_process_answers_exactly_as_in_process(args: tuple[str, ...]) -> None:
+    process = clirun.subprocess_run(["catalog", *args])
+    assert process == clirun.in_process(["catalog", *args])
+    assert process.returncode in (0, 65) and "Traceback" not in process.err

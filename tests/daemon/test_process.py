@@ -1,5 +1,10 @@
 """The daemon as a process: CLI exit codes, SIGTERM with requests in flight, SIGKILL under
-load then restart, and a malformed audit log at startup."""
+load then restart, and a malformed audit log at startup.
+
+Every daemon here is a real ``evidenced serve`` process. The client commands talking to it
+(``submit``, ``sessions``, ``health``, ``audit``) run in-process through ``daemon.cli.main``;
+``test_cli_unreachable_daemon_exits_69`` runs the client as a real process too.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import clirun
 import pytest
 import testdata
 import trio
@@ -47,8 +53,16 @@ def stop(process: subprocess.Popen[str]) -> tuple[int, str]:
     return process.returncode, err
 
 
-def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, cwd=ROOT, timeout=60)
+def run_cli(*args: str) -> clirun.CliResult:
+    """A client command, in-process (the daemon it talks to is a real process)."""
+    return clirun.in_process(args)
+
+
+def run_serve(*args: str) -> subprocess.CompletedProcess[str]:
+    """``evidenced serve`` as a process that is expected to exit at once."""
+    return subprocess.run(
+        [*CLI, "serve", *args], capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
 
 
 @pytest.fixture
@@ -76,10 +90,10 @@ def test_cli_submit_exit_codes_and_one_json_document(
             str(FORMATION_FIXTURES / f"{name}.subject.json"),
             str(FORMATION_FIXTURES / f"{name}.certificate.json"),
         )  # fmt: skip
-        assert result.returncode == code, result.stderr
+        assert result.returncode == code, result.err
         document = json.loads(result.stdout)
         assert document["decision_id"] and document["session"] == "formation"
-        assert "Traceback" not in result.stderr
+        assert "Traceback" not in result.err
     big = short_dir / "big.bin"
     big.write_bytes(b"z" * 300_000)
     oversize = run_cli("submit", "--socket", sock, "--session", "formation", str(big), str(big))
@@ -109,9 +123,11 @@ def test_cli_submit_exit_codes_and_one_json_document(
 
 
 def test_cli_unreachable_daemon_exits_69(short_dir: Path) -> None:
-    result = run_cli("health", "--socket", str(short_dir / "nobody"))
+    args = ("health", "--socket", str(short_dir / "nobody"))
+    result = clirun.subprocess_run(args, cwd=ROOT)
     assert result.returncode == 69
     assert json.loads(result.stdout)["error"]["code"] == "UNREACHABLE"
+    assert result == run_cli(*args)
 
 
 def test_cli_audit_verify_names_the_first_bad_line(short_dir: Path) -> None:
@@ -266,7 +282,7 @@ def test_sigkill_under_load_then_restart_keeps_every_acknowledged_decision(
 def test_invalid_config_is_rejected_input(short_dir: Path) -> None:
     config = short_dir / "bad.toml"
     config.write_text('[server]\nlisten = 7433\n[sessions.x]\nmechanisms = ["formation"]\n')
-    result = run_cli("serve", "--config", str(config))
+    result = run_serve("--config", str(config))
     assert result.returncode == 65 and "server.listen" in result.stderr
 
 
@@ -275,9 +291,7 @@ def test_listen_on_a_busy_address_is_unavailable(short_dir: Path) -> None:
         "--listen", "127.0.0.1:0", "--audit-log", str(short_dir / "a1.jsonl")
     )
     try:
-        result = run_cli(
-            "serve", "--listen", ready["tcp"], "--audit-log", str(short_dir / "a2.jsonl")
-        )
+        result = run_serve("--listen", ready["tcp"], "--audit-log", str(short_dir / "a2.jsonl"))
         assert result.returncode == 69
     finally:
         stop(first)

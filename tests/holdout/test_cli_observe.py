@@ -1,13 +1,16 @@
-"""``evidenced holdout observe`` then ``score`` as real subprocesses over the S-series set."""
+"""``evidenced holdout observe`` then ``score`` over the S-series set.
+
+In-process through ``daemon.cli.main``; the smoke test at the end runs the real
+``python -m daemon.cli`` process for ``observe`` and requires the very same answer.
+"""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
+import clirun
 import testdata
 
 REPO_ROOT = testdata.REPO
@@ -15,17 +18,9 @@ CHALLENGES = testdata.fixture("holdout/challenges", directory=True)
 
 
 def run(*args: str) -> tuple[int, Any, str]:
-    completed = subprocess.run(
-        [sys.executable, "-m", "daemon.cli", "holdout", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        cwd=REPO_ROOT,
-    )
-    assert "Traceback" not in completed.stderr
-    document = json.loads(completed.stdout) if completed.stdout.strip() else None
-    return completed.returncode, document, completed.stderr
+    result = clirun.in_process(["holdout", *args])
+    assert "Traceback" not in result.err
+    return result.returncode, result.document(), result.err
 
 
 def test_observe_then_score_reports_the_declared_split(tmp_path: Path) -> None:
@@ -103,3 +98,14 @@ def test_observe_reports_a_label_disagreement_and_exits_1(tmp_path: Path) -> Non
     assert [p["id"] for p in summary["not_observed"]] == ["S2"]
     assert "fixture-label-disagreement" in stderr
     assert list(json.loads(out.read_bytes())["observations"]) == ["S1"]
+
+
+def test_the_real_process_answers_exactly_as_in_process(tmp_path: Path) -> None:
+    challenges = json.loads((CHALLENGES / "public-s.json").read_bytes())[:1]
+    path = tmp_path / "set.json"
+    path.write_text(json.dumps(challenges))
+    args = ["holdout", "observe", str(path), "--out", str(tmp_path / "obs.json")]
+    process = clirun.subprocess_run(args, cwd=REPO_ROOT)
+    written = (tmp_path / "obs.json").read_bytes()
+    assert process == clirun.in_process(args)
+    assert process.returncode == 0 and (tmp_path / "obs.json").read_bytes() == written

@@ -1,4 +1,7 @@
-"""``evidenced holdout score/commit/release/interop`` as real subprocesses.
+"""``evidenced holdout score/commit/release/interop``: documents, refusals and exit codes.
+
+The table of cases calls ``daemon.cli.main`` in-process; the smoke test at the end runs the real
+``python -m daemon.cli`` process and requires the very same answer.
 
 Defends: a challenge folder altered after commitment is refused; a folder without a
 commitment is a usage error; the score document has exactly the documented shape; the exit
@@ -9,11 +12,10 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
+import clirun
 import pytest
 import testdata
 
@@ -25,17 +27,9 @@ SYNTHETIC_RELEASE = "srel-" + "0" * 64
 
 
 def run(*args: str) -> tuple[int, Any, str]:
-    completed = subprocess.run(
-        [sys.executable, "-m", "daemon.cli", "holdout", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        cwd=REPO_ROOT,
-    )
-    document = json.loads(completed.stdout) if completed.stdout.strip() else None
-    assert "Traceback" not in completed.stderr
-    return completed.returncode, document, completed.stderr
+    result = clirun.in_process(["holdout", *args])
+    assert "Traceback" not in result.err
+    return result.returncode, result.document(), result.err
 
 
 def _synthetic_folder(tmp_path: Path) -> Path:
@@ -209,3 +203,11 @@ def test_interop_subcommand(tmp_path: Path) -> None:
     assert [f["path"] for f in document["findings"]] == [
         "observations.S1.baseline.D.structure.unique_artifacts"
     ]
+
+
+def test_the_real_process_answers_exactly_as_in_process(tmp_path: Path) -> None:
+    folder = _synthetic_folder(tmp_path)
+    for args in (["release"], ["score", "--challenges", str(folder), "--observations", "x"]):
+        process = clirun.subprocess_run(["holdout", *args], cwd=REPO_ROOT)
+        assert process == clirun.in_process(["holdout", *args])
+        assert process.returncode in (0, 2) and process.document()

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
+import clirun
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -40,7 +39,7 @@ from mechanism.descriptor import (
 )
 from session import MechanismOutcome
 
-from ._support import FIXTURES, REPO, SAFETENSORS_REF, TISC_REF
+from ._support import FIXTURES, SAFETENSORS_REF, TISC_REF
 
 VALID = (
     b"t81.experiment-descriptor.v1\n"
@@ -129,14 +128,9 @@ def test_seed_requested_operation_outside_the_compiled_singleton_set_fails(
     assert decision.observations["authorization_report"] is None
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [sys.executable, "-m", "daemon.cli", "descriptor", *args],
-        capture_output=True,
-        cwd=REPO,
-        timeout=60,
-        check=False,
-    )
+def _cli(*args: str) -> clirun.CliResult:
+    """``evidenced descriptor ARGS`` in-process (``test_descriptor_cli.py`` has the process)."""
+    return clirun.in_process(["descriptor", *args])
 
 
 def test_cli_requested_operation_list_is_a_refused_capability_exit_1() -> None:

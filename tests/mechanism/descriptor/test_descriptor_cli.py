@@ -1,13 +1,16 @@
-"""``evidenced descriptor`` through real subprocesses: one JSON document, documented exit codes."""
+"""``evidenced descriptor``: one JSON document (or the exact bytes), documented exit codes.
+
+The table of cases calls ``daemon.cli.main`` in-process; the smoke tests at the end run the real
+``python -m daemon.cli`` process and require the very same answer.
+"""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
+import clirun
 import pytest
 
 from mechanism.descriptor import DEFAULT_POLICY
@@ -15,17 +18,11 @@ from mechanism.descriptor import DEFAULT_POLICY
 from ._support import FIXTURES, REPO, fixture
 
 
-def run(*args: str | Path) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [sys.executable, "-m", "daemon.cli", "descriptor", *map(str, args)],
-        capture_output=True,
-        cwd=REPO,
-        timeout=120,
-        check=False,
-    )
+def run(*args: str | Path) -> clirun.CliResult:
+    return clirun.in_process(["descriptor", *args])
 
 
-def document(result: subprocess.CompletedProcess[bytes]) -> Any:
+def document(result: clirun.CliResult) -> Any:
     assert b"Traceback" not in result.stderr
     return json.loads(result.stdout)
 
@@ -159,3 +156,17 @@ def test_run_tisc_refuses_undecodable_text_with_65(tmp_path: Path) -> None:
     result = run("run-tisc", bad)
     assert result.returncode == 65 and result.stdout == b""
     assert b"TISC_UTF8_INVALID" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["check", *TISC_PAIR, "--operation", "run"],
+        ["make", FIXTURES / "tisc-fixture.bin"],
+    ],
+    ids=["check-pass", "make-bytes"],
+)
+def test_the_real_process_answers_exactly_as_in_process(args: list[str | Path]) -> None:
+    process = clirun.subprocess_run(["descriptor", *args], cwd=REPO)
+    assert process == run(*args)
+    assert process.returncode == 0, process.stderr

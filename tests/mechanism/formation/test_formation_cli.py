@@ -1,12 +1,15 @@
-"""``evidenced formation produce|check|evaluate`` as real subprocesses."""
+"""``evidenced formation produce|check|evaluate``: exact stdout bytes, one stderr line, exit codes.
+
+The table of cases calls ``daemon.cli.main`` in-process; the smoke tests at the end run the real
+``python -m daemon.cli`` process and require the very same answer.
+"""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
+import clirun
 import pytest
 import testdata
 
@@ -18,21 +21,15 @@ from ._builders import atom, pair
 FIXTURES = testdata.fixture("formation", directory=True)
 
 
-def cli(*args: str | Path) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [sys.executable, "-m", "daemon.cli", "formation", *map(str, args)],
-        capture_output=True,
-        timeout=120,
-        check=False,
-        cwd=testdata.REPO,
-    )
+def cli(*args: str | Path) -> clirun.CliResult:
+    return clirun.in_process(["formation", *args])
 
 
 def fixture(name: str) -> tuple[Path, Path]:
     return FIXTURES / f"{name}.subject.json", FIXTURES / f"{name}.certificate.json"
 
 
-def assert_one_line_stderr(completed: subprocess.CompletedProcess[bytes]) -> None:
+def assert_one_line_stderr(completed: clirun.CliResult) -> None:
     lines = completed.stderr.decode().splitlines()
     assert len(lines) <= 1
     assert b"Traceback" not in completed.stderr
@@ -139,3 +136,16 @@ def test_evaluate_without_an_admissible_subject_is_rejected_input(tmp_path: Path
     assert completed.returncode == 65
     assert completed.stdout == b""
     assert_one_line_stderr(completed)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["produce", FIXTURES / "compose.subject.json"],
+        ["evaluate", *fixture("tampered"), "--max-path-steps", "4097"],
+    ],
+    ids=["produce-0", "usage-2"],
+)
+def test_the_real_process_answers_exactly_as_in_process(args: list[str | Path]) -> None:
+    process = clirun.subprocess_run(["formation", *args], cwd=testdata.REPO)
+    assert process == cli(*args)

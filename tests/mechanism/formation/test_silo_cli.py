@@ -1,13 +1,16 @@
-"""``evidenced formation inspect-silo`` / ``receipt build|recheck`` as real subprocesses."""
+"""``evidenced formation inspect-silo`` / ``receipt build|recheck``: documents and exit codes.
+
+The table of cases calls ``daemon.cli.main`` in-process; the smoke test at the end runs the real
+``python -m daemon.cli`` process for each command and requires the very same answer.
+"""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
+import clirun
 import pytest
 
 from mechanism.canonical import canonical_bytes, digest_bytes
@@ -16,13 +19,8 @@ from mechanism.formation import build_formation_receipt, inspect_silo_formation
 from .test_silo_support import PATHS, commit_bytes, evidence_for, standard_silo
 
 
-def run(*args: str) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [sys.executable, "-m", "daemon.cli", "formation", *args],
-        capture_output=True,
-        timeout=120,
-        check=False,
-    )
+def run(*args: str) -> clirun.CliResult:
+    return clirun.in_process(["formation", *args])
 
 
 def write_silo(tmp_path: Path, evidence: dict[str, bytes], commit: bytes) -> tuple[Path, Path]:
@@ -48,7 +46,7 @@ def path_options() -> list[str]:
     ]
 
 
-def inspect_cli(commit_path: Path, directory: Path) -> subprocess.CompletedProcess[bytes]:
+def inspect_cli(commit_path: Path, directory: Path) -> clirun.CliResult:
     return run("inspect-silo", str(commit_path), "--evidence-dir", str(directory), *path_options())
 
 
@@ -170,7 +168,7 @@ def test_receipt_build_emits_the_exact_receipt_bytes(tmp_path: Path) -> None:
 
 def _recheck(
     tmp_path: Path, receipt: bytes, selection_path: Path, commit_path: Path, directory: Path
-) -> subprocess.CompletedProcess[bytes]:
+) -> clirun.CliResult:
     receipt_path = tmp_path / "to-recheck.json"
     receipt_path.write_bytes(receipt)
     return run(
@@ -220,3 +218,17 @@ def test_receipt_without_an_action_is_a_usage_error() -> None:
     assert done.returncode == 2
     assert done.stdout == b""
     assert b"receipt" in done.stderr
+
+
+def test_the_real_process_answers_exactly_as_in_process(tmp_path: Path) -> None:
+    selection_path, commit_path, directory, selection, evidence = _receipt_files(tmp_path)
+    receipt = build_formation_receipt(selection, commit_path.read_bytes(), evidence)
+    receipt_path = tmp_path / "receipt.json"
+    receipt_path.write_bytes(receipt)
+    inspect = ["inspect-silo", str(commit_path), "--evidence-dir", str(directory), *path_options()]
+    recheck = ["receipt", "recheck", str(receipt_path), "--selection", str(selection_path),
+               "--commit", str(commit_path), "--evidence-dir", str(directory)]  # fmt: skip
+    for args in (inspect, recheck):
+        process = clirun.subprocess_run(["formation", *args])
+        assert process == run(*args)
+        assert process.returncode == 0, process.stderr
