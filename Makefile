@@ -17,17 +17,24 @@ $(STAMP): pyproject.toml constraints.txt daemon/_version.py
 demo: $(STAMP)
 	$(VENV)/bin/evidenced demo
 
+# The suite on $(TEST_WORKERS) worker processes, whole test files per worker (module fixtures
+# run once). `make test TEST_WORKERS=0` runs it in this process.
+TEST_WORKERS ?= 2
+PYTEST := $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+
 test: $(STAMP) lint browser
-	$(PY) -m pytest -q; status=$$?; if [ $$status -eq 5 ]; then echo 'no tests collected'; status=0; fi; exit $$status
+	$(PYTEST); status=$$?; if [ $$status -eq 5 ]; then echo 'no tests collected'; status=0; fi; exit $$status
 
 lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
 
-# The whole suite under coverage (subprocesses included); prints the per-package table.
+# The whole suite under coverage (child processes included): the files not fully covered, then
+# one line per package (scripts/coverage_by_package.py).
 coverage: $(STAMP)
-	$(PY) -m pytest -q --cov --cov-report=term
+	$(PYTEST) --cov --cov-report=term:skip-covered
+	$(PY) scripts/coverage_by_package.py
 
 fmt: $(STAMP)
 	$(PY) -m ruff format .
