@@ -157,11 +157,15 @@ def shallow(raw: bytes, limit: int = MAX_DEPTH) -> bool:
     brackets = raw.translate(None, _QUOTES_AND_BRACKETS).replace(b'""', b"")
     if b'"' in brackets:
         brackets = b"".join(brackets.split(b'"')[::2])
-    # Each pass removes exactly the innermost level of a balanced sequence.
+    # Each pass removes exactly the innermost level of a balanced sequence (at most ``limit``
+    # passes over the brackets: linear).
     for _ in range(limit):
         if not brackets:
             return True
-        brackets = brackets.replace(b"[]", b"").replace(b"{}", b"")
+        shorter = brackets.replace(b"[]", b"").replace(b"{}", b"")
+        if len(shorter) == len(brackets):
+            return False  # unbalanced: nothing left to remove
+        brackets = shorter
     return not brackets
 
 

@@ -221,3 +221,23 @@ def _pairs(draw: st.DrawFn) -> tuple[Any, Any]:
 def test_encoding_free_comparison_agrees_with_rfc8785(pair: tuple[Any, Any]) -> None:
     left, right = pair
     assert _same(left, right) is canonical_equal(left, right)
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (b"[]" * 1000, True),
+        (b"[" * 64 + b"]" * 64, True),
+        (b"[" * 65 + b"]" * 65, False),
+        (b'["' + b"[" * 100 + b'"]', True),  # brackets in a string are not depth
+        (b'["\\"[[[["]', False),  # a quote that may not delimit: undecided
+        (b"[" * 10, False),  # unbalanced
+        (b"[}", False),
+    ],
+)
+def test_shallow_decides_depth_from_the_brackets_outside_strings(
+    raw: bytes, expected: bool
+) -> None:
+    from holdout._reader import shallow
+
+    assert shallow(raw) is expected
