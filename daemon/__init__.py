@@ -9,6 +9,7 @@ Public API (everything else lives in private modules):
   exceptions :class:`ClientError`, :class:`TransportError`, :class:`ClientTimeout`,
   :class:`RejectedError`, :class:`ServiceUnavailable`, :class:`ServerProtocolError`.
 * Audit: :class:`AuditLog`, :func:`verify_log`, :func:`tail`, :class:`VerifyReport`,
+  :class:`AuditRef` (a line's ``seq`` and digest), :func:`parse_anchor`,
   :class:`AuditLogError`, :class:`AuditLogCorrupt`.
 * Protocol: the sans-IO codec, :mod:`daemon.protocol` (``docs/protocol.md``).
 """
@@ -18,9 +19,11 @@ from ._audit import (
     AuditLog,
     AuditLogCorrupt,
     AuditLogError,
+    AuditRef,
     Durability,
     Overflow,
     VerifyReport,
+    parse_anchor,
     tail,
     verify_log,
 )
@@ -54,6 +57,7 @@ __all__ = [
     "AuditLog",
     "AuditLogCorrupt",
     "AuditLogError",
+    "AuditRef",
     "Client",
     "ClientError",
     "ClientTimeout",
@@ -75,6 +79,7 @@ __all__ = [
     "load_config",
     "open_client",
     "open_server",
+    "parse_anchor",
     "serve",
     "tail",
     "verify_log",

@@ -2,54 +2,106 @@
 
 Rules (the contract):
 
-1. One line per event: every decision and every refused request, plus ``daemon_start`` and
-   ``daemon_stop``. A line is a JSON object rendered by structlog's ``JSONRenderer`` (orjson) with
-   sorted keys, no whitespace, UTF-8 (non-ASCII raw) and ends with one ``\\n``. Evidence bytes
-   are never logged, only ``{digest, size}``.
-2. Chain. Every line carries ``seq`` (1, 2, ... with no gap across restarts) and ``prev``
-   (the previous line's ``line_digest``; :data:`GENESIS` for line 1), and *ends* with
-   ``,"line_digest":"sha256:<hex>"}`` where hex = SHA-256 of the line's *body*: the exact
-   bytes before that suffix, closed with ``}`` (the body is the sorted, compact rendering of
-   every other field). :func:`verify_log` rechecks seal, ``seq`` and ``prev`` on every line
-   and names the first one that is edited (any byte), reordered, dropped, duplicated, or
-   torn (no final newline).
-3. Durability. With ``durability="fsync"`` (default) :meth:`AuditLog.record` returns only when
+1. One line per event: every decision and every refused request, plus ``daemon_start``,
+   ``daemon_stop`` and the log's own events (``audit_overflow``, ``audit_recovered``,
+   ``torn_tail_removed``, ``audit_rotated``). Line format, seal and chain:
+   :mod:`daemon._audit_format`; evidence bytes are never logged, only ``{digest, size}``.
+2. Durability. With ``durability="fsync"`` (default) :meth:`AuditLog.record` returns only when
    the line's bytes are written *and* ``fsync``-ed; concurrent records share one
-   write+fsync (group commit). ``"write"`` returns after ``write(2)`` (survives a process
-   crash, not a power loss); ``"none"`` returns once the line is queued (a crash may lose
-   queued lines; they are still written in order, and fsync-ed at close).
-4. Overflow. At most ``max_pending`` lines wait for the writer. ``overflow="block"`` (default)
+   write+fsync (group commit). ``"write"`` returns after ``write(2)``; ``"none"`` once the
+   line is queued. ``record`` returns the line's :class:`AuditRef` (``seq``, digest).
+   :attr:`AuditLog.durable` is the last line that met the policy (what ``health`` reports:
+   an anchor taken from it is never rolled back by a crash).
+3. Overflow. At most ``max_pending`` lines wait for the writer. ``overflow="block"`` (default)
    makes :meth:`record` wait for room; ``overflow="drop"`` drops the line, counts it, and
    writes an ``audit_overflow`` line with the count once there is room: never silent.
-5. Restarts. :meth:`AuditLog.open` verifies an existing file completely and continues its
-   chain. A broken file raises :class:`AuditLogCorrupt` naming the line; it is never
-   truncated, repaired or overwritten. The file is locked (``flock``) against a second writer.
-6. Failure. A write or fsync error fails the waiting records and every later one with
-   :class:`AuditLogError` (the server then answers ``AUDIT_FAILED``, never an unlogged
-   decision).
+4. Start-up (:meth:`AuditLog.open`): :mod:`daemon._audit_startup` (safe open, sidecar,
+   verification of the unverified part only, torn tail moved aside and recorded with a
+   ``torn_tail_removed`` line). A broken file raises :class:`AuditLogCorrupt`; it is never
+   repaired. The file is locked (``flock``) against a second writer.
+5. Faults. A failed or partial write (or ``fsync``) truncates the file back to the end of the
+   last durable line, fails the records of that batch and of every line rendered after it,
+   and puts the log in an *outage*: every :meth:`record` raises :class:`AuditLogError` at
+   once (counted per event) and :attr:`failure_reason` says why. The writer retries with
+   exponential backoff (``retry_initial`` … ``retry_max`` seconds) by appending one
+   ``audit_recovered`` line (the outage's first error and time, requests refused, lines
+   lost, attempts, bytes truncated); once that line is durable the log serves again.
+   Nothing rendered during an outage is ever written, so ``seq`` has no gap.
+6. Rotation (``rotate_bytes`` > 0, or :meth:`rotate`): when the current file has reached
+   ``rotate_bytes``, the next line goes to a new file that starts with an ``audit_rotated``
+   line naming the previous file's archive name, final ``seq`` and head; ``seq`` continues
+   across files. Files: :mod:`daemon._audit_files` rule 4.
+7. Sidecar. After every ``checkpoint_bytes`` of durable lines, after a rotation and at a
+   clean close, ``LOG.head`` records the durable end (``fsync`` first), so the next start
+   verifies only what came after it.
+8. :meth:`close` flushes, fsyncs, writes the sidecar and releases the file; it never raises
+   for a write failure: :attr:`failure_reason` tells the caller the close was not clean.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import enum
-import fcntl
-import hashlib
-import json
+import errno
 import os
-import re
-from collections.abc import Iterator, Mapping, MutableMapping
+import sys
+from collections.abc import Callable, Mapping, MutableMapping
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import attrs
 import orjson
 import structlog
 import trio
 
-GENESIS: Final = "sha256:" + "0" * 64
-#: A line longer than this is refused by the verifier (no unbounded reads).
-MAX_LINE_BYTES: Final = 64 * 1024 * 1024
+from ._audit_files import (
+    AuditLogInUse,
+    Checkpoint,
+    TornTail,
+    archive_path,
+    create_next_file,
+    install_next_file,
+    is_same_file,
+    write_checkpoint,
+)
+from ._audit_format import (
+    GENESIS,
+    MAX_LINE_BYTES,
+    ROTATED_EVENT,
+    Anchor,
+    AuditLogError,
+    AuditRef,
+    parse_anchor,
+    render_line,
+    seal,
+)
+from ._audit_startup import AuditLogCorrupt, Opened, open_verified
+from ._audit_verify import VerifyReport, tail, verify_log
+
+__all__ = [
+    "GENESIS",
+    "MAX_LINE_BYTES",
+    "Anchor",
+    "AuditLog",
+    "AuditLogCorrupt",
+    "AuditLogError",
+    "AuditLogInUse",
+    "AuditRef",
+    "Durability",
+    "Overflow",
+    "VerifyReport",
+    "parse_anchor",
+    "render_line",
+    "seal",
+    "tail",
+    "verify_log",
+]
+
+#: Events that answer a request: when one cannot be written the request is refused.
+REQUEST_EVENTS: Final = frozenset({"decision", "refusal"})
+DEFAULT_CHECKPOINT_BYTES: Final = 16 * 1024 * 1024
+T = TypeVar("T")
 
 
 class Durability(enum.Enum):
@@ -61,44 +113,6 @@ class Durability(enum.Enum):
 class Overflow(enum.Enum):
     BLOCK = "block"
     DROP = "drop"
-
-
-class AuditLogError(Exception):
-    """The audit log cannot be opened or written (our fault, not the client's)."""
-
-
-class AuditLogCorrupt(AuditLogError):
-    """An existing audit log does not verify; ``report`` says where and why."""
-
-    def __init__(self, path: str, report: VerifyReport) -> None:
-        super().__init__(
-            f"audit log {path} is broken at line {report.first_bad_line}: {report.reason}"
-        )
-        self.report = report
-
-
-# --------------------------------------------------------------------------- rendering
-
-
-_SEAL_RE: Final = re.compile(rb',"line_digest":"(sha256:[0-9a-f]{64})"\}\Z')
-
-
-def seal(body: bytes) -> tuple[bytes, str]:
-    """(sealed line, its digest) for a rendered body ``{...}`` (no newline)."""
-    digest = "sha256:" + hashlib.sha256(body).hexdigest()
-    return body[:-1] + b',"line_digest":"' + digest.encode("ascii") + b'"}', digest
-
-
-def _render_body(fields: Mapping[str, Any]) -> bytes:
-    # orjson with sorted keys: byte-identical to json.dumps(ensure_ascii=False, sort_keys=True,
-    # separators=(",", ":")) for the float-free values the daemon logs.
-    body: bytes = orjson.dumps(fields, option=orjson.OPT_SORT_KEYS)
-    return body
-
-
-def render_line(fields: Mapping[str, Any]) -> bytes:
-    """The sealed line for ``fields`` (exactly what the writer produces; for tools/tests)."""
-    return seal(_render_body(dict(fields)))[0]
 
 
 class _Chain:
@@ -129,133 +143,6 @@ class _Seal:
 
 
 _RESERVED: Final = frozenset({"seq", "prev", "line_digest", "timestamp"})
-
-
-# --------------------------------------------------------------------------- verification
-
-
-@attrs.frozen
-class VerifyReport:
-    """Outcome of :func:`verify_log`. ``first_bad_line`` is 1-based; ``head`` is the last good
-    line's digest."""
-
-    intact: bool
-    lines: int
-    head: str
-    last_seq: int
-    first_bad_line: int | None = None
-    reason: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "status": "INTACT" if self.intact else "BROKEN",
-            "lines": self.lines,
-            "head": self.head,
-            "last_seq": self.last_seq,
-            "first_bad_line": self.first_bad_line,
-            "reason": self.reason,
-        }
-
-
-def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise ValueError(f"duplicate key {key!r}")
-        result[key] = value
-    return result
-
-
-def _iter_lines(path: Path) -> Iterator[tuple[bytes, bool]]:
-    """Yield (line without newline, had_newline), reading in bounded chunks."""
-    with path.open("rb") as handle:
-        pending = b""
-        while True:
-            chunk = handle.read(1 << 20)
-            if not chunk:
-                break
-            pending += chunk
-            *complete, pending = pending.split(b"\n")
-            for line in complete:
-                yield line, True
-            if len(pending) > MAX_LINE_BYTES:
-                yield pending[: MAX_LINE_BYTES + 1], False
-                return
-        if pending:
-            yield pending, False
-
-
-def _check_line(raw: bytes, had_newline: bool, seq: int, head: str) -> tuple[str, str | None]:
-    """Return (line digest, None) or ("", reason)."""
-    if len(raw) > MAX_LINE_BYTES:
-        return "", f"line longer than {MAX_LINE_BYTES} bytes"
-    if not had_newline:
-        return "", "truncated line (no final newline)"
-    match = _SEAL_RE.search(raw)
-    if match is None:
-        return "", "line does not end with its line_digest seal (edited line)"
-    digest = match.group(1).decode("ascii")
-    body = raw[: match.start()] + b"}"
-    if "sha256:" + hashlib.sha256(body).hexdigest() != digest:
-        return "", "line_digest does not match the line's bytes (edited line)"
-    try:
-        fields = json.loads(raw.decode("utf-8"), object_pairs_hook=_refuse_duplicates)
-    except (ValueError, RecursionError) as error:
-        return "", f"not a JSON line ({error})"
-    if not isinstance(fields, dict):
-        return "", "not a JSON object"
-    if type(fields.get("seq")) is not int or fields["seq"] != seq + 1:
-        return "", f"sequence number {fields.get('seq')!r} where {seq + 1} was expected"
-    if fields.get("prev") != head:
-        return "", "prev does not match the previous line's digest (dropped or reordered line)"
-    return digest, None
-
-
-def verify_log(path: str | os.PathLike[str], *, anchors: tuple[str, ...] = ()) -> VerifyReport:
-    """Verify a whole audit log file; never raises for bad content (OSError for I/O).
-
-    ``anchors`` are ``line_digest`` values recorded elsewhere earlier (``health`` →
-    ``audit.head``): each must still be in the chain, else the file was rewritten or cut
-    back, which the chain alone cannot show (the report names the first missing anchor).
-    """
-    seq, head, count = 0, GENESIS, 0
-    missing = set(anchors)
-    for number, (raw, had_newline) in enumerate(_iter_lines(Path(path)), start=1):
-        digest, reason = _check_line(raw, had_newline, seq, head)
-        if reason is not None:
-            return VerifyReport(False, count, head, seq, number, reason)
-        seq, head, count = seq + 1, digest, count + 1
-        missing.discard(digest)
-    for anchor in anchors:
-        if anchor in missing:
-            return VerifyReport(
-                False,
-                count,
-                head,
-                seq,
-                None,
-                f"anchor {anchor} is not in the chain (the log was rewritten or truncated)",
-            )
-    return VerifyReport(True, count, head, seq)
-
-
-def tail(path: str | os.PathLike[str], count: int) -> list[dict[str, Any]]:
-    """The last ``count`` parseable lines of the log, oldest first (unverified)."""
-    window: collections.deque[bytes] = collections.deque(maxlen=max(count, 0))
-    for raw, had_newline in _iter_lines(Path(path)):
-        if had_newline:
-            window.append(raw)
-    records = []
-    for raw in window:
-        try:
-            value = json.loads(raw.decode("utf-8"))
-        except ValueError:
-            value = {"unparseable_line": raw.decode("utf-8", errors="replace")}
-        records.append(value)
-    return records
-
-
-# --------------------------------------------------------------------------- the writer
 
 
 class _Signal:
@@ -297,9 +184,79 @@ class _Signal:
 
 @attrs.define
 class _Batch:
+    """Lines written together. ``archive``: rotate before writing (the current file gets
+    that name, these lines start the next file). ``last``: the batch's last line."""
+
     lines: list[bytes] = attrs.field(factory=list)
     done: _Signal = attrs.field(factory=_Signal)
     error: BaseException | None = None
+    archive: Path | None = None
+    last: AuditRef | None = None
+    nbytes: int = 0
+
+
+@attrs.define
+class _Outage:
+    """An audit outage: since when, why, and what it cost (rule 5)."""
+
+    error: str
+    since: str
+    last_error: str
+    backoff: float
+    refused: int = 0
+    lost: int = 0
+    attempts: int = 0
+    truncated_bytes: int = 0
+    unrecorded: collections.Counter[str] = attrs.field(factory=collections.Counter)
+
+    def reason(self) -> str:
+        return (
+            f"audit log cannot be written since {self.since}: {self.last_error}; "
+            f"{self.refused} requests refused so far; retrying"
+        )
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "error": self.error,
+            "last_error": self.last_error,
+            "since": self.since,
+            "refused": self.refused,
+            "lost": self.lost,
+            "attempts": self.attempts,
+            "truncated_bytes": self.truncated_bytes,
+        }
+
+    def recovered_fields(self) -> dict[str, Any]:
+        return {
+            "error": self.error,
+            "failed_at": self.since,
+            "refused": self.refused,
+            "lost": self.lost,
+            "unrecorded": dict(sorted(self.unrecorded.items())),
+            "attempts": self.attempts,
+            "truncated_bytes": self.truncated_bytes,
+        }
+
+
+def _describe(error: BaseException) -> str:
+    if isinstance(error, OSError) and error.strerror:
+        code = errno.errorcode.get(error.errno or 0, str(error.errno))
+        return f"{error.strerror} ({code})"
+    return str(error) or type(error).__name__
+
+
+def _event_of(line: bytes) -> str:
+    try:
+        event = orjson.loads(line).get("event")
+    except (orjson.JSONDecodeError, AttributeError):
+        return "?"
+    return event if isinstance(event, str) else "?"
+
+
+def _now() -> str:
+    stamper = structlog.processors.TimeStamper(fmt="iso", utc=True, key="t")
+    stamped: str = stamper(None, "info", {})["t"]
+    return stamped
 
 
 class AuditLog:
@@ -309,19 +266,23 @@ class AuditLog:
     def __init__(
         self,
         path: Path,
-        fd: int,
-        report: VerifyReport,
+        opened: Opened,
         *,
         durability: Durability,
         overflow: Overflow,
         max_pending: int,
+        rotate_bytes: int = 0,
+        checkpoint_bytes: int = DEFAULT_CHECKPOINT_BYTES,
+        retry_initial: float = 0.05,
+        retry_max: float = 1.0,
     ) -> None:
         self.path = path
-        self._fd: int | None = fd
+        self._fd: int | None = opened.fd
         self.durability = durability
         self.overflow = overflow
         self.max_pending = max_pending
-        self._chain = _Chain(report.last_seq, report.head)
+        self.rotate_bytes = rotate_bytes
+        self._chain = _Chain(opened.seq, opened.head)
         # structlog's processor chain, run directly (as a bound logger would, minus the
         # per-call proxy binding and any global structlog configuration, e.g. a level filter).
         self._processors: tuple[Any, ...] = (
@@ -330,16 +291,33 @@ class AuditLog:
             structlog.processors.JSONRenderer(serializer=orjson.dumps, option=orjson.OPT_SORT_KEYS),
             _Seal(self._chain),
         )
+        self._durable = AuditRef(opened.seq, opened.head)
+        self._size = opened.size  # durable bytes of the current file
+        self._file_first_seq = opened.first_seq  # of the current file on disk
+        self._file_bytes = opened.size  # rendered bytes of the current file (rotation)
+        self._render_first_seq = opened.first_seq  # of the file being rendered into
+        self._rotate_at = rotate_bytes if rotate_bytes > 0 else sys.maxsize
+        self._checkpoint_every = max(1, checkpoint_bytes)
+        self._checkpointed = opened.checkpoint_offset
+        self._retry = (retry_initial, retry_max)
         self._batch = _Batch()
+        self._sealed: list[_Batch] = []
         self._wakeup = trio.Event()
         self._room = _Signal()
         self._flush_lock = trio.Lock()
         self._closed = False
-        self._failed: BaseException | None = None
-        self.lines_written = report.lines
+        self._outage: _Outage | None = None
+        self._close_error: str | None = None
+        self._truncated = 0
+        self.lines_written = opened.seq - opened.first_seq + 1
         self.dropped = 0
         self._dropped_unreported = 0
         self.fsyncs = 0
+        self.rotations = 0
+        self.recoveries = 0
+        self.checkpoint_error: str | None = None
+        self.torn_tail: TornTail | None = opened.torn
+        self.verified_from = opened.verified_from
 
     @classmethod
     def open(
@@ -349,36 +327,42 @@ class AuditLog:
         durability: Durability | str = Durability.FSYNC,
         overflow: Overflow | str = Overflow.BLOCK,
         max_pending: int = 4096,
+        rotate_bytes: int = 0,
+        checkpoint_bytes: int = DEFAULT_CHECKPOINT_BYTES,
+        retry_initial: float = 0.05,
+        retry_max: float = 1.0,
     ) -> AuditLog:
-        """Verify the existing file (if any), lock it, and continue its chain."""
+        """Open safely, verify what is not yet verified, trim a torn tail (recording it),
+        lock, and continue the chain (rule 4)."""
         target = Path(path)
         durability = Durability(durability)
         overflow = Overflow(overflow)
         if type(max_pending) is not int or max_pending < 1:
             raise ValueError("max_pending must be a positive integer")
-        created = not target.exists()
-        try:
-            fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o640)
-        except OSError as error:
-            raise AuditLogError(
-                f"cannot open audit log {target}: {error.strerror or error}"
-            ) from None
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise AuditLogError(f"audit log {target} is in use by another process") from None
-            report = verify_log(target)
-            if not report.intact:
-                raise AuditLogCorrupt(str(target), report)
-            if created:
-                _fsync_directory(target)
-        except BaseException:
-            os.close(fd)
-            raise
-        return cls(
-            target, fd, report, durability=durability, overflow=overflow, max_pending=max_pending
+        if type(rotate_bytes) is not int or rotate_bytes < 0:
+            raise ValueError("rotate_bytes must be a non-negative integer")
+        opened = open_verified(target)
+        log = cls(
+            target,
+            opened,
+            durability=durability,
+            overflow=overflow,
+            max_pending=max_pending,
+            rotate_bytes=rotate_bytes,
+            checkpoint_bytes=checkpoint_bytes,
+            retry_initial=retry_initial,
+            retry_max=retry_max,
         )
+        if opened.torn is not None:
+            try:
+                log._append_now("torn_tail_removed", opened.torn.fields())
+            except OSError as error:
+                log.close_sync()
+                raise AuditLogError(
+                    f"cannot record the torn tail moved to {opened.torn.evidence}: "
+                    f"{_describe(error)}"
+                ) from None
+        return log
 
     # -- state
 
@@ -389,13 +373,29 @@ class AuditLog:
 
     @property
     def last_seq(self) -> int:
+        """The ``seq`` of the last line rendered (written or pending)."""
         return self._chain.seq
 
     @property
+    def durable(self) -> AuditRef:
+        """The last line that met the durability policy (rule 2)."""
+        return self._durable
+
+    @property
     def pending(self) -> int:
-        return len(self._batch.lines)
+        """Lines rendered but not yet durable."""
+        return self._chain.seq - self._durable.seq
+
+    @property
+    def failure_reason(self) -> str | None:
+        """Why the log cannot be written now (None when it can); after :meth:`close`, why
+        the close was not clean."""
+        if self._outage is not None:
+            return self._outage.reason()
+        return self._close_error
 
     def status(self) -> dict[str, Any]:
+        durable = self._durable
         return {
             "path": str(self.path),
             "durability": self.durability.value,
@@ -403,9 +403,13 @@ class AuditLog:
             "lines": self.lines_written,
             "pending": self.pending,
             "dropped": self.dropped,
-            "head": self.head,
+            "head": durable.line_digest,
+            "seq": durable.seq,
+            "anchor": durable.anchor if durable.seq else None,
             "fsyncs": self.fsyncs,
-            "failed": self._failed is not None,
+            "failed": self._outage is not None,
+            "failure": self._outage.status() if self._outage is not None else None,
+            "rotations": self.rotations,
         }
 
     # -- appending
@@ -417,56 +421,150 @@ class AuditLog:
         line["event"] = event
         for processor in self._processors:
             line = processor(None, "info", line)
-        return bytes(line) + b"\n"
+        rendered = bytes(line) + b"\n"
+        self._file_bytes += len(rendered)
+        return rendered
 
-    async def record(self, event: str, **fields: Any) -> str | None:
-        """Append one line; return its ``line_digest`` once the durability policy is met
+    async def record(self, event: str, **fields: Any) -> AuditRef | None:
+        """Append one line; return its (``seq``, digest) once the durability policy is met
         (``None`` if the overflow policy dropped it). Raises :class:`AuditLogError`."""
-        return await self._record(event, fields, cancellable=True)
+        return (await self._record(event, fields, None, cancellable=True))[0]
 
-    async def record_shielded(self, event: str, **fields: Any) -> str | None:
+    async def record_shielded(self, event: str, **fields: Any) -> AuditRef | None:
         """:meth:`record` that cancellation cannot interrupt: the same as awaiting ``record``
         inside ``trio.CancelScope(shield=True)`` (a pending cancellation is delivered at the
         caller's next checkpoint), without a cancel scope per line."""
-        return await self._record(event, fields, cancellable=False)
+        return (await self._record(event, fields, None, cancellable=False))[0]
 
-    async def _record(self, event: str, fields: dict[str, Any], *, cancellable: bool) -> str | None:
-        if self._failed is not None:
-            raise AuditLogError(f"audit log write failed earlier: {self._failed}")
+    async def record_answer(
+        self, event: str, answer: Callable[[AuditRef | None], T], /, **fields: Any
+    ) -> tuple[AuditRef | None, T]:
+        """:meth:`record_shielded` for a line whose answer must carry its place in the chain:
+        ``answer(ref)`` runs right after the line is rendered, before anything is written.
+        If it raises, the line is withdrawn (no gap, nothing logged) and the exception
+        propagates; else (ref, its result) once the line meets the durability policy."""
+        return await self._record(event, fields, answer, cancellable=False)
+
+    def _refuse(self, outage: _Outage, event: str) -> AuditLogError:
+        outage.unrecorded[event] += 1
+        if event in REQUEST_EVENTS:
+            outage.refused += 1
+        return AuditLogError(outage.reason())
+
+    async def _record(
+        self,
+        event: str,
+        fields: dict[str, Any],
+        answer: Callable[[AuditRef | None], Any] | None,
+        *,
+        cancellable: bool,
+    ) -> tuple[AuditRef | None, Any]:
+        if self._outage is not None:
+            raise self._refuse(self._outage, event)
         if self._closed:
             raise AuditLogError("audit log is closed")
         while len(self._batch.lines) >= self.max_pending:
             if self.overflow is Overflow.DROP:
                 self.dropped += 1
                 self._dropped_unreported += 1
-                return None
+                return None, None if answer is None else answer(None)
             await self._room.wait(cancellable=cancellable)
-            if self._failed is not None:
-                raise AuditLogError(f"audit log write failed: {self._failed}")
+            if self._outage is not None:
+                raise self._refuse(self._outage, event)
+            if self._closed:
+                raise AuditLogError("audit log is closed")
         if self._dropped_unreported:
             count, self._dropped_unreported = self._dropped_unreported, 0
             self._batch.lines.append(
                 self._render("audit_overflow", {"dropped": count, "dropped_total": self.dropped})
             )
-        self._batch.lines.append(self._render(event, fields))
-        digest = self._chain.head
+        if self._file_bytes >= self._rotate_at:
+            self._begin_rotation()
         batch = self._batch
+        chain = self._chain
+        before = (chain.seq, chain.head, self._file_bytes)
+        batch.lines.append(self._render(event, fields))
+        ref = AuditRef(chain.seq, chain.head)
+        built = None
+        if answer is not None:
+            try:
+                built = answer(ref)
+            except BaseException:
+                batch.lines.pop()
+                chain.seq, chain.head, self._file_bytes = before
+                raise
         self._wakeup.set()
         if self.durability is Durability.NONE:
-            return digest
+            return ref, built
         await batch.done.wait(cancellable=cancellable)
         if batch.error is not None:
-            raise AuditLogError(f"audit log write failed: {batch.error}")
-        return digest
+            raise AuditLogError(f"audit log write failed: {_describe(batch.error)}")
+        return ref, built
+
+    # -- rotation
+
+    def rotate(self) -> bool:
+        """Start the next file before the next line (rule 6); False when this file is empty
+        or no longer at its path. Takes effect with the next flush."""
+        if self._file_bytes == 0 or self._outage is not None or self._closed:
+            return False
+        return self._begin_rotation()
+
+    def _begin_rotation(self) -> bool:
+        if self._fd is None or not is_same_file(self._fd, self.path):
+            sys.stderr.write(
+                f"evidenced: audit log {self.path} was moved or replaced while open; "
+                "rotation disabled (the open file keeps the chain)\n"
+            )
+            self._rotate_at = sys.maxsize
+            return False
+        chain = self._chain
+        archive = archive_path(self.path, self._render_first_seq, chain.seq)
+        self._seal_batch()
+        self._batch = _Batch(archive=archive)
+        self._file_bytes = 0
+        self._render_first_seq = chain.seq + 1
+        self._batch.lines.append(
+            self._render(
+                ROTATED_EVENT,
+                {
+                    "previous_file": archive.name,
+                    "previous_seq": chain.seq,
+                    "previous_head": chain.head,
+                },
+            )
+        )
+        self._wakeup.set()
+        return True
+
+    def _seal_batch(self) -> None:
+        if self._batch.lines:
+            self._batch.last = AuditRef(self._chain.seq, self._chain.head)
+            self._sealed.append(self._batch)
+            self._batch = _Batch()
+
+    # -- the writer
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """The writer task (group commit): one write (and one fsync) per batch."""
+        """The writer task: group commit (one write and one fsync per batch) and, during an
+        outage, the retries (rule 5)."""
         task_status.started()
         while True:
+            outage = self._outage
+            if outage is not None:
+                if self._closed:
+                    return
+                with trio.move_on_after(outage.backoff):
+                    await self._wakeup.wait()
+                self._wakeup = trio.Event()
+                if self._closed:
+                    return
+                await self.recover()
+                continue
             await self._wakeup.wait()
             self._wakeup = trio.Event()
             await self._flush_once()
-            if self._closed and not self._batch.lines:
+            if self._closed and not self._batch.lines and not self._sealed:
                 return
 
     async def _flush_once(self) -> None:
@@ -474,52 +572,237 @@ class AuditLog:
             await self._flush_locked()
 
     async def _flush_locked(self) -> None:
-        batch = self._batch
-        if not batch.lines:
+        self._seal_batch()
+        if not self._sealed:
             return
-        self._batch = _Batch()
+        batches, self._sealed = self._sealed, []
         room, self._room = self._room, _Signal()
         room.set()
-        data = b"".join(batch.lines)
         sync = self.durability is Durability.FSYNC
-        try:
-            with trio.CancelScope(shield=True):
-                await trio.to_thread.run_sync(self._write, data, sync)
-            self.lines_written += len(batch.lines)
-        except OSError as error:
-            self._failed = error
-            batch.error = error
-        finally:
-            batch.done.set()
+        for index, batch in enumerate(batches):
+            try:
+                with trio.CancelScope(shield=True):
+                    await trio.to_thread.run_sync(self._write_batch, batch, sync)
+            except OSError as error:
+                self._fail(error, batches[index:])
+                return
+            self._commit(batch)
+        if self._size - self._checkpointed >= self._checkpoint_every:
+            await self._checkpoint()
 
-    def _write(self, data: bytes, sync: bool) -> None:
+    def _write_batch(self, batch: _Batch, sync: bool) -> None:
+        """(worker thread) Write one batch; on failure truncate back and re-raise."""
+        data = b"".join(batch.lines)
+        batch.nbytes = len(data)
+        if batch.archive is not None:
+            self._write_next_file(batch.archive, data)
+            return
         fd = self._fd
         if fd is None:
-            raise OSError("audit log is closed")
-        view = memoryview(data)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
-        if sync:
+            raise OSError(errno.EBADF, "audit log is closed")
+        try:
+            _write_all(fd, data)
+            if sync:
+                os.fsync(fd)
+                self.fsyncs += 1
+        except OSError:
+            self._truncated += _truncate_back(fd, self._size)
+            raise
+
+    def _write_next_file(self, archive: Path, data: bytes) -> None:
+        """(worker thread) Rotation: the next file is written and fsync-ed whole, then
+        installed (``_audit_files`` rule 4); on failure nothing changed."""
+        old = self._fd
+        if old is None:
+            raise OSError(errno.EBADF, "audit log is closed")
+        os.fsync(old)
+        fd, temporary = create_next_file(self.path)
+        try:
+            _write_all(fd, data)
             os.fsync(fd)
             self.fsyncs += 1
+            install_next_file(self.path, temporary, archive)
+        except BaseException:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+            raise
+        self._fd = fd
+        os.close(old)
+
+    def _commit(self, batch: _Batch) -> None:
+        assert batch.last is not None
+        if batch.archive is not None:
+            self._size = 0
+            self._file_first_seq = batch.last.seq - len(batch.lines) + 1
+            self.lines_written = 0
+            self.rotations += 1
+            self._checkpointed = -self._checkpoint_every  # describe the new file soon
+        self._size += batch.nbytes
+        self._durable = batch.last
+        self.lines_written += len(batch.lines)
+        batch.done.set()
+
+    def _fail(self, error: OSError, failed: list[_Batch]) -> None:
+        """Enter (or prolong) an outage: fail every line not yet durable (rule 5)."""
+        batches = [*failed, *self._sealed, self._batch]
+        self._sealed, self._batch = [], _Batch()
+        description = _describe(error)
+        outage = self._outage
+        if outage is None:
+            outage = _Outage(description, _now(), description, self._retry[0])
+            sys.stderr.write(
+                f"evidenced: audit log write failed ({description}); requests are refused "
+                "with AUDIT_FAILED until it can be written again\n"
+            )
+        outage.last_error = description
+        outage.truncated_bytes += self._truncated
+        self._truncated = 0
+        answered = self.durability is Durability.NONE
+        for batch in batches:
+            for line in batch.lines:
+                event = _event_of(line)
+                outage.unrecorded[event] += 1
+                if answered:
+                    outage.lost += 1
+                elif event in REQUEST_EVENTS:
+                    outage.refused += 1
+            batch.error = error
+            batch.done.set()
+        chain = self._chain
+        chain.seq, chain.head = self._durable
+        self._file_bytes = self._size
+        self._render_first_seq = self._file_first_seq
+        self._outage = outage
+        room, self._room = self._room, _Signal()
+        room.set()
+
+    async def recover(self) -> bool:
+        """One recovery attempt now (rule 5): True when the log can be written (again)."""
+        if self._outage is None:
+            return True
+        async with self._flush_lock:
+            outage = self._outage
+            if outage is None:
+                return True
+            if self._fd is None:
+                return False
+            outage.attempts += 1
+            chain = self._chain
+            line = self._render("audit_recovered", outage.recovered_fields())
+            ref = AuditRef(chain.seq, chain.head)
+            try:
+                with trio.CancelScope(shield=True):
+                    removed = await trio.to_thread.run_sync(self._write_recovery, line)
+            except OSError as error:
+                chain.seq, chain.head = self._durable
+                self._file_bytes = self._size
+                outage.last_error = _describe(error)
+                outage.truncated_bytes += self._truncated
+                self._truncated = 0
+                outage.backoff = min(outage.backoff * 2, self._retry[1])
+                return False
+            outage.truncated_bytes += removed
+            self._size += len(line)
+            self._durable = ref
+            self.lines_written += 1
+            self._outage = None
+            self.recoveries += 1
+            sys.stderr.write(
+                f"evidenced: audit log writable again after {outage.attempts} attempts; "
+                f"{outage.refused} requests were refused meanwhile (audit_recovered, seq "
+                f"{ref.seq})\n"
+            )
+            return True
+
+    def _write_recovery(self, line: bytes) -> int:
+        """(worker thread) Cut any partial bytes back to the durable end, append ``line``,
+        fsync; returns the bytes cut. On failure truncate back and re-raise."""
+        fd = self._fd
+        if fd is None:
+            raise OSError(errno.EBADF, "audit log is closed")
+        size = os.fstat(fd).st_size
+        if size < self._size:
+            raise OSError(
+                errno.EIO,
+                f"the file is {size} bytes, shorter than its durable end ({self._size}): "
+                "cut back by someone else",
+            )
+        removed = 0
+        if size > self._size:
+            os.ftruncate(fd, self._size)
+            removed = size - self._size
+        try:
+            _write_all(fd, line)
+            os.fsync(fd)
+            self.fsyncs += 1
+        except OSError:
+            self._truncated += _truncate_back(fd, self._size)
+            raise
+        return removed
+
+    def _append_now(self, event: str, fields: Mapping[str, Any]) -> None:
+        """Write one line synchronously, before the writer runs (start-up)."""
+        fd = self._fd
+        assert fd is not None
+        chain = self._chain
+        line = self._render(event, fields)
+        try:
+            _write_all(fd, line)
+            os.fsync(fd)
+        except OSError:
+            _truncate_back(fd, self._size)
+            chain.seq, chain.head = self._durable
+            raise
+        self._size += len(line)
+        self._durable = AuditRef(chain.seq, chain.head)
+        self.lines_written += 1
+
+    async def _checkpoint(self) -> None:
+        """Record the durable end in the sidecar (rule 7); failures are reported in
+        :attr:`checkpoint_error`, never fatal (the old sidecar stays valid)."""
+        durable = self._durable
+        if durable.seq == 0 or self._fd is None:
+            return
+        point = Checkpoint(
+            self.path.name, self._file_first_seq, durable.seq, durable.line_digest, self._size
+        )
+        try:
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(self._write_checkpoint, point)
+        except OSError as error:
+            self.checkpoint_error = _describe(error)
+        else:
+            self.checkpoint_error = None
+        self._checkpointed = self._size
+
+    def _write_checkpoint(self, point: Checkpoint) -> None:
+        fd = self._fd
+        if fd is None:
+            raise OSError(errno.EBADF, "audit log is closed")
+        os.fsync(fd)  # the sidecar never names a line that is not durable
+        write_checkpoint(self.path, point)
 
     async def close(self) -> None:
-        """Flush everything pending, fsync, release the file, stop :meth:`run`. Idempotent."""
+        """Flush everything pending, fsync, write the sidecar, release the file, stop
+        :meth:`run`. Idempotent. Never raises for a write failure (rule 8)."""
         self._closed = True
         if self._fd is None:
             self._wakeup.set()
             return
         async with self._flush_lock:
-            while self._batch.lines and self._failed is None:
+            while (self._batch.lines or self._sealed) and self._outage is None:
                 await self._flush_locked()
+            if self._outage is None and self._fd is not None:
+                try:
+                    await trio.to_thread.run_sync(os.fsync, self._fd)
+                except OSError as error:
+                    self._close_error = f"the final fsync failed: {_describe(error)}"
+                else:
+                    if self._size != self._checkpointed:
+                        await self._checkpoint()
             fd, self._fd = self._fd, None
-            if fd is None:
-                return
-            try:
-                if self._failed is None:
-                    os.fsync(fd)
-            finally:
+            if fd is not None:
                 os.close(fd)
         self._wakeup.set()
 
@@ -531,14 +814,20 @@ class AuditLog:
             os.close(fd)
 
 
-def _fsync_directory(path: Path) -> None:
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _truncate_back(fd: int, size: int) -> int:
+    """Cut the file back to ``size`` (the end of the last durable line); the bytes removed
+    (0 when none, or when that fails too: then the next attempt cuts them)."""
     try:
-        fd = os.open(path.parent if str(path.parent) else Path("."), os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
+        now = os.fstat(fd).st_size
+        if now > size:
+            os.ftruncate(fd, size)
+            return now - size
     except OSError:
         pass
-    finally:
-        os.close(fd)
+    return 0

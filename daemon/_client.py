@@ -93,18 +93,34 @@ class ServiceUnavailable(RejectedError):
 
 @attrs.frozen
 class SubmitResult:
-    """A decision: ``result`` is the session's ``EvaluatedProposition`` as a dict."""
+    """A decision: ``result`` is the session's ``EvaluatedProposition`` as a dict; ``seq``
+    and ``line_digest`` place its audit line in the hash chain (``None`` only when the
+    server's ``drop`` overflow policy dropped the line)."""
 
     decision_id: str
     session: str
     result: dict[str, Any]
+    seq: int | None = None
+    line_digest: str | None = None
 
     @property
     def outcome(self) -> str:
         return str(self.result["outcome"])
 
+    @property
+    def anchor(self) -> str | None:
+        """``SEQ:DIGEST``: proof, for ``evidenced audit verify --anchor``, that this decision's
+        line must stay in the log."""
+        return None if self.seq is None else f"{self.seq}:{self.line_digest}"
+
     def to_dict(self) -> dict[str, Any]:
-        return {"decision_id": self.decision_id, "session": self.session, **self.result}
+        return {
+            "decision_id": self.decision_id,
+            "session": self.session,
+            **self.result,
+            "seq": self.seq,
+            "line_digest": self.line_digest,
+        }
 
 
 def _raise_for(response: ErrorResponse) -> None:
@@ -216,7 +232,13 @@ class Client:
             response = await self._exchange(payload)
             if not isinstance(response, Decision) or response.request_id != request_id:
                 raise ServerProtocolError("unexpected answer to submit")
-            return SubmitResult(response.decision_id, response.session, response.result)
+            return SubmitResult(
+                response.decision_id,
+                response.session,
+                response.result,
+                response.seq,
+                response.line_digest,
+            )
 
     async def aclose(self) -> None:
         await self._stream.aclose()

@@ -8,8 +8,9 @@ Rules (the contract):
 2. ``[server]``: ``listen = "HOST:PORT"`` (empty string: no TCP), ``socket = "PATH"`` (empty:
    none), and the :class:`ServerConfig` limits of the same names (times in seconds).
 3. ``[audit]``: ``path``, ``durability`` (``fsync`` | ``write`` | ``none``), ``overflow``
-   (``block`` | ``drop``), ``max_pending``. A relative path is relative to the config file's
-   directory (to the working directory for the embedded default).
+   (``block`` | ``drop``), ``max_pending``, ``rotate_bytes`` (0: never rotate). A relative
+   path is relative to the config file's directory (to the working directory for the
+   embedded default).
 4. ``[sessions.<name>]``: ``mechanisms`` (names from :data:`MECHANISM_FACTORIES`),
    ``max_evidence_items``, ``max_evidence_bytes`` (checked on declared sizes before reading),
    ``optional`` (default false), and ``[sessions.<name>.options.<mechanism>]`` keyword
@@ -176,7 +177,11 @@ def parse_config(text: str, *, base: Path, source: str) -> DaemonConfig:
         if not isinstance(table, dict):
             raise ConfigError(f"{source}: [{name}] must be a table")
     _check_keys(server_table, {"listen", "socket", *_SERVER_NUMBERS}, f"{source} [server]")
-    _check_keys(audit_table, {"path", "durability", "overflow", "max_pending"}, f"{source} [audit]")
+    _check_keys(
+        audit_table,
+        {"path", "durability", "overflow", "max_pending", "rotate_bytes"},
+        f"{source} [audit]",
+    )
     options: dict[str, Any] = {}
     listen = _typed(server_table.get("listen", f"127.0.0.1:{DEFAULT_PORT}"), str, "server.listen")
     options["tcp"] = parse_address(listen) if listen else None
@@ -193,6 +198,10 @@ def parse_config(text: str, *, base: Path, source: str) -> DaemonConfig:
     options["audit_overflow"] = _typed(audit_table.get("overflow", "block"), str, "audit.overflow")
     if "max_pending" in audit_table:
         options["audit_max_pending"] = _typed(audit_table["max_pending"], int, "audit.max_pending")
+    if "rotate_bytes" in audit_table:
+        options["audit_rotate_bytes"] = _typed(
+            audit_table["rotate_bytes"], int, "audit.rotate_bytes"
+        )
     try:
         server = ServerConfig(**options)
     except ValueError as error:

@@ -36,6 +36,7 @@ from __future__ import annotations
 import enum
 import json
 import math
+import re
 import struct
 from collections.abc import Mapping
 from typing import Any, ClassVar, Final
@@ -411,13 +412,18 @@ class Evidence:
 @attrs.frozen
 class Decision:
     """Server → client: ``result`` is ``EvaluatedProposition.to_dict()``; ``decision_id`` is
-    the key of its audit line."""
+    the key of its audit line; ``seq`` and ``line_digest`` are that line's place in the hash
+    chain (``seq:line_digest`` is an anchor for ``audit verify``). Both are ``None`` only when
+    the line was dropped by the ``drop`` overflow policy; a header without the two keys (an
+    older server) is read as both ``None``."""
 
     KIND: ClassVar[str] = "decision"
     request_id: int
     decision_id: str
     session: str
     result: dict[str, Any]
+    seq: int | None = None
+    line_digest: str | None = None
 
     def to_header(self) -> dict[str, Any]:
         return {
@@ -426,17 +432,44 @@ class Decision:
             "decision_id": self.decision_id,
             "session": self.session,
             "result": self.result,
+            "seq": self.seq,
+            "line_digest": self.line_digest,
         }
 
     @classmethod
     def from_header(cls, header: Mapping[str, Any]) -> Decision:
-        _exact_keys(header, frozenset({"kind", "request_id", "decision_id", "session", "result"}))
+        if "seq" in header or "line_digest" in header:
+            _exact_keys(header, _DECISION_KEYS | {"seq", "line_digest"})
+        else:
+            _exact_keys(header, _DECISION_KEYS)
+        seq, line_digest = header.get("seq"), header.get("line_digest")
+        if (seq is None) != (line_digest is None) or (
+            seq is not None
+            and (
+                type(seq) is not int
+                or not 1 <= seq <= MAX_AUDIT_SEQ
+                or type(line_digest) is not str
+                or _LINE_DIGEST_RE.match(line_digest) is None
+            )
+        ):
+            raise ProtocolError(
+                ErrorCode.HEADER_INVALID,
+                "seq and line_digest must both be null, or a positive integer and sha256:<64 hex>",
+            )
         return cls(
             _exact_int(header, "request_id"),
             _exact_str(header, "decision_id"),
             _exact_str(header, "session"),
             _exact_dict(header, "result"),
+            seq,
+            line_digest,
         )
+
+
+_DECISION_KEYS: Final = frozenset({"kind", "request_id", "decision_id", "session", "result"})
+_LINE_DIGEST_RE: Final = re.compile(r"sha256:[0-9a-f]{64}\Z")
+#: The largest audit ``seq`` a decision may carry (a signed 64-bit integer).
+MAX_AUDIT_SEQ: Final = 2**63 - 1
 
 
 @attrs.frozen

@@ -15,11 +15,17 @@ Contract (stdout: exactly one JSON document; stderr: one-line messages, never a 
   server announced. Exit 0 PASS, 1 FAIL, 3 UNKNOWN, 65 refused (the error document is
   printed), 69 unreachable, 75 busy/timeout/shutting down, 70 server-side failure.
 * ``sessions`` / ``health`` (same address flags) print the server's answer; exit 0, 69, 75.
-* ``audit verify PATH [--anchor DIGEST]...``: exit 0 intact, 1 broken (naming
-  ``first_bad_line`` and ``reason``; or an anchor recorded earlier that is no longer in the
-  chain, which is how a rewritten or cut-back file shows).
+* ``audit verify PATH... [--anchor SEQ:DIGEST]...``: one file, or rotated files oldest
+  first (the chain must continue from each file into the next). Exit 0 intact, 1 broken
+  (naming ``bad_file``, ``first_bad_line`` and ``reason``; or an anchor recorded earlier that
+  the files contradict, which is how a rewritten or cut-back log shows). A malformed anchor
+  is a usage error (exit 2); a path that is not a regular file is rejected input (65).
   ``audit tail PATH [-n N]``: the last N lines as a JSON array (unverified), exit 0.
   ``audit report LOG``: an HTML or JSON report of the log (``daemon/_report_cli.py``).
+  ``audit rotate PATH``: with the daemon stopped, give the current file its archive name and
+  start a new one whose first line (``audit_rotated``) links it; exit 0, 65 when the log
+  does not verify, 75 when a daemon holds it, 70 when it cannot be written.
+* ``serve`` exits 70 (not 0) when it stops while its audit log cannot be written, saying so.
 """
 
 from __future__ import annotations
@@ -37,7 +43,15 @@ import trio
 
 from session import BoundProposition, EvidenceBounds
 
-from ._audit import AuditLogCorrupt, AuditLogError, tail, verify_log
+from ._audit import (
+    AuditLog,
+    AuditLogCorrupt,
+    AuditLogError,
+    AuditLogInUse,
+    parse_anchor,
+    tail,
+    verify_log,
+)
 from ._client import (
     ClientError,
     ClientTimeout,
@@ -204,6 +218,13 @@ def _serve(args: argparse.Namespace) -> int:
             _say(f"cannot listen: {first.strerror or first}")
             return EXIT_UNREACHABLE
         raise first from None
+    failure = server.audit.failure_reason if server.audit is not None else None
+    if failure is not None:
+        _say(
+            f"stopped, but the audit log could not be written ({failure}); daemon_stop is "
+            "not recorded and requests answered AUDIT_FAILED have no line"
+        )
+        return EXIT_INTERNAL
     _say("stopped; audit log flushed")
     return EXIT_PASS
 
@@ -349,20 +370,92 @@ def _query(method: str) -> Any:
 # --------------------------------------------------------------------------- audit
 
 
+def _regular_files(paths: list[str]) -> str | None:
+    """The first path that is not a readable regular file, with why (None: all are)."""
+    import stat
+
+    for name in paths:
+        try:
+            mode = Path(name).stat().st_mode
+        except OSError as error:
+            return f"{name}: {error.strerror or error}"
+        if not stat.S_ISREG(mode):
+            return f"{name} is not a regular file"
+    return None
+
+
 def _audit_verify(args: argparse.Namespace) -> int:
-    report = verify_log(args.path, anchors=tuple(args.anchors))
+    try:
+        anchors = tuple(parse_anchor(text) for text in args.anchors)
+    except ValueError as error:
+        raise _Usage(str(error)) from None
+    problem = _regular_files(args.paths)
+    if problem is not None:
+        _say(problem)
+        return EXIT_REJECTED
+    report = verify_log(*args.paths, anchors=anchors)
     _emit(report.to_dict())
     if report.intact:
-        _say(f"audit log intact: {report.lines} lines, head {report.head}")
+        _say(
+            f"audit log intact: {report.lines} lines in {report.files} file(s), seq "
+            f"{report.first_seq or 0}..{report.last_seq}, anchor {report.last_seq}:{report.head}"
+        )
         return EXIT_PASS
-    _say(f"audit log broken at line {report.first_bad_line}: {report.reason}")
+    _say(report.describe_failure())
     return EXIT_FAIL
+
+
+def _audit_rotate(args: argparse.Namespace) -> int:
+    problem = _regular_files([args.path])
+    if problem is not None:
+        _say(problem)
+        return EXIT_REJECTED
+
+    async def main() -> tuple[AuditLog, bool]:
+        log = AuditLog.open(args.path)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(log.run)
+            started = log.rotate()
+            await log.close()
+        return log, started
+
+    try:
+        log, started = trio.run(main)
+    except AuditLogInUse as error:
+        _say(f"{error}; stop the daemon first, or set [audit] rotate_bytes")
+        return EXIT_BUSY
+    except AuditLogError as error:
+        _say(str(error))
+        return EXIT_REJECTED
+    if not started:
+        _say(f"audit log {args.path} is empty; nothing to rotate")
+        return EXIT_REJECTED
+    if log.failure_reason is not None or log.rotations != 1:
+        _say(f"audit log {args.path} could not be rotated: {log.failure_reason}")
+        return EXIT_INTERNAL
+    first = tail(args.path, 1)[0]
+    _emit(
+        {
+            "status": "ROTATED",
+            "path": args.path,
+            "previous_file": first["previous_file"],
+            "previous_seq": first["previous_seq"],
+            "previous_head": first["previous_head"],
+            "anchor": log.durable.anchor,
+        }
+    )
+    _say(f"rotated: {first['previous_file']} holds seq ..{first['previous_seq']}")
+    return EXIT_PASS
 
 
 def _audit_tail(args: argparse.Namespace) -> int:
     if args.lines < 0:
         _say("-n must be non-negative")
         return EXIT_USAGE
+    problem = _regular_files([args.path])
+    if problem is not None:
+        _say(problem)
+        return EXIT_REJECTED
     _emit(tail(args.path, args.lines))
     return EXIT_PASS
 
@@ -407,16 +500,24 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     audit = subparsers.add_parser("audit", help="verify or read an audit log")
     audit_commands = audit.add_subparsers(dest="audit_command", metavar="COMMAND")
     verify = audit_commands.add_parser("verify", help="verify the hash chain")
-    verify.add_argument("path", metavar="PATH")
+    verify.add_argument(
+        "paths", nargs="+", metavar="PATH", help="the log, or rotated files oldest first"
+    )
     verify.add_argument(
         "--anchor",
         dest="anchors",
         action="append",
         default=[],
-        metavar="DIGEST",
-        help="a line_digest recorded earlier (e.g. health's audit.head) that must be in the chain",
+        metavar="SEQ:DIGEST",
+        help="a head recorded earlier (health's audit.anchor, a decision's seq:line_digest) "
+        "that the log must still contain; a bare DIGEST is checked anywhere in the chain",
     )
     verify.set_defaults(handler=_wrap(_audit_verify))
+    rotate = audit_commands.add_parser(
+        "rotate", help="start a new file linked to the current one (daemon stopped)"
+    )
+    rotate.add_argument("path", metavar="PATH")
+    rotate.set_defaults(handler=_wrap(_audit_rotate))
     tail_parser = audit_commands.add_parser("tail", help="print the last lines as JSON")
     tail_parser.add_argument("path", metavar="PATH")
     tail_parser.add_argument("-n", dest="lines", type=int, default=10, metavar="N")

@@ -22,7 +22,9 @@ Rules (the contract):
    request gets a fresh :class:`EvidenceStore` and :class:`VerificationSession`, so requests
    share no state.
 4. Audit before answer: a decision or refusal is answered only after its audit line met the
-   log's durability policy; if the log fails, the answer is ``AUDIT_FAILED`` instead.
+   log's durability policy; if its line cannot be written, the answer is ``AUDIT_FAILED``
+   (``decision_id`` null, no line) instead, and ``health`` says ``degraded`` until the log
+   recovers. A decision answer carries its line's ``seq`` and ``line_digest``.
 5. Every ``error`` frame is followed by a half-close and a short bounded drain (bytes are
    discarded, not buffered), then the connection closes, so the client reads the error
    rather than a reset.
@@ -65,7 +67,7 @@ from session import (
     VerificationSession,
 )
 
-from ._audit import AuditLog, AuditLogError, Durability, Overflow
+from ._audit import AuditLog, AuditLogError, AuditRef, Durability, Overflow
 from ._binding import BindingWireError, binding_from_wire
 from ._protocol import (
     CLOSED,
@@ -139,6 +141,7 @@ class ServerConfig:
     audit_durability: str = "fsync"
     audit_overflow: str = "block"
     audit_max_pending: int = 4096
+    audit_rotate_bytes: int = 0
     idle_timeout: float = 30.0
     request_deadline: float = 30.0
     max_in_flight: int = 256
@@ -170,7 +173,7 @@ class ServerConfig:
             value = getattr(self, name)
             if type(value) is not int or value < 1:
                 raise ValueError(f"{name} must be a positive integer")
-        for name in ("inline_max_bytes", "max_items", "audit_max_pending"):
+        for name in ("inline_max_bytes", "max_items", "audit_max_pending", "audit_rotate_bytes"):
             value = getattr(self, name)
             if type(value) is not int or value < 0:
                 raise ValueError(f"{name} must be a non-negative integer")
@@ -245,6 +248,7 @@ class Server:
         self._draining = False
         self._connections: set[_Connection] = set()
         self._started_ns = time.monotonic_ns()
+        self._start_recorded = False
         self.counters: Counter[str] = Counter()
         self._session_list = self._describe_sessions()
 
@@ -269,8 +273,10 @@ class Server:
         return described
 
     def health(self) -> dict[str, Any]:
+        reason = self.audit.failure_reason if self.audit is not None else None
         return {
-            "status": "draining" if self._draining else "serving",
+            "status": "draining" if self._draining else "degraded" if reason else "serving",
+            "reason": reason,
             "server": SERVER_NAME,
             "protocol_version": PROTOCOL_VERSION,
             "uptime_ns": time.monotonic_ns() - self._started_ns,
@@ -308,6 +314,7 @@ class Server:
             durability=config.audit_durability,
             overflow=config.audit_overflow,
             max_pending=max(1, config.audit_max_pending),
+            rotate_bytes=config.audit_rotate_bytes,
         )
         self.audit = audit
         try:
@@ -317,12 +324,14 @@ class Server:
                     await self._serve(audit, task_status)
                 finally:
                     with trio.CancelScope(shield=True):
-                        with contextlib.suppress(AuditLogError):
-                            await audit.record(
-                                "daemon_stop",
-                                decisions=self.counters["decisions"],
-                                refusals=self.counters["refusals"],
-                            )
+                        if self._start_recorded:  # a failed start records neither
+                            with contextlib.suppress(AuditLogError):
+                                await audit.recover()  # one last try during an outage
+                                await audit.record(
+                                    "daemon_stop",
+                                    decisions=self.counters["decisions"],
+                                    refusals=self.counters["refusals"],
+                                )
                         await audit.close()
         finally:
             audit.close_sync()
@@ -338,6 +347,7 @@ class Server:
                 sessions=self._session_list,
                 durability=audit.durability.value,
             )
+            self._start_recorded = True
             with contextlib.ExitStack() as stack:
                 # Installed before ``started`` so a signal sent right after readiness is ours.
                 signals = (
@@ -610,9 +620,9 @@ class Server:
         """Answer an error (audited first), half-close, drain briefly, and let the caller close."""
         conn.refuse()
         self.counters["refusals"] += 1
-        self.counters[f"refusal:{code.name}"] += 1
         decision_id: str | None = None
-        if audit and self.audit is not None:
+        # AUDIT_FAILED answers a request whose line could not be written: no line for it.
+        if audit and self.audit is not None and code is not ErrorCode.AUDIT_FAILED:
             decision_id = _decision_id()
             try:
                 with trio.CancelScope(shield=True):
@@ -627,8 +637,10 @@ class Server:
                         **fields,
                     )
             except AuditLogError as error:
-                sys.stderr.write(f"evidenced: {error}\n")
-                decision_id = None
+                # Never an unrecorded refusal that looks recorded: the answer says why.
+                message = f"the {code.name} refusal could not be recorded: {error}"
+                code, decision_id = ErrorCode.AUDIT_FAILED, None
+        self.counters[f"refusal:{code.name}"] += 1
         frame = ServerConnection.send(ErrorResponse(request_id, code.name, message, decision_id))
         if not await self._send(stream, frame):
             return
@@ -726,23 +738,31 @@ class Server:
             }
             wire_result = result.to_dict()
             decision_id = _decision_id()
-            try:  # encoded once, before the audit line: an unencodable decision is never logged
-                frame = ServerConnection.send(
-                    Decision(submit.request_id, decision_id, session.name, wire_result)
-                )
-            except ValueError as error:
-                return await refuse(
-                    ErrorCode.INTERNAL, f"the mechanism's decision cannot be encoded: {error}"
-                )
             observations = wire_result["observations"]
             codes = observations.get("reason_codes") if isinstance(observations, dict) else None
             if not isinstance(codes, list) or any(type(c) is not str for c in codes):
                 codes = []
+
+            def answer(line: AuditRef | None) -> bytes:
+                # Encoded once, right after the line is rendered and before it is written:
+                # an unencodable decision is withdrawn from the log (ValueError below).
+                return ServerConnection.send(
+                    Decision(
+                        submit.request_id,
+                        decision_id,
+                        session.name,
+                        wire_result,
+                        None if line is None else line.seq,
+                        None if line is None else line.line_digest,
+                    )
+                )
+
             audit = self.audit
             assert audit is not None
             try:
-                await audit.record_shielded(
+                _, frame = await audit.record_answer(
                     "decision",
+                    answer,
                     decision_id=decision_id,
                     request_id=submit.request_id,
                     session=session.name,
@@ -759,6 +779,10 @@ class Server:
                     observed_evidence_bytes=result.observed_evidence_bytes,
                     metrics=metrics,
                     requester=requester,
+                )
+            except ValueError as error:
+                return await refuse(
+                    ErrorCode.INTERNAL, f"the mechanism's decision cannot be encoded: {error}"
                 )
             except AuditLogError as error:
                 return await refuse(ErrorCode.AUDIT_FAILED, str(error))

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from daemon import GENESIS, AuditLog, AuditLogCorrupt, AuditLogError, tail, verify_log
+from daemon import GENESIS, AuditLog, AuditLogCorrupt, AuditLogError, AuditRef, tail, verify_log
 from daemon._audit import render_line, seal
 
 
@@ -165,10 +165,12 @@ async def test_record_returns_only_after_the_line_is_written(tmp_path: Path) -> 
     log = AuditLog.open(path)
     async with trio.open_nursery() as nursery:
         await nursery.start(log.run)
-        digest = await log.record("decision", decision_id="x")
+        ref = await log.record("decision", decision_id="x")
         on_disk = lines(path)  # read back before close: the line is already there
         await log.close()
-    assert json.loads(on_disk[-1])["line_digest"] == digest
+    assert ref is not None
+    assert json.loads(on_disk[-1])["line_digest"] == ref.line_digest
+    assert json.loads(on_disk[-1])["seq"] == ref.seq
 
 
 async def test_drop_overflow_counts_and_logs_what_it_dropped(tmp_path: Path) -> None:
@@ -220,8 +222,8 @@ async def test_write_durability_returns_after_write_without_fsync(tmp_path: Path
     log = AuditLog.open(path, durability="write")
     async with trio.open_nursery() as nursery:
         await nursery.start(log.run)
-        digest = await log.record("decision", decision_id="w")
-        assert json.loads(lines(path)[-1])["line_digest"] == digest
+        ref = await log.record("decision", decision_id="w")
+        assert ref is not None and json.loads(lines(path)[-1])["line_digest"] == ref.line_digest
         assert log.fsyncs == 0
         await log.close()
 
@@ -248,14 +250,14 @@ async def test_record_shielded_completes_under_cancellation_and_delivers_it_afte
     log = AuditLog.open(tmp_path / "audit.jsonl", durability=durability)
     async with trio.open_nursery() as nursery:
         await nursery.start(log.run)
-        digest: str | None = None
+        ref: AuditRef | None = None
         with trio.CancelScope() as scope:
             scope.cancel()
-            digest = await log.record_shielded("decision", n=1)
+            ref = await log.record_shielded("decision", n=1)
             await trio.lowlevel.checkpoint()
             pytest.fail("the pending cancellation was lost")  # pragma: no cover
         assert scope.cancelled_caught
-        assert digest is not None and digest == log.head  # it completed, then was cancelled
+        assert ref is not None and ref.line_digest == log.head  # it completed, then was cancelled
         if durability != "none":  # (with "none" record returns without waiting)
             with trio.CancelScope() as scope:
                 scope.cancel()
