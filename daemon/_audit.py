@@ -89,6 +89,7 @@ __all__ = [
     "AuditLogInUse",
     "AuditRef",
     "Durability",
+    "FileOps",
     "Overflow",
     "VerifyReport",
     "parse_anchor",
@@ -101,6 +102,9 @@ __all__ = [
 #: Events that answer a request: when one cannot be written the request is refused.
 REQUEST_EVENTS: Final = frozenset({"decision", "refusal"})
 DEFAULT_CHECKPOINT_BYTES: Final = 16 * 1024 * 1024
+#: An outage ends only when the file system has this much room (statvfs), so a nearly full
+#: disk does not flap between serving and refusing; then one line must be written and synced.
+RESUME_HEADROOM: Final = 64 * 1024
 T = TypeVar("T")
 
 
@@ -113,6 +117,17 @@ class Durability(enum.Enum):
 class Overflow(enum.Enum):
     BLOCK = "block"
     DROP = "drop"
+
+
+class FileOps:
+    """The system calls the writer makes on the log file: the seam where tests put a
+    fault-injecting wrapper (a partial write, ``ENOSPC``, ``EIO`` from ``fsync``)."""
+
+    def write(self, fd: int, data: memoryview) -> int:
+        return os.write(fd, data)
+
+    def fsync(self, fd: int) -> None:
+        os.fsync(fd)
 
 
 class _Chain:
@@ -275,8 +290,10 @@ class AuditLog:
         checkpoint_bytes: int = DEFAULT_CHECKPOINT_BYTES,
         retry_initial: float = 0.05,
         retry_max: float = 1.0,
+        file_ops: FileOps | None = None,
     ) -> None:
         self.path = path
+        self._ops = file_ops or FileOps()
         self._fd: int | None = opened.fd
         self.durability = durability
         self.overflow = overflow
@@ -331,6 +348,7 @@ class AuditLog:
         checkpoint_bytes: int = DEFAULT_CHECKPOINT_BYTES,
         retry_initial: float = 0.05,
         retry_max: float = 1.0,
+        file_ops: FileOps | None = None,
     ) -> AuditLog:
         """Open safely, verify what is not yet verified, trim a torn tail (recording it),
         lock, and continue the chain (rule 4)."""
@@ -352,6 +370,7 @@ class AuditLog:
             checkpoint_bytes=checkpoint_bytes,
             retry_initial=retry_initial,
             retry_max=retry_max,
+            file_ops=file_ops,
         )
         if opened.torn is not None:
             try:
@@ -601,9 +620,9 @@ class AuditLog:
         if fd is None:
             raise OSError(errno.EBADF, "audit log is closed")
         try:
-            _write_all(fd, data)
+            _write_all(self._ops, fd, data)
             if sync:
-                os.fsync(fd)
+                self._ops.fsync(fd)
                 self.fsyncs += 1
         except OSError:
             self._truncated += _truncate_back(fd, self._size)
@@ -615,11 +634,11 @@ class AuditLog:
         old = self._fd
         if old is None:
             raise OSError(errno.EBADF, "audit log is closed")
-        os.fsync(old)
+        self._ops.fsync(old)
         fd, temporary = create_next_file(self.path)
         try:
-            _write_all(fd, data)
-            os.fsync(fd)
+            _write_all(self._ops, fd, data)
+            self._ops.fsync(fd)
             self.fsyncs += 1
             install_next_file(self.path, temporary, archive)
         except BaseException:
@@ -732,9 +751,15 @@ class AuditLog:
         if size > self._size:
             os.ftruncate(fd, self._size)
             removed = size - self._size
+        room = os.fstatvfs(fd)
+        free = room.f_bavail * room.f_frsize
+        if room.f_blocks and free < RESUME_HEADROOM:
+            raise OSError(
+                errno.ENOSPC, f"{free} bytes free, waiting for {RESUME_HEADROOM} (no flapping)"
+            )
         try:
-            _write_all(fd, line)
-            os.fsync(fd)
+            _write_all(self._ops, fd, line)
+            self._ops.fsync(fd)
             self.fsyncs += 1
         except OSError:
             self._truncated += _truncate_back(fd, self._size)
@@ -748,8 +773,8 @@ class AuditLog:
         chain = self._chain
         line = self._render(event, fields)
         try:
-            _write_all(fd, line)
-            os.fsync(fd)
+            _write_all(self._ops, fd, line)
+            self._ops.fsync(fd)
         except OSError:
             _truncate_back(fd, self._size)
             chain.seq, chain.head = self._durable
@@ -780,7 +805,7 @@ class AuditLog:
         fd = self._fd
         if fd is None:
             raise OSError(errno.EBADF, "audit log is closed")
-        os.fsync(fd)  # the sidecar never names a line that is not durable
+        self._ops.fsync(fd)  # the sidecar never names a line that is not durable
         write_checkpoint(self.path, point)
 
     async def close(self) -> None:
@@ -795,7 +820,7 @@ class AuditLog:
                 await self._flush_locked()
             if self._outage is None and self._fd is not None:
                 try:
-                    await trio.to_thread.run_sync(os.fsync, self._fd)
+                    await trio.to_thread.run_sync(self._ops.fsync, self._fd)
                 except OSError as error:
                     self._close_error = f"the final fsync failed: {_describe(error)}"
                 else:
@@ -814,10 +839,10 @@ class AuditLog:
             os.close(fd)
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def _write_all(ops: FileOps, fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view) :]
+        view = view[ops.write(fd, view) :]
 
 
 def _truncate_back(fd: int, size: int) -> int:
