@@ -101,7 +101,7 @@ __all__ = [
 
 #: Events that answer a request: when one cannot be written the request is refused.
 REQUEST_EVENTS: Final = frozenset({"decision", "refusal"})
-DEFAULT_CHECKPOINT_BYTES: Final = 16 * 1024 * 1024
+DEFAULT_CHECKPOINT_BYTES: Final = 4 * 1024 * 1024
 #: An outage ends only when the file system has this much room (statvfs), so a nearly full
 #: disk does not flap between serving and refusing; then one line must be written and synced.
 RESUME_HEADROOM: Final = 64 * 1024

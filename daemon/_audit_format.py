@@ -22,7 +22,6 @@ Rules (the contract):
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Mapping
 from typing import Any, Final, NamedTuple
@@ -105,18 +104,13 @@ def parse_anchor(text: str) -> Anchor:
     )
 
 
-def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise ValueError(f"duplicate key {key!r}")
-        result[key] = value
-    return result
-
-
 def parse_sealed(raw: bytes) -> tuple[str, dict[str, Any] | None, str | None]:
-    """(digest, fields, None) for a well-sealed JSON object line (no newline), else
-    ("", None, reason). Checks the seal, then the JSON; not the chain."""
+    """(digest, fields, None) for a well-sealed, canonical JSON object line (no newline),
+    else ("", None, reason). Checks the seal, then the JSON; not the chain.
+
+    Canonical: the body must be exactly the sorted, compact rendering of the other fields
+    (what the writer produces), so a sealed line with duplicate keys, unsorted keys,
+    whitespace or escape variants is refused (a reader could not tell which value counts)."""
     if len(raw) > MAX_LINE_BYTES:
         return "", None, f"line longer than {MAX_LINE_BYTES} bytes"
     match = SEAL_RE.search(raw)
@@ -127,11 +121,15 @@ def parse_sealed(raw: bytes) -> tuple[str, dict[str, Any] | None, str | None]:
     if "sha256:" + hashlib.sha256(body).hexdigest() != digest:
         return "", None, "line_digest does not match the line's bytes (edited line)"
     try:
-        fields = json.loads(raw.decode("utf-8"), object_pairs_hook=_refuse_duplicates)
-    except (ValueError, RecursionError) as error:
+        fields = orjson.loads(raw)
+    except orjson.JSONDecodeError as error:
         return "", None, f"not a JSON line ({error})"
     if not isinstance(fields, dict):
         return "", None, "not a JSON object"
+    rest = dict(fields)
+    rest.pop("line_digest", None)
+    if orjson.dumps(rest, option=orjson.OPT_SORT_KEYS) != body:
+        return "", None, "not in canonical form (duplicate or unsorted keys, whitespace, escapes)"
     return digest, fields, None
 
 

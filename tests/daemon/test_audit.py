@@ -266,3 +266,23 @@ async def test_record_shielded_completes_under_cancellation_and_delivers_it_afte
         await log.close()
     report = verify_log(tmp_path / "audit.jsonl")
     assert report.intact and report.lines >= 1
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"decision_id":"a","decision_id":"b","event":"decision","prev":"%s","seq":1}',
+        b'{"event":"decision","decision_id":"a","prev":"%s","seq":1}',
+        b'{"decision_id":"a", "event":"decision","prev":"%s","seq":1}',
+        b'{"decision_id":"\\u0061","event":"decision","prev":"%s","seq":1}',
+    ],
+    ids=["duplicate-key", "unsorted", "whitespace", "escape-variant"],
+)
+def test_resealed_line_that_two_readers_could_read_differently_is_refused(
+    tmp_path: Path, body: bytes
+) -> None:
+    path = tmp_path / "audit.jsonl"
+    path.write_bytes(seal(body % GENESIS.encode())[0] + b"\n")  # a correctly sealed forgery
+    report = verify_log(path)
+    assert not report.intact and report.first_bad_line == 1
+    assert "canonical" in (report.reason or "")
