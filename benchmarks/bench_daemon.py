@@ -94,8 +94,9 @@ def start_daemon(directory: Path, durability: str) -> tuple[subprocess.Popen[str
     sock = directory / f"{durability}.sock"
     config = directory / f"{durability}.toml"
     audit = directory / f"{durability}.jsonl"
-    if audit.exists():
+    if audit.exists():  # a fresh chain: the log and its head sidecar (docs/audit-log.md §7)
         audit.unlink()
+        audit.with_name(audit.name + ".head").unlink(missing_ok=True)
     config.write_text(
         f'[server]\nlisten = ""\nsocket = "{sock}"\nmax_in_flight = 512\n'
         f'[audit]\npath = "{audit}"\ndurability = "{durability}"\n'

@@ -23,7 +23,8 @@ Rules (the contract):
    last durable line, fails the records of that batch and of every line rendered after it,
    and puts the log in an *outage*: every :meth:`record` raises :class:`AuditLogError` at
    once (counted per event) and :attr:`failure_reason` says why. The writer retries with
-   exponential backoff (``retry_initial`` … ``retry_max`` seconds) by appending one
+   exponential backoff (``retry_initial`` … ``retry_max`` seconds): once the file system has
+   :data:`RESUME_HEADROOM` free, it cuts any partial bytes back and appends one
    ``audit_recovered`` line (the outage's first error and time, requests refused, lines
    lost, attempts, bytes truncated); once that line is durable the log serves again.
    Nothing rendered during an outage is ever written, so ``seq`` has no gap.

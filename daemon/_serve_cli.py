@@ -8,7 +8,8 @@ Contract (stdout: exactly one JSON document; stderr: one-line messages, never a 
   65 for an invalid configuration or a broken/locked audit log (never truncated);
   69 when it cannot listen.
 * ``submit [--connect HOST:PORT | --socket PATH] --session NAME FILE... [--binding FILE]``
-  prints the decision (``decision_id``, ``session`` and the ``EvaluatedProposition`` fields).
+  prints the decision (``decision_id``, ``session``, the ``EvaluatedProposition`` fields and
+  the audit line's ``seq`` and ``line_digest``).
   Without ``--binding`` it asks the server for the session's mechanism and builds the honest
   binding from the files (formation: ``formation_binding``; descriptor:
   ``descriptor_binding``; ``vstd.bytes.sha256``: the file's digest), pinning the digest the
