@@ -79,8 +79,9 @@ class RlimitDisk:
         resource.prlimit(pid, resource.RLIMIT_FSIZE, (log.stat().st_size + 300, hard))
 
     def free(self) -> None:
-        _, hard = resource.prlimit(self.pid, resource.RLIMIT_FSIZE)
-        resource.prlimit(self.pid, resource.RLIMIT_FSIZE, (hard, hard))
+        with contextlib.suppress(ProcessLookupError):  # (a daemon that already exited)
+            _, hard = resource.prlimit(self.pid, resource.RLIMIT_FSIZE)
+            resource.prlimit(self.pid, resource.RLIMIT_FSIZE, (hard, hard))
 
     def close(self) -> None:
         pass
@@ -199,8 +200,8 @@ def test_full_disk_refuses_then_recovers_and_the_log_counts_every_refusal(
     assert recovered[0]["refused"] == 4 and recovered[0]["lost"] == 0
     assert recovered[0]["unrecorded"] == {"decision": 3, "refusal": 1}
     assert recovered[0]["error"] and recovered[0]["attempts"] >= 1
-    if isinstance(disk, RlimitDisk):  # a partial write was cut back off the file
-        assert recovered[0]["truncated_bytes"] == 300
+    if isinstance(disk, RlimitDisk):  # each failed write left 300 bytes, all cut back
+        assert recovered[0]["truncated_bytes"] == 300 * recovered[0]["attempts"]
     assert sum(r["event"] == "decision" for r in records) == seen["decided"]
     assert [r["event"] for r in records][-1] == "daemon_stop"
 
@@ -228,8 +229,13 @@ def test_sigterm_during_an_outage_exits_70_and_does_not_claim_flushed(
     assert log.read_bytes() == before  # nothing torn, no daemon_stop pretending
     assert verify_log(log).intact
     assert tail(log, 1)[0]["event"] != "daemon_stop"
-    with contextlib.suppress(OSError):
-        disk.free()
+    disk.free()
+    with serving(short_dir, log) as process:  # and it starts again on its own log
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=30)
+    assert process.returncode == 0, err
+    assert verify_log(log).intact
+    assert [r["event"] for r in tail(log, 2)] == ["daemon_start", "daemon_stop"]
 
 
 def test_client_sees_audit_failed_as_a_service_fault_not_a_decision(short_dir: Path) -> None:
