@@ -1,7 +1,7 @@
-"""Audit log start-up: verifying the whole log vs verifying from the head sidecar (issue 11).
+"""Audit log start-up: verifying the whole log vs verifying from the head sidecar.
 
 Generates a valid hash-chained log of ``--mb`` MiB of realistic decision lines (default 64;
-the figure reported for issue 11 is ``--mb 1024``) in a temporary folder, then measures in
+the figure in docs/audit-log.md is ``--mb 1024``) in a temporary folder, then measures in
 interleaved rounds (benchmarks/_harness.py), against the floor of reading and SHA-256-hashing
 the same file (work a full verification provably does):
 

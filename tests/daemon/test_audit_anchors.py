@@ -1,5 +1,4 @@
-"""Durable heads, ``SEQ:DIGEST`` anchors, and the seq/digest every decision answer carries
-(issue 11, defect 5)."""
+"""Durable heads, ``SEQ:DIGEST`` anchors, and the seq/digest every decision answer carries."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A full disk under the real daemon: fill, refuse, free, recover, verify (issue 11, defect 2).
+"""A full disk under the real daemon: fill, refuse, free, recover, verify.
 
 Two real ways to make the audit log's disk full, run against ``evidenced serve`` as a child
 process: a small tmpfs mounted for the test (needs root; skipped where ``mount`` is not

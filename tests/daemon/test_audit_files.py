@@ -1,5 +1,5 @@
 """The audit log's files: unsafe paths refused, torn tails moved aside, the head sidecar,
-rotation and cross-file verification, a log moved aside (issue 11, defects 2, 6, 9, 12)."""
+rotation and cross-file verification, a log moved aside, a failed start."""
 
 from __future__ import annotations
 
