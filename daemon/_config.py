@@ -15,7 +15,11 @@ Rules (the contract):
    ``max_evidence_items``, ``max_evidence_bytes`` (checked on declared sizes before reading),
    ``optional`` (default false), and ``[sessions.<name>.options.<mechanism>]`` keyword
    arguments for that mechanism's constructor (lower-only limits).
-5. A session whose mechanism cannot be constructed is an error, unless it is ``optional``:
+5. Text that is not TOML is a :class:`ConfigError`, never another exception: a syntax error,
+   arrays or inline tables nested deeper than the TOML reader's recursion, an integer of more
+   than 4,300 digits. A configuration file is read with :func:`session.read_capped` (more
+   than 16 MiB is an ``OSError`` naming the cap) and must be UTF-8 (else ``ConfigError``).
+6. A session whose mechanism cannot be constructed is an error, unless it is ``optional``:
    then it is skipped and the reason is reported in :attr:`DaemonConfig.skipped` (the CLI
    prints it on stderr). The embedded default marks ``descriptor`` optional so the daemon
    still serves ``formation`` on an installation without the descriptor mechanism.
@@ -32,7 +36,7 @@ from typing import Any, Final
 
 import attrs
 
-from session import BytesDigestMechanism, VerificationMechanism
+from session import BytesDigestMechanism, VerificationMechanism, read_capped
 
 from ._server import DEFAULT_PORT, HostedSession, ServerConfig
 
@@ -163,8 +167,10 @@ def parse_config(text: str, *, base: Path, source: str) -> DaemonConfig:
     """Parse TOML configuration text; relative paths resolve against ``base``."""
     try:
         data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
+    except ValueError as error:  # TOMLDecodeError, or an integer of more than 4,300 digits
         raise ConfigError(f"{source}: not TOML: {error}") from None
+    except RecursionError:  # tomllib recurses once per nested array or inline table
+        raise ConfigError(f"{source}: not TOML: arrays or tables nested too deep") from None
     _check_keys(data, {"server", "audit", "sessions"}, source)
     server_table = data.get("server", {})
     audit_table = data.get("audit", {})
@@ -260,7 +266,10 @@ def load_config(path: str | os.PathLike[str] | None = None) -> DaemonConfig:
     if path is None:
         return parse_config(default_config_text(), base=Path.cwd(), source="<default config>")
     target = Path(path)
-    text = target.read_text("utf-8")
+    try:
+        text = read_capped(target).decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"{target}: not UTF-8 text: {error}") from None
     return parse_config(text, base=target.resolve().parent, source=str(target))
 
 

@@ -10,7 +10,9 @@ Layout (``holdout/corpus/``, package data shipped with the scorer):
 
 Rules: a root is the lookup authority. :meth:`Corpus.lookup` finds the (case, role) a root is
 filed under, reads ``cas/<root>`` and refuses (:class:`CorpusError`) unless the bytes re-derive
-to that root. A root filed under two roles or two cases makes the index invalid.
+to that root. A root filed under two roles or two cases makes the index invalid. Files are
+read with :func:`session.read_capped` (16 MiB; a larger one is unreadable: ``index-invalid``
+or ``unresolvable``).
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from pathlib import Path
 from typing import Any, Final
 
 import attrs
+
+from session import read_capped
 
 from ._reader import StrictReadError, read_json
 
@@ -61,8 +65,17 @@ class Corpus:
     @classmethod
     def load(cls, directory: Path) -> Corpus:
         try:
-            index = read_json((directory / "INDEX.json").read_bytes())
-        except (OSError, StrictReadError) as error:
+            data = read_capped(directory / "INDEX.json")
+        except OSError as error:
+            raise CorpusError("index-invalid", str(error)) from None
+        return cls.from_index(directory, data)
+
+    @classmethod
+    def from_index(cls, directory: Path, data: bytes) -> Corpus:
+        """The corpus whose ``INDEX.json`` holds ``data`` (``cas/`` is read on lookup)."""
+        try:
+            index = read_json(data)
+        except StrictReadError as error:
             raise CorpusError("index-invalid", str(error)) from None
         if not isinstance(index, dict) or index.get("type") != CORPUS_TYPE:
             raise CorpusError("index-invalid", f"INDEX.json is not a {CORPUS_TYPE} document")
@@ -70,11 +83,13 @@ class Corpus:
         if not isinstance(raw_cases, list):
             raise CorpusError("index-invalid", "INDEX.json needs a 'cases' array")
         cases: list[Case] = []
+        names: set[str] = set()  # a scan of ``cases`` per case was quadratic in the index
         by_root: dict[str, tuple[Case, str]] = {}
         for raw in raw_cases:
             case = _case(raw)
-            if any(existing.name == case.name for existing in cases):
+            if case.name in names:
                 raise CorpusError("index-invalid", f"case {case.name!r} repeated")
+            names.add(case.name)
             for role in ("artifact", "leaf"):
                 root = getattr(case, role)
                 if root in by_root:
@@ -88,7 +103,7 @@ class Corpus:
         if not _ROOT_RE.match(root):
             raise CorpusError("unresolvable", f"{root!r} is not a root")
         try:
-            data = (self.directory / "cas" / root).read_bytes()
+            data = read_capped(self.directory / "cas" / root)
         except OSError:
             raise CorpusError("unresolvable", f"{root} is not stored") from None
         if root_of(data) != root:

@@ -5,9 +5,15 @@ A host registers mechanism instances in a :class:`VerificationSession`; a caller
 bounds, parameters); the session resolves and bounds the evidence, runs the mechanism on a
 snapshot of the binding, and returns an :class:`EvaluatedProposition` whose outcome is
 ``PASS``, ``FAIL`` or ``UNKNOWN``. See ``docs/spec/formation.md`` §1.
+
+One edge helper lives here as well, :func:`read_capped` (with :func:`read_prefix`,
+:class:`InputTooLarge` and :data:`MAX_INPUT_FILE_BYTES`): the capped file read every command
+line uses. It is in the bottom layer only so that every package may import it; the protocol
+above never calls it.
 """
 
 from ._bytes_digest import BytesDigestMechanism
+from ._capped_read import MAX_INPUT_FILE_BYTES, InputTooLarge, read_capped, read_prefix
 from ._session import VerificationSession
 from ._store import EvidenceStore
 from ._types import (
@@ -24,6 +30,7 @@ from ._types import (
 )
 
 __all__ = [
+    "MAX_INPUT_FILE_BYTES",
     "BoundProposition",
     "BytesDigestMechanism",
     "EvaluatedProposition",
@@ -31,10 +38,13 @@ __all__ = [
     "EvidenceBounds",
     "EvidenceStore",
     "FrozenInstanceError",
+    "InputTooLarge",
     "MechanismDecision",
     "MechanismOutcome",
     "VerificationMechanism",
     "VerificationSession",
     "core_digest",
     "normalise_digest",
+    "read_capped",
+    "read_prefix",
 ]

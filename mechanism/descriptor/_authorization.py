@@ -15,9 +15,9 @@ Allowlist rules (UTF-8 JSON, at most ``MAX_ALLOWLIST_BYTES``; :func:`parse_allow
 Configuration rules (:class:`AuthorizationConfig`, never raises for bad policy/allowlist input):
 
 * ``policy`` and ``allowlist`` are text (``str``, UTF-8), exact ``bytes``, or a path object
-  (``os.PathLike``) naming the host's file, read once at construction (an unreadable file raises
-  ``OSError`` there); anything else is a ``TypeError``. A plain ``str`` is always text, never a
-  path.
+  (``os.PathLike``) naming the host's file, read once at construction (an unreadable file, or
+  one of more than 16 MiB, raises ``OSError`` there: :func:`session.read_capped`); anything
+  else is a ``TypeError``. A plain ``str`` is always text, never a path.
 
 * The configuration digest ``H({"schema_version": "t81.descriptor-authorization.v1",
   "axion_policy": sha256-of-policy-bytes, "allowlist": sha256-of-allowlist-bytes})`` is what a
@@ -45,12 +45,12 @@ import hashlib
 import json
 import os
 import re
-from pathlib import Path
 from typing import Any, Final
 
 import attrs
 
 from mechanism.canonical import canonical_digest
+from session import read_capped
 
 from ._axion import PolicyEngine, SyscallContext, Verdict, VerdictKind
 from ._canonfs import is_canonfs_ref
@@ -134,6 +134,7 @@ def parse_allowlist(data: bytes | str) -> tuple[AllowlistEntry, ...]:
     if not isinstance(raw_entries, list) or len(raw_entries) > MAX_ALLOWLIST_ENTRIES:
         raise AllowlistError("ALLOWLIST_INVALID", "entries is a list")
     entries: list[AllowlistEntry] = []
+    seen: set[AllowlistEntry] = set()  # membership in O(1): a list made this loop quadratic
     for index, raw in enumerate(raw_entries):
         if not isinstance(raw, dict) or set(raw) != {"provider", "operation", "payload_reference"}:
             raise AllowlistError("ALLOWLIST_ENTRY_INVALID", f"entry {index}: wrong keys")
@@ -152,8 +153,9 @@ def parse_allowlist(data: bytes | str) -> tuple[AllowlistEntry, ...]:
                 "ALLOWLIST_ENTRY_INVALID", f"entry {index}: payload_reference is 64 lowercase hex"
             )
         entry = AllowlistEntry(provider, operation, reference)
-        if entry in entries:
+        if entry in seen:
             raise AllowlistError("ALLOWLIST_DUPLICATE_ENTRY", f"entry {index} repeats an entry")
+        seen.add(entry)
         entries.append(entry)
     return tuple(entries)
 
@@ -188,7 +190,7 @@ def _as_bytes(value: HostText) -> bytes:
         return value.encode("utf-8", errors="surrogatepass")
     if isinstance(value, os.PathLike):
         # A host may name its configuration file; it is read once, here, never at evaluation.
-        return Path(value).read_bytes()
+        return read_capped(value)
     raise TypeError("policy and allowlist are str (text), bytes or a path object")
 
 

@@ -8,8 +8,9 @@ Rules, in order; :func:`inspect_weights` never raises for bad input, it returns 
    (``WEIGHTS_LIMIT_EXCEEDED``, UNKNOWN).
 2. Header preflight (our own, so that a lying header has a precise code before any library call):
    8-byte little-endian length N with ``8 + N <= len`` (``WEIGHTS_HEADER_LENGTH_INVALID``);
-   the N header bytes are strict UTF-8 JSON, an object, no duplicate keys, trailing padding only
-   spaces (``WEIGHTS_HEADER_INVALID``); every entry except ``__metadata__`` (string→string) has
+   the N header bytes are strict UTF-8 JSON, an object, no duplicate keys, no integer of more
+   than 20 digits (64 bits, safetensors' own width), trailing padding only spaces
+   (``WEIGHTS_HEADER_INVALID``); every entry except ``__metadata__`` (string→string) has
    exactly ``dtype``, ``shape``, ``data_offsets``; dtype ``I8`` only (``WEIGHTS_DTYPE_UNSUPPORTED``,
    UNKNOWN); shape a list of non-negative ints; offsets ``[begin, end]`` with
    ``0 <= begin <= end <= data length`` and ``end - begin == prod(shape)``
@@ -62,6 +63,7 @@ MAX_HEADER_BYTES: Final = 16_384
 MAX_TENSORS: Final = 64
 MAX_RANK: Final = 8
 MAX_REPORTED_VALUES: Final = 64
+_MAX_INT_DIGITS: Final = 20
 SNAPSHOT_NAME: Final = "payload.safetensors"
 
 WEIGHTS_REASON_CODES: Final = (
@@ -123,6 +125,17 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return result
 
 
+def _header_int(literal: str) -> int:
+    """A header integer: at most 20 digits (a 64-bit value, safetensors' own width).
+
+    Longer literals are refused before conversion: ``int()`` of an n-digit literal costs
+    O(n**2), and a product of such shapes would have tens of thousands of digits.
+    """
+    if len(literal.lstrip("-")) > _MAX_INT_DIGITS:
+        raise _Refused("WEIGHTS_HEADER_INVALID", "a header integer is wider than 64 bits")
+    return int(literal)
+
+
 def _exact_ints(value: object) -> bool:
     return isinstance(value, list) and all(type(item) is int for item in value)
 
@@ -138,7 +151,9 @@ def _preflight(payload: bytes) -> tuple[list[_Entry], int]:
     raw = payload[8 : 8 + header_length]
     try:
         text = raw.decode("utf-8", errors="strict")
-        header = json.loads(text.rstrip(" "), object_pairs_hook=_no_duplicates)
+        header = json.loads(
+            text.rstrip(" "), object_pairs_hook=_no_duplicates, parse_int=_header_int
+        )
     except _Refused:
         raise
     except (UnicodeDecodeError, ValueError, RecursionError):
