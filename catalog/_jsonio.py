@@ -3,6 +3,11 @@
 Rules: the bytes must be at most ``max_bytes``, strict UTF-8, one JSON document with no
 duplicate object keys and no NaN/Infinity; violations raise the caller-chosen error type with a
 one-line message. Floats are refused (catalog records never carry them).
+
+Every file the catalog reads goes through :func:`read_file_capped`: at most ``cap + 1`` bytes
+are read, more than ``cap`` raise the caller's error naming the cap. (The catalog keeps its own
+capped read instead of ``session.read_capped``: it must load no session or mechanism module at
+all, which its non-execution test checks.)
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from typing import Any
 
 from ._errors import CatalogError
 
-__all__ = ["MAX_RECORD_FILE_BYTES", "loads_strict", "read_json_file"]
+__all__ = ["MAX_RECORD_FILE_BYTES", "loads_strict", "read_file_capped", "read_json_file"]
 
 MAX_RECORD_FILE_BYTES = 16 * 1024 * 1024
 
@@ -49,6 +54,18 @@ def loads_strict(data: bytes, error: type[CatalogError], what: str) -> Any:
         )
     except (UnicodeDecodeError, ValueError, RecursionError) as failure:
         raise error(f"{what} is not strict JSON: {failure}") from None
+
+
+def read_file_capped(
+    path: Path, error: type[CatalogError], what: str, cap: int = MAX_RECORD_FILE_BYTES
+) -> bytes:
+    """The whole file, or ``error`` when it holds more than ``cap`` bytes (never reads more
+    than ``cap + 1``)."""
+    with path.open("rb") as handle:
+        data = handle.read(cap + 1)
+    if len(data) > cap:
+        raise error(f"{what} {path} exceeds {cap} bytes")
+    return data
 
 
 def read_json_file(path: Path, error: type[CatalogError], what: str) -> Any:

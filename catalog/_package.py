@@ -18,7 +18,9 @@ Rules:
   invented rule profile). :func:`build_package` validates what it builds, so it refuses the same.
 * On disk a package is a directory holding ``package.json`` (the manifest) and ``artifacts/<path>``
   (exact bytes). :func:`load_package` refuses symlinks, non-regular files (a FIFO would block)
-  and paths that leave the directory; it does not validate (call :func:`validate_package`).
+  and paths that leave the directory, an artifact of more than 16 MiB and a package of more
+  than :data:`MAX_PACKAGE_BYTES` in all (each before reading past it); it does not validate
+  (call :func:`validate_package`).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ import attrs
 from ._codec import core_bytes, core_digest, is_bare_hex, sha256_hex
 from ._entries import PACKAGING, REGISTRY_VERSION, ComponentPackaging, reference_registry
 from ._errors import CatalogError, ComponentIndexError
-from ._jsonio import read_json_file
+from ._jsonio import read_file_capped, read_json_file
 from ._registry import ComponentRegistry
 from ._sources import default_source_root, read_exact, resolve_source
 
@@ -56,6 +58,7 @@ DEFAULT_PACKAGE_VERSION = "0.1.0"
 ARTIFACT_ROLES = frozenset({"FIXTURE", "POLICY", "PROFILE", "SCHEMA", "SOURCE", "SPECIFICATION"})
 MANIFEST_NAME = "package.json"
 ARTIFACT_DIR = "artifacts"
+MAX_PACKAGE_BYTES = 64 * 1024 * 1024  # the reference package holds about 270 KB
 
 _MANIFEST_KEYS = frozenset(
     {
@@ -339,6 +342,7 @@ def load_package(directory: Path) -> StoredPackage:
     if type(manifest) is not dict:
         raise ComponentIndexError(f"package manifest in {directory} is not an object")
     files: dict[str, bytes] = {}
+    total = 0
     base = directory / ARTIFACT_DIR
     if base.is_symlink() or not base.is_dir():
         raise ComponentIndexError(f"{base} is not a directory")
@@ -351,7 +355,11 @@ def load_package(directory: Path) -> StoredPackage:
             full = here / name
             if not stat.S_ISREG(full.lstat().st_mode):  # a FIFO would block the read
                 raise ComponentIndexError(f"package artifact {full} is not a regular file")
-            files[full.relative_to(base).as_posix()] = full.read_bytes()
+            data = read_file_capped(full, ComponentIndexError, "package artifact")
+            total += len(data)
+            if total > MAX_PACKAGE_BYTES:
+                raise ComponentIndexError(f"package {directory} exceeds {MAX_PACKAGE_BYTES} bytes")
+            files[full.relative_to(base).as_posix()] = data
     try:
         manifest_bytes = core_bytes(manifest)
     except ValueError as error:

@@ -27,6 +27,10 @@ Contract (stdout: exactly one JSON document; stderr: one-line messages, never a 
   start a new one whose first line (``audit_rotated``) links it; exit 0, 65 when the log
   does not verify, 75 when a daemon holds it, 70 when it cannot be written.
 * ``serve`` exits 70 (not 0) when it stops while its audit log cannot be written, saying so.
+
+Files named on the command line (``submit`` evidence and ``--binding``, ``--config``) are read
+with :func:`session.read_capped`: more than 16 MiB (eight times the default frame cap) is
+unreadable input, exit 65 with the cap in the message.
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ from typing import Any, Final
 import attrs
 import trio
 
-from session import BoundProposition, EvidenceBounds
+from session import BoundProposition, EvidenceBounds, read_capped
 
 from ._audit import (
     AuditLog,
@@ -293,11 +297,11 @@ def _honest_binding(mechanism: dict[str, Any], files: list[bytes]) -> BoundPropo
 
 def _submit(args: argparse.Namespace) -> int:
     target = _client_target(args)
-    files = [Path(name).read_bytes() for name in args.files]
+    files = [read_capped(name) for name in args.files]
     binding_wire: dict[str, Any] | None = None
     if args.binding:
         try:
-            loaded = json.loads(Path(args.binding).read_text("utf-8"))
+            loaded = json.loads(read_capped(args.binding).decode("utf-8"))
         except (ValueError, UnicodeDecodeError) as error:
             _say(f"binding file {args.binding} is not JSON: {error}")
             return EXIT_REJECTED

@@ -14,11 +14,18 @@ Rules:
   instrument: the two schemas (``schemas/<name>``), the scorer's own source files
   (``scorer/<name>``, :data:`SCORER_SOURCES`) and the public corpus index
   (``corpus/INDEX.json``). Changing one byte of any of them changes the id.
+* Every file is read with a cap, :data:`MAX_FILE_BYTES` (16 MiB, twice the strict reader's
+  document bound); a larger file raises ``OSError`` (``EFBIG``, the message names the cap)
+  before more than one byte over the cap is read, and a folder holding more than
+  :data:`MAX_FOLDER_BYTES` in all is ``challenge-folder-invalid``. (The command line's capped
+  read lives in ``session``, which the scorer may not import.)
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import os
 import re
 import stat
 from pathlib import Path
@@ -33,6 +40,19 @@ SCORER_SOURCES: Final = ("__init__.py", "_commitment.py", "_jcs.py", "_reader.py
 _PACKAGE_DIR: Final = Path(__file__).resolve().parent
 _COMMITMENT_RE: Final = re.compile(r"[0-9a-f]{64}\Z")
 MAX_FOLDER_FILES: Final = 10_000
+MAX_FILE_BYTES: Final = 16 * 1024 * 1024
+MAX_FOLDER_BYTES: Final = 64 * 1024 * 1024
+
+
+def read_file(path: str | os.PathLike[str]) -> bytes:
+    """The whole file, or ``OSError`` (``EFBIG``) when it holds more than ``MAX_FILE_BYTES``."""
+    with open(path, "rb") as handle:
+        data = handle.read(MAX_FILE_BYTES + 1)
+    if len(data) > MAX_FILE_BYTES:
+        raise OSError(
+            errno.EFBIG, f"larger than the {MAX_FILE_BYTES:,}-byte input cap", os.fspath(path)
+        )
+    return data
 
 
 def schema_dir() -> Path:
@@ -54,8 +74,8 @@ def corpus_index_path() -> Path:
 def load_schemas(directory: Path) -> Schemas:
     """Read ``holdout-recipe-v1.schema.json`` and ``holdout-observation-v1.schema.json``."""
     return Schemas.from_bytes(
-        (directory / RECIPE_SCHEMA_NAME).read_bytes(),
-        (directory / OBSERVATION_SCHEMA_NAME).read_bytes(),
+        read_file(directory / RECIPE_SCHEMA_NAME),
+        read_file(directory / OBSERVATION_SCHEMA_NAME),
     )
 
 
@@ -75,6 +95,7 @@ def _snapshot(directory: Path) -> dict[str, bytes]:
     if not directory.is_dir():
         raise Refusal("challenge-folder-invalid", f"{directory} is not a directory")
     files: dict[str, bytes] = {}
+    total = 0
     for path in sorted(directory.rglob("*")):
         mode = path.lstat().st_mode
         if stat.S_ISDIR(mode):
@@ -83,7 +104,11 @@ def _snapshot(directory: Path) -> dict[str, bytes]:
             raise Refusal("challenge-folder-invalid", f"{path.name} is not a regular file")
         if len(files) >= MAX_FOLDER_FILES:
             raise Refusal("challenge-folder-invalid", "too many files")
-        files[path.relative_to(directory).as_posix()] = path.read_bytes()
+        data = read_file(path)
+        total += len(data)
+        if total > MAX_FOLDER_BYTES:
+            raise Refusal("challenge-folder-invalid", f"more than {MAX_FOLDER_BYTES:,} bytes")
+        files[path.relative_to(directory).as_posix()] = data
     return files
 
 
@@ -145,7 +170,7 @@ RELEASE_FILES: Final = tuple(release_files())
 def release_id(schema_directory: Path | None = None, corpus_index: Path | None = None) -> str:
     """``srel-`` + the digest of the instrument (raises ``OSError`` if a file is missing)."""
     files = {
-        label: path.read_bytes()
+        label: read_file(path)
         for label, path in release_files(schema_directory, corpus_index).items()
     }
     return "srel-" + _lines_digest(files)

@@ -17,6 +17,10 @@ Every sub-command prints exactly one JSON document on stdout and one-line messag
 * ``release [--schemas DIR]`` prints ``{"spec_release_id": ..., "files": {label: sha256}}``.
 * ``interop OBS.json...`` prints the HOLDOUT-INTEROP report. Exit 0 PASS or NOT MEASURED, 1
   with findings, 65 refused.
+
+Every file is read with a cap (:func:`session.read_capped` here, the scorer's own in
+``_commitment``; 16 MiB, twice the strict reader's 8 MiB document bound): a larger file is
+unreadable input (exit 65, the message names the cap), ``/dev/zero`` included.
 """
 
 from __future__ import annotations
@@ -27,6 +31,10 @@ import json
 import sys
 from pathlib import Path
 from typing import Any
+
+# The command line may use the bottom layer's capped read; the scorer modules may not (they
+# import nothing of the project), so ``_commitment`` keeps its own.
+from session import read_capped
 
 from ._commitment import (
     challenge_commitment,
@@ -63,7 +71,7 @@ def load_challenges(path: Path, commitment: str | None, *, required: bool = True
             commitment = challenge_commitment(path)
         return load_challenge_folder(path, commitment)
     try:
-        data = path.read_bytes()
+        data = read_capped(path)
     except OSError as error:
         raise Refusal("challenge-unreadable", f"{path}: {error.strerror or error}") from None
     return read_challenge_array(data)
@@ -87,7 +95,7 @@ def _score(args: argparse.Namespace) -> int:
         try:
             expected = args.release if args.release is not None else release_id(schemas_dir)
             challenges = load_challenges(challenges_path, args.commitment)
-            observation_bytes = Path(args.observations).read_bytes()
+            observation_bytes = read_capped(args.observations)
         except Refusal as refusal:
             report = refused(refusal.code, refusal.detail)
         except OSError as error:
@@ -131,7 +139,7 @@ def _release(args: argparse.Namespace) -> int:
         {
             "spec_release_id": release_id(schemas_dir),
             "files": {
-                label: hashlib.sha256(path.read_bytes()).hexdigest()
+                label: hashlib.sha256(read_capped(path)).hexdigest()
                 for label, path in sorted(files.items())
             },
         }
@@ -143,7 +151,7 @@ def _interop(args: argparse.Namespace) -> int:
     documents: list[Any] = []
     for name in args.observations:
         try:
-            documents.append(read_json(Path(name).read_bytes()))
+            documents.append(read_json(read_capped(name)))
         except StrictReadError as error:
             _emit({"status": "REFUSED", "refusal": "observation-unreadable", "findings": []})
             _say(f"refused: {name}: {error}")

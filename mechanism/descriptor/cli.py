@@ -20,7 +20,10 @@ Commands (stdout carries exactly one document; messages are one line on stderr):
   prints the program, the policy digest (and parse error, if any) and the VM trace as JSON.
   Exit 0 halted without trap, 1 trapped, 3 step limit exhausted, 65 undecodable TISC.
 
-Unreadable files exit 65 with a one-line message (the dispatcher handles ``OSError``).
+Unreadable files exit 65 with a one-line message (the dispatcher handles ``OSError``); so does
+a file of more than 16 MiB (:func:`session.read_capped`, the cap is named), ``/dev/zero``
+included. Files below the cap reach the mechanism, whose own bounds decide (a descriptor over
+4,096 bytes is ``DESCRIPTOR_TOO_LARGE``).
 """
 
 from __future__ import annotations
@@ -28,11 +31,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 from mechanism.canonical import canonical_bytes
-from session import EvidenceBindingError, EvidenceStore, MechanismOutcome, VerificationSession
+from session import (
+    EvidenceBindingError,
+    EvidenceStore,
+    MechanismOutcome,
+    VerificationSession,
+    read_capped,
+)
 
 from ._axion import PolicyEngine, policy_digest
 from ._codec import MAX_DESCRIPTOR_BYTES, DescriptorError, encode_descriptor
@@ -69,7 +77,7 @@ def _lowered(ceiling: int) -> Any:
 
 
 def _read(path: str) -> bytes:
-    return Path(path).read_bytes()
+    return read_capped(path)
 
 
 def _check(args: argparse.Namespace) -> int:

@@ -44,6 +44,7 @@ from mechanism.formation._silo import (
     MAX_OBJECT_BYTES,
     inspect_silo_formation,
 )
+from session import read_prefix
 
 __all__ = ["add_silo_commands", "read_evidence_dir"]
 
@@ -62,8 +63,7 @@ class _CliRefusal(Exception):
 
 
 def _read(path: str, limit: int) -> bytes:
-    with open(path, "rb") as handle:
-        return handle.read(limit)
+    return read_prefix(path, limit)
 
 
 def read_evidence_dir(directory: str) -> dict[str, bytes]:

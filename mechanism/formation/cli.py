@@ -5,6 +5,10 @@ Commands (stdout carries exactly one document; messages are one line on stderr):
 * ``formation produce SUBJECT`` — the certificate bytes, exactly (canonical JSON, no trailing
   newline). Exit 0; 1 if the subject is invalid or ill-typed; 3 if it is unsupported or
   exceeds a resource bound; 65 if a file cannot be read.
+
+Every file is read with :func:`session.read_capped`: a file of more than 16 MiB (far above the
+256 KiB record bound, so every record the checker could judge still gets its report) exits 65
+with the cap in the message, whatever it is (``/dev/zero`` included).
 * ``formation check SUBJECT CERTIFICATE`` — the pure checker's report as canonical JSON plus
   one newline. Exit 0 CHECKED, 1 INVALID, 3 UNKNOWN.
 * ``formation evaluate SUBJECT CERTIFICATE`` — builds the honest binding a caller would pin
@@ -23,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
 from mechanism.canonical import canonical_bytes, is_digest
@@ -40,7 +43,7 @@ from mechanism.formation._wire import (
     UnsupportedFormation,
     validate_ceilings,
 )
-from session import EvidenceStore, MechanismOutcome, VerificationSession
+from session import EvidenceStore, MechanismOutcome, VerificationSession, read_capped
 
 __all__ = ["register"]
 
@@ -68,7 +71,7 @@ def _message(text: str) -> None:
 
 def _read(path: str) -> bytes:
     try:
-        return Path(path).read_bytes()
+        return read_capped(path)
     except OSError as error:
         raise _Unreadable(f"cannot read {path}: {error.strerror or error}") from None
 
