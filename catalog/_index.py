@@ -18,6 +18,11 @@ Rules:
   ``source_ref``); :func:`build` (``build(output, source_ref="WORKTREE")``,
   docs/spec/formation.md §7.2) packages the source tree and writes both; :func:`verify_build`
   re-reads everything and reports every discrepancy (it never raises for tampered bytes).
+* Every command that loads a package named by an index entry goes through
+  :func:`load_build_package`, which checks the entry's ``package_path`` first (one check for
+  all): a non-empty ``/``-separated relative path without empty, ``.`` or ``..`` parts, that
+  still lies inside the build directory once symlinks are resolved; anything else is a
+  :class:`ComponentIndexError` and nothing outside the build directory is read.
 * Nothing here imports, executes or instantiates a component.
 """
 
@@ -332,7 +337,11 @@ def _package_dir(root: Path, relative: str) -> Path:
     parts = relative.split("/")
     if not relative or relative.startswith("/") or any(p in ("", ".", "..") for p in parts):
         raise ComponentIndexError(f"package path {relative!r} is not a portable relative path")
-    return root.joinpath(*parts)
+    candidate = root.joinpath(*parts)
+    resolved_root = root.resolve()
+    if resolved_root not in candidate.resolve().parents:
+        raise ComponentIndexError(f"package path {relative!r} leaves the build directory")
+    return candidate
 
 
 def load_build_package(directory: Path, entry: IndexEntry) -> StoredPackage:

@@ -28,6 +28,7 @@ from ._index import (
     INDEX_NAME,
     ComponentIndex,
     build_index,
+    load_build_package,
     load_index,
     verify_build,
     write_build,
@@ -67,7 +68,8 @@ def _read(path: str, what: str) -> Any:
 
 
 def _load_stored(path: str) -> StoredPackage:
-    """A package directory, or a build directory whose index names exactly one package."""
+    """A package directory, or a build directory whose index names exactly one package (its
+    path checked like every index-named package: it must stay inside the build directory)."""
     directory = Path(path)
     if (directory / MANIFEST_NAME).is_file():
         return load_package(directory)
@@ -76,7 +78,7 @@ def _load_stored(path: str) -> StoredPackage:
         paths = sorted({e.package_path for e in index.entries})
         if len(paths) != 1:
             raise ComponentIndexError(f"{directory} indexes {len(paths)} packages; name one")
-        return load_package(directory.joinpath(*paths[0].split("/")))
+        return load_build_package(directory, index.entries[0])
     raise ComponentIndexError(f"{directory} holds neither {MANIFEST_NAME} nor {INDEX_NAME}")
 
 
