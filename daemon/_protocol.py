@@ -19,9 +19,12 @@ Rules (the contract):
    the bytes the current accepted unit still needs, so a host that reads at most that many
    bytes never buffers more than it accepted.
 3. Canonical headers. A header is a JSON object encoded by :func:`encode_header`; the decoder
-   refuses invalid UTF-8, a BOM, nesting deeper than 1,024, ``NaN``/``Infinity``, then
-   requires the canonical re-encoding to equal the received bytes exactly (so duplicate keys,
-   whitespace, unsorted keys and escape variants are refused too).
+   refuses invalid UTF-8, a BOM, ``NaN``/``Infinity``, then requires the canonical re-encoding
+   to equal the received bytes exactly (so duplicate keys, whitespace, unsorted keys and
+   escape variants are refused too). Nesting is at most :data:`MAX_HEADER_DEPTH` (254, the
+   root object counting as one): the deepest value the canonical encoder (orjson) encodes, so
+   a deeper header has no canonical form; it is refused as ``HEADER_INVALID`` with the message
+   "header nesting deeper than 254", and :func:`encode_header` refuses such a value too.
 4. Versioned handshake. The client's first frame is ``hello`` listing the protocol versions it
    speaks; the server answers ``hello`` with the one it chose (only :data:`PROTOCOL_VERSION`
    exists) or ``VERSION_UNSUPPORTED``. Any other first frame is ``HANDSHAKE_REQUIRED``.
@@ -44,11 +47,18 @@ from typing import Any, ClassVar, Final
 import attrs
 import orjson
 
+from mechanism.canonical import CanonicalError, CanonicalLimitError, scan_structure
+
 MAGIC: Final = b"EVD1"
 PREFIX_SIZE: Final = 8
 PROTOCOL_VERSION: Final = 1
 SUPPORTED_VERSIONS: Final = (PROTOCOL_VERSION,)
 MAX_REQUEST_ID: Final = 2**53 - 1
+#: The deepest header, the root object counting as one: exactly what orjson, the canonical
+#: encoder, encodes (it refuses one level more), so no deeper header has a canonical form.
+#: Pinned by a test on both sides of the limit, so a change in orjson cannot move it silently.
+MAX_HEADER_DEPTH: Final = 254
+_TOO_DEEP: Final = f"header nesting deeper than {MAX_HEADER_DEPTH}"
 
 #: Defaults for the global caps (the server's limits; sessions bound evidence further).
 DEFAULT_MAX_HEADER_BYTES: Final = 64 * 1024
@@ -168,24 +178,39 @@ def _refuse_default(value: object) -> Any:
     raise TypeError(f"{type(value).__name__} is not JSON")
 
 
+def _too_deep(data: bytes) -> bool:
+    """Whether ``data`` nests deeper than :data:`MAX_HEADER_DEPTH` outside strings (only
+    asked once a header has been refused, to name the reason; linear in ``len(data)``)."""
+    try:
+        scan_structure(data, max_depth=MAX_HEADER_DEPTH, max_containers=len(data) + 1)
+    except CanonicalLimitError:
+        return True
+    except CanonicalError:  # a closer without an opener: too shallow, not too deep
+        return False
+    return False
+
+
 def decode_header(data: bytes, *, max_bytes: int) -> dict[str, Any]:
-    """Admit header bytes: size, strict UTF-8 JSON (depth <= 1,024, no NaN/Infinity, no BOM),
-    then byte equality with the canonical re-encoding (which also refuses duplicate keys,
-    whitespace, unsorted keys, escape variants and non-canonical numbers)."""
+    """Admit header bytes: size, strict UTF-8 JSON (no NaN/Infinity, no BOM), then byte
+    equality with the canonical re-encoding (which also refuses duplicate keys, whitespace,
+    unsorted keys, escape variants, non-canonical numbers, and nesting deeper than
+    :data:`MAX_HEADER_DEPTH`, reported as such)."""
     if len(data) > max_bytes:
         raise ProtocolError(ErrorCode.HEADER_TOO_LARGE)
     try:
         value = orjson.loads(data)
     except orjson.JSONDecodeError as error:
-        raise ProtocolError(ErrorCode.HEADER_INVALID, f"header is not JSON: {error}") from None
+        message = _TOO_DEEP if _too_deep(data) else f"header is not JSON: {error}"
+        raise ProtocolError(ErrorCode.HEADER_INVALID, message) from None
     if type(value) is not dict:
         raise ProtocolError(ErrorCode.HEADER_INVALID, "header is not a JSON object")
     try:
         canonical = orjson.dumps(value, option=orjson.OPT_SORT_KEYS) == data
-    except (TypeError, ValueError):
+    except (TypeError, ValueError):  # orjson's recursion limit: nothing else fails here
         canonical = False
     if not canonical:
-        raise ProtocolError(ErrorCode.HEADER_INVALID, "header is not in canonical form")
+        message = _TOO_DEEP if _too_deep(data) else "header is not in canonical form"
+        raise ProtocolError(ErrorCode.HEADER_INVALID, message)
     return value
 
 
