@@ -1,4 +1,4 @@
-"""Capped file reads for every command line and host configuration file (issue 11).
+"""Capped file reads for every command line and host configuration file.
 
 Rules:
 

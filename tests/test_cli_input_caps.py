@@ -1,4 +1,4 @@
-"""Every file a command reads is capped (issue 11, defect 13).
+"""Every file a command reads is capped (the "unbounded CLI read" defect).
 
 ``formation check /dev/zero …`` and ``descriptor check /dev/zero /dev/zero`` used to read
 forever and end in ``MemoryError`` (exit 70). Each command now reads at most the cap plus one
@@ -69,15 +69,24 @@ def test_descriptor_check_of_dev_zero_is_rejected_input_naming_the_cap() -> None
     assert_refused_naming_the_cap(completed)
 
 
-def test_holdout_score_of_endless_observations_is_refused_naming_the_cap() -> None:
-    completed = evidenced(
-        "holdout",
-        "score",
-        "--challenges",
-        REPO / "fixtures" / "holdout" / "trvm-synthetic" / "synthetic-challenges.json",
-        "--observations",
-        ZERO,
+def test_holdout_score_of_endless_observations_is_refused_naming_the_cap(
+    tmp_path: Path,
+) -> None:
+    challenges = tmp_path / "challenges.json"
+    challenges.write_text(
+        json.dumps(
+            [
+                {
+                    "id": "S1",
+                    "name": "n",
+                    "fixture": {"artifact": "formation-identity", "root": "root-" + "a" * 64},
+                    "recipe": [{"op": "IDENTITY"}],
+                    "predicates": [{"op": "REFUSAL_SET_EQ", "value": []}],
+                }
+            ]
+        )
     )
+    completed = evidenced("holdout", "score", "--challenges", challenges, "--observations", ZERO)
     assert completed.returncode == 65
     document = json.loads(completed.stdout)
     assert document["refusal"] == "observation-unreadable"

@@ -1,5 +1,5 @@
-"""Index-named package paths are checked in every command that loads a package (issue 11,
-defect 14): ``catalog plan`` and ``catalog readiness --package`` accepted an index whose
+"""Index-named package paths are checked in every command that loads a package:
+``catalog plan`` and ``catalog readiness --package`` accepted an index whose
 ``package_path`` is ``../outside/pkg`` and loaded a package from outside the build folder,
 while ``catalog package verify`` refused the same index."""
 

@@ -1,5 +1,5 @@
 """Configuration text that used to escape ``parse_config`` as something other than
-``ConfigError`` (issue 11 audit): the daemon must say "invalid configuration", exit 65."""
+``ConfigError`` (the linear-growth audit): the daemon must say "invalid configuration", exit 65."""
 
 from __future__ import annotations
 

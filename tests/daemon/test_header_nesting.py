@@ -1,4 +1,4 @@
-"""Header nesting: the documented limit is the enforced one (issue 11, defect 15).
+"""Header nesting: the documented limit is the enforced one.
 
 docs/protocol.md promised nesting to 1,024 while the canonical re-encoding (orjson) refuses
 anything deeper than 254 levels, which was reported as "not in canonical form". The limit is

@@ -33,6 +33,7 @@ import time
 
 import pytest
 
+from . import _cases
 from ._cases import Case, all_cases
 
 MAX_RATIO = 24.0
@@ -72,6 +73,7 @@ def growth_ratio(case: Case) -> float:
             rounds += 1
     finally:
         gc.enable()
+    _cases.forget_inputs()  # keep the heap of later cases free of this one's inputs
     # Normalised to bytes: builders round to whole attack units.
     small_bytes = sum(map(len, smalls))
     large_bytes = sum(map(len, larges))
