@@ -1,4 +1,4 @@
-"""Attacks on the mechanism parsers found by the linear-growth audit (docs/adr/0007).
+"""Attacks on the mechanism parsers found by the linear-growth audit (docs/adr/0008).
 
 Growth itself is measured in ``tests/linear``; these tests pin what each fix must keep: the
 same decisions as before, a documented refusal instead of an escaping exception, and a scan
