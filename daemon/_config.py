@@ -6,13 +6,17 @@ Rules (the contract):
    refused (:class:`ConfigError`), and so are values of the wrong type (booleans are not
    numbers). Every key is optional except each session's ``mechanisms``.
 2. ``[server]``: ``listen = "HOST:PORT"`` (empty string: no TCP), ``socket = "PATH"`` (empty:
-   none), and the :class:`ServerConfig` limits of the same names (times in seconds).
+   none), ``socket_group`` (a group name or number: the socket is then mode 0660 for that
+   group; empty: 0600), and the :class:`ServerConfig` limits of the same names (times in
+   seconds, rates in bytes per second). ``worker_threads`` (before evaluation moved to worker
+   processes) is still read, as ``worker_processes``; both at once is an error.
 3. ``[audit]``: ``path``, ``durability`` (``fsync`` | ``write`` | ``none``), ``overflow``
    (``block`` | ``drop``), ``max_pending``, ``rotate_bytes`` (0: never rotate). A relative
    path is relative to the config file's directory (to the working directory for the
    embedded default).
 4. ``[sessions.<name>]``: ``mechanisms`` (names from :data:`MECHANISM_FACTORIES`),
-   ``max_evidence_items``, ``max_evidence_bytes`` (checked on declared sizes before reading),
+   ``max_evidence_items``, ``max_evidence_bytes`` (declared bounds, clamped to what the
+   mechanisms accept and checked on declared sizes before reading; :mod:`daemon._hosting`),
    ``optional`` (default false), and ``[sessions.<name>.options.<mechanism>]`` keyword
    arguments for that mechanism's constructor (lower-only limits).
 5. Text that is not TOML is a :class:`ConfigError`, never another exception: a syntax error,
@@ -38,7 +42,7 @@ import attrs
 
 from session import BytesDigestMechanism, VerificationMechanism, read_capped
 
-from ._server import DEFAULT_PORT, HostedSession, ServerConfig
+from ._hosting import DEFAULT_PORT, HostedSession, ServerConfig
 
 
 class ConfigError(ValueError):
@@ -79,11 +83,16 @@ MECHANISM_FACTORIES: Final[dict[str, Callable[[dict[str, Any]], VerificationMech
 
 _SERVER_NUMBERS: Final = {
     "idle_timeout": float,
+    "pre_hello_timeout": float,
     "request_deadline": float,
+    "min_evidence_rate": int,
+    "evidence_grace": float,
     "shutdown_grace": float,
     "max_in_flight": int,
+    "max_in_flight_per_peer": int,
     "max_connections": int,
-    "worker_threads": int,
+    "max_connections_per_peer": int,
+    "worker_processes": int,
     "inline_max_bytes": int,
     "max_header_bytes": int,
     "max_frame_bytes": int,
@@ -182,7 +191,11 @@ def parse_config(text: str, *, base: Path, source: str) -> DaemonConfig:
     ):
         if not isinstance(table, dict):
             raise ConfigError(f"{source}: [{name}] must be a table")
-    _check_keys(server_table, {"listen", "socket", *_SERVER_NUMBERS}, f"{source} [server]")
+    _check_keys(
+        server_table,
+        {"listen", "socket", "socket_group", "worker_threads", *_SERVER_NUMBERS},
+        f"{source} [server]",
+    )
     _check_keys(
         audit_table,
         {"path", "durability", "overflow", "max_pending", "rotate_bytes"},
@@ -193,9 +206,17 @@ def parse_config(text: str, *, base: Path, source: str) -> DaemonConfig:
     options["tcp"] = parse_address(listen) if listen else None
     socket_path = _typed(server_table.get("socket", ""), str, "server.socket")
     options["unix"] = str(base / socket_path) if socket_path else None
+    group = server_table.get("socket_group", "")
+    options["socket_group"] = _typed(group, str, "server.socket_group")
     for key, kind in _SERVER_NUMBERS.items():
         if key in server_table:
             options[key] = _typed(server_table[key], kind, f"server.{key}")
+    if "worker_threads" in server_table:  # the former name (evaluation was in threads)
+        if "worker_processes" in server_table:
+            raise ConfigError(f"{source}: server.worker_threads and worker_processes both set")
+        options["worker_processes"] = _typed(
+            server_table["worker_threads"], int, "server.worker_threads"
+        )
     audit_path = _typed(audit_table.get("path", "evidenced-audit.jsonl"), str, "audit.path")
     options["audit_path"] = str(base / audit_path)
     options["audit_durability"] = _typed(

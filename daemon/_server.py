@@ -7,48 +7,63 @@ Rules (the contract):
    the unit it accepted (bytes already on the socket are read without waiting; only a read
    that would block parks the task, under the idle or request deadline). A ``submit``
    header is checked, in this order, before any evidence byte is read: session exists
-   (``UNKNOWN_SESSION``), declared item count and total bytes within the session's bounds
-   (``EVIDENCE_ITEMS_EXCEEDED``/``EVIDENCE_BYTES_EXCEEDED``), binding well formed
-   (``BINDING_INVALID``), not shutting down (``SHUTTING_DOWN``), a free capacity slot
-   (``BUSY``: ``CapacityLimiter.acquire_nowait``, never an unbounded queue).
-2. Timeouts. ``idle_timeout``: a connection must complete its next request frame (header and
-   evidence) within this many seconds of connecting or of its previous answer, else it is
-   answered ``IDLE_TIMEOUT`` and closed (a slow-drip client cannot hold a slot).
-   ``request_deadline``: from the complete frame to the answer. A mechanism that overruns it
-   yields an ``UNKNOWN`` decision (details :data:`DEADLINE_DETAILS`), still audited.
-3. Evaluation runs in a worker thread (``trio.to_thread``, bounded by ``worker_threads``)
-   unless the evidence is at most ``inline_max_bytes`` (default 4,096: there the check costs
-   less than the thread hop; docs/adr/0003). Each
-   request gets a fresh :class:`EvidenceStore` and :class:`VerificationSession`, so requests
-   share no state.
+   (``UNKNOWN_SESSION``), declared item count and total bytes within the session's
+   *effective* bounds — its declared bounds clamped to what its mechanisms accept
+   (``EVIDENCE_ITEMS_EXCEEDED``/``EVIDENCE_BYTES_EXCEEDED``; :mod:`daemon._hosting`), binding
+   well formed (``BINDING_INVALID``), not shutting down (``SHUTTING_DOWN``), a free capacity
+   slot and the peer under its in-flight cap (``BUSY``: ``acquire_nowait``, never an
+   unbounded queue).
+2. Timeouts. ``pre_hello_timeout``: a new connection must complete its ``hello`` within this
+   many seconds (much less than the idle timeout, so idle connections cost little).
+   ``idle_timeout``: a connection must complete its next request frame (header and evidence)
+   within this many seconds of its previous answer. Evidence must keep arriving at
+   ``min_evidence_rate`` bytes/s after ``evidence_grace`` seconds (by time t after the header,
+   at least ``rate * (t - grace)`` bytes), else the in-flight slot is released. Each is
+   answered ``IDLE_TIMEOUT`` and closes the connection (a slow-drip client cannot hold a
+   slot). ``request_deadline``: from the complete frame to the answer; an overrun is the
+   ``UNKNOWN`` decision :data:`DEADLINE_DETAILS`, still audited.
+3. Evaluation (:mod:`daemon._evaluation`, docs/adr/0004): pairs of at most
+   ``inline_max_bytes`` on the event loop, every other pair in one of ``worker_processes``
+   forked worker processes, killed at the deadline. Each request gets a fresh
+   :class:`EvidenceStore` and :class:`VerificationSession`, so requests share no state.
 4. Audit before answer: a decision or refusal is answered only after its audit line met the
    log's durability policy; if its line cannot be written, the answer is ``AUDIT_FAILED``
    (``decision_id`` null, no line) instead, and ``health`` says ``degraded`` until the log
    recovers. A decision answer carries its line's ``seq`` and ``line_digest``.
-5. Every ``error`` frame is followed by a half-close and a short bounded drain (bytes are
+   A request frame cut by a connection reset is audited as ``TRUNCATED_FRAME``, exactly as
+   one cut by a normal close.
+5. Bounded echo (:mod:`daemon._echo`): every client-chosen value in a message, an audit field
+   or a stderr line is echoed verbatim only when short and printable, else as an escaped
+   prefix with its length and digest; every message is bounded as a whole. A refusal line is
+   therefore small (under 2 KiB) whatever the request.
+6. Every ``error`` frame is followed by a half-close and a short bounded drain (bytes are
    discarded, not buffered), then the connection closes, so the client reads the error
    rather than a reset.
-6. One bad connection never kills the server: each handler has a catch-all that logs to
+7. One bad connection never kills the server: each handler has a catch-all that logs to
    stderr, audits ``INTERNAL`` when a request was in progress, and closes.
-7. Shutdown (:meth:`Server.shutdown`, or SIGINT/SIGTERM when ``handle_signals``): stop
+8. Shutdown (:meth:`Server.shutdown`, or SIGINT/SIGTERM when ``handle_signals``): stop
    accepting, close idle connections, let in-flight requests finish within
    ``shutdown_grace`` seconds (a second signal: at once), then cancel the rest; write
-   ``daemon_stop``; flush and fsync the audit log; return normally.
-8. At most ``max_connections`` connections are served at once; one more is answered
-   ``BUSY`` (not audited: it made no request) and closed.
+   ``daemon_stop``; flush and fsync the audit log; stop the workers; return normally.
+9. Fair connections (:mod:`daemon._peers`, :mod:`daemon._resources`): at start the server
+   raises its descriptor soft limit to the hard limit and serves at most ``max_connections``
+   connections, lowered to fit that limit with headroom, so ``accept`` does not run out of
+   descriptors first. One peer (a uid on a Unix socket, an address on TCP) holds at most
+   ``max_connections_per_peer`` of them. A connection over either cap is answered ``BUSY``
+   (not audited: it made no request) and closed.
+10. Files: the Unix socket is created mode 0600 (0660 with ``socket_group``, owned by that
+   group) whatever the umask; stale snapshot folders of dead processes of this user are
+   removed at start (:mod:`mechanism.snapshots`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
-import math
 import os
 import random
 import signal
 import socket as stdlib_socket
-import struct
 import sys
 import time
 from collections import Counter
@@ -60,20 +75,19 @@ import trio
 
 from session import (
     BoundProposition,
-    EvaluatedProposition,
     EvidenceStore,
-    MechanismOutcome,
     VerificationMechanism,
     VerificationSession,
 )
 
-from ._audit import AuditLog, AuditLogError, AuditRef, Durability, Overflow
+from ._audit import AuditLog, AuditLogError, AuditRef
 from ._binding import BindingWireError, binding_from_wire
+from ._echo import bounded_message, echo
+from ._evaluation import DEADLINE_DETAILS, WORKER_FAILED_DETAILS, Evaluator, worker_job_handler
+from ._hosting import DEFAULT_PORT, HostedSession, ServerConfig, accepted_bounds
+from ._peers import PeerLedger, peer_key, requester_of
 from ._protocol import (
     CLOSED,
-    DEFAULT_MAX_FRAME_BYTES,
-    DEFAULT_MAX_HEADER_BYTES,
-    DEFAULT_MAX_ITEMS,
     NEED_DATA,
     PROTOCOL_VERSION,
     Decision,
@@ -92,91 +106,32 @@ from ._protocol import (
     Submit,
     encode_header,
 )
+from ._resources import connection_capacity, pin_allocator, raise_descriptor_limit, trim_heap
 from ._version import __version__
+from ._workers import WorkerPool
+
+__all__ = [
+    "DEADLINE_DETAILS",
+    "DEFAULT_PORT",
+    "WORKER_FAILED_DETAILS",
+    "HostedSession",
+    "Server",
+    "ServerConfig",
+    "open_server",
+    "serve",
+]
 
 SERVER_NAME: Final = f"evidenced/{__version__}"
-DEFAULT_PORT: Final = 7433
-DEADLINE_DETAILS: Final = "DAEMON_REQUEST_DEADLINE_EXCEEDED"
 _RECEIVE_CHUNK: Final = 256 * 1024
 _SEND_TIMEOUT: Final = 5.0
 _LINGER_SECONDS: Final = 1.0
 _LINGER_BYTES: Final = 8 * 1024 * 1024
-
-
-@attrs.frozen
-class HostedSession:
-    """A named session: its mechanism instances and the host's evidence bounds, which are
-    enforced on the declared sizes before any evidence byte is read."""
-
-    name: str
-    mechanisms: tuple[VerificationMechanism, ...]
-    max_evidence_items: int = 2
-    max_evidence_bytes: int = 524_288
-
-    def __attrs_post_init__(self) -> None:
-        if not self.name:
-            raise ValueError("a session needs a name")
-        for value in (self.max_evidence_items, self.max_evidence_bytes):
-            if type(value) is not int or value < 0:
-                raise ValueError("session bounds must be non-negative integers")
-        # The session's own registration rules (non-empty id, digest form, no substitution).
-        probe = VerificationSession(EvidenceStore())
-        for mechanism in self.mechanisms:
-            probe.register(mechanism)
-
-    def bounds(self) -> dict[str, int]:
-        return {
-            "max_evidence_items": self.max_evidence_items,
-            "max_evidence_bytes": self.max_evidence_bytes,
-        }
-
-
-@attrs.frozen
-class ServerConfig:
-    """Everything the server needs besides its sessions (all times in seconds)."""
-
-    tcp: tuple[str, int] | None = ("127.0.0.1", DEFAULT_PORT)
-    unix: str | None = None
-    audit_path: str = "evidenced-audit.jsonl"
-    audit_durability: str = "fsync"
-    audit_overflow: str = "block"
-    audit_max_pending: int = 4096
-    audit_rotate_bytes: int = 0
-    idle_timeout: float = 30.0
-    request_deadline: float = 30.0
-    max_in_flight: int = 256
-    max_connections: int = 1024
-    worker_threads: int = 4
-    inline_max_bytes: int = 4096
-    shutdown_grace: float = 10.0
-    max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES
-    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
-    max_items: int = DEFAULT_MAX_ITEMS
-    handle_signals: bool = False
-
-    def __attrs_post_init__(self) -> None:
-        if self.tcp is None and self.unix is None:
-            raise ValueError("the server needs a TCP address or a Unix socket path")
-        Durability(self.audit_durability)
-        Overflow(self.audit_overflow)
-        for name in ("idle_timeout", "request_deadline", "shutdown_grace"):
-            value = getattr(self, name)
-            if type(value) not in (int, float) or not math.isfinite(value) or value <= 0:
-                raise ValueError(f"{name} must be a positive number of seconds")
-        for name in (
-            "max_in_flight",
-            "max_connections",
-            "worker_threads",
-            "max_header_bytes",
-            "max_frame_bytes",
-        ):
-            value = getattr(self, name)
-            if type(value) is not int or value < 1:
-                raise ValueError(f"{name} must be a positive integer")
-        for name in ("inline_max_bytes", "max_items", "audit_max_pending", "audit_rotate_bytes"):
-            value = getattr(self, name)
-            if type(value) is not int or value < 0:
-                raise ValueError(f"{name} must be a non-negative integer")
+#: Connections refused at accept that may linger (drain) at once; more are closed at once.
+_MAX_LINGERING_REFUSALS: Final = 256
+#: ``accept`` failures are reported on stderr at most once per this many seconds.
+_ACCEPT_FAILURE_REPORT_SECONDS: Final = 10.0
+#: Received evidence bytes after which an idle moment (nothing in flight) trims the heap.
+_TRIM_AFTER_BYTES: Final = 16 * 1024 * 1024
 
 
 def _catalog_entry(mechanism_id: str) -> dict[str, Any] | None:
@@ -195,27 +150,11 @@ def _catalog_entry(mechanism_id: str) -> dict[str, Any] | None:
         return None
 
 
-def _requester(stream: trio.SocketStream) -> dict[str, Any]:
-    sock = stream.socket
-    try:
-        if sock.family == stdlib_socket.AF_UNIX:
-            who: dict[str, Any] = {"transport": "unix"}
-            so_peercred = getattr(stdlib_socket, "SO_PEERCRED", None)
-            if so_peercred is not None:
-                raw = sock.getsockopt(stdlib_socket.SOL_SOCKET, so_peercred, 12)
-                pid, uid, gid = struct.unpack("3i", raw)
-                who.update({"pid": pid, "uid": uid, "gid": gid})
-            return who
-        host, port = sock.getpeername()[:2]
-        return {"transport": "tcp", "peer": f"{host}:{port}"}
-    except OSError:
-        return {"transport": "unknown"}
-
-
 class _Connection:
-    """Per-connection bookkeeping the server needs for shutdown."""
+    """Per-connection bookkeeping the server needs for shutdown and fairness."""
 
-    def __init__(self) -> None:
+    def __init__(self, peer: str) -> None:
+        self.peer = peer
         self.idle_scope: trio.CancelScope | None = None
         self.in_request = False
         self.codec: ServerConnection | None = None
@@ -242,7 +181,17 @@ class Server:
         self.tcp_address: tuple[str, int] | None = None
         self.unix_path: str | None = None
         self._capacity = trio.CapacityLimiter(config.max_in_flight)
-        self._threads = trio.CapacityLimiter(config.worker_threads)
+        # Sized for real in run(), once the descriptor limit is known.
+        self.max_connections = config.max_connections
+        self._peers = PeerLedger(
+            connection_cap=config.peer_connection_cap(config.max_connections),
+            in_flight_cap=config.peer_in_flight_cap(),
+        )
+        self._evaluator: Evaluator | None = None
+        self._lingering = 0
+        self._accept_failures = 0
+        self._accept_reported_at = -_ACCEPT_FAILURE_REPORT_SECONDS
+        self._received_since_trim = 0
         self._shutdown = trio.Event()
         self._handlers_scope: trio.CancelScope | None = None
         self._draining = False
@@ -261,15 +210,25 @@ class Server:
             probe = VerificationSession(EvidenceStore())
             for mechanism in session.mechanisms:
                 probe.register(mechanism)
-            mechanisms = [
+            mechanisms = []
+            for mechanism in probe.registered_mechanisms():
+                accepted = accepted_bounds(mechanism)
+                mechanisms.append(
+                    {
+                        "mechanism_id": mechanism.mechanism_id,
+                        "mechanism_digest": mechanism.mechanism_digest,
+                        "accepted_bounds": None if accepted is None else accepted.to_dict(),
+                        "catalog_entry": _catalog_entry(mechanism.mechanism_id),
+                    }
+                )
+            described.append(
                 {
-                    "mechanism_id": mechanism.mechanism_id,
-                    "mechanism_digest": mechanism.mechanism_digest,
-                    "catalog_entry": _catalog_entry(mechanism.mechanism_id),
+                    "name": name,
+                    "bounds": session.bounds(),
+                    "declared_bounds": session.declared_bounds(),
+                    "mechanisms": mechanisms,
                 }
-                for mechanism in probe.registered_mechanisms()
-            ]
-            described.append({"name": name, "bounds": session.bounds(), "mechanisms": mechanisms})
+            )
         return described
 
     def health(self) -> dict[str, Any]:
@@ -281,8 +240,11 @@ class Server:
             "protocol_version": PROTOCOL_VERSION,
             "uptime_ns": time.monotonic_ns() - self._started_ns,
             "connections": len(self._connections),
+            "max_connections": self.max_connections,
             "in_flight": self._capacity.borrowed_tokens,
             "max_in_flight": self.config.max_in_flight,
+            "peers": self._peers.status(),
+            "evaluation": self._evaluator.status() if self._evaluator is not None else None,
             "decisions": self.counters["decisions"],
             "refusals": self.counters["refusals"],
             "outcomes": {
@@ -307,8 +269,16 @@ class Server:
         self._shutdown.set()
 
     async def run(self, *, task_status: trio.TaskStatus[Server] = trio.TASK_STATUS_IGNORED) -> None:
-        """Open the audit log and the listeners, serve until :meth:`shutdown`, then drain."""
+        """Size resources, open the audit log, fork the workers, open the listeners, serve
+        until :meth:`shutdown`, then drain."""
         config = self.config
+        workers = config.worker_count()
+        self.max_connections = connection_capacity(
+            config.max_connections, raise_descriptor_limit(), workers
+        )
+        self._peers.connection_cap = config.peer_connection_cap(self.max_connections)
+        pin_allocator()
+        _remove_stale_snapshots()
         audit = AuditLog.open(
             config.audit_path,
             durability=config.audit_durability,
@@ -317,6 +287,19 @@ class Server:
             rotate_bytes=config.audit_rotate_bytes,
         )
         self.audit = audit
+        pool = WorkerPool(workers, worker_job_handler(self.sessions))
+        try:
+            # Forked before the audit writer or any connection exists (docs/adr/0004).
+            pool.start()
+            self._evaluator = Evaluator(
+                pool, inline_max_bytes=config.inline_max_bytes, deadline=config.request_deadline
+            )
+            await self._run_with_audit(audit, task_status)
+        finally:
+            pool.close()
+            audit.close_sync()
+
+    async def _run_with_audit(self, audit: AuditLog, task_status: trio.TaskStatus[Server]) -> None:
         try:
             async with trio.open_nursery() as audit_nursery:
                 await audit_nursery.start(audit.run)
@@ -325,7 +308,9 @@ class Server:
                 finally:
                     with trio.CancelScope(shield=True):
                         if self._start_recorded:  # a failed start records neither
-                            with contextlib.suppress(AuditLogError):
+                            # Bounded: if the writer task was cancelled with the server,
+                            # close() below writes the pending line itself.
+                            with contextlib.suppress(AuditLogError), trio.move_on_after(2):
                                 await audit.recover()  # one last try during an outage
                                 await audit.record(
                                     "daemon_stop",
@@ -406,7 +391,9 @@ class Server:
                 bound = opened[0].socket.getsockname()
                 self.tcp_address = (str(bound[0]), int(bound[1]))
             if self.config.unix is not None:
-                listeners.append(await _open_unix_listener(self.config.unix))
+                listeners.append(
+                    await _open_unix_listener(self.config.unix, self.config.socket_group)
+                )
                 self.unix_path = self.config.unix
         except BaseException:
             for listener in listeners:
@@ -434,39 +421,50 @@ class Server:
                 stream = await listener.accept()
             except OSError as error:
                 if error.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
-                    sys.stderr.write(f"evidenced: accept failed ({error}); backing off\n")
+                    self._report_accept_failure(error)
                     await trio.sleep(0.1)
                     continue
                 raise
             handlers.start_soon(self._handle, stream)
 
+    def _report_accept_failure(self, error: OSError) -> None:
+        """One stderr line per :data:`_ACCEPT_FAILURE_REPORT_SECONDS`, with the count."""
+        self._accept_failures += 1
+        self.counters["accept_failures"] += 1
+        now = time.monotonic()
+        if now - self._accept_reported_at >= _ACCEPT_FAILURE_REPORT_SECONDS:
+            sys.stderr.write(
+                f"evidenced: accept failed {self._accept_failures} time(s) "
+                f"({error.strerror or error}); backing off\n"
+            )
+            self._accept_reported_at = now
+            self._accept_failures = 0
+
     # -- one connection
 
     async def _handle(self, stream: trio.SocketStream) -> None:
-        connection = _Connection()
-        requester = _requester(stream)
-        if len(self._connections) >= self.config.max_connections:
-            try:  # over the connection cap: answered at once, never held open
-                await self._refuse(
-                    stream,
-                    ServerConnection(),
-                    requester,
-                    ErrorCode.BUSY,
-                    f"{self.config.max_connections} connections open; retry later",
-                    audit=False,
-                )
-            except Exception as error:
-                sys.stderr.write(f"evidenced: refusing a connection failed: {error}\n")
-            finally:
-                with trio.CancelScope(shield=True), trio.move_on_after(1):
-                    await stream.aclose()
+        requester = requester_of(stream)
+        peer = peer_key(requester)
+        if len(self._connections) >= self.max_connections:
+            await self._refuse_connection(
+                stream, requester, f"{self.max_connections} connections open; retry later"
+            )
             return
+        if not self._peers.connect(peer):
+            await self._refuse_connection(
+                stream,
+                requester,
+                f"{self._peers.connection_cap} connections open from this peer; retry later",
+            )
+            return
+        connection = _Connection(peer)
         self._connections.add(connection)
         try:
             await self._converse(stream, connection, requester)
         except Exception as error:  # the catch-all: one bad connection never kills the server
             sys.stderr.write(
-                f"evidenced: connection {requester} failed: {type(error).__name__}: {error}\n"
+                f"evidenced: connection {echo(requester)} failed: {type(error).__name__}: "
+                f"{echo(str(error), 256)}\n"
             )
             with contextlib.suppress(Exception):
                 await self._refuse(
@@ -479,6 +477,32 @@ class Server:
                 )
         finally:
             self._connections.discard(connection)
+            self._peers.disconnect(peer)
+            with trio.CancelScope(shield=True), trio.move_on_after(1):
+                await stream.aclose()
+
+    async def _refuse_connection(
+        self, stream: trio.SocketStream, requester: dict[str, Any], message: str
+    ) -> None:
+        """Over a connection cap: answered ``BUSY`` at once (not audited), never held open.
+        At most :data:`_MAX_LINGERING_REFUSALS` such connections drain at a time; beyond
+        that the answer is sent and the connection closed without draining."""
+        linger = self._lingering < _MAX_LINGERING_REFUSALS
+        self._lingering += linger
+        try:
+            await self._refuse(
+                stream,
+                ServerConnection(),
+                requester,
+                ErrorCode.BUSY,
+                message,
+                audit=False,
+                linger=linger,
+            )
+        except Exception as error:
+            sys.stderr.write(f"evidenced: refusing a connection failed: {echo(str(error))}\n")
+        finally:
+            self._lingering -= linger
             with trio.CancelScope(shield=True), trio.move_on_after(1):
                 await stream.aclose()
 
@@ -508,7 +532,8 @@ class Server:
         )
         connection.codec = conn
         fd = _stream_fd(stream)
-        deadline = trio.current_time() + config.idle_timeout
+        # Until its hello, a connection has the (much shorter) pre-hello timeout.
+        deadline = trio.current_time() + min(config.idle_timeout, config.pre_hello_timeout)
         while True:
             if self._draining and connection.idle():
                 return
@@ -519,6 +544,7 @@ class Server:
             except ProtocolError as error:
                 event = error
             except (trio.BrokenResourceError, trio.ClosedResourceError):
+                await self._broken_mid_frame(stream, connection, requester)
                 return
             if event is not NEED_DATA:
                 await trio.lowlevel.checkpoint()
@@ -534,6 +560,7 @@ class Server:
                     except ProtocolError as error:
                         event = error
                     except (trio.BrokenResourceError, trio.ClosedResourceError):
+                        await self._broken_mid_frame(stream, connection, requester)
                         return
                     finally:
                         connection.idle_scope = None
@@ -545,7 +572,9 @@ class Server:
                     conn,
                     requester,
                     ErrorCode.IDLE_TIMEOUT,
-                    f"no complete request within {config.idle_timeout} s",
+                    f"no complete request within {config.idle_timeout} s"
+                    if conn.handshake_done
+                    else f"no hello within {min(config.idle_timeout, config.pre_hello_timeout)} s",
                     audit=not connection.idle(),
                 )
                 return
@@ -572,7 +601,9 @@ class Server:
                 answer = HealthReport(event.request_id, self.health())
             elif isinstance(event, Submit):
                 connection.in_request = True  # stays set if _submit raises: the catch-all audits
-                keep_open = await self._submit(stream, conn, event, requester, deadline, fd)
+                keep_open = await self._submit(
+                    stream, conn, event, requester, deadline, fd, connection.peer
+                )
                 connection.in_request = False
                 if not keep_open or self._draining:
                     return
@@ -585,6 +616,22 @@ class Server:
             if self._draining:
                 return
             deadline = trio.current_time() + config.idle_timeout
+
+    async def _broken_mid_frame(
+        self, stream: trio.SocketStream, connection: _Connection, requester: dict[str, Any]
+    ) -> None:
+        """The connection broke (a reset, not an end of stream): a frame it cut is audited
+        ``TRUNCATED_FRAME`` as a normal close inside a frame is (nothing can be sent)."""
+        if connection.idle() or connection.codec is None:
+            return
+        await self._refuse(
+            stream,
+            connection.codec,
+            requester,
+            ErrorCode.TRUNCATED_FRAME,
+            "the connection was reset inside a frame",
+            linger=False,
+        )
 
     async def _send(self, stream: trio.SocketStream, data: bytes, fd: int = -1) -> bool:
         if fd >= 0:  # what the socket takes at once needs no scope and no wait
@@ -615,9 +662,13 @@ class Server:
         *,
         request_id: int | None = None,
         audit: bool = True,
+        linger: bool = True,
         **fields: Any,
     ) -> None:
-        """Answer an error (audited first), half-close, drain briefly, and let the caller close."""
+        """Answer an error (audited first), half-close, drain briefly (``linger``), and let the
+        caller close. ``message`` is bounded here (module rule 5); ``fields`` must already be
+        bounded by the caller."""
+        message = bounded_message(message)
         conn.refuse()
         self.counters["refusals"] += 1
         decision_id: str | None = None
@@ -642,7 +693,7 @@ class Server:
                 code, decision_id = ErrorCode.AUDIT_FAILED, None
         self.counters[f"refusal:{code.name}"] += 1
         frame = ServerConnection.send(ErrorResponse(request_id, code.name, message, decision_id))
-        if not await self._send(stream, frame):
+        if not await self._send(stream, frame) or not linger:
             return
         with trio.move_on_after(_LINGER_SECONDS):
             try:
@@ -664,17 +715,18 @@ class Server:
         requester: dict[str, Any],
         deadline: float,
         fd: int = -1,
+        peer: str = "unknown",
     ) -> bool:
         """Handle one submit; True when the connection may carry another request."""
         started = time.perf_counter_ns()
         declared = list(submit.item_sizes)
-        context: dict[str, Any] = {"session": submit.session, "declared_items": declared}
+        context: dict[str, Any] = {"session": echo(submit.session), "declared_items": declared}
         parsed: list[BoundProposition] = []
 
         async def refuse(code: ErrorCode, message: str, **extra: Any) -> bool:
             if parsed:  # digested only when a refusal needs it (a decision carries its own)
                 context["binding_digest"] = parsed[0].digest()
-                context["mechanism_id"] = parsed[0].mechanism_id
+                context["mechanism_id"] = echo(parsed[0].mechanism_id)
             await self._refuse(
                 stream,
                 conn,
@@ -689,18 +741,20 @@ class Server:
 
         session = self.sessions.get(submit.session)
         if session is None:
-            return await refuse(ErrorCode.UNKNOWN_SESSION, f"no session named {submit.session!r}")
-        if len(declared) > session.max_evidence_items:
+            return await refuse(
+                ErrorCode.UNKNOWN_SESSION, f"no session named '{echo(submit.session, 64)}'"
+            )
+        if len(declared) > session.effective_items:
             return await refuse(
                 ErrorCode.EVIDENCE_ITEMS_EXCEEDED,
-                f"{len(declared)} evidence items declared; session {session.name!r} admits "
-                f"{session.max_evidence_items}",
+                f"{len(declared)} evidence items declared; session '{echo(session.name, 64)}' "
+                f"admits {session.effective_items}{_clamp_note(session)}",
             )
-        if sum(declared) > session.max_evidence_bytes:
+        if sum(declared) > session.effective_bytes:
             return await refuse(
                 ErrorCode.EVIDENCE_BYTES_EXCEEDED,
-                f"{sum(declared)} evidence bytes declared; session {session.name!r} admits "
-                f"{session.max_evidence_bytes}",
+                f"{sum(declared)} evidence bytes declared; session '{echo(session.name, 64)}' "
+                f"admits {session.effective_bytes}{_clamp_note(session)}",
             )
         try:
             binding = binding_from_wire(submit.binding)
@@ -716,6 +770,12 @@ class Server:
             return await refuse(
                 ErrorCode.BUSY, f"{self.config.max_in_flight} requests in flight; retry later"
             )
+        if not self._peers.start_request(peer):
+            self._capacity.release_on_behalf_of(token)
+            return await refuse(
+                ErrorCode.BUSY,
+                f"{self._peers.in_flight_cap} requests in flight from this peer; retry later",
+            )
         try:
             conn.accept_evidence()
             try:
@@ -724,13 +784,12 @@ class Server:
                 return await refuse(error.code, error.message)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 return await refuse(ErrorCode.TRUNCATED_FRAME, "the connection broke mid-frame")
-            if items is None:
-                return await refuse(
-                    ErrorCode.IDLE_TIMEOUT,
-                    f"evidence not received within {self.config.idle_timeout} s",
-                )
+            if isinstance(items, str):
+                return await refuse(ErrorCode.IDLE_TIMEOUT, items)
             received = time.perf_counter_ns()
-            result, evaluate_ns, refs = await self._evaluate(session, binding, items)
+            self._received_since_trim += sum(declared)
+            assert self._evaluator is not None
+            result, evaluate_ns, refs = await self._evaluator.evaluate(session, binding, items)
             metrics = {
                 "receive_ns": received - started,
                 "evaluate_ns": evaluate_ns,
@@ -766,15 +825,15 @@ class Server:
                     decision_id=decision_id,
                     request_id=submit.request_id,
                     session=session.name,
-                    mechanism_id=result.mechanism_id,
-                    mechanism_digest=wire_result["mechanism_digest"],
+                    mechanism_id=echo(result.mechanism_id),
+                    mechanism_digest=echo(wire_result["mechanism_digest"]),
                     binding_digest=result.binding_digest,
                     evidence=[
                         {"digest": ref, "size": len(item)}
                         for ref, item in zip(refs, items, strict=True)
                     ],
                     outcome=wire_result["outcome"],
-                    details=result.details,
+                    details=bounded_message(result.details),
                     reason_codes=codes,
                     observed_evidence_bytes=result.observed_evidence_bytes,
                     metrics=metrics,
@@ -811,58 +870,48 @@ class Server:
             raise
         finally:
             self._capacity.release_on_behalf_of(token)
+            self._peers.end_request(peer)
+            if self._capacity.borrowed_tokens == 0 and self._received_since_trim:
+                self._trim_after_burst()
+
+    def _trim_after_burst(self) -> None:
+        """Nothing in flight after many evidence bytes: return free heap pages to the OS."""
+        if self._received_since_trim >= _TRIM_AFTER_BYTES:
+            self._received_since_trim = 0
+            trim_heap()
 
     async def _read_evidence(
         self, stream: trio.SocketStream, conn: ServerConnection, deadline: float, fd: int = -1
-    ) -> tuple[bytes, ...] | None:
+    ) -> tuple[bytes, ...] | str:
+        """The evidence items, or why they did not arrive in time (module rule 2): the idle
+        deadline, or the minimum rate (``rate * (t - grace)`` bytes by time t)."""
         event = _receive_ready(conn, fd)
         if isinstance(event, Evidence):  # already here: no scope, no wait
             return event.items
         assert event is NEED_DATA
-        with trio.move_on_at(deadline):
-            event = await self._next_request(stream, conn, fd)
-            assert isinstance(event, Evidence)
-            return event.items
-        return None
-
-    async def _evaluate(
-        self, session: HostedSession, binding: BoundProposition, items: tuple[bytes, ...]
-    ) -> tuple[EvaluatedProposition, int, list[str]]:
-        """(result, evaluation ns, the items' ``sha256:`` references, as the store computed
-        them: each item is hashed once here, not again for the audit line)."""
-
-        def evaluate() -> tuple[EvaluatedProposition, int, list[str]]:
-            begin = time.perf_counter_ns()
-            store = EvidenceStore()
-            refs = [store.add(item) for item in items]
-            verification = VerificationSession(store)
-            for mechanism in session.mechanisms:
-                verification.register(mechanism)
-            result = verification.evaluate(binding)
-            return result, time.perf_counter_ns() - begin, refs
-
-        started = time.perf_counter_ns()
-        size = sum(len(item) for item in items)
-        if size <= self.config.inline_max_bytes:
-            return evaluate()  # bounded by its size; no await, so no deadline scope either
-        with trio.move_on_after(self.config.request_deadline):
-            return await trio.to_thread.run_sync(
-                evaluate, limiter=self._threads, abandon_on_cancel=True
-            )
-        snapshot = binding.to_dict()
-        overrun = EvaluatedProposition(
-            binding_digest=binding.digest(),
-            outcome=MechanismOutcome.UNKNOWN,
-            mechanism_id=binding.mechanism_id,
-            mechanism_digest=snapshot["mechanism_digest"],
-            evidence_refs=binding.evidence_refs,
-            trust_roots=binding.trust_roots,
-            observed_evidence_bytes=size,
-            details=DEADLINE_DETAILS,
-            observations={},
-        )
-        refs = await trio.to_thread.run_sync(_references, items)
-        return overrun, time.perf_counter_ns() - started, refs
+        config = self.config
+        begin = trio.current_time()
+        while True:
+            rate_deadline = begin + config.evidence_grace + conn.buffered / config.min_evidence_rate
+            with trio.move_on_at(min(deadline, rate_deadline)):
+                if fd >= 0:
+                    await trio.lowlevel.wait_readable(fd)
+                else:
+                    data = await stream.receive_some(
+                        max(1, min(conn.bytes_wanted(), _RECEIVE_CHUNK))
+                    )
+                    conn.receive_data(data)
+                event = _receive_ready(conn, fd)
+                if isinstance(event, Evidence):
+                    return event.items
+                assert event is NEED_DATA
+                continue
+            if rate_deadline < deadline:
+                return (
+                    f"evidence arrived slower than {config.min_evidence_rate} bytes/s "
+                    f"({conn.buffered} bytes in {trio.current_time() - begin:.1f} s)"
+                )
+            return f"evidence not received within {config.idle_timeout} s"
 
 
 def _stream_fd(stream: trio.SocketStream) -> int:
@@ -907,13 +956,42 @@ def _decision_id() -> str:
     return f"{value[:8]}-{value[8:12]}-{value[12:16]}-{value[16:20]}-{value[20:]}"
 
 
-def _references(items: tuple[bytes, ...]) -> list[str]:
-    return ["sha256:" + hashlib.sha256(item).hexdigest() for item in items]
+def _clamp_note(session: HostedSession) -> str:
+    if not session.clamped:
+        return ""
+    return " (its declared bounds, clamped to what its mechanisms accept)"
 
 
-async def _open_unix_listener(path: str) -> trio.SocketListener:
+def _remove_stale_snapshots() -> None:
+    """Module rule 10: snapshot folders left by dead processes of this user."""
+    try:
+        from mechanism.snapshots import remove_stale_snapshots
+    except ImportError:
+        return
+    removed = remove_stale_snapshots()
+    if removed:
+        sys.stderr.write(f"evidenced: removed {len(removed)} stale snapshot folder(s)\n")
+
+
+def _socket_gid(group: str) -> int | None:
+    """The gid of ``socket_group`` (a name or a number), None when unset."""
+    if not group:
+        return None
+    if group.isdigit():
+        return int(group)
+    import grp
+
+    try:
+        return grp.getgrnam(group).gr_gid
+    except KeyError:
+        raise OSError(errno.EINVAL, f"socket_group {group!r} is not a known group") from None
+
+
+async def _open_unix_listener(path: str, group: str = "") -> trio.SocketListener:
     """Bind a Unix socket at ``path``; a stale socket file (nobody listening) is replaced,
-    a live one or any non-socket file is refused."""
+    a live one or any non-socket file is refused. The socket is created mode 0600 whatever
+    the umask (bound under umask 0177, so it is never more open, not even for an instant),
+    then given to ``group`` with mode 0660 when one is configured."""
     import stat
 
     with contextlib.suppress(FileNotFoundError):
@@ -929,9 +1007,18 @@ async def _open_unix_listener(path: str) -> trio.SocketListener:
             raise OSError(errno.EADDRINUSE, f"a server is already listening on {path}", path)
         finally:
             probe.close()
+    gid = _socket_gid(group)
     sock = trio.socket.socket(stdlib_socket.AF_UNIX, stdlib_socket.SOCK_STREAM)
     try:
-        await sock.bind(path)
+        previous = os.umask(0o177)
+        try:
+            await sock.bind(path)
+        finally:
+            os.umask(previous)
+        os.chmod(path, 0o600)
+        if gid is not None:
+            os.chown(path, -1, gid)
+            os.chmod(path, 0o660)
         sock.listen(512)
     except BaseException:
         sock.close()
@@ -976,13 +1063,19 @@ async def open_server(
     config: ServerConfig | None = None,
     **options: Any,
 ) -> AsyncIterator[Server]:
-    """Run a server for the duration of the block (tests, embedding); shuts down on exit."""
+    """Run a server for the duration of the block (tests, embedding); shuts down on exit,
+    gracefully also when the block raises (the error is re-raised once the server stopped)."""
+    failure: Exception | None = None
     async with trio.open_nursery() as nursery:
         server: Server = await nursery.start(_run_server, _hosted(sessions), config, options)
         try:
             yield server
+        except Exception as error:  # let the server drain instead of cancelling it
+            failure = error
         finally:
             server.shutdown()
+    if failure is not None:
+        raise failure
 
 
 async def _run_server(

@@ -317,6 +317,11 @@ class DescriptorAuthorizationMechanism:
     def max_evidence_bytes(self) -> int:
         return 2 * self.max_item_bytes
 
+    @property
+    def accepted_bounds(self) -> EvidenceBounds:
+        """The most evidence one evaluation accepts (read by hosts to clamp session bounds)."""
+        return EvidenceBounds(2, self.max_evidence_bytes)
+
     # ------------------------------------------------------------------------------------------
     def evaluate(self, binding: BoundProposition, evidence: Sequence[bytes]) -> MechanismDecision:
         reports: dict[str, Any] = {

@@ -16,7 +16,8 @@ Rules, in order; :func:`inspect_weights` never raises for bad input, it returns 
    ``0 <= begin <= end <= data length`` and ``end - begin == prod(shape)``
    (``WEIGHTS_OFFSETS_INVALID``); the tensors tile the data buffer exactly, without gap or overlap
    (``WEIGHTS_OFFSETS_INVALID``).
-3. Snapshot: the bytes are written once into a fresh private directory (``mkdtemp``, mode 0700)
+3. Snapshot: the bytes are written once into a fresh private directory
+   (:func:`mechanism.snapshots.make_snapshot_directory`: named after this process, mode 0700)
    as a file created with ``O_CREAT | O_EXCL | O_NOFOLLOW`` and mode 0600; the file's mode and size
    are checked and its bytes re-read and compared with the admitted payload, whose CanonFS
    reference the report carries (``WEIGHTS_SNAPSHOT_FAILED``, UNKNOWN). The caller's original
@@ -38,7 +39,6 @@ import os
 import shutil
 import stat
 import struct
-import tempfile
 from typing import Any, Final
 
 import attrs
@@ -47,6 +47,7 @@ import safetensors
 import safetensors.numpy
 
 from mechanism.canonical import digest_bytes
+from mechanism.snapshots import make_snapshot_directory
 
 from ._canonfs import canonfs_hash
 
@@ -265,8 +266,7 @@ def inspect_weights(payload: bytes, *, max_bytes: int = MAX_WEIGHTS_BYTES) -> We
     directory: str | None = None
     snapshot: dict[str, Any] | None = None
     try:
-        directory = tempfile.mkdtemp(prefix="t81-weights-")
-        os.chmod(directory, 0o700)  # exactly 0700 whatever the process umask
+        directory = make_snapshot_directory()
         path, snapshot = _write_snapshot(directory, payload)
         try:
             loaded = safetensors.numpy.load_file(path)

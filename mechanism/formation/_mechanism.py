@@ -208,6 +208,8 @@ class FormationPathCertificateMechanism:
 
     mechanism_id: str = MECHANISM_ID
     mechanism_digest: str = MECHANISM_DIGEST
+    #: The most evidence one evaluation accepts (read by hosts to clamp session bounds).
+    accepted_bounds: EvidenceBounds = EvidenceBounds(2, MAX_PAIR_BYTES)
 
     def __init__(
         self,

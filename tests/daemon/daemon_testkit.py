@@ -9,8 +9,8 @@ short temporary directory, talked to with the real client or a raw socket.
 from __future__ import annotations
 
 import hashlib
+import multiprocessing
 import struct
-import threading
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -55,21 +55,32 @@ def bytes_binding(
     )
 
 
+def process_gate() -> Any:
+    """An event shared with forked evaluation workers (``set`` here, ``wait`` there)."""
+    return multiprocessing.get_context("fork").Event()
+
+
 class SlowMechanism:
-    """PASSes after sleeping ``seconds`` (in the worker thread) or until ``gate`` opens."""
+    """PASSes after sleeping ``seconds`` or once ``gate`` (a :func:`process_gate`) opens.
+
+    It runs in the server's forked worker processes, so its ``started`` count lives in shared
+    memory and its gate is a process-shared event."""
 
     mechanism_id = "test.slow"
     mechanism_digest = sha(b"test.slow")
 
-    def __init__(self, seconds: float = 0.0, gate: threading.Event | None = None) -> None:
+    def __init__(self, seconds: float = 0.0, gate: Any = None) -> None:
         self.seconds = seconds
         self.gate = gate
-        self.started = 0
-        self._lock = threading.Lock()
+        self._started = multiprocessing.get_context("fork").Value("i", 0)
+
+    @property
+    def started(self) -> int:
+        return int(self._started.value)
 
     def evaluate(self, binding: BoundProposition, evidence: Sequence[bytes]) -> MechanismDecision:
-        with self._lock:
-            self.started += 1
+        with self._started.get_lock():
+            self._started.value += 1
         if self.gate is not None:
             self.gate.wait(30)
         if self.seconds:

@@ -181,7 +181,7 @@ def start_slow_host(short_dir: Path, seconds: float) -> subprocess.Popen[str]:
             async def main():
                 config = ServerConfig(tcp=None, unix={str(short_dir / "s")!r},
                                       audit_path={str(short_dir / "audit.jsonl")!r},
-                                      handle_signals=True, worker_threads=8,
+                                      handle_signals=True, worker_processes=8,
                                       inline_max_bytes=0)
                 mechanism = SlowMechanism(seconds={seconds!r})
                 server = Server([HostedSession("slow", (mechanism,))], config)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import json
 import struct
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from daemon_testkit import (
     bytes_binding,
     formation_pair,
     frame,
+    process_gate,
     sha,
 )
 
@@ -156,10 +156,12 @@ async def test_list_and_health_describe_sessions_and_counters(config: dict[str, 
         {
             "name": "bytes",
             "bounds": {"max_evidence_items": 1, "max_evidence_bytes": 10},
+            "declared_bounds": {"max_evidence_items": 1, "max_evidence_bytes": 10},
             "mechanisms": [
                 {
                     "mechanism_id": "vstd.bytes.sha256",
                     "mechanism_digest": BytesDigestMechanism.mechanism_digest,
+                    "accepted_bounds": None,
                     "catalog_entry": sessions[0]["mechanisms"][0]["catalog_entry"],
                 }
             ],
@@ -351,7 +353,7 @@ async def test_slow_drip_client_is_dropped_at_idle_timeout_others_unaffected(
 
 
 async def test_busy_is_answered_at_once_instead_of_queueing(config: dict[str, Any]) -> None:
-    gate = threading.Event()
+    gate = process_gate()
     slow = SlowMechanism(gate=gate)
     sessions = [HostedSession("slow", (slow,))]
     async with open_server(sessions, max_in_flight=1, **config) as server:
@@ -386,7 +388,7 @@ async def test_mechanism_overrunning_the_deadline_is_unknown(config: dict[str, A
 
 
 async def test_long_evaluation_does_not_stall_other_clients(config: dict[str, Any]) -> None:
-    gate = threading.Event()
+    gate = process_gate()
     slow = SlowMechanism(gate=gate)
     sessions = [HostedSession("slow", (slow,)), *bytes_sessions()]
     async with open_server(sessions, **config) as server, trio.open_nursery() as nursery:
@@ -483,10 +485,11 @@ async def test_200_clients_x_20_pairs_all_correct_all_audited(config: dict[str, 
 async def test_shutdown_lets_in_flight_requests_finish_and_stops_accepting(
     config: dict[str, Any],
 ) -> None:
-    gate = threading.Event()
+    gate = process_gate()
     slow = SlowMechanism(gate=gate)
     results: list[Any] = []
-    async with open_server([HostedSession("slow", (slow,))], **config) as server:
+    sessions = [HostedSession("slow", (slow,))]
+    async with open_server(sessions, worker_processes=4, **config) as server:
 
         async def submit(index: int) -> None:
             async with open_client(unix=server.unix_path) as client:
@@ -497,7 +500,7 @@ async def test_shutdown_lets_in_flight_requests_finish_and_stops_accepting(
             for index in range(5):
                 nursery.start_soon(submit, index)
             with trio.fail_after(5):
-                while slow.started < 4:  # worker_threads=4: four evaluating, one queued
+                while slow.started < 4:  # worker_processes=4: four evaluating, one queued
                     await trio.sleep(0.01)
             server.shutdown()
             await trio.sleep(0.2)
