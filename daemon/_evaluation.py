@@ -155,6 +155,7 @@ class Evaluator:
     def status(self) -> dict[str, Any]:
         return {
             "worker_processes": self.pool.size,
+            "worker_pids": self.pool.pids,
             "workers_busy": self.pool.busy,
             "workers_replaced": self.pool.replaced,
             "inline": self.inline,

@@ -11,16 +11,28 @@ Rules (the contract):
    answers ``BUSY``); every successful call is undone exactly once by
    :meth:`PeerLedger.disconnect` / :meth:`PeerLedger.end_request`. A peer whose counts are
    back to zero is forgotten, so the ledger holds only peers with open connections.
+3. Strikes. Each connection of a peer cut for idleness or slowness (``IDLE_TIMEOUT``: no hello
+   in time, no request in time, evidence under the minimum rate) is a strike
+   (:meth:`PeerLedger.strike`). A peer with :data:`STRIKE_LIMIT` strikes within
+   :data:`STRIKE_WINDOW` seconds is *penalized* until that window ends: its new connections are
+   refused at once, before they cost a hello, a header or an audit line. A well-behaved peer
+   is never cut, so never penalized; at most :data:`MAX_STRIKE_ENTRIES` peers are remembered
+   (expired windows are dropped first).
 """
 
 from __future__ import annotations
 
 import socket as stdlib_socket
 import struct
+import time
 from collections import Counter
-from typing import Any
+from typing import Any, Final
 
 import trio
+
+STRIKE_LIMIT: Final = 32
+STRIKE_WINDOW: Final = 30.0
+MAX_STRIKE_ENTRIES: Final = 4096
 
 
 def requester_of(stream: trio.SocketStream) -> dict[str, Any]:
@@ -61,8 +73,39 @@ class PeerLedger:
         self.in_flight_cap = in_flight_cap
         self._connections: Counter[str] = Counter()
         self._in_flight: Counter[str] = Counter()
+        self._strikes: dict[str, tuple[float, int]] = {}  # peer -> (window start, strikes)
         self.refused_connections = 0
         self.refused_requests = 0
+        self.strikes = 0
+        self.penalized_refusals = 0
+
+    def strike(self, peer: str) -> None:
+        """One of ``peer``'s connections was cut for idleness or slowness (rule 3)."""
+        self.strikes += 1
+        now = time.monotonic()
+        start, count = self._strikes.get(peer, (now, 0))
+        if now - start > STRIKE_WINDOW:
+            start, count = now, 0
+        if peer not in self._strikes and len(self._strikes) >= MAX_STRIKE_ENTRIES:
+            for key in [k for k, (t, _) in self._strikes.items() if now - t > STRIKE_WINDOW]:
+                del self._strikes[key]
+            if len(self._strikes) >= MAX_STRIKE_ENTRIES:
+                return
+        self._strikes[peer] = (start, count + 1)
+
+    def penalized(self, peer: str) -> bool:
+        """Whether ``peer``'s new connections are refused for now (rule 3)."""
+        entry = self._strikes.get(peer)
+        if entry is None:
+            return False
+        start, count = entry
+        if time.monotonic() - start > STRIKE_WINDOW:
+            del self._strikes[peer]
+            return False
+        if count >= STRIKE_LIMIT:
+            self.penalized_refusals += 1
+            return True
+        return False
 
     def connect(self, peer: str) -> bool:
         if self._connections[peer] >= self.connection_cap:
@@ -95,4 +138,6 @@ class PeerLedger:
             "max_in_flight_per_peer": self.in_flight_cap,
             "refused_connections": self.refused_connections,
             "refused_requests": self.refused_requests,
+            "strikes": self.strikes,
+            "penalized_refusals": self.penalized_refusals,
         }

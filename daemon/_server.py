@@ -49,8 +49,10 @@ Rules (the contract):
    raises its descriptor soft limit to the hard limit and serves at most ``max_connections``
    connections, lowered to fit that limit with headroom, so ``accept`` does not run out of
    descriptors first. One peer (a uid on a Unix socket, an address on TCP) holds at most
-   ``max_connections_per_peer`` of them. A connection over either cap is answered ``BUSY``
-   (not audited: it made no request) and closed.
+   ``max_connections_per_peer`` of them, and a peer whose connections keep being cut for
+   idleness or slowness is refused for a while. A connection over a cap is answered ``BUSY``
+   (not audited: it made no request) and closed — at once, without a task, when it has sent
+   nothing yet.
 10. Files: the Unix socket is created mode 0600 (0660 with ``socket_group``, owned by that
    group) whatever the umask; stale snapshot folders of dead processes of this user are
    removed at start (:mod:`mechanism.snapshots`).
@@ -287,7 +289,11 @@ class Server:
             rotate_bytes=config.audit_rotate_bytes,
         )
         self.audit = audit
-        pool = WorkerPool(workers, worker_job_handler(self.sessions))
+        pool = WorkerPool(
+            workers,
+            worker_job_handler(self.sessions),
+            on_reaped=lambda pid: _remove_stale_snapshots(pid),
+        )
         try:
             # Forked before the audit writer or any connection exists (docs/adr/0004).
             pool.start()
@@ -425,7 +431,36 @@ class Server:
                     await trio.sleep(0.1)
                     continue
                 raise
-            handlers.start_soon(self._handle, stream)
+            self._admit(stream, handlers)
+
+    def _admit(self, stream: trio.SocketStream, handlers: trio.Nursery) -> None:
+        """Count a new connection against the caps (module rule 9) and start its handler, or
+        refuse it ``BUSY``: at once and synchronously when it has sent nothing yet (an idle
+        flood costs an accept, a write and a close), else through a draining refusal."""
+        requester = requester_of(stream)
+        peer = peer_key(requester)
+        if len(self._connections) >= self.max_connections:
+            refusal = f"{self.max_connections} connections open; retry later"
+        elif self._peers.penalized(peer):
+            refusal = "too many idle or slow connections from this peer; retry later"
+        elif not self._peers.connect(peer):
+            refusal = f"{self._peers.connection_cap} connections open from this peer; retry later"
+        else:
+            connection = _Connection(peer)
+            self._connections.add(connection)
+            handlers.start_soon(self._handle, stream, connection, requester)
+            return
+        if _has_unread(stream):
+            handlers.start_soon(self._refuse_connection, stream, requester, refusal)
+            return
+        self.counters["refusals"] += 1
+        self.counters["refusal:BUSY"] += 1
+        frame = ServerConnection.send(ErrorResponse(None, ErrorCode.BUSY.name, refusal, None))
+        fd = _stream_fd(stream)
+        with contextlib.suppress(OSError):
+            if fd >= 0:
+                os.write(fd, frame)
+        stream.socket.close()
 
     def _report_accept_failure(self, error: OSError) -> None:
         """One stderr line per :data:`_ACCEPT_FAILURE_REPORT_SECONDS`, with the count."""
@@ -442,23 +477,11 @@ class Server:
 
     # -- one connection
 
-    async def _handle(self, stream: trio.SocketStream) -> None:
-        requester = requester_of(stream)
-        peer = peer_key(requester)
-        if len(self._connections) >= self.max_connections:
-            await self._refuse_connection(
-                stream, requester, f"{self.max_connections} connections open; retry later"
-            )
-            return
-        if not self._peers.connect(peer):
-            await self._refuse_connection(
-                stream,
-                requester,
-                f"{self._peers.connection_cap} connections open from this peer; retry later",
-            )
-            return
-        connection = _Connection(peer)
-        self._connections.add(connection)
+    async def _handle(
+        self, stream: trio.SocketStream, connection: _Connection, requester: dict[str, Any]
+    ) -> None:
+        """Serve one admitted connection (counted by :meth:`_admit`) until it closes."""
+        peer = connection.peer
         try:
             await self._converse(stream, connection, requester)
         except Exception as error:  # the catch-all: one bad connection never kills the server
@@ -484,9 +507,10 @@ class Server:
     async def _refuse_connection(
         self, stream: trio.SocketStream, requester: dict[str, Any], message: str
     ) -> None:
-        """Over a connection cap: answered ``BUSY`` at once (not audited), never held open.
-        At most :data:`_MAX_LINGERING_REFUSALS` such connections drain at a time; beyond
-        that the answer is sent and the connection closed without draining."""
+        """Over a connection cap, with bytes already sent: answered ``BUSY`` (not audited)
+        and drained briefly so the peer reads the answer. At most
+        :data:`_MAX_LINGERING_REFUSALS` such connections drain at a time; beyond that the
+        answer is sent and the connection closed without draining."""
         linger = self._lingering < _MAX_LINGERING_REFUSALS
         self._lingering += linger
         try:
@@ -567,6 +591,7 @@ class Server:
             if scope is not None and scope.cancelled_caught:
                 if self._draining and connection.idle():
                     return
+                self._peers.strike(connection.peer)
                 await self._refuse(
                     stream,
                     conn,
@@ -785,6 +810,7 @@ class Server:
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 return await refuse(ErrorCode.TRUNCATED_FRAME, "the connection broke mid-frame")
             if isinstance(items, str):
+                self._peers.strike(peer)
                 return await refuse(ErrorCode.IDLE_TIMEOUT, items)
             received = time.perf_counter_ns()
             self._received_since_trim += sum(declared)
@@ -914,6 +940,23 @@ class Server:
             return f"evidence not received within {config.idle_timeout} s"
 
 
+def _has_unread(stream: trio.SocketStream) -> bool:
+    """Whether the peer sent bytes not read yet (a refusal then drains them before closing,
+    so the peer reads the answer rather than a reset)."""
+    fd = _stream_fd(stream)
+    if fd < 0:
+        return True
+    probe = stdlib_socket.socket(fileno=fd)
+    try:
+        return bool(probe.recv(1, stdlib_socket.MSG_PEEK | stdlib_socket.MSG_DONTWAIT))
+    except BlockingIOError:
+        return False
+    except OSError:
+        return False
+    finally:
+        probe.detach()
+
+
 def _stream_fd(stream: trio.SocketStream) -> int:
     """The stream's socket descriptor for the synchronous fast paths (-1: none)."""
     try:
@@ -962,13 +1005,14 @@ def _clamp_note(session: HostedSession) -> str:
     return " (its declared bounds, clamped to what its mechanisms accept)"
 
 
-def _remove_stale_snapshots() -> None:
-    """Module rule 10: snapshot folders left by dead processes of this user."""
+def _remove_stale_snapshots(pid: int | None = None) -> None:
+    """Module rule 10: snapshot folders left by dead processes of this user (at start), or by
+    one killed worker (``pid``, once reaped)."""
     try:
         from mechanism.snapshots import remove_stale_snapshots
     except ImportError:
         return
-    removed = remove_stale_snapshots()
+    removed = remove_stale_snapshots(pid=pid)
     if removed:
         sys.stderr.write(f"evidenced: removed {len(removed)} stale snapshot folder(s)\n")
 

@@ -22,7 +22,8 @@ Rules (the contract):
    evaluation ends at the deadline whatever it holds (the GIL, a C loop). At most ``size``
    jobs run at once; more wait for a worker (under the caller's deadline).
 5. :meth:`WorkerPool.close` kills every worker and reaps it; it is idempotent. Zombies of
-   killed workers are reaped without blocking on the next job or at close.
+   killed workers are reaped without blocking on the next job or at close; ``on_reaped`` is
+   then called with each killed worker's pid (the server removes what it left behind).
 """
 
 from __future__ import annotations
@@ -149,11 +150,18 @@ def fork_worker(handler: Callable[[Any], Any]) -> tuple[int, socket.socket]:
 class WorkerPool:
     """``size`` forked workers running ``handler`` (module rules)."""
 
-    def __init__(self, size: int, handler: Callable[[Any], Any]) -> None:
+    def __init__(
+        self,
+        size: int,
+        handler: Callable[[Any], Any],
+        on_reaped: Callable[[int], None] | None = None,
+    ) -> None:
         if size < 1:
             raise ValueError("a worker pool needs at least one worker")
         self.size = size
         self._handler = handler
+        self._on_reaped = on_reaped
+        self._busy: set[_Worker] = set()
         self._idle: list[_Worker] = []
         self._alive = 0
         self._slots = trio.Semaphore(size)
@@ -164,6 +172,11 @@ class WorkerPool:
     @property
     def busy(self) -> int:
         return self.size - self._slots.value
+
+    @property
+    def pids(self) -> list[int]:
+        """The live workers' process ids (idle and busy)."""
+        return sorted(worker.pid for worker in (*self._idle, *self._busy))
 
     def start(self) -> None:
         """Fork every worker now (at start, before the server has threads or connections)."""
@@ -184,11 +197,13 @@ class WorkerPool:
         async with self._slots:
             self._reap()
             worker = self._idle.pop() if self._idle else self._fork()
+            self._busy.add(worker)
             healthy = False
             try:
                 answer = await self._exchange(worker, data)
                 healthy = True
             finally:
+                self._busy.discard(worker)
                 if healthy and not self._closed:
                     self._idle.append(worker)
                 else:
@@ -242,6 +257,8 @@ class WorkerPool:
                 done = pid
             if done:
                 self._zombies.remove(pid)
+                if self._on_reaped is not None:
+                    self._on_reaped(pid)
 
     def close(self) -> None:
         """Kill and reap every worker (rule 5)."""
@@ -256,4 +273,6 @@ class WorkerPool:
         for pid in self._zombies:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, 0)
+            if self._on_reaped is not None:
+                self._on_reaped(pid)
         self._zombies.clear()
