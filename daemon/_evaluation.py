@@ -1,4 +1,4 @@
-"""Where and under what deadline a submitted pair is evaluated (docs/adr/0004).
+"""Where and under what deadline a submitted pair is evaluated (docs/adr/0008).
 
 Rules (the contract):
 

@@ -4,7 +4,11 @@ test's event loop): ``python attacker.py HOST PORT IDLE SLOW SECONDS``.
 * IDLE connections from 127.0.0.2 that never say anything; one the server drops is reopened at
   once (the attacker keeps the pressure on), one it refuses ``BUSY`` five seconds later.
 * SLOW senders from 127.0.0.3 that say hello, send a valid ``submit`` header declaring 200,000
-  evidence bytes, then drip one byte every 0.2 s; one the server drops is reopened after 0.5 s.
+  evidence bytes, then drip one byte every 0.2 s; one the server cuts is reopened after 0.5 s,
+  one it refuses ``BUSY`` five seconds later.
+
+(A flood of reconnections as fast as the attacker can make them is another attack, of the
+connection rate, which belongs to the firewall; this one holds descriptors and slots.)
 
 Prints ``ready <idle open> <slow open>`` once every connection was opened once, then runs for
 SECONDS (or until its stdin closes) and prints ``done <reopened>``. Plain sockets and a
@@ -14,16 +18,27 @@ selector: no trio, no daemon import beyond the frame helpers.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import selectors
 import socket
+import struct
 import sys
 import time
-from pathlib import Path
+from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from daemon._protocol import MAGIC, encode_header
 
-from daemon_testkit import HELLO, frame, sha
 
+def frame(header: dict[str, Any]) -> bytes:
+    raw = encode_header(header)
+    return MAGIC + struct.pack(">I", len(raw)) + raw
+
+
+def sha(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+HELLO = frame({"kind": "hello", "versions": [1], "client": "attacker"})
 DRIP_SECONDS = 0.2
 
 
@@ -87,7 +102,7 @@ def main() -> None:
         selector.unregister(sock)
         dripping.pop(sock, None)
         sock.close()
-        delay = 0.5 if kind == "slow" else 5.0 if b'"BUSY"' in data else 0.0
+        delay = 5.0 if b'"BUSY"' in data else 0.5 if kind == "slow" else 0.0
         reopen.append((time.monotonic() + delay, kind))
 
     idle_open = sum(open_one("idle") for _ in range(int(idle_count)))

@@ -39,10 +39,35 @@ def test_relative_paths_resolve_against_the_config_file(tmp_path: Path) -> None:
     assert config.server.audit_path == str(tmp_path / "log" / "audit.jsonl")
 
 
+def test_fairness_and_worker_settings_are_read_and_worker_threads_is_the_former_name(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "evidenced.toml"
+    sessions = '[sessions.bytes]\nmechanisms = ["bytes-sha256"]\n'
+    path.write_text(
+        '[server]\nsocket_group = "evidenced"\npre_hello_timeout = 2\nmin_evidence_rate = 4096\n'
+        "evidence_grace = 0.5\nmax_connections_per_peer = 10\nmax_in_flight_per_peer = 3\n"
+        "worker_threads = 3\n" + sessions
+    )
+    server = load_config(path).server
+    assert (server.socket_group, server.pre_hello_timeout, server.min_evidence_rate) == (
+        "evidenced",
+        2.0,
+        4096,
+    )
+    assert (server.evidence_grace, server.max_connections_per_peer) == (0.5, 10)
+    assert (server.max_in_flight_per_peer, server.worker_processes) == (3, 3)
+    path.write_text("[server]\nworker_threads = 3\nworker_processes = 2\n" + sessions)
+    with pytest.raises(ConfigError, match="worker_threads and worker_processes"):
+        load_config(path)
+
+
 @pytest.mark.parametrize(
     ("mistake", "text", "message"),
     [
         ("not toml", "[server", "not TOML"),
+        ("zero evidence rate", "[server]\nmin_evidence_rate = 0\n", "min_evidence_rate"),
+        ("socket group as a number", "[server]\nsocket_group = 0\n", "server.socket_group"),
         ("unknown table", "[serverr]\n", "unknown keys"),
         ("unknown server key", '[server]\nlisten_on = "x"\n', "unknown keys"),
         ("boolean as a number", "[server]\nmax_in_flight = true\n", "server.max_in_flight"),

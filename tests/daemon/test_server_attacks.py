@@ -1,4 +1,4 @@
-"""Attacks and faults on a real in-process server over real sockets (issue 11, server side):
+"""Attacks and faults on a real in-process server over real sockets:
 audit amplification by echoed values, resets inside a frame, socket permissions under any
 umask, bounds a mechanism cannot accept, idle and slow connections, one peer hogging the
 server, and evaluations that overrun or hold the GIL."""
@@ -434,7 +434,7 @@ async def test_one_peer_cannot_take_every_in_flight_slot(config: dict[str, Any])
 
 class GilHoldingMechanism:
     """Backtracks catastrophically inside one C call of ``re`` (it holds the GIL throughout,
-    as the quadratic admission scan of issue 11 did), for any evidence."""
+    as a quadratic admission scan once did), for any evidence."""
 
     mechanism_id = "test.gil_holding"
     mechanism_digest = sha(b"test.gil_holding")
