@@ -67,10 +67,11 @@ def evaluate_pair(
 
 
 def worker_job_handler(sessions: Mapping[str, HostedSession]) -> Any:
-    """The function each worker runs: ``(session name, binding, items)`` → :data:`Evaluated`."""
+    """The function each worker runs: job ``(session name, binding)`` with the evidence items
+    as blobs → :data:`Evaluated`."""
 
-    def handle(job: tuple[str, BoundProposition, tuple[bytes, ...]]) -> Evaluated:
-        name, binding, items = job
+    def handle(job: tuple[str, BoundProposition], items: tuple[bytes, ...]) -> Evaluated:
+        name, binding = job
         return evaluate_pair(sessions[name], binding, items)
 
     return handle
@@ -141,7 +142,7 @@ class Evaluator:
         self.in_workers += 1
         with trio.move_on_after(self.deadline):
             try:
-                evaluated = await self.pool.run((session.name, binding, items))
+                evaluated = await self.pool.run((session.name, binding), items)
             except WorkerDied:
                 result, _, refs = undecided(binding, items, WORKER_FAILED_DETAILS)
                 return result, time.perf_counter_ns() - started, refs

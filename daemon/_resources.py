@@ -10,11 +10,15 @@ Rules (the contract):
    listeners, the audit log, workers and connections being refused — so ``accept`` never
    fails for want of descriptors before the connection cap is reached. At least 1.
 2. Heap. glibc raises its mmap threshold each time a large block is freed, after which
-   evidence-sized buffers come from the heap and a burst of them leaves the heap grown for
-   good. :func:`pin_allocator` (once, at start) fixes the mmap threshold at 128 KiB and the
-   trim threshold at 1 MiB, so every evidence-sized buffer is its own mapping returned to the
-   OS when freed; :func:`trim_heap` (``malloc_trim(0)``) returns free heap pages after a
-   burst. Both are no-ops where glibc is not the allocator.
+   evidence-sized buffers come from the heap, and a burst of them leaves the heap grown for
+   good (53 -> 351 MB after 300 concurrent 1 MiB submits). The server calls
+   :func:`trim_heap` (``malloc_trim(0)``: free heap pages, also inside the heap, go back to
+   the OS) when nothing is in flight after a burst. (Pinning the mmap threshold instead cost
+   page faults on every evidence buffer: ~20 % more CPU per large pair, 3x the burst time.)
+   An evaluation worker runs one job at a time, so its heap is bounded by its largest job:
+   :func:`keep_heap` raises both thresholds (32 MiB, 64 MiB) so the big buffers of a check
+   are reused from the heap instead of being mapped, faulted in and unmapped each time. Both
+   are no-ops where glibc is not the allocator.
 """
 
 from __future__ import annotations
@@ -30,8 +34,6 @@ from typing import Final
 DESCRIPTOR_HEADROOM: Final = 64
 _M_TRIM_THRESHOLD: Final = -1
 _M_MMAP_THRESHOLD: Final = -3
-_MMAP_THRESHOLD: Final = 128 * 1024
-_TRIM_THRESHOLD: Final = 1024 * 1024
 
 
 def raise_descriptor_limit() -> int:
@@ -65,12 +67,12 @@ def _libc() -> ctypes.CDLL | None:
 _LIBC: Final = _libc()
 
 
-def pin_allocator() -> bool:
-    """Fix glibc's mmap and trim thresholds (rule 2); True when applied."""
+def keep_heap() -> bool:
+    """Evaluation workers: large blocks from the heap, kept for reuse (rule 2)."""
     if _LIBC is None:
         return False
-    done = bool(_LIBC.mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD))
-    return bool(_LIBC.mallopt(_M_TRIM_THRESHOLD, _TRIM_THRESHOLD)) and done
+    done = bool(_LIBC.mallopt(_M_MMAP_THRESHOLD, 32 * 1024 * 1024))
+    return bool(_LIBC.mallopt(_M_TRIM_THRESHOLD, 64 * 1024 * 1024)) and done
 
 
 def trim_heap() -> None:

@@ -108,7 +108,7 @@ from ._protocol import (
     Submit,
     encode_header,
 )
-from ._resources import connection_capacity, pin_allocator, raise_descriptor_limit, trim_heap
+from ._resources import connection_capacity, raise_descriptor_limit, trim_heap
 from ._version import __version__
 from ._workers import WorkerPool
 
@@ -279,7 +279,6 @@ class Server:
             config.max_connections, raise_descriptor_limit(), workers
         )
         self._peers.connection_cap = config.peer_connection_cap(self.max_connections)
-        pin_allocator()
         _remove_stale_snapshots()
         audit = AuditLog.open(
             config.audit_path,

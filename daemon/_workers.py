@@ -11,11 +11,15 @@ Rules (the contract):
    descriptor but stdio and its own socket (so it never holds a client connection, a
    listener or the audit log's lock), drops the server's signal wake-up descriptor, ignores
    SIGINT (the server decides when workers stop), takes SIGTERM by default, asks the kernel
-   to kill it when the server dies (``PR_SET_PDEATHSIG``, Linux) and freezes the inherited
-   heap out of the cyclic collector (no finaliser of a server object ever runs in it).
-3. Jobs and answers cross a socket pair as length-prefixed pickles. An exception in the
-   handler is answered as :class:`WorkerJobError` (type and bounded message); the worker
-   keeps serving. A worker that dies or answers garbage raises :class:`WorkerDied` and is
+   to kill it when the server dies (``PR_SET_PDEATHSIG``, Linux), freezes the inherited
+   heap out of the cyclic collector (no finaliser of a server object ever runs in it) and
+   keeps its heap for reuse (:func:`daemon._resources.keep_heap`: one job at a time bounds it).
+3. Jobs and answers cross a socket pair as length-prefixed pickles; a job's large byte
+   strings (``blobs``, the evidence) follow its pickle raw, are sent from the caller's objects
+   without a copy and received straight into one buffer, then handed to the handler as
+   ``handler(job, blobs)``. An exception in the handler is answered as
+   :class:`WorkerJobError` (type and bounded message); the worker keeps serving. A worker
+   that dies or answers garbage raises :class:`WorkerDied` and is
    replaced on the next job.
 4. Deadlines cannot be defeated. :meth:`WorkerPool.run` is cancellable at any point; a
    cancelled job's worker is killed (``SIGKILL``), reaped and replaced, so an overrunning
@@ -45,12 +49,10 @@ from typing import Any, Final
 import trio
 
 from ._echo import echo
-from ._resources import trim_heap
+from ._resources import keep_heap
 
 _LENGTH: Final = struct.Struct(">Q")
 _PR_SET_PDEATHSIG: Final = 1
-#: After a job at least this large the worker returns its free heap pages to the OS.
-_TRIM_AFTER_BYTES: Final = 256 * 1024
 
 
 class WorkerDied(Exception):
@@ -71,14 +73,17 @@ def _send_all(sock: socket.socket, data: bytes) -> None:
     sock.sendall(_LENGTH.pack(len(data)) + data)
 
 
-def _receive_exact(sock: socket.socket, size: int) -> bytes | None:
-    chunks = bytearray()
-    while len(chunks) < size:
-        chunk = sock.recv(min(size - len(chunks), 1 << 20))
-        if not chunk:
+def _receive_exact(sock: socket.socket, size: int) -> bytearray | None:
+    buffer = bytearray(size)
+    view = memoryview(buffer)
+    received = 0
+    while received < size:
+        count = sock.recv_into(view[received:])
+        if not count:
             return None
-        chunks += chunk
-    return bytes(chunks)
+        received += count
+    view.release()
+    return buffer
 
 
 def _die_with_parent(parent: int) -> None:
@@ -90,7 +95,10 @@ def _die_with_parent(parent: int) -> None:
         os._exit(0)
 
 
-def _worker_main(fd: int, parent: int, handler: Callable[[Any], Any]) -> None:
+Handler = Callable[[Any, tuple[bytes, ...]], Any]
+
+
+def _worker_main(fd: int, parent: int, handler: Handler) -> None:
     """The worker's whole life (rule 2, then the job loop). Never returns."""
     gc.freeze()
     with contextlib.suppress(ValueError, OSError):
@@ -98,6 +106,7 @@ def _worker_main(fd: int, parent: int, handler: Callable[[Any], Any]) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _die_with_parent(parent)
+    keep_heap()  # one job at a time: reuse the heap rather than map each big buffer
     os.closerange(3, fd)
     os.closerange(fd + 1, max(fd + 2, os.sysconf("SC_OPEN_MAX")))
     os.set_blocking(fd, True)
@@ -109,22 +118,30 @@ def _worker_main(fd: int, parent: int, handler: Callable[[Any], Any]) -> None:
         body = _receive_exact(conn, _LENGTH.unpack(head)[0])
         if body is None:
             return
+        job, sizes = pickle.loads(body)
+        payload = _receive_exact(conn, sum(sizes))
+        if payload is None:
+            return
+        blobs = []
+        offset = 0
+        with memoryview(payload) as view:
+            for size in sizes:
+                blobs.append(bytes(view[offset : offset + size]))
+                offset += size
+        del payload
         try:
-            answer: tuple[bool, Any] = (True, handler(pickle.loads(body)))
+            answer: tuple[bool, Any] = (True, handler(job, tuple(blobs)))
         except BaseException as error:
             answer = (False, f"{type(error).__name__}: {echo(str(error), 256)}")
         try:
             data = pickle.dumps(answer, pickle.HIGHEST_PROTOCOL)
         except Exception as error:
             data = pickle.dumps((False, f"the answer cannot be sent: {type(error).__name__}"))
-        del answer
+        del answer, body, blobs, job
         _send_all(conn, data)
-        if len(body) >= _TRIM_AFTER_BYTES:
-            del body
-            trim_heap()
 
 
-def fork_worker(handler: Callable[[Any], Any]) -> tuple[int, socket.socket]:
+def fork_worker(handler: Handler) -> tuple[int, socket.socket]:
     """Fork one worker running ``handler``; (its pid, the server's end of its socket)."""
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     parent = os.getpid()
@@ -153,7 +170,7 @@ class WorkerPool:
     def __init__(
         self,
         size: int,
-        handler: Callable[[Any], Any],
+        handler: Handler,
         on_reaped: Callable[[int], None] | None = None,
     ) -> None:
         if size < 1:
@@ -188,12 +205,13 @@ class WorkerPool:
         self._alive += 1
         return _Worker(pid, trio.socket.from_stdlib_socket(sock))
 
-    async def run(self, job: Any) -> Any:
-        """Run ``job`` in a worker; its answer, or :class:`WorkerJobError` /
+    async def run(self, job: Any, blobs: tuple[bytes, ...] = ()) -> Any:
+        """Run ``handler(job, blobs)`` in a worker; its answer, or :class:`WorkerJobError` /
         :class:`WorkerDied`. Cancellation kills the worker (rule 4)."""
         if self._closed:
             raise WorkerDied("the worker pool is closed")
-        data = pickle.dumps(job, pickle.HIGHEST_PROTOCOL)
+        meta = pickle.dumps((job, [len(blob) for blob in blobs]), pickle.HIGHEST_PROTOCOL)
+        data = (_LENGTH.pack(len(meta)) + meta, *blobs)
         async with self._slots:
             self._reap()
             worker = self._idle.pop() if self._idle else self._fork()
@@ -213,13 +231,14 @@ class WorkerPool:
             raise WorkerJobError(value)
         return value
 
-    async def _exchange(self, worker: _Worker, data: bytes) -> tuple[bool, Any]:
+    async def _exchange(self, worker: _Worker, data: tuple[bytes, ...]) -> tuple[bool, Any]:
         sock = worker.sock
-        view = memoryview(_LENGTH.pack(len(data)) + data)
         try:
-            while view:
-                sent = await sock.send(view)
-                view = view[sent:]
+            for part in data:
+                with memoryview(part) as view:
+                    while view:
+                        sent = await sock.send(view)
+                        view = view[sent:]
             head = await self._receive_exact(sock, _LENGTH.size)
             body = await self._receive_exact(sock, _LENGTH.unpack(head)[0])
             answer = pickle.loads(body)
