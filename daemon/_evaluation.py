@@ -1,4 +1,4 @@
-"""Where and under what deadline a submitted pair is evaluated (docs/adr/0008).
+"""Where and under what deadline a submitted pair is evaluated (docs/adr/0009).
 
 Rules (the contract):
 

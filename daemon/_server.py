@@ -22,7 +22,7 @@ Rules (the contract):
    answered ``IDLE_TIMEOUT`` and closes the connection (a slow-drip client cannot hold a
    slot). ``request_deadline``: from the complete frame to the answer; an overrun is the
    ``UNKNOWN`` decision :data:`DEADLINE_DETAILS`, still audited.
-3. Evaluation (:mod:`daemon._evaluation`, docs/adr/0008): pairs of at most
+3. Evaluation (:mod:`daemon._evaluation`, docs/adr/0009): pairs of at most
    ``inline_max_bytes`` on the event loop, every other pair in one of ``worker_processes``
    forked worker processes, killed at the deadline. Each request gets a fresh
    :class:`EvidenceStore` and :class:`VerificationSession`, so requests share no state.
@@ -294,7 +294,7 @@ class Server:
             on_reaped=lambda pid: _remove_stale_snapshots(pid),
         )
         try:
-            # Forked before the audit writer or any connection exists (docs/adr/0008).
+            # Forked before the audit writer or any connection exists (docs/adr/0009).
             pool.start()
             self._evaluator = Evaluator(
                 pool, inline_max_bytes=config.inline_max_bytes, deadline=config.request_deadline

@@ -1,4 +1,4 @@
-"""A small pool of forked evaluation worker processes (docs/adr/0008).
+"""A small pool of forked evaluation worker processes (docs/adr/0009).
 
 Rules (the contract):
 
@@ -147,7 +147,7 @@ def fork_worker(handler: Handler) -> tuple[int, socket.socket]:
     parent = os.getpid()
     with warnings.catch_warnings():
         # Python 3.12+ warns about fork() in a process with threads. The child runs only
-        # _worker_main, which takes no lock another thread could hold (docs/adr/0008).
+        # _worker_main, which takes no lock another thread could hold (docs/adr/0009).
         warnings.simplefilter("ignore", DeprecationWarning)
         pid = os.fork()
     if pid == 0:  # pragma: no cover - the child's coverage is not collected
