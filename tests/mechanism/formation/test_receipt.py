@@ -635,10 +635,11 @@ def test_store_changed_while_being_captured_is_input_invalid() -> None:
 
     selection, commit, evidence, _ = setup()
     tracer, state = mutate_during_copy(evidence, "_capture_evidence")
+    previous = sys.gettrace()  # a coverage tracer, when measuring: restored after
     sys.settrace(tracer)
     try:
         code = refused(lambda: build_formation_receipt(selection, commit, evidence))
     finally:
-        sys.settrace(None)
+        sys.settrace(previous)
     assert state["fired"]
     assert code == "FORMATION_RECEIPT_INPUT_INVALID"

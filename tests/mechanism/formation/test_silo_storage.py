@@ -753,11 +753,12 @@ def test_store_changed_while_being_copied_is_snapshot_unavailable() -> None:
     evidence = evidence_for(silo)
     commit = commit_bytes(silo)
     tracer, state = mutate_during_copy(evidence, "_snapshot")
+    previous = sys.gettrace()  # a coverage tracer, when measuring: restored after
     sys.settrace(tracer)
     try:
         result = inspect(commit, evidence)
     finally:
-        sys.settrace(None)
+        sys.settrace(previous)
     assert state["fired"]
     assert facets(result) == ("UNKNOWN", "UNKNOWN", "UNKNOWN", None)
     assert result["reason_codes"] == [
