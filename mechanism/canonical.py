@@ -29,6 +29,10 @@ Admission, in this order, first failure wins:
 5. (records only) a ``dict`` with a string ``schema_version`` → else INVALID;
 6. (records only) ``schema_version`` equals the expected one → else UNSUPPORTED.
 
+:func:`admit_record_deferred` is steps 1–6 for a caller whose own grammar refuses every value
+outside the model: when the schema matches, the value-model part of step 4 is handed back to
+be run (:func:`check_value_model`) only if that grammar refuses, so no answer changes.
+
 Failures raise :class:`CanonicalError` (INVALID), :class:`CanonicalLimitError` (LIMIT) or
 :class:`CanonicalUnsupportedError` (UNSUPPORTED); ``error.kind`` names the class. Nothing else
 escapes: no ``RecursionError``, ``UnicodeError`` or ``TypeError`` leaks out of this module.
@@ -53,8 +57,10 @@ __all__ = [
     "CanonicalUnsupportedError",
     "admit_canonical",
     "admit_record",
+    "admit_record_deferred",
     "canonical_bytes",
     "canonical_digest",
+    "check_value_model",
     "digest_bytes",
     "is_digest",
     "scan_structure",
@@ -206,6 +212,23 @@ def _check_brackets(outside: bytes, max_depth: int, max_containers: int) -> None
                 raise CanonicalError("record closes a container it never opened")
 
 
+def _brackets_fit(outside: bytes, max_depth: int, max_containers: int) -> bool:
+    """True when the brackets balance, nest at most ``max_depth`` deep and open at most
+    ``max_containers`` containers: then :func:`_check_brackets` has nothing to report. Each
+    pass drops exactly the innermost level of a balanced sequence (C-level, ``max_depth``
+    passes at most); ``False`` leaves the exact, ordered verdict to :func:`_check_brackets`."""
+    if outside.count(b"[") + outside.count(b"{") > max_containers:
+        return False
+    for _ in range(max_depth):
+        if not outside:
+            return True
+        shorter = outside.replace(b"[]", b"").replace(b"{}", b"")
+        if len(shorter) == len(outside):
+            return False
+        outside = shorter
+    return not outside
+
+
 def scan_structure(data: bytes, *, max_depth: int, max_containers: int) -> None:
     """The string-aware pre-decode scan over raw bytes (step 3 of admission).
 
@@ -220,10 +243,16 @@ def scan_structure(data: bytes, *, max_depth: int, max_containers: int) -> None:
         # everything after it), so what is left is exactly the text outside strings.
         outside = _STRING_TOKEN_RE.sub(b"", data).translate(None, _NOT_BRACKET)
     else:
-        # Without backslashes every quote toggles the in-string flag: even-numbered segments
-        # are outside strings (a trailing odd segment is an unterminated string).
-        outside = b"".join(data.translate(None, _NOT_BRACKET_OR_QUOTE).split(b'"')[::2])
-    _check_brackets(outside, max_depth, max_containers)
+        # Without backslashes every quote toggles the in-string flag: of the quotes and
+        # brackets, even-numbered segments between quotes are outside strings (a trailing odd
+        # segment is an unterminated string). Dropping adjacent quote pairs first (strings
+        # without brackets: every string of a formation record) keeps that alternation, so
+        # usually no quote is left to split on.
+        outside = data.translate(None, _NOT_BRACKET_OR_QUOTE).replace(b'""', b"")
+        if b'"' in outside:
+            outside = b"".join(outside.split(b'"')[::2])
+    if not _brackets_fit(outside, max_depth, max_containers):
+        _check_brackets(outside, max_depth, max_containers)
 
 
 def _keys_are_valid(data: bytes) -> bool:
@@ -278,11 +307,20 @@ def admit_canonical(
     data: object, *, max_bytes: int, max_depth: int = 16, max_containers: int = 8192
 ) -> Any:
     """Steps 1–4 of admission: return the parsed value of exact canonical bytes."""
+    return _admit(data, max_bytes, max_depth, max_containers, defer_model=False)[0]
+
+
+def _admit(
+    data: object, max_bytes: int, max_depth: int, max_containers: int, *, defer_model: bool
+) -> tuple[Any, bytes | None]:
+    """Steps 1–4; with ``defer_model`` the value-model part of step 4 may be left undone, and
+    then the bytes it must still be checked on are returned (else ``None``)."""
     if type(data) is not bytes:
         raise CanonicalError("record must be exact bytes")
     if len(data) > max_bytes:
         raise CanonicalLimitError("record exceeds its byte bound")
     scan_structure(data, max_depth=max_depth, max_containers=max_containers)
+    pending: bytes | None = None
     try:
         text = data.decode("utf-8")
         if b"\\" in data:
@@ -292,13 +330,23 @@ def admit_canonical(
         else:
             value = orjson.loads(data)
             encoded = _encode(value)
-            if encoded == data and not _values_are_canonical(data, text):
-                raise CanonicalError("record holds a value outside the canonical model")
+            if encoded == data:
+                if defer_model:
+                    pending = data
+                elif not _values_are_canonical(data, text):
+                    raise CanonicalError("record holds a value outside the canonical model")
     except (ValueError, TypeError, RecursionError) as error:
         raise CanonicalError("record is not canonical JSON") from error
     if encoded != data:
         raise CanonicalError("record is not canonical JSON")
-    return value
+    return value, pending
+
+
+def check_value_model(pending: bytes | None) -> None:
+    """Finish a deferred step 4 (see :func:`admit_record_deferred`): ``CanonicalError`` when
+    the bytes hold a value outside the canonical model; nothing for ``None``."""
+    if pending is not None and not _values_are_canonical(pending, pending.decode("utf-8")):
+        raise CanonicalError("record holds a value outside the canonical model")
 
 
 def admit_record(
@@ -310,11 +358,38 @@ def admit_record(
     max_containers: int = 8192,
 ) -> dict[str, Any]:
     """Steps 1–6 of admission: a canonical object declaring exactly ``schema_version``."""
-    value = admit_canonical(
-        data, max_bytes=max_bytes, max_depth=max_depth, max_containers=max_containers
+    record, pending = admit_record_deferred(
+        data,
+        schema_version,
+        max_bytes=max_bytes,
+        max_depth=max_depth,
+        max_containers=max_containers,
     )
+    check_value_model(pending)
+    return record
+
+
+def admit_record_deferred(
+    data: object,
+    schema_version: str,
+    *,
+    max_bytes: int,
+    max_depth: int = 16,
+    max_containers: int = 8192,
+) -> tuple[dict[str, Any], bytes | None]:
+    """:func:`admit_record` for a caller whose own record grammar refuses every value outside
+    the canonical model (as INVALID): when the schema matches, the generic value-model scan
+    of step 4 may be left undone, and its bytes are returned with the record (else ``None``).
+
+    The caller must then apply its grammar, and before reporting anything but INVALID (a
+    LIMIT of its own) call :func:`check_value_model` on them, so INVALID keeps its precedence.
+    When the schema does not match, the scan runs here, before UNSUPPORTED is raised.
+    """
+    value, pending = _admit(data, max_bytes, max_depth, max_containers, defer_model=True)
     if type(value) is not dict or type(value.get("schema_version")) is not str:
+        check_value_model(pending)
         raise CanonicalError("record is not an object with a string schema_version")
     if value["schema_version"] != schema_version:
+        check_value_model(pending)
         raise CanonicalUnsupportedError(f"unsupported schema {value['schema_version']!r}")
-    return value
+    return value, pending

@@ -137,27 +137,43 @@ def _members(bits: int) -> list[int]:
     return members
 
 
+# Precompiled step templates (node indices never reach MAX_NODES): the whole text of an ATOM
+# step at each index, the text before an index's premises, and each tag's closing text.
+_INDEX: Final = tuple(str(index) for index in range(MAX_NODES))
+_ATOM_STEP: Final = tuple(f'{{"node":{i},"premises":[],"rule":"ATOM"}}' for i in range(MAX_NODES))
+_STEP_HEAD: Final = tuple(f'{{"node":{i},"premises":[' for i in range(MAX_NODES))
+_STEP_TAIL: Final = {tag: f'],"rule":"{tag}"}}' for tag in _FIELDS}
+_CERTIFICATE_HEAD: Final = f'{{"profile_digest":"{PROFILE_DIGEST}","root":'
+_CERTIFICATE_STEPS: Final = ',"schema_version":"VSTD-TYPED-FORMATION-CERTIFICATE-0.1","steps":['
+
+
 def _expected_certificate(nodes: list[dict[str, Any]], root: int, subject_digest: str) -> bytes:
     """The canonical bytes of the one certificate that binds this subject (§3.3).
 
-    Written out directly: keys in sorted order, every value an ASCII tag, digest or int.
+    Written out directly from the precompiled templates: keys in sorted order, every value an
+    ASCII tag, digest or int.
     """
     steps: list[str] = []
     append = steps.append
+    index_text = _INDEX
     for index, node in enumerate(nodes):
         tag = node["tag"]
         fields = _FIELDS[tag]
         if not fields:
-            append(f'{{"node":{index},"premises":[],"rule":"ATOM"}}')
+            append(_ATOM_STEP[index])
         elif len(fields) == 1:
-            append(f'{{"node":{index},"premises":[{node[fields[0]]}],"rule":"{tag}"}}')
+            append(_STEP_HEAD[index] + index_text[node[fields[0]]] + _STEP_TAIL[tag])
         else:
-            first, second = node[fields[0]], node[fields[1]]
-            append(f'{{"node":{index},"premises":[{first},{second}],"rule":"{tag}"}}')
+            append(
+                _STEP_HEAD[index]
+                + index_text[node[fields[0]]]
+                + ","
+                + index_text[node[fields[1]]]
+                + _STEP_TAIL[tag]
+            )
     return (
-        f'{{"profile_digest":"{PROFILE_DIGEST}","root":{root},'
-        f'"schema_version":"VSTD-TYPED-FORMATION-CERTIFICATE-0.1","steps":[{",".join(steps)}],'
-        f'"subject_digest":"{subject_digest}"}}'
+        f"{_CERTIFICATE_HEAD}{root}{_CERTIFICATE_STEPS}{','.join(steps)}"
+        f'],"subject_digest":"{subject_digest}"}}'
     ).encode("ascii")
 
 

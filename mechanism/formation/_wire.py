@@ -16,6 +16,10 @@ Contract (``docs/spec/formation.md`` §2.2, §3.1–§3.3):
   6. the expected schema → else UNSUPPORTED;
   7. the record grammar below → INVALID, except the node/step count bound which is LIMIT.
 
+  The grammar refuses every value outside the canonical value model by itself, so step 4's
+  generic value-model scan runs only when the grammar refuses (its INVALID, if any, is the
+  one reported): the same answers, without a second pass over an admissible record.
+
   Subject grammar, in order: exact top-level keys → ``profile_digest`` is a digest →
   ``context`` is an object with exactly the two context keys → both are digests → ``nodes``
   is a non-empty list → at most ``max_nodes`` nodes (LIMIT, before anything below) → ``root``
@@ -52,7 +56,8 @@ from mechanism.canonical import (
     CanonicalError,
     CanonicalLimitError,
     CanonicalUnsupportedError,
-    admit_record,
+    admit_record_deferred,
+    check_value_model,
     is_digest,
 )
 
@@ -203,9 +208,13 @@ def validate_ceilings(*, max_nodes: object, max_depth: object, max_path_steps: o
             raise CeilingError(f"{name} may only be lowered: 0 <= {name} <= {default}")
 
 
-def _admit(data: object, schema: str) -> dict[str, Any]:
+def _admit(data: object, schema: str) -> tuple[dict[str, Any], bytes | None]:
+    """Steps 1-6. The generic value-model scan may be left pending (its bytes returned): the
+    grammar of step 7 refuses every value outside the model by itself (exact keys, digests,
+    known tags, bounded exact ints), so the scan runs only when the grammar refuses, to give
+    the refusal step 4 would have given (:func:`_step_four_first`)."""
     try:
-        return admit_record(
+        return admit_record_deferred(
             data,
             schema,
             max_bytes=MAX_RECORD_BYTES,
@@ -216,6 +225,15 @@ def _admit(data: object, schema: str) -> dict[str, Any]:
         raise FormationLimitError(f"formation record exceeds a resource bound: {error}") from None
     except CanonicalUnsupportedError as error:
         raise UnsupportedFormation(f"unsupported formation record: {error}") from None
+    except CanonicalError as error:
+        raise FormationError(f"formation record is not canonical JSON: {error}") from None
+
+
+def _step_four_first(pending: bytes | None) -> None:
+    """Raise step 4's INVALID when the pending value-model scan fails (a grammar refusal,
+    LIMIT included, is reported only when the record passed it, as before the deferral)."""
+    try:
+        check_value_model(pending)
     except CanonicalError as error:
         raise FormationError(f"formation record is not canonical JSON: {error}") from None
 
@@ -261,7 +279,16 @@ def node_references(node: dict[str, Any]) -> list[int]:
 
 def admit_subject(data: object, *, max_nodes: int = MAX_NODES) -> dict[str, Any]:
     """Admit a ``VSTD-TYPED-FORMATION-0.1`` subject (rules in the module docstring)."""
-    record = _admit(data, SUBJECT_SCHEMA)
+    record, pending = _admit(data, SUBJECT_SCHEMA)
+    try:
+        _subject_grammar(record, max_nodes)
+    except FormationError:
+        _step_four_first(pending)
+        raise
+    return record
+
+
+def _subject_grammar(record: dict[str, Any], max_nodes: int) -> None:
     if record.keys() != _SUBJECT_KEYS:
         raise FormationError("subject must have exactly the five subject keys")
     if not is_digest(record["profile_digest"]):
@@ -303,12 +330,20 @@ def admit_subject(data: object, *, max_nodes: int = MAX_NODES) -> dict[str, Any]
                 raise FormationError(f"node {index} {field} must reference an earlier node")
     if not _all_digests(payloads):
         raise FormationError("an ATOM payload_digest is not a digest")
-    return record
 
 
 def admit_certificate(data: object, *, max_nodes: int = MAX_NODES) -> dict[str, Any]:
     """Admit a ``VSTD-TYPED-FORMATION-CERTIFICATE-0.1`` record (rules in the module docstring)."""
-    record = _admit(data, CERTIFICATE_SCHEMA)
+    record, pending = _admit(data, CERTIFICATE_SCHEMA)
+    try:
+        _certificate_grammar(record, max_nodes)
+    except FormationError:
+        _step_four_first(pending)
+        raise
+    return record
+
+
+def _certificate_grammar(record: dict[str, Any], max_nodes: int) -> None:
     if record.keys() != _CERTIFICATE_KEYS:
         raise FormationError("certificate must have exactly the five certificate keys")
     if not (is_digest(record["subject_digest"]) and is_digest(record["profile_digest"])):
@@ -334,4 +369,3 @@ def admit_certificate(data: object, *, max_nodes: int = MAX_NODES) -> dict[str, 
             or not all(_is_index(premise, MAX_NODES) for premise in premises)
         ):
             raise FormationError(f"certificate step {position} premises must be node indices")
-    return record
