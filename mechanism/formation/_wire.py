@@ -254,8 +254,8 @@ def _all_digests(values: list[object]) -> bool:
     byte (each item's last 64) is a lowercase hex digit.
     """
     count = len(values)
-    if not count:
-        return True
+    if count < 8:  # too few for the passes below to pay off
+        return all(map(is_digest, values))
     if set(map(type, values)) != {str} or set(map(len, values)) != {_DIGEST_LENGTH}:  # type: ignore[arg-type]
         return False
     joined: str = "".join(values)  # type: ignore[arg-type]
