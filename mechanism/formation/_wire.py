@@ -49,6 +49,7 @@ This module holds no inference: the checker and the producer each type terms on 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from importlib import resources
 from typing import Any, Final
 
@@ -229,6 +230,19 @@ def _admit(data: object, schema: str) -> tuple[dict[str, Any], bytes | None]:
         raise FormationError(f"formation record is not canonical JSON: {error}") from None
 
 
+def _count_limit_after_the_model(
+    grammar: Callable[[dict[str, Any], int], None], record: dict[str, Any], pending: bytes | None
+) -> None:
+    """Before the node/step count LIMIT is reported: the grammar applied to every item (no
+    count bound) accepts only values inside the model, so step 4 would have passed; only if it
+    refuses does the generic scan decide (its INVALID first). Same cost per byte as admitting
+    a record below the bound, which keeps admission linear in the record's size."""
+    try:
+        grammar(record, MAX_RECORD_BYTES)  # a bound no count can reach
+    except FormationError:
+        _step_four_first(pending)
+
+
 def _step_four_first(pending: bytes | None) -> None:
     """Raise step 4's INVALID when the pending value-model scan fails (a grammar refusal,
     LIMIT included, is reported only when the record passed it, as before the deferral)."""
@@ -282,6 +296,9 @@ def admit_subject(data: object, *, max_nodes: int = MAX_NODES) -> dict[str, Any]
     record, pending = _admit(data, SUBJECT_SCHEMA)
     try:
         _subject_grammar(record, max_nodes)
+    except FormationLimitError:
+        _count_limit_after_the_model(_subject_grammar, record, pending)
+        raise
     except FormationError:
         _step_four_first(pending)
         raise
@@ -337,6 +354,9 @@ def admit_certificate(data: object, *, max_nodes: int = MAX_NODES) -> dict[str, 
     record, pending = _admit(data, CERTIFICATE_SCHEMA)
     try:
         _certificate_grammar(record, max_nodes)
+    except FormationLimitError:
+        _count_limit_after_the_model(_certificate_grammar, record, pending)
+        raise
     except FormationError:
         _step_four_first(pending)
         raise
