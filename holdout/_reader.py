@@ -71,6 +71,7 @@ _BRACKET_STEPS = bytes.maketrans(b"[{]}", b"\x01\x01\x02\x02")
 _STEP = (0, 1, -1)
 _QUOTES_AND_BRACKETS = bytes(b for b in range(256) if b not in b'"[]{}')
 _COLON_ESCAPE = re.compile(rb"\\u003[aA]")
+_ONE_KIND = bytes.maketrans(b"{}", b"[]")
 _NO_FAST_ROUTE: Final = object()
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
@@ -148,7 +149,8 @@ def nesting_depth(data: bytes) -> int:
 def shallow(raw: bytes, limit: int = MAX_DEPTH) -> bool:
     """Whether the brackets outside strings of ``raw`` nest at most ``limit`` deep, decided
     without scanning the strings; ``False`` also when that cannot be decided so (a ``"`` that
-    may not delimit a string: ``\\"`` or ``\\\\``) or the brackets do not balance."""
+    may not delimit a string: ``\\"`` or ``\\\\``) or the brackets do not balance (kinds
+    aside: a mismatched pair is the parser's to refuse)."""
     if b"\\" in raw and (b'\\"' in raw or b"\\\\" in raw):
         return False
     # The quotes alternate open/close. Keep quotes and brackets only; dropping adjacent quote
@@ -157,12 +159,15 @@ def shallow(raw: bytes, limit: int = MAX_DEPTH) -> bool:
     brackets = raw.translate(None, _QUOTES_AND_BRACKETS).replace(b'""', b"")
     if b'"' in brackets:
         brackets = b"".join(brackets.split(b'"')[::2])
-    # Each pass removes exactly the innermost level of a balanced sequence (at most ``limit``
-    # passes over the brackets: linear).
+    # One kind of bracket (a mismatched pair is the parser's to refuse), so that each pass
+    # removes exactly the innermost level of a balanced sequence: with two kinds, removing
+    # "[]" could expose a "{}" that the same pass would remove too. At most ``limit`` passes
+    # over the brackets: linear.
+    brackets = brackets.translate(_ONE_KIND)
     for _ in range(limit):
         if not brackets:
             return True
-        shorter = brackets.replace(b"[]", b"").replace(b"{}", b"")
+        shorter = brackets.replace(b"[]", b"")
         if len(shorter) == len(brackets):
             return False  # unbalanced: nothing left to remove
         brackets = shorter

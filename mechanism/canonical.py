@@ -77,6 +77,7 @@ _KEY_RE: Final = re.compile(r"[a-z][a-z0-9_]*")
 _STRING_TOKEN_RE: Final = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"?', re.DOTALL)
 _NOT_BRACKET: Final = bytes(b for b in range(256) if b not in b"[]{}")
 _NOT_BRACKET_OR_QUOTE: Final = bytes(b for b in range(256) if b not in b'[]{}"')
+_ONE_KIND: Final = bytes.maketrans(b"{}", b"[]")
 # 16+ digits after a value separator: a possibly too-large integer (or, rarely, string
 # text); a bare top-level integer (no separator before it) is matched at the start.
 _LONG_NUMBER_START_RE: Final = re.compile(rb"[:,\[][0-9]{16}")
@@ -217,12 +218,16 @@ def _brackets_fit(outside: bytes, max_depth: int, max_containers: int) -> bool:
     ``max_containers`` containers: then :func:`_check_brackets` has nothing to report. Each
     pass drops exactly the innermost level of a balanced sequence (C-level, ``max_depth``
     passes at most); ``False`` leaves the exact, ordered verdict to :func:`_check_brackets`."""
-    if outside.count(b"[") + outside.count(b"{") > max_containers:
+    # One kind of bracket (the exact loop counts depth whatever the kind), so that each pass
+    # removes exactly one level: with two kinds, removing "[]" could expose a "{}" that the
+    # same pass would remove too.
+    outside = outside.translate(_ONE_KIND)
+    if outside.count(b"[") > max_containers:
         return False
     for _ in range(max_depth):
         if not outside:
             return True
-        shorter = outside.replace(b"[]", b"").replace(b"{}", b"")
+        shorter = outside.replace(b"[]", b"")
         if len(shorter) == len(outside):
             return False
         outside = shorter

@@ -68,7 +68,18 @@ def test_fast_read_never_differs_from_the_reference(value: Any) -> None:
             assert expected[0] == "value" and _identical(fast, expected[1]), raw
 
 
+def _alternating(depth: int) -> bytes:
+    """Arrays and objects nested alternately: ``[{"a":[{"a":...}]}]``."""
+    text = b"1"
+    for level in range(depth):
+        text = b"[" + text + b"]" if level % 2 == 0 else b'{"a":' + text + b"}"
+    return text
+
+
 ADVERSARIAL = [
+    _alternating(64),
+    _alternating(65),  # too deep: one pass must not peel an array and an object at once
+    _alternating(128),
     b'{"a":1,"a":2}',  # duplicate member: orjson keeps the last one
     b'{"a":{"b":1,"b":1}}',
     b'{"a:":1,"a:":1}',  # colons inside duplicated names
@@ -229,10 +240,14 @@ def test_encoding_free_comparison_agrees_with_rfc8785(pair: tuple[Any, Any]) -> 
         (b"[]" * 1000, True),
         (b"[" * 64 + b"]" * 64, True),
         (b"[" * 65 + b"]" * 65, False),
+        (_alternating(64), True),
+        (_alternating(65), False),
+        (b"[{" * 40 + b"}]" * 40, False),
         (b'["' + b"[" * 100 + b'"]', True),  # brackets in a string are not depth
         (b'["\\"[[[["]', False),  # a quote that may not delimit: undecided
         (b"[" * 10, False),  # unbalanced
-        (b"[}", False),
+        (b"[}", True),  # kinds aside: a mismatched pair is the parser's to refuse
+        (b"]", False),
     ],
 )
 def test_shallow_decides_depth_from_the_brackets_outside_strings(
