@@ -18,12 +18,19 @@ Rules (the contract):
    After any of them the client is closed; open a new one.
 3. A decision is data: :meth:`Client.submit` returns a :class:`SubmitResult` whatever the
    outcome (PASS, FAIL, UNKNOWN); it raises only when there is no decision.
-4. The synchronous facade (:class:`SyncClient`) opens one connection per call inside
+4. Transparency log (``docs/spec/transparency.md §10``): :meth:`Client.checkpoint`,
+   :meth:`Client.inclusion_proof`, :meth:`Client.consistency_proof` return the signed note
+   and decoded proof hashes as the daemon sent them; nothing is verified here (the caller
+   holds the log key: :mod:`daemon.tlog`). ``PROOF_RANGE`` and ``TRANSPARENCY_DISABLED`` are
+   :class:`RejectedError`.
+5. The synchronous facade (:class:`SyncClient`) opens one connection per call inside
    ``trio.run``; it is for scripts and the CLI, not for throughput.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
 import itertools
 import math
@@ -39,8 +46,12 @@ from ._protocol import (
     CLOSED,
     NEED_DATA,
     SUPPORTED_VERSIONS,
+    CheckpointNote,
+    CheckpointRequest,
     ClientConnection,
     Closed,
+    ConsistencyProof,
+    ConsistencyProofRequest,
     Decision,
     ErrorCode,
     ErrorResponse,
@@ -49,6 +60,8 @@ from ._protocol import (
     HealthRequest,
     Hello,
     HelloAccepted,
+    InclusionProof,
+    InclusionProofRequest,
     ListSessions,
     NeedData,
     ProtocolError,
@@ -240,8 +253,54 @@ class Client:
                 response.line_digest,
             )
 
+    # -- the transparency log (docs/spec/transparency.md §10)
+
+    async def checkpoint(self) -> bytes:
+        """The latest signed checkpoint note, exactly as the daemon signed it."""
+        async with self._lock:
+            request_id = next(self._ids)
+            response = await self._exchange(ClientConnection.send(CheckpointRequest(request_id)))
+            if not isinstance(response, CheckpointNote) or response.request_id != request_id:
+                raise ServerProtocolError("unexpected answer to checkpoint")
+            return response.note.encode("utf-8")
+
+    async def inclusion_proof(self, index: int, tree_size: int) -> list[bytes]:
+        """The RFC 9162 inclusion proof of leaf ``index`` in the tree of ``tree_size``."""
+        async with self._lock:
+            request_id = next(self._ids)
+            request = InclusionProofRequest(request_id, index, tree_size)
+            response = await self._exchange(ClientConnection.send(request))
+            if (
+                not isinstance(response, InclusionProof)
+                or response.request_id != request_id
+                or (response.index, response.tree_size) != (index, tree_size)
+            ):
+                raise ServerProtocolError("unexpected answer to inclusion_proof")
+            return _decode_proof(response.proof)
+
+    async def consistency_proof(self, old_size: int, new_size: int) -> list[bytes]:
+        """The RFC 9162 consistency proof from ``old_size`` to ``new_size``."""
+        async with self._lock:
+            request_id = next(self._ids)
+            request = ConsistencyProofRequest(request_id, old_size, new_size)
+            response = await self._exchange(ClientConnection.send(request))
+            if (
+                not isinstance(response, ConsistencyProof)
+                or response.request_id != request_id
+                or (response.old_size, response.new_size) != (old_size, new_size)
+            ):
+                raise ServerProtocolError("unexpected answer to consistency_proof")
+            return _decode_proof(response.proof)
+
     async def aclose(self) -> None:
         await self._stream.aclose()
+
+
+def _decode_proof(proof: Sequence[str]) -> list[bytes]:
+    try:
+        return [base64.b64decode(item, validate=True) for item in proof]
+    except binascii.Error:
+        raise ServerProtocolError("a proof hash is not base64") from None
 
 
 @contextlib.asynccontextmanager
@@ -325,4 +384,16 @@ class SyncClient:
         self, session: str, binding: BoundProposition | dict[str, Any], evidence: Sequence[bytes]
     ) -> SubmitResult:
         result: SubmitResult = self._run("submit", session, binding, list(evidence))
+        return result
+
+    def checkpoint(self) -> bytes:
+        result: bytes = self._run("checkpoint")
+        return result
+
+    def inclusion_proof(self, index: int, tree_size: int) -> list[bytes]:
+        result: list[bytes] = self._run("inclusion_proof", index, tree_size)
+        return result
+
+    def consistency_proof(self, old_size: int, new_size: int) -> list[bytes]:
+        result: list[bytes] = self._run("consistency_proof", old_size, new_size)
         return result

@@ -95,6 +95,8 @@ class ErrorCode(enum.Enum):
     SHUTTING_DOWN = ("service", "the server is shutting down")
     REQUEST_TIMEOUT = ("service", "the request could not be answered within its deadline")
     AUDIT_FAILED = ("service", "the decision could not be recorded in the audit log")
+    PROOF_RANGE = ("peer", "the index or tree sizes are outside the latest signed checkpoint")
+    TRANSPARENCY_DISABLED = ("peer", "this daemon keeps no transparency log")
     INTERNAL = ("service", "internal server error")
 
     def __init__(self, fault: str, summary: str) -> None:
@@ -533,8 +535,186 @@ class ErrorResponse:
         return cls(request_id, code, _exact_str(header, "message"), decision_id)
 
 
-ClientRequest = Hello | ListSessions | HealthRequest | Submit
-ServerResponse = HelloAccepted | SessionList | HealthReport | Decision | ErrorResponse
+# Transparency-log requests (docs/spec/transparency.md §10). Proof hashes travel as standard
+# base64 strings; the checkpoint as its exact note text.
+
+
+def _size(header: Mapping[str, Any], key: str) -> int:
+    value = _exact_int(header, key, maximum=2**63 - 1)
+    if value < 0:
+        raise ProtocolError(ErrorCode.HEADER_INVALID, f"{key} must be >= 0")
+    return value
+
+
+def _hashes(header: Mapping[str, Any]) -> tuple[str, ...]:
+    proof = _exact_list(header, "proof")
+    if any(type(item) is not str for item in proof):
+        raise ProtocolError(ErrorCode.HEADER_INVALID, "proof must be base64 strings")
+    return tuple(proof)
+
+
+@attrs.frozen
+class CheckpointRequest:
+    """Client → server: the latest signed checkpoint."""
+
+    KIND: ClassVar[str] = "checkpoint"
+    request_id: int
+
+    def to_header(self) -> dict[str, Any]:
+        return {"kind": self.KIND, "request_id": self.request_id}
+
+    @classmethod
+    def from_header(cls, header: Mapping[str, Any]) -> CheckpointRequest:
+        _exact_keys(header, frozenset({"kind", "request_id"}))
+        return cls(_exact_int(header, "request_id"))
+
+
+@attrs.frozen
+class CheckpointNote:
+    """Server → client: ``note`` is the signed checkpoint's exact text."""
+
+    KIND: ClassVar[str] = "checkpoint"
+    request_id: int
+    note: str
+
+    def to_header(self) -> dict[str, Any]:
+        return {"kind": self.KIND, "request_id": self.request_id, "note": self.note}
+
+    @classmethod
+    def from_header(cls, header: Mapping[str, Any]) -> CheckpointNote:
+        _exact_keys(header, frozenset({"kind", "request_id", "note"}))
+        return cls(_exact_int(header, "request_id"), _exact_str(header, "note"))
+
+
+@attrs.frozen
+class InclusionProofRequest:
+    """Client → server: the inclusion proof of leaf ``index`` in the tree of ``tree_size``."""
+
+    KIND: ClassVar[str] = "inclusion_proof"
+    request_id: int
+    index: int
+    tree_size: int
+
+    def to_header(self) -> dict[str, Any]:
+        return {
+            "kind": self.KIND,
+            "request_id": self.request_id,
+            "index": self.index,
+            "tree_size": self.tree_size,
+        }
+
+    @classmethod
+    def from_header(cls, header: Mapping[str, Any]) -> InclusionProofRequest:
+        _exact_keys(header, frozenset({"kind", "request_id", "index", "tree_size"}))
+        return cls(
+            _exact_int(header, "request_id"), _size(header, "index"), _size(header, "tree_size")
+        )
+
+
+@attrs.frozen
+class InclusionProof:
+    """Server → client: RFC 9162 inclusion proof hashes (base64), leaf sibling first."""
+
+    KIND: ClassVar[str] = "inclusion_proof"
+    request_id: int
+    index: int
+    tree_size: int
+    proof: tuple[str, ...]
+
+    def to_header(self) -> dict[str, Any]:
+        return {
+            "kind": self.KIND,
+            "request_id": self.request_id,
+            "index": self.index,
+            "tree_size": self.tree_size,
+            "proof": list(self.proof),
+        }
+
+    @classmethod
+    def from_header(cls, header: Mapping[str, Any]) -> InclusionProof:
+        _exact_keys(header, frozenset({"kind", "request_id", "index", "tree_size", "proof"}))
+        return cls(
+            _exact_int(header, "request_id"),
+            _size(header, "index"),
+            _size(header, "tree_size"),
+            _hashes(header),
+        )
+
+
+@attrs.frozen
+class ConsistencyProofRequest:
+    """Client → server: the consistency proof from ``old_size`` to ``new_size``."""
+
+    KIND: ClassVar[str] = "consistency_proof"
+    request_id: int
+    old_size: int
+    new_size: int
+
+    def to_header(self) -> dict[str, Any]:
+        return {
+            "kind": self.KIND,
+            "request_id": self.request_id,
+            "old_size": self.old_size,
+            "new_size": self.new_size,
+        }
+
+    @classmethod
+    def from_header(cls, header: Mapping[str, Any]) -> ConsistencyProofRequest:
+        _exact_keys(header, frozenset({"kind", "request_id", "old_size", "new_size"}))
+        return cls(
+            _exact_int(header, "request_id"), _size(header, "old_size"), _size(header, "new_size")
+        )
+
+
+@attrs.frozen
+class ConsistencyProof:
+    """Server → client: RFC 9162 consistency proof hashes (base64)."""
+
+    KIND: ClassVar[str] = "consistency_proof"
+    request_id: int
+    old_size: int
+    new_size: int
+    proof: tuple[str, ...]
+
+    def to_header(self) -> dict[str, Any]:
+        return {
+            "kind": self.KIND,
+            "request_id": self.request_id,
+            "old_size": self.old_size,
+            "new_size": self.new_size,
+            "proof": list(self.proof),
+        }
+
+    @classmethod
+    def from_header(cls, header: Mapping[str, Any]) -> ConsistencyProof:
+        _exact_keys(header, frozenset({"kind", "request_id", "old_size", "new_size", "proof"}))
+        return cls(
+            _exact_int(header, "request_id"),
+            _size(header, "old_size"),
+            _size(header, "new_size"),
+            _hashes(header),
+        )
+
+
+ClientRequest = (
+    Hello
+    | ListSessions
+    | HealthRequest
+    | Submit
+    | CheckpointRequest
+    | InclusionProofRequest
+    | ConsistencyProofRequest
+)
+ServerResponse = (
+    HelloAccepted
+    | SessionList
+    | HealthReport
+    | Decision
+    | ErrorResponse
+    | CheckpointNote
+    | InclusionProof
+    | ConsistencyProof
+)
 
 
 class NeedData:
@@ -714,10 +894,27 @@ class _FrameReader:
 # --------------------------------------------------------------------------- connections
 
 _REQUEST_TYPES: Final[dict[str, Any]] = {
-    cls.KIND: cls for cls in (ListSessions, HealthRequest, Submit)
+    cls.KIND: cls
+    for cls in (
+        ListSessions,
+        HealthRequest,
+        Submit,
+        CheckpointRequest,
+        InclusionProofRequest,
+        ConsistencyProofRequest,
+    )
 }
 _RESPONSE_TYPES: Final[dict[str, Any]] = {
-    cls.KIND: cls for cls in (SessionList, HealthReport, Decision, ErrorResponse)
+    cls.KIND: cls
+    for cls in (
+        SessionList,
+        HealthReport,
+        Decision,
+        ErrorResponse,
+        CheckpointNote,
+        InclusionProof,
+        ConsistencyProof,
+    )
 }
 
 

@@ -109,8 +109,11 @@ from ._protocol import (
     encode_header,
 )
 from ._resources import connection_capacity, raise_descriptor_limit, trim_heap
+from ._transparency import RequestRefused, TransparencyRequest
+from ._transparency import answer as transparency_answer
 from ._version import __version__
 from ._workers import WorkerPool
+from .tlog import TransparencyLog
 
 __all__ = [
     "DEADLINE_DETAILS",
@@ -180,6 +183,7 @@ class Server:
         self.sessions: dict[str, HostedSession] = {s.name: s for s in sessions}
         self.config = config
         self.audit: AuditLog | None = None
+        self.transparency: TransparencyLog | None = None
         self.tcp_address: tuple[str, int] | None = None
         self.unix_path: str | None = None
         self._capacity = trio.CapacityLimiter(config.max_in_flight)
@@ -623,6 +627,13 @@ class Server:
                 answer = SessionList(event.request_id, self._session_list)
             elif isinstance(event, HealthRequest):
                 answer = HealthReport(event.request_id, self.health())
+            elif isinstance(event, TransparencyRequest):
+                try:
+                    answer = transparency_answer(self.transparency, event)
+                except RequestRefused as refused:
+                    code = ErrorCode[refused.code]
+                    await self._refuse(stream, conn, requester, code, str(refused))
+                    return
             elif isinstance(event, Submit):
                 connection.in_request = True  # stays set if _submit raises: the catch-all audits
                 keep_open = await self._submit(

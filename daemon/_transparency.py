@@ -28,6 +28,14 @@ from typing import Any, Final
 
 import attrs
 
+from ._protocol import (
+    CheckpointNote,
+    CheckpointRequest,
+    ConsistencyProof,
+    ConsistencyProofRequest,
+    InclusionProof,
+    InclusionProofRequest,
+)
 from .tlog import (
     KeyFileError,
     ProofRangeError,
@@ -216,6 +224,22 @@ def consistency_answer(log: TransparencyLog | None, old_size: int, new_size: int
         return [b64encode(item) for item in _require(log).consistency_proof(old_size, new_size)]
     except ProofRangeError as error:
         raise RequestRefused(PROOF_RANGE, str(error)) from None
+
+
+TransparencyRequest = CheckpointRequest | InclusionProofRequest | ConsistencyProofRequest
+
+
+def answer(
+    log: TransparencyLog | None, request: TransparencyRequest
+) -> CheckpointNote | InclusionProof | ConsistencyProof:
+    """The answer to a transparency request, or :class:`RequestRefused` (rule 3)."""
+    if isinstance(request, CheckpointRequest):
+        return CheckpointNote(request.request_id, checkpoint_answer(log))
+    if isinstance(request, InclusionProofRequest):
+        proof = inclusion_answer(log, request.index, request.tree_size)
+        return InclusionProof(request.request_id, request.index, request.tree_size, tuple(proof))
+    proof = consistency_answer(log, request.old_size, request.new_size)
+    return ConsistencyProof(request.request_id, request.old_size, request.new_size, tuple(proof))
 
 
 def status(log: TransparencyLog | None) -> dict[str, Any] | None:
