@@ -45,6 +45,7 @@ import collections
 import contextlib
 import enum
 import errno
+import math
 import os
 import sys
 from collections.abc import Callable, Mapping, MutableMapping
@@ -79,6 +80,7 @@ from ._audit_format import (
 )
 from ._audit_startup import AuditLogCorrupt, Opened, open_verified
 from ._audit_verify import VerifyReport, tail, verify_log
+from .tlog import TransparencyLog
 
 __all__ = [
     "GENESIS",
@@ -336,6 +338,10 @@ class AuditLog:
         self.checkpoint_error: str | None = None
         self.torn_tail: TornTail | None = opened.torn
         self.verified_from = opened.verified_from
+        #: The transparency log fed with every durable line (``docs/spec/transparency.md
+        #: §6.2``); attached by the server after :meth:`open`, ``None`` when not configured.
+        self.transparency: TransparencyLog | None = None
+        self._last_rendered = b""
 
     @classmethod
     def open(
@@ -443,7 +449,14 @@ class AuditLog:
             line = processor(None, "info", line)
         rendered = bytes(line) + b"\n"
         self._file_bytes += len(rendered)
+        self._last_rendered = rendered
         return rendered
+
+    @property
+    def last_rendered(self) -> str:
+        """The text of the line rendered last, without its newline: inside a
+        :meth:`record_answer` callback, the line the answer is for."""
+        return self._last_rendered[:-1].decode("utf-8")
 
     async def record(self, event: str, **fields: Any) -> AuditRef | None:
         """Append one line; return its (``seq``, digest) once the durability policy is met
@@ -581,7 +594,13 @@ class AuditLog:
                     return
                 await self.recover()
                 continue
-            await self._wakeup.wait()
+            tree = self.transparency
+            due = None if tree is None else tree.seconds_until_due()
+            if due is None:
+                await self._wakeup.wait()
+            else:  # leaves not yet signed: sign them when the interval is over
+                with trio.move_on_after(due):
+                    await self._wakeup.wait()
             self._wakeup = trio.Event()
             await self._flush_once()
             if self._closed and not self._batch.lines and not self._sealed:
@@ -594,6 +613,7 @@ class AuditLog:
     async def _flush_locked(self) -> None:
         self._seal_batch()
         if not self._sealed:
+            await self._sign_tree()
             return
         batches, self._sealed = self._sealed, []
         room, self._room = self._room, _Signal()
@@ -607,8 +627,16 @@ class AuditLog:
                 self._fail(error, batches[index:])
                 return
             self._commit(batch)
+        await self._sign_tree()
         if self._size - self._checkpointed >= self._checkpoint_every:
             await self._checkpoint()
+
+    async def _sign_tree(self) -> None:
+        """Sign a transparency checkpoint when one is due (at most one per interval)."""
+        tree = self.transparency
+        if tree is not None and tree.checkpoint_due():
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(tree.sign_if_due)
 
     def _write_batch(self, batch: _Batch, sync: bool) -> None:
         """(worker thread) Write one batch; on failure truncate back and re-raise."""
@@ -616,6 +644,7 @@ class AuditLog:
         batch.nbytes = len(data)
         if batch.archive is not None:
             self._write_next_file(batch.archive, data)
+            self._into_tree(batch.lines)
             return
         fd = self._fd
         if fd is None:
@@ -628,6 +657,14 @@ class AuditLog:
         except OSError:
             self._truncated += _truncate_back(fd, self._size)
             raise
+        self._into_tree(batch.lines)
+
+    def _into_tree(self, lines: list[bytes]) -> None:
+        """(worker thread) Durable lines become leaves, in the same group commit; a tile
+        that cannot be written degrades the transparency log, never the audit log."""
+        tree = self.transparency
+        if tree is not None:
+            tree.commit([line[:-1] for line in lines])
 
     def _write_next_file(self, archive: Path, data: bytes) -> None:
         """(worker thread) Rotation: the next file is written and fsync-ed whole, then
@@ -765,6 +802,7 @@ class AuditLog:
         except OSError:
             self._truncated += _truncate_back(fd, self._size)
             raise
+        self._into_tree([line])
         return removed
 
     def _append_now(self, event: str, fields: Mapping[str, Any]) -> None:
@@ -819,6 +857,10 @@ class AuditLog:
         async with self._flush_lock:
             while (self._batch.lines or self._sealed) and self._outage is None:
                 await self._flush_locked()
+            tree = self.transparency
+            if tree is not None and self._outage is None:  # the last lines get signed too
+                with trio.CancelScope(shield=True):
+                    await trio.to_thread.run_sync(tree.sign_if_due, math.inf)
             if self._outage is None and self._fd is not None:
                 try:
                     await trio.to_thread.run_sync(self._ops.fsync, self._fd)

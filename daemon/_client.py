@@ -115,6 +115,10 @@ class SubmitResult:
     result: dict[str, Any]
     seq: int | None = None
     line_digest: str | None = None
+    #: The line's leaf index in the transparency log (``seq - 1``) and its exact text, or
+    #: ``None`` when the daemon keeps no transparency log (``docs/spec/transparency.md §10.1``).
+    log_index: int | None = None
+    audit_line: str | None = None
 
     @property
     def outcome(self) -> str:
@@ -133,6 +137,7 @@ class SubmitResult:
             **self.result,
             "seq": self.seq,
             "line_digest": self.line_digest,
+            "log_index": self.log_index,
         }
 
 
@@ -251,6 +256,8 @@ class Client:
                 response.result,
                 response.seq,
                 response.line_digest,
+                response.log_index,
+                response.audit_line,
             )
 
     # -- the transparency log (docs/spec/transparency.md §10)

@@ -2,9 +2,9 @@
 
 Rules (the contract):
 
-1. Three tables: ``[server]``, ``[audit]``, ``[sessions.<name>]``. Unknown tables or keys are
-   refused (:class:`ConfigError`), and so are values of the wrong type (booleans are not
-   numbers). Every key is optional except each session's ``mechanisms``.
+1. Four tables: ``[server]``, ``[audit]``, ``[transparency]``, ``[sessions.<name>]``.
+   Unknown tables or keys are refused (:class:`ConfigError`), and so are values of the wrong
+   type (booleans are not numbers). Every key is optional except each session's ``mechanisms``.
 2. ``[server]``: ``listen = "HOST:PORT"`` (empty string: no TCP), ``socket = "PATH"`` (empty:
    none), ``socket_group`` (a group name or number: the socket is then mode 0660 for that
    group; empty: 0600), and the :class:`ServerConfig` limits of the same names (times in
@@ -14,6 +14,9 @@ Rules (the contract):
    (``block`` | ``drop``), ``max_pending``, ``rotate_bytes`` (0: never rotate). A relative
    path is relative to the config file's directory (to the working directory for the
    embedded default).
+3a. ``[transparency]`` (optional; present means on): ``key_file`` (required), ``origin``,
+   ``directory``, ``checkpoint_interval`` (seconds), ``entry_bundles``
+   (``docs/spec/transparency.md §6``); relative paths resolve like ``[audit] path``.
 4. ``[sessions.<name>]``: ``mechanisms`` (names from :data:`MECHANISM_FACTORIES`),
    ``max_evidence_items``, ``max_evidence_bytes`` (declared bounds, clamped to what the
    mechanisms accept and checked on declared sizes before reading; :mod:`daemon._hosting`),
@@ -43,6 +46,7 @@ import attrs
 from session import BytesDigestMechanism, VerificationMechanism, read_capped
 
 from ._hosting import DEFAULT_PORT, HostedSession, ServerConfig
+from ._transparency import TransparencyConfig
 
 
 class ConfigError(ValueError):
@@ -180,7 +184,7 @@ def parse_config(text: str, *, base: Path, source: str) -> DaemonConfig:
         raise ConfigError(f"{source}: not TOML: {error}") from None
     except RecursionError:  # tomllib recurses once per nested array or inline table
         raise ConfigError(f"{source}: not TOML: arrays or tables nested too deep") from None
-    _check_keys(data, {"server", "audit", "sessions"}, source)
+    _check_keys(data, {"server", "audit", "transparency", "sessions"}, source)
     server_table = data.get("server", {})
     audit_table = data.get("audit", {})
     sessions_table = data.get("sessions", {})
@@ -229,6 +233,8 @@ def parse_config(text: str, *, base: Path, source: str) -> DaemonConfig:
         options["audit_rotate_bytes"] = _typed(
             audit_table["rotate_bytes"], int, "audit.rotate_bytes"
         )
+    if "transparency" in data:
+        options["transparency"] = _transparency(data["transparency"], base, source)
     try:
         server = ServerConfig(**options)
     except ValueError as error:
@@ -275,6 +281,37 @@ def parse_config(text: str, *, base: Path, source: str) -> DaemonConfig:
     if not specs:
         raise ConfigError(f"{source}: no [sessions.<name>] table")
     return DaemonConfig(server, tuple(specs), source)
+
+
+def _transparency(table: Any, base: Path, source: str) -> TransparencyConfig:
+    where = f"{source} [transparency]"
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where} must be a table")
+    _check_keys(
+        table, {"key_file", "origin", "directory", "checkpoint_interval", "entry_bundles"}, where
+    )
+    if "key_file" not in table:
+        raise ConfigError(f"{where}: key_file is required (evidenced log keygen --out FILE)")
+    key_file = _typed(table["key_file"], str, "transparency.key_file")
+    origin = table.get("origin")
+    directory = table.get("directory")
+    interval = table.get("checkpoint_interval", 1.0)
+    if type(interval) is int:
+        interval = float(interval)
+    try:
+        return TransparencyConfig(
+            key_file=str(base / key_file),
+            origin=None if origin is None else _typed(origin, str, "transparency.origin"),
+            directory=None
+            if directory is None
+            else str(base / _typed(directory, str, "transparency.directory")),
+            checkpoint_interval=_typed(interval, float, "transparency.checkpoint_interval"),
+            entry_bundles=_typed(
+                table.get("entry_bundles", False), bool, "transparency.entry_bundles"
+            ),
+        )
+    except ValueError as error:
+        raise ConfigError(f"{where}: {error}") from None
 
 
 def default_config_text() -> str:

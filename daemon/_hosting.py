@@ -34,6 +34,7 @@ from session import EvidenceBounds, EvidenceStore, VerificationMechanism, Verifi
 
 from ._audit import Durability, Overflow
 from ._protocol import DEFAULT_MAX_FRAME_BYTES, DEFAULT_MAX_HEADER_BYTES, DEFAULT_MAX_ITEMS
+from ._transparency import TransparencyConfig
 
 DEFAULT_PORT: Final = 7433
 
@@ -127,6 +128,8 @@ class ServerConfig:
     audit_overflow: str = "block"
     audit_max_pending: int = 4096
     audit_rotate_bytes: int = 0
+    #: The transparency log (``docs/spec/transparency.md §6``); ``None``: not kept.
+    transparency: TransparencyConfig | None = None
     idle_timeout: float = 30.0
     pre_hello_timeout: float = 5.0
     request_deadline: float = 30.0

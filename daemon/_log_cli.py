@@ -278,10 +278,36 @@ def run_monitor(
     return (EXIT_INVALID if alarm else EXIT_OK), summary
 
 
+class _Unreachable(Exception):
+    """The daemon cannot be reached (exit 69)."""
+
+
 def _remote_source(
     args: argparse.Namespace,
 ) -> tuple[Callable[[], bytes], Callable[[int, int], list[bytes]]]:
-    raise _Refused("monitoring a daemon needs the checkpoint requests of the protocol")
+    from ._client import ClientError, SyncClient, TransportError
+    from ._config import ConfigError, parse_address
+
+    if args.socket:
+        client = SyncClient(unix=args.socket, request_timeout=args.timeout)
+    else:
+        try:
+            client = SyncClient(tcp=parse_address(args.connect), request_timeout=args.timeout)
+        except ConfigError as error:
+            raise _Refused(str(error)) from None
+
+    def fetch() -> bytes:
+        try:
+            return client.checkpoint()
+        except TransportError as error:
+            raise _Unreachable(str(error)) from None
+        except ClientError as error:
+            raise _Refused(f"the daemon refused the checkpoint request: {error}") from None
+
+    def prove(old: int, new: int) -> list[bytes]:
+        return client.consistency_proof(old, new)
+
+    return fetch, prove
 
 
 def _monitor(args: argparse.Namespace) -> int:
@@ -316,6 +342,9 @@ def _wrap(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Na
         except _Refused as error:
             _say(str(error))
             return EXIT_REJECTED
+        except _Unreachable as error:
+            _say(str(error))
+            return EXIT_UNREACHABLE
         except (NoteError, CheckpointError) as error:
             _say(f"{error.code}: {error}")
             return EXIT_REJECTED

@@ -442,7 +442,12 @@ class Decision:
     the key of its audit line; ``seq`` and ``line_digest`` are that line's place in the hash
     chain (``seq:line_digest`` is an anchor for ``audit verify``). Both are ``None`` only when
     the line was dropped by the ``drop`` overflow policy; a header without the two keys (an
-    older server) is read as both ``None``."""
+    older server) is read as both ``None``.
+
+    ``log_index`` (``seq - 1``) and ``audit_line`` (the line's exact text, without its
+    newline) place the line in the transparency log's tree (``docs/spec/transparency.md
+    §10.1``): both ``None`` when the daemon keeps no transparency log or the line was
+    dropped; a header without the two keys is read as both ``None``."""
 
     KIND: ClassVar[str] = "decision"
     request_id: int
@@ -451,6 +456,8 @@ class Decision:
     result: dict[str, Any]
     seq: int | None = None
     line_digest: str | None = None
+    log_index: int | None = None
+    audit_line: str | None = None
 
     def to_header(self) -> dict[str, Any]:
         return {
@@ -461,14 +468,18 @@ class Decision:
             "result": self.result,
             "seq": self.seq,
             "line_digest": self.line_digest,
+            "log_index": self.log_index,
+            "audit_line": self.audit_line,
         }
 
     @classmethod
     def from_header(cls, header: Mapping[str, Any]) -> Decision:
+        allowed = _DECISION_KEYS
         if "seq" in header or "line_digest" in header:
-            _exact_keys(header, _DECISION_KEYS | {"seq", "line_digest"})
-        else:
-            _exact_keys(header, _DECISION_KEYS)
+            allowed = allowed | {"seq", "line_digest"}
+        if "log_index" in header or "audit_line" in header:
+            allowed = allowed | {"log_index", "audit_line"}
+        _exact_keys(header, allowed)
         seq, line_digest = header.get("seq"), header.get("line_digest")
         if (seq is None) != (line_digest is None) or (
             seq is not None
@@ -483,6 +494,20 @@ class Decision:
                 ErrorCode.HEADER_INVALID,
                 "seq and line_digest must both be null, or a positive integer and sha256:<64 hex>",
             )
+        log_index, audit_line = header.get("log_index"), header.get("audit_line")
+        if (log_index is None) != (audit_line is None) or (
+            log_index is not None
+            and (
+                type(log_index) is not int
+                or type(audit_line) is not str
+                or seq is None
+                or log_index != seq - 1
+            )
+        ):
+            raise ProtocolError(
+                ErrorCode.HEADER_INVALID,
+                "log_index and audit_line must both be null, or seq - 1 and the line's text",
+            )
         return cls(
             _exact_int(header, "request_id"),
             _exact_str(header, "decision_id"),
@@ -490,6 +515,8 @@ class Decision:
             _exact_dict(header, "result"),
             seq,
             line_digest,
+            log_index,
+            audit_line,
         )
 
 

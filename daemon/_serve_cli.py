@@ -39,6 +39,7 @@ import argparse
 import gc
 import json
 import math
+import os
 import sys
 from pathlib import Path
 from typing import Any, Final
@@ -58,6 +59,7 @@ from ._audit import (
     verify_log,
 )
 from ._client import (
+    Client,
     ClientError,
     ClientTimeout,
     RejectedError,
@@ -68,8 +70,10 @@ from ._client import (
     open_client,
 )
 from ._config import ConfigError, load_config, parse_address
+from ._receipts import ReceiptUnavailable, fetch_receipt
 from ._report_cli import add_report_command
 from ._server import DEFAULT_PORT, Server
+from .tlog import encode_receipt
 
 EXIT_PASS: Final = 0
 EXIT_FAIL: Final = 1
@@ -199,8 +203,15 @@ def _serve(args: argparse.Namespace) -> int:
                     "audit_log": server_config.audit_path,
                     "sessions": sorted(server.sessions),
                     "skipped": skipped,
+                    "transparency": _transparency_summary(server),
                 }
             )
+            if server.transparency is not None:
+                _say(
+                    f"transparency log {server.transparency.directory}: origin"
+                    f" {server.transparency.origin}, verifier key"
+                    f" {server.transparency.signer.verifier().encode()}"
+                )
             where = server.unix_path or (
                 f"{server.tcp_address[0]}:{server.tcp_address[1]}" if server.tcp_address else "?"
             )
@@ -232,6 +243,18 @@ def _serve(args: argparse.Namespace) -> int:
         return EXIT_INTERNAL
     _say("stopped; audit log flushed")
     return EXIT_PASS
+
+
+def _transparency_summary(server: Server) -> dict[str, Any] | None:
+    tree = server.transparency
+    if tree is None:
+        return None
+    return {
+        "origin": tree.origin,
+        "verifier_key": tree.signer.verifier().encode(),
+        "directory": str(tree.directory),
+        "checkpoint_size": None if tree.checkpoint is None else tree.checkpoint.size,
+    }
 
 
 def _tune_collector() -> None:
@@ -310,24 +333,43 @@ def _submit(args: argparse.Namespace) -> int:
             return EXIT_REJECTED
         binding_wire = loaded
 
+    log_key = None
+    if args.receipt and args.key:
+        from ._log_cli import read_verifier_key
+
+        try:
+            log_key = read_verifier_key(args.key)
+        except Exception as error:  # _Refused: an unreadable or malformed key
+            _say(str(error))
+            return EXIT_REJECTED
+    receipt: dict[str, Any] = {}
+
     async def main() -> SubmitResult:
         async with open_client(
             **target, connect_timeout=args.timeout, request_timeout=args.timeout
         ) as client:
-            wire = binding_wire
-            if wire is None:
-                sessions = {item["name"]: item for item in await client.list_sessions()}
-                session = sessions.get(args.session)
-                if session is None:
-                    raise _Usage(
-                        f"the server hosts no session {args.session!r} "
-                        f"(it hosts {sorted(sessions)})"
-                    )
-                mechanisms = session["mechanisms"]
-                if len(mechanisms) != 1:
-                    raise _Usage("the session hosts several mechanisms; pass --binding FILE")
-                wire = _honest_binding(mechanisms[0], files).to_dict()
-            return await client.submit(args.session, wire, files)
+            result = await submit_once(client)
+            if args.receipt:
+                try:
+                    receipt.update(await fetch_receipt(client, result, log_key=log_key))
+                except ReceiptUnavailable as error:
+                    receipt["error"] = str(error)
+            return result
+
+    async def submit_once(client: Client) -> SubmitResult:
+        wire = binding_wire
+        if wire is None:
+            sessions = {item["name"]: item for item in await client.list_sessions()}
+            session = sessions.get(args.session)
+            if session is None:
+                raise _Usage(
+                    f"the server hosts no session {args.session!r} (it hosts {sorted(sessions)})"
+                )
+            mechanisms = session["mechanisms"]
+            if len(mechanisms) != 1:
+                raise _Usage("the session hosts several mechanisms; pass --binding FILE")
+            wire = _honest_binding(mechanisms[0], files).to_dict()
+        return await client.submit(args.session, wire, files)
 
     try:
         result = trio.run(main)
@@ -343,6 +385,15 @@ def _submit(args: argparse.Namespace) -> int:
     outcome = result.outcome
     details = result.result.get("details") or ""
     _say(f"{outcome}{': ' + details if details else ''} (decision {result.decision_id})")
+    if args.receipt:
+        if "error" in receipt:
+            _say(f"no receipt: {receipt['error']}")
+            return EXIT_INTERNAL
+        target_file = Path(args.receipt)
+        temporary = target_file.with_name(f".{target_file.name}.tmp-{os.getpid()}")
+        temporary.write_bytes(encode_receipt(receipt))
+        os.replace(temporary, target_file)
+        _say(f"receipt for log index {receipt['log_index']} written to {target_file}")
     return _OUTCOME_EXIT.get(outcome, EXIT_INTERNAL)
 
 
@@ -494,6 +545,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     submit.add_argument("--binding", metavar="FILE", help="bound proposition JSON (to_dict form)")
     submit.add_argument("--timeout", type=_positive_seconds, default=60.0, metavar="SECONDS")
     submit.add_argument("files", nargs="+", metavar="FILE", help="evidence items, in order")
+    submit.add_argument(
+        "--receipt", metavar="FILE", help="save a transparency-log receipt of the decision"
+    )
+    submit.add_argument("--key", metavar="VKEY", help="verify the receipt under this log key")
     submit.set_defaults(handler=_wrap(_submit))
 
     for name, help_text in (("sessions", "list hosted sessions"), ("health", "server health")):

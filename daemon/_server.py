@@ -70,6 +70,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, Final
 
 import attrs
@@ -82,7 +83,7 @@ from session import (
     VerificationSession,
 )
 
-from ._audit import AuditLog, AuditLogError, AuditRef
+from ._audit import AuditLog, AuditLogError, AuditRef, Durability
 from ._binding import BindingWireError, binding_from_wire
 from ._echo import bounded_message, echo
 from ._evaluation import DEADLINE_DETAILS, WORKER_FAILED_DETAILS, Evaluator, worker_job_handler
@@ -109,8 +110,9 @@ from ._protocol import (
     encode_header,
 )
 from ._resources import connection_capacity, raise_descriptor_limit, trim_heap
-from ._transparency import RequestRefused, TransparencyRequest
+from ._transparency import RequestRefused, TransparencyRequest, open_transparency
 from ._transparency import answer as transparency_answer
+from ._transparency import status as transparency_status
 from ._version import __version__
 from ._workers import WorkerPool
 from .tlog import TransparencyLog
@@ -257,6 +259,7 @@ class Server:
                 key: self.counters[f"outcome:{key}"] for key in ("PASS", "FAIL", "UNKNOWN")
             },
             "audit": self.audit.status() if self.audit is not None else None,
+            "transparency": transparency_status(self.transparency),
         }
 
     def limits(self) -> dict[str, Any]:
@@ -292,6 +295,18 @@ class Server:
             rotate_bytes=config.audit_rotate_bytes,
         )
         self.audit = audit
+        if config.transparency is not None:
+            try:
+                self.transparency = open_transparency(
+                    config.transparency,
+                    Path(config.audit_path),
+                    audit.durable.seq,
+                    sync=audit.durability is Durability.FSYNC,
+                )
+            except BaseException:
+                audit.close_sync()
+                raise
+            audit.transparency = self.transparency
         pool = WorkerPool(
             workers,
             worker_job_handler(self.sessions),
@@ -838,6 +853,11 @@ class Server:
             if not isinstance(codes, list) or any(type(c) is not str for c in codes):
                 codes = []
 
+            audit = self.audit
+            assert audit is not None
+            writer = audit
+            in_tree = self.transparency is not None
+
             def answer(line: AuditRef | None) -> bytes:
                 # Encoded once, right after the line is rendered and before it is written:
                 # an unencodable decision is withdrawn from the log (ValueError below).
@@ -849,11 +869,12 @@ class Server:
                         wire_result,
                         None if line is None else line.seq,
                         None if line is None else line.line_digest,
+                        # the transparency log's leaf (docs/spec/transparency.md §10.1)
+                        None if line is None or not in_tree else line.seq - 1,
+                        None if line is None or not in_tree else writer.last_rendered,
                     )
                 )
 
-            audit = self.audit
-            assert audit is not None
             try:
                 _, frame = await audit.record_answer(
                     "decision",

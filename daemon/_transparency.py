@@ -28,6 +28,7 @@ from typing import Any, Final
 
 import attrs
 
+from ._audit import AuditLogError
 from ._protocol import (
     CheckpointNote,
     CheckpointRequest,
@@ -56,8 +57,9 @@ _TAIL_CHUNK: Final = 1 << 16
 _TAIL_LIMIT: Final = 100_000
 
 
-class TransparencyStartError(Exception):
-    """The transparency log cannot start; the message says why and what to do."""
+class TransparencyStartError(AuditLogError):
+    """The transparency log cannot start; the message says why and what to do (the daemon
+    refuses to start, as for a broken audit log)."""
 
 
 @attrs.frozen
