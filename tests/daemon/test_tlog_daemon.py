@@ -78,14 +78,16 @@ async def submit(client: Any, payload: bytes) -> Any:
 async def test_answers_carry_the_leaf_and_receipts_verify_offline(
     short_dir: Path, signer: SignerKey
 ) -> None:
-    async with open_server(sessions(), **options(short_dir)):
-        async with open_client(unix=str(short_dir / "sock")) as client:
-            results = [await submit(client, b"item %d" % i) for i in range(5)]
-            for result in results:
-                assert result.log_index == result.seq - 1
-                assert result.audit_line is not None
-                assert json.loads(result.audit_line)["decision_id"] == result.decision_id
-            receipt = await fetch_receipt(client, results[2], log_key=signer.verifier())
+    async with (
+        open_server(sessions(), **options(short_dir)),
+        open_client(unix=str(short_dir / "sock")) as client,
+    ):
+        results = [await submit(client, b"item %d" % i) for i in range(5)]
+        for result in results:
+            assert result.log_index == result.seq - 1
+            assert result.audit_line is not None
+            assert json.loads(result.audit_line)["decision_id"] == result.decision_id
+        receipt = await fetch_receipt(client, results[2], log_key=signer.verifier())
     report = verify_receipt(encode_receipt(receipt), signer.verifier())
     assert report.verified and report.log_index == results[2].log_index
     # the line in the receipt is byte for byte the line on disk
@@ -96,24 +98,26 @@ async def test_answers_carry_the_leaf_and_receipts_verify_offline(
 async def test_proofs_over_the_wire_verify_and_out_of_range_is_refused(
     short_dir: Path, signer: SignerKey
 ) -> None:
-    async with open_server(sessions(), **options(short_dir)):
-        async with open_client(unix=str(short_dir / "sock")) as client:
-            await submit(client, b"first")
-            await trio.sleep(0.2)
-            first = peek_checkpoint(await client.checkpoint())
-            assert first.size >= 2  # daemon_start and the first decision
-            for i in range(20):
-                await submit(client, b"more %d" % i)
-            await trio.sleep(0.2)
-            note = await client.checkpoint()
-            signed = open_checkpoint(note, signer.verifier()).checkpoint
-            assert signed.size > first.size
-            proof = await client.consistency_proof(first.size, signed.size)
-            assert verify_consistency(first.size, signed.size, proof, first.root, signed.root)
-            lines = (short_dir / "audit.jsonl").read_bytes().split(b"\n")
-            index = signed.size - 1
-            proof = await client.inclusion_proof(index, signed.size)
-            assert verify_inclusion(leaf_hash(lines[index]), index, signed.size, proof, signed.root)
+    async with (
+        open_server(sessions(), **options(short_dir)),
+        open_client(unix=str(short_dir / "sock")) as client,
+    ):
+        await submit(client, b"first")
+        await trio.sleep(0.2)
+        first = peek_checkpoint(await client.checkpoint())
+        assert first.size >= 2  # daemon_start and the first decision
+        for i in range(20):
+            await submit(client, b"more %d" % i)
+        await trio.sleep(0.2)
+        note = await client.checkpoint()
+        signed = open_checkpoint(note, signer.verifier()).checkpoint
+        assert signed.size > first.size
+        proof = await client.consistency_proof(first.size, signed.size)
+        assert verify_consistency(first.size, signed.size, proof, first.root, signed.root)
+        lines = (short_dir / "audit.jsonl").read_bytes().split(b"\n")
+        index = signed.size - 1
+        proof = await client.inclusion_proof(index, signed.size)
+        assert verify_inclusion(leaf_hash(lines[index]), index, signed.size, proof, signed.root)
         for method, args in (
             ("inclusion_proof", (signed.size + 5, signed.size + 6)),
             ("inclusion_proof", (3, 3)),
@@ -130,10 +134,12 @@ async def test_restart_continues_the_tree_and_verify_checks_everything(
     short_dir: Path, signer: SignerKey, capsys: pytest.CaptureFixture[str]
 ) -> None:
     for run in range(2):
-        async with open_server(sessions(), **options(short_dir)):
-            async with open_client(unix=str(short_dir / "sock")) as client:
-                for i in range(300):
-                    await submit(client, b"run %d item %d" % (run, i))
+        async with (
+            open_server(sessions(), **options(short_dir)),
+            open_client(unix=str(short_dir / "sock")) as client,
+        ):
+            for i in range(300):
+                await submit(client, b"run %d item %d" % (run, i))
         if run == 0:
             kept = (short_dir / "audit.jsonl.tlog" / "checkpoint").read_bytes()
     (short_dir / "old.checkpoint").write_bytes(kept)
@@ -161,9 +167,11 @@ async def test_restart_continues_the_tree_and_verify_checks_everything(
 
 
 async def test_health_reports_the_transparency_log(short_dir: Path, signer: SignerKey) -> None:
-    async with open_server(sessions(), **options(short_dir)):
-        async with open_client(unix=str(short_dir / "sock")) as client:
-            health = await client.health()
+    async with (
+        open_server(sessions(), **options(short_dir)),
+        open_client(unix=str(short_dir / "sock")) as client,
+    ):
+        health = await client.health()
     tree = health["transparency"]
     assert tree["origin"] == ORIGIN
     assert tree["verifier_key"] == signer.verifier().encode()
@@ -189,10 +197,12 @@ async def test_checkpoint_by_another_key_refuses_start(short_dir: Path, signer: 
 async def test_log_cut_back_below_the_checkpoint_refuses_start(
     short_dir: Path, signer: SignerKey
 ) -> None:
-    async with open_server(sessions(), **options(short_dir)):
-        async with open_client(unix=str(short_dir / "sock")) as client:
-            for i in range(10):
-                await submit(client, b"x %d" % i)
+    async with (
+        open_server(sessions(), **options(short_dir)),
+        open_client(unix=str(short_dir / "sock")) as client,
+    ):
+        for i in range(10):
+            await submit(client, b"x %d" % i)
     log = short_dir / "audit.jsonl"
     lines = log.read_bytes().split(b"\n")
     log.write_bytes(b"\n".join(lines[:5]) + b"\n")
