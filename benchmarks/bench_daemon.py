@@ -10,7 +10,9 @@ spread min-max). Then the daemon's CPU per decision at c=64 as a ratio to the in
 per decision (fresh store + session + evaluate, as the server does), measured in interleaved
 rounds (benchmarks/_harness.py): a true floor, the daemon does that work and more. Then the
 in-process decision time, and the daemon's peak RSS (VmHWM) after 64 concurrent maximum-size
-submissions. Never asserts on time.
+submissions. Then durable c=64 with the transparency log on (tiles in the group commit, a
+checkpoint signed at most every second) against the same daemon without it, both running,
+in interleaved rounds: a ratio of time per decision. Never asserts on time.
 
 Usage: ``python benchmarks/bench_daemon.py [--quick] [--json PATH]``.
 """
@@ -21,6 +23,7 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -34,6 +37,7 @@ import trio
 from _harness import Report, at_least, at_most, below, main
 
 from daemon import open_client
+from daemon.tlog import SignerKey, write_key_file
 from mechanism.formation import (
     PROFILE_DIGEST,
     SUBJECT_SCHEMA,
@@ -91,17 +95,30 @@ def large_binding(subject: bytes, certificate: bytes, digest: str) -> BoundPropo
     )
 
 
-def start_daemon(directory: Path, durability: str) -> tuple[subprocess.Popen[str], str]:
-    sock = directory / f"{durability}.sock"
-    config = directory / f"{durability}.toml"
-    audit = directory / f"{durability}.jsonl"
+def start_daemon(
+    directory: Path, durability: str, *, tree: bool = False
+) -> tuple[subprocess.Popen[str], str]:
+    """A daemon on a fresh audit log; ``tree``: with the transparency log (tiles, a
+    checkpoint signed at most every second: docs/spec/transparency.md §6.2)."""
+    name = durability + ("-tree" if tree else "")
+    sock = directory / f"{name}.sock"
+    config = directory / f"{name}.toml"
+    audit = directory / f"{name}.jsonl"
     if audit.exists():  # a fresh chain: the log and its head sidecar (docs/audit-log.md §7)
         audit.unlink()
         audit.with_name(audit.name + ".head").unlink(missing_ok=True)
+    transparency = ""
+    if tree:
+        shutil.rmtree(audit.with_name(audit.name + ".tlog"), ignore_errors=True)
+        key = directory / f"{name}.key"
+        key.unlink(missing_ok=True)
+        write_key_file(key, SignerKey.generate("bench.example/evidenced"))
+        transparency = f'[transparency]\nkey_file = "{key}"\norigin = "bench.example/evidenced"\n'
     config.write_text(
         f'[server]\nlisten = ""\nsocket = "{sock}"\nmax_in_flight = 512\n'
         f'[audit]\npath = "{audit}"\ndurability = "{durability}"\n'
-        '[sessions.formation]\nmechanisms = ["formation"]\n'
+        + transparency
+        + '[sessions.formation]\nmechanisms = ["formation"]\n'
         "max_evidence_items = 2\nmax_evidence_bytes = 524288\n"
     )
     process = subprocess.Popen(
@@ -264,6 +281,32 @@ async def rss_probe(sock: str, binding: BoundProposition, items: list[bytes]) ->
             nursery.start_soon(one)
 
 
+def transparency_cost(
+    report: Report, directory: Path, binding: BoundProposition, items: list[bytes]
+) -> None:
+    """Durable c=64 with the transparency log on, as a ratio to the same daemon with it off,
+    both running, driven in interleaved rounds (the tree's goal: at most 10 % slower)."""
+    plain, plain_sock = start_daemon(directory, "fsync")
+    tree, tree_sock = start_daemon(directory, "fsync", tree=True)
+    total = 500 if QUICK else 1500
+    try:
+        for sock in (plain_sock, tree_sock):  # warm-up
+            trio.run(drive, sock, binding, items, 64, 200)
+        report.compare(
+            "minimal fsync c=64 with transparency log (time per decision)",
+            lambda: trio.run(drive, tree_sock, binding, items, 64, total),
+            lambda: trio.run(drive, plain_sock, binding, items, 64, total),
+            floor_name="the same daemon without it",
+            goal=at_most(1.10),
+            true_floor=False,
+            rounds=9,
+            max_seconds=90.0,
+        )
+    finally:
+        stop_daemon(plain)
+        stop_daemon(tree)
+
+
 def run(report: Report, args: argparse.Namespace) -> None:
     subject, certificate = atom_pair()
     small_items = [subject, certificate]
@@ -331,6 +374,7 @@ def run(report: Report, args: argparse.Namespace) -> None:
         report.time("in-process minimal decision", in_process(small, small_items),
                     goal=at_most(80e-6))  # fmt: skip
         report.time("in-process 2x256KiB decision", in_process(large, large_items))
+        transparency_cost(report, directory, small, small_items)
         process, sock = start_daemon(directory, "fsync")
         try:
             trio.run(rss_probe, sock, large, large_items)
