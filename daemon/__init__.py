@@ -5,12 +5,14 @@ Public API (everything else lives in private modules):
 * Host: :func:`serve` (run until shutdown), :func:`open_server` (async context manager),
   :class:`Server`, :class:`HostedSession`, :class:`ServerConfig`, :func:`default_sessions`,
   :func:`load_config`.
-* Client: :func:`open_client` (async), :class:`SyncClient`, :class:`SubmitResult` and the
-  exceptions :class:`ClientError`, :class:`TransportError`, :class:`ClientTimeout`,
+* Client: :func:`open_client` (async), :class:`SyncClient`, :class:`SubmitResult`,
+  :func:`fetch_receipt` (a decision's transparency-log receipt; :class:`ReceiptUnavailable`),
+  and the exceptions :class:`ClientError`, :class:`TransportError`, :class:`ClientTimeout`,
   :class:`RejectedError`, :class:`ServiceUnavailable`, :class:`ServerProtocolError`.
 * Audit: :class:`AuditLog`, :func:`verify_log`, :func:`tail`, :class:`VerifyReport`,
   :class:`AuditRef` (a line's ``seq`` and digest), :func:`parse_anchor`,
   :class:`AuditLogError`, :class:`AuditLogCorrupt`.
+* Transparency log: :mod:`daemon.tlog` (tree, tiles, signed notes, receipts, verification).
 * Protocol: the sans-IO codec, :mod:`daemon.protocol` (``docs/protocol.md``).
 """
 
@@ -40,6 +42,7 @@ from ._client import (
     open_client,
 )
 from ._config import ConfigError, DaemonConfig, default_sessions, load_config
+from ._receipts import ReceiptUnavailable, fetch_receipt
 from ._server import (
     DEADLINE_DETAILS,
     DEFAULT_PORT,
@@ -66,6 +69,7 @@ __all__ = [
     "Durability",
     "HostedSession",
     "Overflow",
+    "ReceiptUnavailable",
     "RejectedError",
     "Server",
     "ServerConfig",
@@ -76,6 +80,7 @@ __all__ = [
     "TransportError",
     "VerifyReport",
     "default_sessions",
+    "fetch_receipt",
     "load_config",
     "open_client",
     "open_server",

@@ -37,6 +37,11 @@ Rules (the contract):
    verifies only what came after it.
 8. :meth:`close` flushes, fsyncs, writes the sidecar and releases the file; it never raises
    for a write failure: :attr:`failure_reason` tells the caller the close was not clean.
+9. Transparency log (``docs/spec/transparency.md §6.2``): with :attr:`AuditLog.transparency`
+   attached, every line becomes a leaf right after it is durable, in the writer thread of
+   the same group commit (the outage-recovery line too); a checkpoint is signed after a
+   flush when one is due, when the interval of unsigned leaves runs out, and at
+   :meth:`close`. A tile that cannot be written degrades the transparency log only.
 """
 
 from __future__ import annotations
