@@ -11,8 +11,9 @@ Rules (the contract):
    GIL-holding mechanism never stalls the loop.
 3. Every evaluation is under the request deadline. A worker evaluation is cancelled at the
    deadline and its worker killed. An inline evaluation cannot be interrupted, so it is
-   measured: one that overran the deadline is answered as an overrun all the same, and one
-   that took longer than :data:`INLINE_BUDGET_NS` demotes its session to workers for
+   measured: one that overran the deadline (wall clock) is answered as an overrun all the
+   same, and one that used more than :data:`INLINE_BUDGET_NS` of CPU (the thread's CPU time,
+   so a busy machine preempting the loop demotes nothing) demotes its session to workers for
    :data:`DEMOTION_SECONDS` (an input that is slow in a small pair stalls the loop once, not
    again). Either way the bound on a stall is the budget, not the input.
 4. An overrun is the ``UNKNOWN`` decision :data:`DEADLINE_DETAILS`; a worker that died (killed
@@ -44,7 +45,7 @@ from ._workers import WorkerDied, WorkerJobError, WorkerPool
 
 DEADLINE_DETAILS: Final = "DAEMON_REQUEST_DEADLINE_EXCEEDED"
 WORKER_FAILED_DETAILS: Final = "DAEMON_EVALUATION_WORKER_FAILED"
-#: An inline evaluation longer than this demotes its session to worker processes.
+#: An inline evaluation using more CPU than this demotes its session to worker processes.
 INLINE_BUDGET_NS: Final = 20_000_000
 DEMOTION_SECONDS: Final = 60.0
 
@@ -129,9 +130,10 @@ class Evaluator:
         size = sum(len(item) for item in items)
         if self._inline_allowed(session, size):
             self.inline += 1
+            cpu_begin = time.thread_time_ns()
             evaluated = evaluate_pair(session, binding, items)
             elapsed = evaluated[1]
-            if elapsed > INLINE_BUDGET_NS:
+            if time.thread_time_ns() - cpu_begin > INLINE_BUDGET_NS:
                 self.demotions += 1
                 self._demoted_until[session.name] = time.monotonic() + DEMOTION_SECONDS
             if elapsed > self.deadline * 1e9:

@@ -460,6 +460,22 @@ class SleepsInline:
         return MechanismDecision(MechanismOutcome.PASS, "slept")
 
 
+class BurnsCpu:
+    """Computes for ``seconds`` of this thread's CPU time (on the event loop when inline)."""
+
+    mechanism_id = "test.burns"
+    mechanism_digest = sha(b"test.burns")
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def evaluate(self, binding: BoundProposition, evidence: Sequence[bytes]) -> MechanismDecision:
+        begin = time.thread_time()
+        while time.thread_time() - begin < self.seconds:
+            pass
+        return MechanismDecision(MechanismOutcome.PASS, "burnt")
+
+
 async def _health_latencies(path: str, count: int) -> list[float]:
     latencies = []
     async with open_client(unix=path) as client:
@@ -568,14 +584,17 @@ async def test_inline_evaluation_over_the_deadline_is_unknown(config: dict[str, 
         evaluation = (await client.health())["evaluation"]
     assert (decision.outcome, decision.result["details"]) == ("UNKNOWN", DEADLINE_DETAILS)
     assert evaluation["inline"] == 1 and evaluation["overruns"] == 1
+    # Waiting (as when a busy machine preempts the loop) costs no CPU: no demotion.
+    assert evaluation["demoted_sessions"] == []
 
 
 async def test_slow_small_pair_moves_its_session_off_the_event_loop(
     config: dict[str, Any],
 ) -> None:
-    """A small pair that is slow inline stalls the loop once; its session's next pairs are
-    evaluated in workers (the event loop stays free)."""
-    sleepy = SleepsInline(0.05)
+    """A small pair that costs much CPU inline stalls the loop once; its session's next pairs
+    are evaluated in workers (the event loop stays free). Being preempted is not costing CPU:
+    only the evaluation's own CPU time counts."""
+    sleepy = BurnsCpu(0.05)
     sessions = [HostedSession("sleepy", (sleepy,)), *bytes_sessions()]
     async with (
         open_server(sessions, **config) as server,
