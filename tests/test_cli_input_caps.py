@@ -14,27 +14,23 @@ import subprocess
 import sys
 from pathlib import Path
 
+import clirun
 import pytest
+import testdata
 
 from session import MAX_INPUT_FILE_BYTES, InputTooLarge, read_capped, read_prefix
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = testdata.REPO
 ZERO = "/dev/zero"
 CAP_TEXT = f"{MAX_INPUT_FILE_BYTES:,}-byte input cap"
-FORMATION = REPO / "fixtures" / "formation"
+FORMATION = testdata.fixture("formation", directory=True)
 
 pytestmark = pytest.mark.skipif(not os.path.exists(ZERO), reason="needs /dev/zero")
 
 
 def evidenced(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "daemon.cli", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        cwd=REPO,
-    )
+    """``evidenced ARGS`` in-process (``daemon.cli.main``), answered like ``subprocess.run``."""
+    return clirun.in_process_text(args)
 
 
 def assert_refused_naming_the_cap(completed: subprocess.CompletedProcess[str]) -> None:
@@ -100,7 +96,16 @@ def test_submit_of_an_endless_file_is_refused_before_connecting() -> None:
 
 
 def test_serve_with_an_endless_config_file_is_refused() -> None:
-    assert_refused_naming_the_cap(evidenced("serve", "--config", ZERO))
+    """As a real process: ``serve`` is the one command here that owns the process."""
+    completed = subprocess.run(
+        [sys.executable, "-m", "daemon.cli", "serve", "--config", ZERO],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=REPO,
+    )
+    assert_refused_naming_the_cap(completed)
 
 
 def test_catalog_plan_of_an_endless_analysis_is_refused() -> None:

@@ -15,6 +15,8 @@ Rules:
   (``returncode``, ``stdout``, ``stderr``), so a test written against a subprocess reads the
   same. Neither interprets the output; :meth:`CliResult.document` parses stdout as the one JSON
   document (``None`` when stdout is empty) and :attr:`CliResult.err` is stderr as text.
+* :func:`in_process_text` is :func:`in_process` for tests written against
+  ``subprocess.run(..., text=True)``: it returns that very type, decoded as UTF-8.
 """
 
 from __future__ import annotations
@@ -80,3 +82,10 @@ def subprocess_run(
         cwd=cwd,
     )
     return CliResult(completed.returncode, completed.stdout, completed.stderr)
+
+
+def in_process_text(argv: Sequence[str | Path]) -> subprocess.CompletedProcess[str]:
+    """:func:`in_process`, answered as ``subprocess.run(..., text=True)`` would answer."""
+    result = in_process(argv)
+    args = ["evidenced", *map(str, argv)]
+    return subprocess.CompletedProcess(args, result.returncode, result.stdout.decode(), result.err)

@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
+import clirun
 import pytest
 
 import catalog
@@ -22,12 +21,7 @@ CHECKER = "component:artifact-network-typed-formation-checker"
 
 
 def run(*args: str) -> tuple[int, Any, str]:
-    completed = subprocess.run(
-        [sys.executable, "-m", "daemon.cli", "catalog", *args],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    completed = clirun.in_process_text(["catalog", *args])  # tests/catalog/test_cli.py: process
     assert "Traceback" not in completed.stderr
     document = json.loads(completed.stdout) if completed.stdout.strip() else None
     return completed.returncode, document, completed.stderr
