@@ -208,3 +208,44 @@ async def test_log_cut_back_below_the_checkpoint_refuses_start(
     log.write_bytes(b"\n".join(lines[:5]) + b"\n")
     (short_dir / "audit.jsonl.head").unlink(missing_ok=True)
     assert "LOG_CUT_BACK" in await start_refused(short_dir)
+
+
+async def test_entry_bundles_are_written_and_verified(short_dir: Path, signer: SignerKey) -> None:
+    async with (
+        open_server(sessions(), **options(short_dir, entry_bundles=True)),
+        open_client(unix=str(short_dir / "sock")) as client,
+    ):
+        for i in range(300):
+            await submit(client, b"bundled %d" % i)
+    bundles = short_dir / "audit.jsonl.tlog" / "tile" / "entries"
+    assert (bundles / "000").is_file()
+    report = verify_directory(
+        short_dir / "audit.jsonl.tlog", [short_dir / "audit.jsonl"], signer.verifier()
+    )
+    assert report.verified and report.tiles_checked >= 3, report
+
+
+async def test_tile_write_failure_degrades_the_tree_not_the_decisions(
+    short_dir: Path, signer: SignerKey
+) -> None:
+    # A directory where the first full tile must go: its rename fails.
+    (short_dir / "audit.jsonl.tlog" / "tile" / "0" / "000").mkdir(parents=True)
+    async with (
+        open_server(sessions(), **options(short_dir)),
+        open_client(unix=str(short_dir / "sock")) as client,
+    ):
+        for i in range(300):
+            result = await submit(client, b"degraded %d" % i)
+            assert result.outcome == "PASS"
+        health = await client.health()
+        stuck = peek_checkpoint(await client.checkpoint()).size
+    assert health["transparency"]["failed"] is not None
+    assert health["status"] == "serving"  # the audit log is fine
+    assert stuck < 256
+    (short_dir / "audit.jsonl.tlog" / "tile" / "0" / "000").rmdir()
+    async with open_server(sessions(), **options(short_dir)):  # the next start repairs
+        pass
+    report = verify_directory(
+        short_dir / "audit.jsonl.tlog", [short_dir / "audit.jsonl"], signer.verifier()
+    )
+    assert report.verified and report.checkpoint_size == report.lines, report
