@@ -45,11 +45,12 @@ def signer(short_dir: Path) -> SignerKey:
     return key
 
 
-def options(short_dir: Path, **transparency: Any) -> dict[str, Any]:
+def options(short_dir: Path, durability: str = "fsync", **transparency: Any) -> dict[str, Any]:
     return {
         "tcp": None,
         "unix": str(short_dir / "sock"),
         "audit_path": str(short_dir / "audit.jsonl"),
+        "audit_durability": durability,
         "transparency": TransparencyConfig(
             key_file=str(short_dir / "log.key"),
             origin=ORIGIN,
@@ -135,10 +136,10 @@ async def test_restart_continues_the_tree_and_verify_checks_everything(
 ) -> None:
     for run in range(2):
         async with (
-            open_server(sessions(), **options(short_dir)),
+            open_server(sessions(), **options(short_dir, "write")),
             open_client(unix=str(short_dir / "sock")) as client,
         ):
-            for i in range(300):
+            for i in range(150):
                 await submit(client, b"run %d item %d" % (run, i))
         if run == 0:
             kept = (short_dir / "audit.jsonl.tlog" / "checkpoint").read_bytes()
@@ -212,7 +213,7 @@ async def test_log_cut_back_below_the_checkpoint_refuses_start(
 
 async def test_entry_bundles_are_written_and_verified(short_dir: Path, signer: SignerKey) -> None:
     async with (
-        open_server(sessions(), **options(short_dir, entry_bundles=True)),
+        open_server(sessions(), **options(short_dir, "write", entry_bundles=True)),
         open_client(unix=str(short_dir / "sock")) as client,
     ):
         for i in range(300):
@@ -231,7 +232,7 @@ async def test_tile_write_failure_degrades_the_tree_not_the_decisions(
     # A directory where the first full tile must go: its rename fails.
     (short_dir / "audit.jsonl.tlog" / "tile" / "0" / "000").mkdir(parents=True)
     async with (
-        open_server(sessions(), **options(short_dir)),
+        open_server(sessions(), **options(short_dir, "write")),
         open_client(unix=str(short_dir / "sock")) as client,
     ):
         for i in range(300):
