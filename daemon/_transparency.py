@@ -24,7 +24,7 @@ import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, BinaryIO, Final
 
 import attrs
 
@@ -94,31 +94,39 @@ def audit_files(log: Path) -> list[Path]:
 
 
 def _tail(files: list[Path], count: int) -> list[bytes]:
-    """The last ``count`` complete lines of ``files`` (fewer if they hold fewer)."""
+    """The last ``count`` complete lines of ``files`` (fewer if they hold fewer); a final
+    segment without a newline (a torn tail) is not a line."""
     found: list[bytes] = []
     for path in reversed(files):
         with path.open("rb") as handle:
-            position = handle.seek(0, os.SEEK_END)
-            carry = b""
-            first_chunk = True
+            end = _last_newline_end(handle)
+            position, carry = end, b""
             while position > 0 and len(found) < count:
                 step = min(_TAIL_CHUNK, position)
                 position -= step
                 handle.seek(position)
-                data = handle.read(step) + carry
-                if first_chunk:
-                    first_chunk = False
-                    if not data.endswith(b"\n"):  # a torn tail is no line
-                        data = data[: data.rfind(b"\n") + 1]
-                parts = data.split(b"\n")
+                parts = (handle.read(step) + carry).split(b"\n")
                 carry = parts[0]
-                complete = parts[1:-1] if data.endswith(b"\n") else parts[1:]
-                found[:0] = complete
-            if position == 0 and carry and len(found) < count:
+                found[:0] = parts[1:-1] if position + step == end else parts[1:]
+            if position == 0 and end and len(found) < count:
                 found.insert(0, carry)
         if len(found) >= count:
             break
     return found[-count:] if count else []
+
+
+def _last_newline_end(handle: BinaryIO) -> int:
+    """The offset just after the file's last newline (0 when it has none)."""
+    position = handle.seek(0, os.SEEK_END)
+    while position > 0:
+        step = min(_TAIL_CHUNK, position)
+        position -= step
+        handle.seek(position)
+        chunk = handle.read(step)
+        newline = chunk.rfind(b"\n")
+        if newline >= 0:
+            return position + newline + 1
+    return 0
 
 
 def line_source(log: Path, last_seq: int) -> Any:

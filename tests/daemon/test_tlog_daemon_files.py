@@ -104,3 +104,16 @@ def test_key_named_for_another_origin_is_refused(tmp_path: Path) -> None:
 def test_bad_checkpoint_interval_is_refused(interval: object) -> None:
     with pytest.raises(ValueError):
         TransparencyConfig(key_file="k", checkpoint_interval=interval)  # type: ignore[arg-type]
+
+
+def test_a_long_torn_tail_is_never_a_line(tmp_path: Path) -> None:
+    import daemon._transparency as module
+
+    log = tmp_path / "audit.jsonl"
+    lines = write_log(log, 1, 50)
+    with log.open("ab") as handle:
+        handle.write(b'{"seq":51,"torn":"' + b"y" * 200_000)
+    assert module._tail([log], 10) == lines[-10:]
+    assert module._tail([log], 100) == lines
+    (tmp_path / "empty.jsonl").write_bytes(b"")
+    assert module._tail([tmp_path / "empty.jsonl"], 3) == []
