@@ -164,12 +164,14 @@ def shallow(raw: bytes, limit: int = MAX_DEPTH) -> bool:
     # "[]" could expose a "{}" that the same pass would remove too. At most ``limit`` passes
     # over the brackets: linear.
     brackets = brackets.translate(_ONE_KIND)
-    for _ in range(limit):
+    for remaining in range(limit, 0, -1):
         if not brackets:
             return True
         shorter = brackets.replace(b"[]", b"")
-        if len(shorter) == len(brackets):
-            return False  # unbalanced: nothing left to remove
+        # A nesting forest of n pairs at most ``remaining`` deep has at least n/remaining
+        # innermost pairs: fewer removed means too deep (or unbalanced) without more passes.
+        if (len(brackets) - len(shorter)) * remaining < len(brackets):
+            return False
         brackets = shorter
     return not brackets
 

@@ -224,11 +224,13 @@ def _brackets_fit(outside: bytes, max_depth: int, max_containers: int) -> bool:
     outside = outside.translate(_ONE_KIND)
     if outside.count(b"[") > max_containers:
         return False
-    for _ in range(max_depth):
+    for remaining in range(max_depth, 0, -1):
         if not outside:
             return True
         shorter = outside.replace(b"[]", b"")
-        if len(shorter) == len(outside):
+        # n pairs nested at most ``remaining`` deep hold at least n/remaining innermost ones:
+        # fewer removed means too deep or unbalanced, which the exact loop then reports.
+        if (len(outside) - len(shorter)) * remaining < len(outside):
             return False
         outside = shorter
     return not outside
