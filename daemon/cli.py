@@ -36,6 +36,8 @@ _COMMANDS = {
     "health": "daemon._serve_cli",
     "audit": "daemon._serve_cli",
     "log": "daemon._log_cli",
+    "replay": "daemon.retention._cli",
+    "store": "daemon.retention._cli",
     "formation": "mechanism.formation.cli",
     "descriptor": "mechanism.descriptor.cli",
     "catalog": "catalog.cli",

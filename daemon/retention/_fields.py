@@ -1,0 +1,62 @@
+"""What the audit log records so a decision can be replayed (``docs/audit-log.md`` §1).
+
+Rules (the contract between the daemon that writes these fields and ``evidenced replay``):
+
+1. Every ``decision`` line carries ``binding``: the bound proposition exactly as the session
+   evaluated it (:meth:`session.BoundProposition.to_dict`; evidence *references*, never
+   evidence bytes), and ``result_digest``: :func:`result_digest` of the decision's ``result``
+   object as answered. ``binding_digest`` stays the session's digest of ``binding``, so a
+   reader can check one against the other.
+2. A decision of a session with retention on also carries ``retained`` (true when every
+   evidence item was stored before the answer) and ``store`` (the store's id,
+   :attr:`daemon.retention.RetentionStore.id`). A session without retention writes neither.
+3. ``daemon_start`` carries ``session_config``: for each session built from named mechanisms
+   (the configuration file, or the embedded default), ``{"mechanisms": [names], "options":
+   {name: {…}}, "retain", "store"}`` — what is needed to build the same mechanisms again. A
+   session built by a host from mechanism objects has no entry (it cannot be rebuilt from the
+   log).
+4. :func:`result_digest` is ``sha256:`` + SHA-256 of the canonical encoding of the result
+   (keys sorted, no whitespace, UTF-8: the encoding of the wire protocol's headers), so it
+   covers the observations too, which the line does not copy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import Any, Final
+
+import orjson
+
+from session import BoundProposition
+
+__all__ = ["RETAIN_MODES", "decision_fields", "result_digest", "session_config_entry"]
+
+#: ``retain`` values: nothing, every decision's evidence, or only decisions not PASS-ed.
+RETAIN_MODES: Final = ("none", "all", "refused")
+
+
+def result_digest(result: Mapping[str, Any]) -> str:
+    """Rule 4."""
+    encoded = orjson.dumps(result, option=orjson.OPT_SORT_KEYS)
+    return "sha256:" + hashlib.sha256(encoded).hexdigest()
+
+
+def decision_fields(binding: BoundProposition, result: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields rule 1 adds to a decision line."""
+    return {"binding": binding.to_dict(), "result_digest": result_digest(result)}
+
+
+def session_config_entry(
+    mechanisms: tuple[str, ...],
+    options: Mapping[str, Mapping[str, Any]],
+    retain: str = "none",
+    store: str | None = None,
+) -> dict[str, Any]:
+    """One ``session_config`` entry of ``daemon_start`` (rule 3)."""
+    return {
+        "mechanisms": list(mechanisms),
+        "options": {name: dict(options.get(name, {})) for name in mechanisms},
+        "retain": retain,
+        "store": store,
+    }
