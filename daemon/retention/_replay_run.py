@@ -167,7 +167,6 @@ def _jobs(request: ReplayRequest) -> Iterator[tuple[Job, int]]:
         event = fields.get("event")
         if event == "daemon_start":
             recipes = recipes_from_start(fields)
-            continue
         target = request.target
         if target is not None:
             if not _matches(target, fields):

@@ -28,7 +28,59 @@ from daemon._config import MECHANISM_FACTORIES
 from daemon._server import _catalog_entry, _decision_id
 from daemon.retention import RetentionStore
 from daemon.retention._fields import decision_fields, session_config_entry
-from session import BoundProposition, EvidenceStore, VerificationMechanism, VerificationSession
+from session import (
+    BoundProposition,
+    EvidenceBounds,
+    EvidenceStore,
+    MechanismDecision,
+    MechanismOutcome,
+    VerificationMechanism,
+    VerificationSession,
+)
+
+
+class VersionedMechanism:
+    """A real mechanism whose build can change under a test: ``digest_version`` is what its
+    digest says, ``behaviour`` what it decides (PASS when the first item starts with ``ok``;
+    behaviour 2 FAILs everything). Changing only ``behaviour`` is a mechanism whose digest
+    does not capture what it does (a replay then finds a DIFFERENT decision)."""
+
+    mechanism_id = "test.versioned"
+    digest_version = 1
+    behaviour = 1
+
+    def __init__(self) -> None:
+        import hashlib
+
+        version = f"test.versioned/{type(self).digest_version}".encode()
+        self.mechanism_digest = "sha256:" + hashlib.sha256(version).hexdigest()
+
+    def evaluate(self, binding: BoundProposition, evidence: Sequence[bytes]) -> MechanismDecision:
+        if type(self).behaviour == 1 and evidence[0].startswith(b"ok"):
+            return MechanismDecision(MechanismOutcome.PASS, "", {"reason_codes": []})
+        return MechanismDecision(
+            MechanismOutcome.FAIL, "NOT_OK", {"reason_codes": ["NOT_OK"], "first": len(evidence)}
+        )
+
+
+def versioned_factory(options: dict[str, Any]) -> VerificationMechanism:
+    return VersionedMechanism()
+
+
+def versioned_binding(item: bytes, digest: str | None = None) -> BoundProposition:
+    import hashlib
+
+    ref = "sha256:" + hashlib.sha256(item).hexdigest()
+    return BoundProposition(
+        subject_id="item",
+        predicate="ok",
+        expected=True,
+        mechanism_id=VersionedMechanism.mechanism_id,
+        mechanism_digest=digest or VersionedMechanism().mechanism_digest,
+        evidence_refs=(ref,),
+        trust_roots=("test-root",),
+        bounds=EvidenceBounds(1, 1 << 20),
+    )
 
 
 @contextlib.contextmanager
@@ -93,6 +145,8 @@ class LogWriter:
     built: dict[str, tuple[VerificationMechanism, ...]] = attrs.field(factory=dict)
     lines: list[bytes] = attrs.field(factory=list)
     host_built: frozenset[str] = frozenset()
+    replay_fields: bool = True
+    memo: dict[Any, Any] = attrs.field(factory=dict)
 
     def _seal(self, fields: dict[str, Any]) -> dict[str, Any]:
         self.seq += 1
@@ -155,19 +209,34 @@ class LogWriter:
         )
 
     def decide(
-        self, session: str, binding: BoundProposition, items: Sequence[bytes], *, store: bool = True
+        self,
+        session: str,
+        binding: BoundProposition,
+        items: Sequence[bytes],
+        *,
+        store: bool = True,
+        reuse: bool = False,
     ) -> dict[str, Any]:
-        """Evaluate as the server does, retain (when ``store``), and write the line."""
-        evidence_store = EvidenceStore()
-        refs = [evidence_store.add(item) for item in items]
-        verification = VerificationSession(evidence_store)
-        for mechanism in self.built[session]:
-            verification.register(mechanism)
-        result = verification.evaluate(binding)
+        """Evaluate as the server does, retain (when ``store``), and write the line. With
+        ``reuse``, a pair already decided reuses that evaluation and retention (for long
+        logs of repeated pairs: the line is the same but for its id, seq and time)."""
+        key = (session, binding.digest(), *items) if reuse else None
+        remembered = self.memo.get(key) if key is not None else None
+        if remembered is None:
+            evidence_store = EvidenceStore()
+            refs = [evidence_store.add(item) for item in items]
+            verification = VerificationSession(evidence_store)
+            for mechanism in self.built[session]:
+                verification.register(mechanism)
+            result = verification.evaluate(binding)
+            if store and self.store is not None:
+                for item in items:
+                    self.store.put(item)
+            remembered = (result, refs)
+            if key is not None:
+                self.memo[key] = remembered
+        result, refs = remembered
         wire = result.to_dict()
-        if store and self.store is not None:
-            for item in items:
-                self.store.put(item)
         observations = wire["observations"]
         codes = observations.get("reason_codes") if isinstance(observations, dict) else None
         fields: dict[str, Any] = {
@@ -187,8 +256,9 @@ class LogWriter:
             "observed_evidence_bytes": result.observed_evidence_bytes,
             "metrics": {"receive_ns": 1, "evaluate_ns": 1, "total_ns": 2},
             "requester": {"transport": "unix", "pid": 1, "uid": 0, "gid": 0},
-            **decision_fields(binding, wire),
         }
+        if self.replay_fields:
+            fields.update(decision_fields(binding, wire))
         if self.store is not None and self.retain != "none":
             fields["retained"] = store
             fields["store"] = self.store.id
