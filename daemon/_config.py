@@ -2,9 +2,10 @@
 
 Rules (the contract):
 
-1. Four tables: ``[server]``, ``[audit]``, ``[transparency]``, ``[sessions.<name>]``.
-   Unknown tables or keys are refused (:class:`ConfigError`), and so are values of the wrong
-   type (booleans are not numbers). Every key is optional except each session's ``mechanisms``.
+1. Tables: ``[server]``, ``[audit]``, ``[transparency]``, ``[sessions.<name>]``,
+   ``[stores]``. Unknown tables or keys are refused (:class:`ConfigError`), and so are values
+   of the wrong type (booleans are not numbers). Every key is optional except each session's
+   ``mechanisms``.
 2. ``[server]``: ``listen = "HOST:PORT"`` (empty string: no TCP), ``socket = "PATH"`` (empty:
    none), ``socket_group`` (a group name or number: the socket is then mode 0660 for that
    group; empty: 0600), and the :class:`ServerConfig` limits of the same names (times in
@@ -20,8 +21,9 @@ Rules (the contract):
 4. ``[sessions.<name>]``: ``mechanisms`` (names from :data:`MECHANISM_FACTORIES`),
    ``max_evidence_items``, ``max_evidence_bytes`` (declared bounds, clamped to what the
    mechanisms accept and checked on declared sizes before reading; :mod:`daemon._hosting`),
-   ``optional`` (default false), and ``[sessions.<name>.options.<mechanism>]`` keyword
-   arguments for that mechanism's constructor (lower-only limits).
+   ``optional`` (default false), ``[sessions.<name>.options.<mechanism>]`` keyword
+   arguments for that mechanism's constructor (lower-only limits), and the retention keys
+   ``retain``/``store`` (:mod:`daemon.retention._policy`; limits in ``[stores]``).
 5. Text that is not TOML is a :class:`ConfigError`, never another exception: a syntax error,
    arrays or inline tables nested deeper than the TOML reader's recursion, an integer of more
    than 4,300 digits. A configuration file is read with :func:`session.read_capped` (more
@@ -47,6 +49,14 @@ from session import BytesDigestMechanism, VerificationMechanism, read_capped
 
 from ._hosting import DEFAULT_PORT, HostedSession, ServerConfig
 from ._transparency import TransparencyConfig
+from .retention._fields import session_config_entry
+from .retention._policy import (
+    RETENTION_KEYS,
+    RetentionPolicy,
+    StoreLimits,
+    parse_retention,
+    parse_store_limits,
+)
 
 
 class ConfigError(ValueError):
@@ -112,6 +122,8 @@ class SessionSpec:
     max_evidence_bytes: int
     optional: bool
     options: dict[str, dict[str, Any]]
+    retention: RetentionPolicy | None = None
+    retain: str = "none"
 
 
 @attrs.frozen
@@ -121,6 +133,8 @@ class DaemonConfig:
     server: ServerConfig
     sessions: tuple[SessionSpec, ...]
     source: str
+    #: ``[stores]``: the retention limits ``evidenced store gc --config`` applies.
+    stores: dict[str, StoreLimits] = attrs.field(factory=dict)
 
     def build_sessions(self) -> tuple[list[HostedSession], list[str]]:
         """Construct the mechanisms: (hosted sessions, messages about skipped sessions)."""
@@ -134,7 +148,12 @@ class DaemonConfig:
                 )
                 hosted.append(
                     HostedSession(
-                        spec.name, mechanisms, spec.max_evidence_items, spec.max_evidence_bytes
+                        spec.name,
+                        mechanisms,
+                        spec.max_evidence_items,
+                        spec.max_evidence_bytes,
+                        recipe=_recipe(spec),
+                        retention=spec.retention,
                     )
                 )
             except Exception as error:  # an import or constructor failure
@@ -148,6 +167,12 @@ class DaemonConfig:
         if not hosted:
             raise ConfigError("no session can be hosted")
         return hosted, skipped
+
+
+def _recipe(spec: SessionSpec) -> dict[str, Any]:
+    """``daemon_start``'s ``session_config`` entry for ``spec`` (docs/retention.md)."""
+    store = None if spec.retention is None else spec.retention.store.id
+    return session_config_entry(spec.mechanisms, spec.options, spec.retain, store)
 
 
 def _check_keys(table: dict[str, Any], allowed: set[str], where: str) -> None:
@@ -184,7 +209,7 @@ def parse_config(text: str, *, base: Path, source: str) -> DaemonConfig:
         raise ConfigError(f"{source}: not TOML: {error}") from None
     except RecursionError:  # tomllib recurses once per nested array or inline table
         raise ConfigError(f"{source}: not TOML: arrays or tables nested too deep") from None
-    _check_keys(data, {"server", "audit", "transparency", "sessions"}, source)
+    _check_keys(data, {"server", "audit", "transparency", "sessions", "stores"}, source)
     server_table = data.get("server", {})
     audit_table = data.get("audit", {})
     sessions_table = data.get("sessions", {})
@@ -246,7 +271,8 @@ def parse_config(text: str, *, base: Path, source: str) -> DaemonConfig:
             raise ConfigError(f"{where} must be a table")
         _check_keys(
             table,
-            {"mechanisms", "max_evidence_items", "max_evidence_bytes", "optional", "options"},
+            {"mechanisms", "max_evidence_items", "max_evidence_bytes", "optional", "options"}
+            | RETENTION_KEYS,
             where,
         )
         mechanisms = table.get("mechanisms")
@@ -268,6 +294,10 @@ def parse_config(text: str, *, base: Path, source: str) -> DaemonConfig:
         size = _typed(table.get("max_evidence_bytes", 524_288), int, f"{where} max_evidence_bytes")
         if items < 0 or size < 0:
             raise ConfigError(f"{where}: bounds must be non-negative")
+        try:
+            retention, retain = parse_retention(table, where, base)
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
         specs.append(
             SessionSpec(
                 name,
@@ -276,11 +306,21 @@ def parse_config(text: str, *, base: Path, source: str) -> DaemonConfig:
                 size,
                 _typed(table.get("optional", False), bool, f"{where} optional"),
                 {key: dict(value) for key, value in mechanism_options.items()},
+                retention,
+                retain,
             )
         )
     if not specs:
         raise ConfigError(f"{source}: no [sessions.<name>] table")
-    return DaemonConfig(server, tuple(specs), source)
+    stores = data.get("stores", {})
+    if not isinstance(stores, dict):
+        raise ConfigError(f"{source}: [stores] must be a table")
+    policies = {spec.name: spec.retention for spec in specs if spec.retention is not None}
+    try:
+        limits = parse_store_limits(stores, policies, source)
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+    return DaemonConfig(server, tuple(specs), source, limits)
 
 
 def _transparency(table: Any, base: Path, source: str) -> TransparencyConfig:

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Final
+from collections.abc import Mapping
+from typing import Any, Final
 
 import attrs
 
@@ -35,6 +36,7 @@ from session import EvidenceBounds, EvidenceStore, VerificationMechanism, Verifi
 from ._audit import Durability, Overflow
 from ._protocol import DEFAULT_MAX_FRAME_BYTES, DEFAULT_MAX_HEADER_BYTES, DEFAULT_MAX_ITEMS
 from ._transparency import TransparencyConfig
+from .retention._policy import RetentionPolicy
 
 DEFAULT_PORT: Final = 7433
 
@@ -72,6 +74,11 @@ class HostedSession:
     mechanisms: tuple[VerificationMechanism, ...]
     max_evidence_items: int = 2
     max_evidence_bytes: int = 524_288
+    #: How the configuration built the session (``daemon_start``'s ``session_config`` entry,
+    #: which ``evidenced replay`` rebuilds it from; None for a host-built session), and what
+    #: it retains (``docs/retention.md``; None: nothing).
+    recipe: Mapping[str, Any] | None = attrs.field(default=None, eq=False, kw_only=True)
+    retention: RetentionPolicy | None = attrs.field(default=None, eq=False, kw_only=True)
     _effective: tuple[int, int] = attrs.field(init=False, default=(0, 0), eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:

@@ -73,6 +73,7 @@ from ._config import ConfigError, load_config, parse_address
 from ._receipts import ReceiptUnavailable, fetch_receipt
 from ._report_cli import add_report_command
 from ._server import DEFAULT_PORT, Server
+from .retention import StoreError
 from .tlog import encode_receipt
 
 EXIT_PASS: Final = 0
@@ -221,6 +222,9 @@ def _serve(args: argparse.Namespace) -> int:
         trio.run(main)
     except AuditLogError as error:
         return _audit_refusal(error)
+    except StoreError as error:
+        _say(f"{error}; refusing to start")
+        return EXIT_REJECTED
     except OSError as error:
         _say(f"cannot listen: {error.strerror or error}")
         return EXIT_UNREACHABLE
@@ -230,6 +234,9 @@ def _serve(args: argparse.Namespace) -> int:
             first = first.exceptions[0]
         if isinstance(first, AuditLogError):
             return _audit_refusal(first)
+        if isinstance(first, StoreError):
+            _say(f"{first}; refusing to start")
+            return EXIT_REJECTED
         if isinstance(first, OSError):
             _say(f"cannot listen: {first.strerror or first}")
             return EXIT_UNREACHABLE

@@ -115,6 +115,7 @@ from ._transparency import answer as transparency_answer
 from ._transparency import status as transparency_status
 from ._version import __version__
 from ._workers import WorkerPool
+from .retention._retainer import Retention, RetentionFailed
 from .tlog import TransparencyLog
 
 __all__ = [
@@ -208,6 +209,7 @@ class Server:
         self._start_recorded = False
         self.counters: Counter[str] = Counter()
         self._session_list = self._describe_sessions()
+        self._retention = Retention(self.sessions, deadline=config.request_deadline)
 
     # -- introspection
 
@@ -241,6 +243,7 @@ class Server:
 
     def health(self) -> dict[str, Any]:
         reason = self.audit.failure_reason if self.audit is not None else None
+        reason = reason or self._retention.failure_reason()
         return {
             "status": "draining" if self._draining else "degraded" if reason else "serving",
             "reason": reason,
@@ -260,6 +263,7 @@ class Server:
             },
             "audit": self.audit.status() if self.audit is not None else None,
             "transparency": transparency_status(self.transparency),
+            "retention": self._retention.status(),
         }
 
     def limits(self) -> dict[str, Any]:
@@ -318,7 +322,8 @@ class Server:
             self._evaluator = Evaluator(
                 pool, inline_max_bytes=config.inline_max_bytes, deadline=config.request_deadline
             )
-            await self._run_with_audit(audit, task_status)
+            async with self._retention.running():  # opens the evidence stores
+                await self._run_with_audit(audit, task_status)
         finally:
             pool.close()
             audit.close_sync()
@@ -354,6 +359,11 @@ class Server:
                 pid=os.getpid(),
                 listen=self._addresses(),
                 sessions=self._session_list,
+                session_config={
+                    name: dict(session.recipe)
+                    for name, session in sorted(self.sessions.items())
+                    if session.recipe is not None
+                },
                 durability=audit.durability.value,
             )
             self._start_recorded = True
@@ -840,13 +850,18 @@ class Server:
             received = time.perf_counter_ns()
             self._received_since_trim += sum(declared)
             assert self._evaluator is not None
+            retaining = self._retention.start(session.name, items)  # stores while evaluating
             result, evaluate_ns, refs = await self._evaluator.evaluate(session, binding, items)
+            wire_result = result.to_dict()
+            try:  # evidence stored before the answer, or no answer but AUDIT_FAILED
+                retained = await retaining.settle(wire_result["outcome"], binding, wire_result)
+            except RetentionFailed as error:
+                return await refuse(ErrorCode.AUDIT_FAILED, str(error))
             metrics = {
                 "receive_ns": received - started,
                 "evaluate_ns": evaluate_ns,
                 "total_ns": time.perf_counter_ns() - started,
             }
-            wire_result = result.to_dict()
             decision_id = _decision_id()
             observations = wire_result["observations"]
             codes = observations.get("reason_codes") if isinstance(observations, dict) else None
@@ -895,6 +910,7 @@ class Server:
                     observed_evidence_bytes=result.observed_evidence_bytes,
                     metrics=metrics,
                     requester=requester,
+                    **retained,
                 )
             except ValueError as error:
                 return await refuse(

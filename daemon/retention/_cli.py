@@ -21,10 +21,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
+
+from ._units import parse_age, parse_size
 
 EXIT_OK: Final = 0
 EXIT_NOT_REPRODUCED: Final = 1
@@ -32,35 +34,20 @@ EXIT_USAGE: Final = 2
 EXIT_REJECTED: Final = 65
 EXIT_FAILED: Final = 70
 
-_AGE_RE: Final = re.compile(r"(\d+(?:\.\d+)?)\s*([smhd]?)\Z")
-_AGE_UNITS: Final[dict[str, int]] = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
-_SIZE_RE: Final = re.compile(r"(\d+)\s*([KMGT]i?B|B)?\Z")
-_SIZE_UNITS: Final[dict[str | None, int]] = {
-    None: 1,
-    "B": 1,
-    **{f"{p}iB": 1024 ** (i + 1) for i, p in enumerate("KMGT")},
-    **{f"{p}B": 1000 ** (i + 1) for i, p in enumerate("KMGT")},
-}
 
+def _argument(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    def parsed(text: str) -> Any:
+        try:
+            return parse(text)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
 
-def parse_age(text: str) -> float:
-    """``30d``, ``12h``, ``90m``, ``45s`` or plain seconds (positive)."""
-    match = _AGE_RE.match(text.strip())
-    if match is None or float(match.group(1)) <= 0:
-        raise argparse.ArgumentTypeError(f"not a duration (e.g. 30d, 12h, 3600): {text!r}")
-    return float(match.group(1)) * float(_AGE_UNITS[match.group(2)])
+    parsed.__name__ = parse.__name__
+    return parsed
 
 
 def _grace(text: str) -> float:
     return 0.0 if text.strip() in ("0", "0s") else parse_age(text)
-
-
-def parse_size(text: str) -> int:
-    """``10GiB``, ``500MB`` or plain bytes."""
-    match = _SIZE_RE.match(text.strip())
-    if match is None:
-        raise argparse.ArgumentTypeError(f"not a size (e.g. 10GiB, 500MB, 1048576): {text!r}")
-    return int(match.group(1)) * _SIZE_UNITS[match.group(2)]
 
 
 def _workers(text: str) -> int:
@@ -235,8 +222,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="LOG",
         help="every file of the audit log, oldest first",
     )
-    gc.add_argument("--max-age", type=parse_age, metavar="AGE", help="e.g. 30d")
-    gc.add_argument("--max-bytes", type=parse_size, metavar="SIZE", help="e.g. 10GiB")
-    gc.add_argument("--grace", type=_grace, default=3600.0, metavar="AGE", help="default 1h")
+    gc.add_argument("--max-age", type=_argument(parse_age), metavar="AGE", help="e.g. 30d")
+    gc.add_argument("--max-bytes", type=_argument(parse_size), metavar="SIZE", help="e.g. 10GiB")
+    gc.add_argument(
+        "--grace", type=_argument(_grace), default=3600.0, metavar="AGE", help="default 1h"
+    )
     gc.add_argument("--apply", action="store_true", help="delete (default: dry run)")
     gc.set_defaults(handler=_gc)

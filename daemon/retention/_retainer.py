@@ -1,0 +1,277 @@
+"""Retention in the daemon: a decision's evidence is stored before the decision is answered
+(``docs/retention.md`` §6).
+
+Rules (the contract the server relies on):
+
+1. :meth:`Retention.running` opens one store per distinct store among the sessions that retain
+   (a store that cannot be opened — an unsafe filesystem root, a malformed spec — is a
+   :class:`~daemon.retention.StoreError` and the daemon does not start) and a pool of
+   :data:`STORE_THREADS` threads for the writes; on exit it drops writes not yet started and
+   closes the stores.
+2. :meth:`Retention.start` is called when a request's evidence has been received, before it
+   is evaluated. For a session with ``retain = "all"`` it hands one write per item to the
+   thread pool at once (no wait for the event loop to schedule anything), so the writes run
+   while the evaluation does — even an evaluation on the event loop itself, since a store
+   write spends its time in system calls and hashing that release the GIL. Otherwise it
+   starts nothing.
+3. :meth:`Pending.settle` is called with the decision, before its audit line is written. With
+   ``retain = "refused"`` it starts the writes now when the outcome is not ``PASS``. It then
+   waits for every write, at most ``deadline`` seconds from its start. When all succeeded it
+   returns the fields of the decision line (:mod:`daemon.retention._fields`: ``binding``,
+   ``result_digest``, ``retained: true``, ``store``); a decision a ``refused`` session passed
+   gets ``retained: false``; a session without retention gets no field at all. When a write
+   failed or did not finish in time it raises :class:`RetentionFailed` naming the store and
+   the error: the server then answers ``AUDIT_FAILED`` and writes no line, exactly as when
+   the audit line itself cannot be written. A decision is never answered as retained without
+   its evidence stored.
+4. :meth:`Retention.status` reports per store the writes, objects created and verified, and
+   failures; a store whose latest write failed is *failing* (its error and since when), which
+   makes ``health`` say ``degraded``. The first successful write clears it: there is no
+   separate recovery step, each request tries the store again (with the SDK's retries).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import sys
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any, Final, Protocol
+
+import attrs
+import trio
+
+from session import BoundProposition
+
+from ._fields import decision_fields
+from ._open import open_store
+from ._policy import RetentionPolicy
+from ._store import PutResult, RetentionStore, StoreError
+
+__all__ = ["STORE_THREADS", "Pending", "Retention", "RetentionFailed"]
+
+#: Store writes running at once (each in a thread: fsync or an HTTP round trip).
+STORE_THREADS: Final = 16
+
+
+class RetentionFailed(Exception):
+    """The evidence could not be stored: the decision must not be answered as retained."""
+
+
+class _Session(Protocol):
+    @property
+    def retention(self) -> RetentionPolicy | None: ...
+
+
+@attrs.define
+class _StoreState:
+    """One open store and its counters (rule 4)."""
+
+    store: RetentionStore
+    writes: int = 0
+    created: int = 0
+    verified: int = 0
+    failures: int = 0
+    failing_since: str | None = None
+    last_error: str | None = None
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "store": self.store.id,
+            "writes": self.writes,
+            "created": self.created,
+            "verified": self.verified,
+            "failures": self.failures,
+            "failing": self.failing_since is not None,
+            "failing_since": self.failing_since,
+            "last_error": self.last_error,
+        }
+
+
+def _now() -> str:
+    import structlog
+
+    stamped: str = structlog.processors.TimeStamper(fmt="iso", utc=True, key="t")(None, "info", {})[
+        "t"
+    ]
+    return stamped
+
+
+class Pending:
+    """One request's retention: its writes (started now or at :meth:`settle`)."""
+
+    def __init__(
+        self,
+        retention: Retention,
+        policy: RetentionPolicy | None,
+        state: _StoreState | None,
+        items: Sequence[bytes],
+    ) -> None:
+        self._retention = retention
+        self._policy = policy
+        self._state = state
+        self._items = items
+        self._done = trio.Event()
+        self._remaining = 0
+        self._error: str | None = None
+        self._started_at: float | None = None
+        if policy is not None and policy.retain == "all":
+            self._start()
+
+    def _start(self) -> None:
+        assert self._state is not None
+        self._started_at = trio.current_time()
+        self._remaining = len(self._items)
+        if not self._items:
+            self._done.set()
+        for item in self._items:
+            self._retention._submit(self, self._state.store, item)
+
+    def _completed(self, future: concurrent.futures.Future[PutResult]) -> None:
+        """(event loop) One write ended."""
+        try:
+            result = future.result()
+        except concurrent.futures.CancelledError:
+            self._finished(None, "cancelled by shutdown")
+        except StoreError as failure:
+            self._finished(None, str(failure))
+        except Exception as failure:  # never let one write take the server down
+            self._finished(None, f"internal error: {type(failure).__name__}: {failure}")
+        else:
+            self._finished(result, None)
+
+    def _finished(self, result: PutResult | None, error: str | None) -> None:
+        state = self._state
+        assert state is not None
+        state.writes += 1
+        if error is None and result is not None:
+            state.created += result.created
+            state.verified += not result.created
+            state.failing_since = None
+        else:
+            state.failures += 1
+            state.last_error = error
+            if state.failing_since is None:
+                state.failing_since = _now()
+                sys.stderr.write(
+                    f"evidenced: evidence store {state.store.id} failed ({error}); decisions "
+                    "whose evidence cannot be stored are answered AUDIT_FAILED\n"
+                )
+            if self._error is None:
+                self._error = error
+        self._remaining -= 1
+        if self._remaining <= 0:
+            self._done.set()
+
+    async def settle(
+        self, outcome: str, binding: BoundProposition, result: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """Rule 3: the decision line's retention fields, or :class:`RetentionFailed`."""
+        policy, state = self._policy, self._state
+        if policy is None or state is None:
+            return {}
+        fields = decision_fields(binding, result)
+        fields["store"] = state.store.id
+        if self._started_at is None:
+            if outcome == "PASS":  # retain = "refused": a passed decision's evidence is not kept
+                return {**fields, "retained": False}
+            self._start()
+        assert self._started_at is not None
+        with trio.move_on_at(self._started_at + self._retention.deadline):
+            await self._done.wait()
+        if not self._done.is_set():
+            raise RetentionFailed(
+                f"evidence not stored in {state.store.id} within {self._retention.deadline} s; "
+                "the decision is not answered"
+            )
+        if self._error is not None:
+            raise RetentionFailed(
+                f"evidence could not be retained ({self._error}); the decision is not answered"
+            )
+        return {**fields, "retained": True}
+
+
+class Retention:
+    """The daemon's stores and pending writes (module rules)."""
+
+    def __init__(self, sessions: Mapping[str, _Session], *, deadline: float) -> None:
+        self.deadline = deadline
+        self._policies = {
+            name: session.retention
+            for name, session in sessions.items()
+            if session.retention is not None
+        }
+        self._states: dict[str, _StoreState] = {}
+        self._by_session: dict[str, _StoreState] = {}
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._token: trio.lowlevel.TrioToken | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self._policies)
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """Rule 1."""
+        try:
+            for name, policy in self._policies.items():
+                key = policy.store.id
+                if key not in self._states:
+                    self._states[key] = _StoreState(open_store(policy.store))
+                self._by_session[name] = self._states[key]
+            if self._policies:
+                self._token = trio.lowlevel.current_trio_token()
+                self._executor = concurrent.futures.ThreadPoolExecutor(
+                    STORE_THREADS, thread_name_prefix="evidenced-store"
+                )
+            yield
+        finally:
+            executor, self._executor = self._executor, None
+            if executor is not None:
+                executor.shutdown(wait=False, cancel_futures=True)
+            for state in self._states.values():
+                with contextlib.suppress(Exception):
+                    state.store.close()
+
+    def start(self, session: str, items: Sequence[bytes]) -> Pending:
+        """Rule 2."""
+        policy = self._policies.get(session)
+        return Pending(self, policy, self._by_session.get(session), items)
+
+    def _submit(self, pending: Pending, store: RetentionStore, item: bytes) -> None:
+        executor, token = self._executor, self._token
+        if executor is None or token is None:
+            pending._finished(None, "the daemon is shutting down")
+            return
+
+        def deliver(future: concurrent.futures.Future[PutResult]) -> None:
+            # (a store thread, or this one if the future is already done)
+            with contextlib.suppress(trio.RunFinishedError):
+                token.run_sync_soon(pending._completed, future)
+
+        try:
+            executor.submit(store.put, item).add_done_callback(deliver)
+        except RuntimeError:  # the pool was shut down
+            pending._finished(None, "the daemon is shutting down")
+
+    def failure_reason(self) -> str | None:
+        """Why ``health`` is degraded because of a store, or None (rule 4)."""
+        failing = [state for state in self._states.values() if state.failing_since is not None]
+        if not failing:
+            return None
+        state = failing[0]
+        return (
+            f"evidence store {state.store.id} failing since {state.failing_since}: "
+            f"{state.last_error}; decisions needing it are answered AUDIT_FAILED"
+        )
+
+    def status(self) -> dict[str, Any] | None:
+        if not self._policies:
+            return None
+        return {
+            "sessions": {
+                name: {"retain": policy.retain, "store": policy.store.id}
+                for name, policy in sorted(self._policies.items())
+            },
+            "stores": [state.status() for _, state in sorted(self._states.items())],
+        }
