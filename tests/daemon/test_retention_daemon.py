@@ -14,8 +14,8 @@ import subprocess
 import sys
 import time
 import uuid
-from functools import partial
 from collections.abc import Iterator, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -109,9 +109,9 @@ async def test_decisions_of_a_retaining_session_replay_from_the_daemon_log(
     for absent in ("binding", "result_digest", "retained", "store"):
         assert absent not in plain_line  # a session without retention: the line is unchanged
     assert name_of(b"not kept") not in {item.name for item in store.objects()}
+    log = short_dir / "audit.jsonl"
     done = clirun.in_process(
-        ["replay", "--log", short_dir / "audit.jsonl", "--store", store.id, "--all"]
-        + ["--session", "formation", "--workers", "1"]
+        ["replay", "--log", log, "--store", store.id, "--all", "--session", "formation"]
     )
     assert done.returncode == 0, done.err
     assert done.document()["counts"]["REPRODUCED"] == 4

@@ -18,8 +18,8 @@ from daemon_testkit import bytes_binding
 from retention_kit import LogWriter, moto_server, use_s3
 
 from daemon.retention import FilesystemStore, name_of, open_store
-from daemon.retention._units import parse_age, parse_size
 from daemon.retention._gc import GcRefused, Limits, collect
+from daemon.retention._units import parse_age, parse_size
 
 DAY = 86400.0
 

@@ -81,7 +81,7 @@ async def raw_exchange(
     return answers
 
 
-def bytes_sessions(**bounds: int) -> list[HostedSession]:
+def bytes_sessions(**bounds: Any) -> list[HostedSession]:
     return [HostedSession("bytes", (BytesDigestMechanism(),), **bounds)]
 
 

@@ -63,7 +63,7 @@ def config(short_dir: Path) -> dict[str, Any]:
     }
 
 
-def bytes_sessions(**bounds: int) -> list[HostedSession]:
+def bytes_sessions(**bounds: Any) -> list[HostedSession]:
     return [HostedSession("bytes", (BytesDigestMechanism(),), **bounds)]
 
 
