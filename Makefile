@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint fmt coverage bench clean browser screenshots
+.PHONY: demo demo-retain test lint fmt coverage bench clean browser screenshots
 
 # Tools at the exact versions of constraints.txt; runtime dependencies as pyproject.toml's ranges.
 # daemon/_version.py is the version the package metadata is built from.
@@ -16,6 +16,10 @@ $(STAMP): pyproject.toml constraints.txt daemon/_version.py
 
 demo: $(STAMP)
 	$(VENV)/bin/evidenced demo
+
+# The demo with evidence retention on, then a replay of every decision it made (docs/retention.md).
+demo-retain: $(STAMP)
+	$(VENV)/bin/evidenced demo --retain
 
 # The suite on $(TEST_WORKERS) worker processes, whole test files per worker (module fixtures
 # run once). `make test TEST_WORKERS=0` runs it in this process.

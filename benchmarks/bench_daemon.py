@@ -12,9 +12,19 @@ rounds (benchmarks/_harness.py): a true floor, the daemon does that work and mor
 in-process decision time, and the daemon's peak RSS (VmHWM) after 64 concurrent maximum-size
 submissions. Then durable c=64 with the transparency log on (tiles in the group commit, a
 checkpoint signed at most every second) against the same daemon without it, both running,
-in interleaved rounds: a ratio of time per decision. Never asserts on time.
+in interleaved rounds: a ratio of time per decision.
 
-Usage: ``python benchmarks/bench_daemon.py [--quick] [--json PATH]``.
+Then the cost of evidence retention (docs/retention.md): daemons identical but for
+``retain = "all"`` into a filesystem store, or into S3 (moto's S3 server in this process:
+context only, it shares the load generator's cores and GIL), and without retention, each
+measured at c=64 with fsync-ed audit in interleaved rounds: time per decision with retention
+over time per decision without (the cost; goal <= 1.15 for the minimal pair on the
+filesystem), for the minimal pair (the same evidence each time: the store verifies the
+object it already holds) and for distinct evidence (a new 1 KiB item per decision in a
+``bytes-sha256`` session: every decision writes and fsyncs a new object). Never asserts on
+time.
+
+Usage: ``python benchmarks/bench_daemon.py [--quick] [--json PATH] [--retention-only]``.
 """
 
 from __future__ import annotations
@@ -34,7 +44,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import trio
-from _harness import Report, at_least, at_most, below, main
+from _harness import Op, Report, at_least, at_most, below, main
 
 from daemon import open_client
 from daemon.tlog import SignerKey, write_key_file
@@ -44,7 +54,13 @@ from mechanism.formation import (
     FormationPathCertificateMechanism,
     formation_binding,
 )
-from session import BoundProposition, EvidenceBounds, EvidenceStore, VerificationSession
+from session import (
+    BoundProposition,
+    BytesDigestMechanism,
+    EvidenceBounds,
+    EvidenceStore,
+    VerificationSession,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICK = "--quick" in sys.argv
@@ -96,11 +112,18 @@ def large_binding(subject: bytes, certificate: bytes, digest: str) -> BoundPropo
 
 
 def start_daemon(
-    directory: Path, durability: str, *, tree: bool = False
+    directory: Path,
+    durability: str,
+    *,
+    tree: bool = False,
+    label: str | None = None,
+    sessions: str | None = None,
+    environment: dict[str, str] | None = None,
 ) -> tuple[subprocess.Popen[str], str]:
     """A daemon on a fresh audit log; ``tree``: with the transparency log (tiles, a
-    checkpoint signed at most every second: docs/spec/transparency.md §6.2)."""
-    name = durability + ("-tree" if tree else "")
+    checkpoint signed at most every second: docs/spec/transparency.md §6.2); ``sessions``:
+    other session tables (files named after ``label``); ``environment``: added to its own."""
+    name = label or durability + ("-tree" if tree else "")
     sock = directory / f"{name}.sock"
     config = directory / f"{name}.toml"
     audit = directory / f"{name}.jsonl"
@@ -118,8 +141,11 @@ def start_daemon(
         f'[server]\nlisten = ""\nsocket = "{sock}"\nmax_in_flight = 512\n'
         f'[audit]\npath = "{audit}"\ndurability = "{durability}"\n'
         + transparency
-        + '[sessions.formation]\nmechanisms = ["formation"]\n'
-        "max_evidence_items = 2\nmax_evidence_bytes = 524288\n"
+        + (
+            sessions
+            or '[sessions.formation]\nmechanisms = ["formation"]\n'
+            "max_evidence_items = 2\nmax_evidence_bytes = 524288\n"
+        )
     )
     process = subprocess.Popen(
         [sys.executable, "-m", "daemon.cli", "serve", "--config", str(config)],
@@ -127,6 +153,7 @@ def start_daemon(
         stderr=subprocess.DEVNULL,
         text=True,
         cwd=ROOT,
+        env=None if environment is None else {**os.environ, **environment},
     )
     assert process.stdout is not None
     ready = json.loads(process.stdout.readline())
@@ -330,7 +357,134 @@ def transparency_cost(
         stop_daemon(tree)
 
 
+def retention_sessions(retain: str, store: str) -> str:
+    """A formation and a bytes session, both retaining (or not) into ``store``."""
+    extra = f'retain = "{retain}"\nstore = "{store}"\n' if retain != "none" else ""
+    return (
+        '[sessions.formation]\nmechanisms = ["formation"]\n' + extra
+        + '[sessions.bytes]\nmechanisms = ["bytes-sha256"]\nmax_evidence_items = 1\n' + extra
+    )  # fmt: skip
+
+
+async def drive_distinct(sock: str, total: int, tag: str) -> float:
+    """Decisions/s at c=64, each on a new 1 KiB item (a new object for a retaining store)."""
+    import hashlib
+
+    remaining = total
+    padding = b"." * 1000
+
+    async def worker(number: int) -> None:
+        nonlocal remaining
+        async with open_client(unix=sock, request_timeout=120) as client:
+            while remaining > 0:
+                remaining -= 1
+                item = b"%s %d %d %d " % (tag.encode(), number, remaining, time.time_ns())
+                item += padding
+                ref = "sha256:" + hashlib.sha256(item).hexdigest()
+                binding = BoundProposition(
+                    subject_id="item",
+                    predicate="bytes.sha256",
+                    expected=ref,
+                    mechanism_id="vstd.bytes.sha256",
+                    mechanism_digest=BytesDigestMechanism.mechanism_digest,
+                    evidence_refs=(ref,),
+                    trust_roots=("bench",),
+                    bounds=EvidenceBounds(1, 1 << 20),
+                )
+                await client.submit("bytes", binding, [item])
+
+    begin = time.perf_counter()
+    async with trio.open_nursery() as nursery:
+        for number in range(64):
+            nursery.start_soon(worker, number)
+    return total / (time.perf_counter() - begin)
+
+
+def retention_cost(report: Report, directory: Path) -> None:
+    """Time per decision at c=64 with retention over without (module docstring)."""
+    from moto.server import ThreadedMotoServer
+
+    from daemon.retention._s3 import shared_session
+
+    subject, certificate = atom_pair()
+    items = [subject, certificate]
+    binding = formation_binding(
+        subject, certificate, mechanism_digest=FormationPathCertificateMechanism().mechanism_digest
+    )
+    moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    moto.start()
+    host, port = moto.get_host_and_port()
+    environment = {
+        "AWS_ENDPOINT_URL_S3": f"http://{host}:{port}",
+        "AWS_ACCESS_KEY_ID": "bench",
+        "AWS_SECRET_ACCESS_KEY": "bench",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    os.environ.update(environment)
+    client = shared_session().client("s3")
+    client.create_bucket(Bucket="evidenced-bench")
+    client.close()
+    (directory / "evidence").mkdir(mode=0o700)
+    daemons = {}
+    try:
+        for label, sessions in (
+            ("off", retention_sessions("none", "")),
+            ("fs", retention_sessions("all", f"fs:{directory}/evidence")),
+            ("s3", retention_sessions("all", "s3://evidenced-bench/evidence")),
+        ):
+            daemons[label] = start_daemon(
+                directory, "fsync", label=label, sessions=sessions, environment=environment
+            )
+        total = 500 if QUICK else 2000
+        for label, (_, sock) in daemons.items():  # warm-up: connections, caches, objects
+            trio.run(drive, sock, binding, items, 64, 200)
+            trio.run(drive_distinct, sock, 200, f"warm-{label}")
+
+        def minimal(label: str) -> float:
+            rate, _ = trio.run(drive, daemons[label][1], binding, items, 64, total)
+            return 1 / rate
+
+        def distinct(label: str) -> float:
+            return 1 / trio.run(drive_distinct, daemons[label][1], total, label)
+
+        rounds = 3 if QUICK else 7
+        for kind, sampler in (("minimal pair", minimal), ("distinct 1 KiB items", distinct)):
+            results = report.compare_many(
+                lambda sampler=sampler: sampler("off"),  # type: ignore[misc]
+                [
+                    Op(
+                        f"retention fs, {kind}, c=64 fsync: time per decision",
+                        lambda sampler=sampler: sampler("fs"),  # type: ignore[misc]
+                        goal=at_most(1.15) if kind == "minimal pair" else None,
+                    ),
+                    Op(
+                        f"retention s3 (moto, context), {kind}, c=64 fsync: time per decision",
+                        lambda sampler=sampler: sampler("s3"),  # type: ignore[misc]
+                    ),
+                ],
+                floor_name="no retention",
+                rounds=rounds,
+                max_seconds=600.0,
+                sampled=True,
+            )
+            for result in results:
+                if result.floor_seconds and result.op_seconds:
+                    print(
+                        f"  {result.name}: {1 / result.op_seconds:,.0f}/s with retention, "
+                        f"{1 / result.floor_seconds:,.0f}/s without",
+                        flush=True,
+                    )
+    finally:
+        for process, _ in daemons.values():
+            stop_daemon(process)
+        moto.stop()
+
+
 def run(report: Report, args: argparse.Namespace) -> None:
+    if args.retention_only:
+        with tempfile.TemporaryDirectory(prefix="evbench", dir="/tmp") as name:
+            retention_cost(report, Path(name))
+        return
     subject, certificate = atom_pair()
     small_items = [subject, certificate]
     large_items = [max_record("a"), max_record("b")]
@@ -407,7 +561,15 @@ def run(report: Report, args: argparse.Namespace) -> None:
             "peak RSS after 64 concurrent 2x256KiB submissions", peak / 1024, "MiB",
             goal=below(300),
         )  # fmt: skip
+        print()
+        retention_cost(report, directory)
+
+
+def _options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--retention-only", action="store_true", help="measure only the cost of retention"
+    )
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(run, __doc__))
+    raise SystemExit(main(run, __doc__, configure=_options))

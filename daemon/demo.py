@@ -21,6 +21,11 @@ Exit 0 when every answer is the expected one and both chain checks pass, else 1 
 the daemon does not start). If the descriptor mechanism is not installed, the daemon skips that
 session (it says why) and the demo marks cases 5-7 as skipped instead of failing.
 
+``evidenced demo --retain`` (``make demo-retain``) runs the same cases with evidence retention
+on (``retain = "all"`` into a filesystem store in the temporary directory,
+``docs/retention.md``), then replays every decision the daemon made from the audit log and the
+store (``evidenced replay --all``): it passes only when every one is ``REPRODUCED``.
+
 The pairs are the installed package data ``evidenced_fixtures`` (the checkout's ``fixtures/``),
 found with ``importlib.resources``, so the demo runs the same from a wheel as from a checkout.
 """
@@ -173,20 +178,47 @@ def _table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def _start(directory: Path) -> tuple[subprocess.Popen[str], dict[str, Any]] | None:
+_RETAINING_CONFIG = """\
+[server]
+listen = ""
+socket = "evidenced.sock"
+[sessions.formation]
+mechanisms = ["formation"]
+max_evidence_items = 2
+max_evidence_bytes = 524288
+retain = "all"
+store = "fs:evidence"
+[sessions.descriptor]
+mechanisms = ["descriptor"]
+max_evidence_items = 2
+max_evidence_bytes = 1052672
+optional = true
+retain = "all"
+store = "fs:evidence"
+"""
+
+
+def _start(directory: Path, retain: bool) -> tuple[subprocess.Popen[str], dict[str, Any]] | None:
     socket_path = directory / "evidenced.sock"
     audit_path = directory / "audit.jsonl"
+    config: list[str] = []
+    if retain:
+        (directory / "evidenced.toml").write_text(_RETAINING_CONFIG)
+        config = ["--config", str(directory / "evidenced.toml")]
+        print(f"$ cat {directory / 'evidenced.toml'}\n{_RETAINING_CONFIG}")
     command = [
         sys.executable,
         "-m",
         "daemon.cli",
         "serve",
+        *config,
         "--socket",
         str(socket_path),
         "--audit-log",
         str(audit_path),
     ]
-    print(f"$ evidenced serve --socket {socket_path} --audit-log {audit_path}")
+    shown = " ".join(["evidenced serve", *config[:1], *[Path(c).name for c in config[1:]]])
+    print(f"$ {shown} --socket {socket_path} --audit-log {audit_path}")
     process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=directory)
     assert process.stdout is not None
     line = process.stdout.readline()
@@ -198,11 +230,35 @@ def _start(directory: Path) -> tuple[subprocess.Popen[str], dict[str, Any]] | No
     return process, ready
 
 
-def main() -> int:
+def _replay(directory: Path, audit_path: str) -> bool:
+    """``evidenced replay --all`` over what the daemon logged and retained: all REPRODUCED?"""
+    store = f"fs:{directory / 'evidence'}"
+    print(f"\n$ evidenced replay --log {audit_path} --store {store} --all")
+    replay = subprocess.run(
+        [sys.executable, "-m", "daemon.cli", "replay", "--log", audit_path, "--store", store,
+         "--all"],
+        capture_output=True,
+        text=True,
+        cwd=directory,
+    )  # fmt: skip
+    try:
+        summary = json.loads(replay.stdout)
+    except ValueError:
+        print(f"replay failed (exit {replay.returncode}): {replay.stderr.strip()}")
+        return False
+    counts = ", ".join(f"{key} {value}" for key, value in summary.get("counts", {}).items())
+    print(
+        f"{summary.get('status')}: {summary.get('decisions')} decisions replayed from the "
+        f"log and the store ({counts}) (exit {replay.returncode})"
+    )
+    return replay.returncode == 0 and summary.get("status") == "REPRODUCED"
+
+
+def main(retain: bool = False) -> int:
     with tempfile.TemporaryDirectory(prefix="evidenced-demo-") as name:
         directory = Path(name)
         print(f"example data: {FIXTURES}")
-        started_daemon = _start(directory)
+        started_daemon = _start(directory, retain)
         if started_daemon is None:
             return 1
         process, ready = started_daemon
@@ -246,7 +302,12 @@ def main() -> int:
             print(f"(exit {verify.returncode})")
             expected = all(r["answer"] in (r["expect"], "SKIPPED") for r in rows)
             ok = expected and live.intact and final.intact and code == 0 and verify.returncode == 0
-            print("\ndemo " + ("OK: every answer is the expected one" if ok else "FAILED"))
+            if retain:
+                ok = _replay(directory, audit_path) and ok
+            done = "every answer is the expected one" + (
+                ", every decision reproduced" if retain else ""
+            )
+            print("\ndemo " + (f"OK: {done}" if ok else "FAILED"))
             if os.environ.get("EVIDENCED_DEMO_KEEP"):
                 print(Path(audit_path).read_text())
             return 0 if ok else 1
@@ -256,7 +317,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser = subparsers.add_parser(
         "demo", help="start a daemon, submit seven example pairs, verify the audit chain"
     )
-    parser.set_defaults(handler=lambda _args: main())
+    parser.add_argument(
+        "--retain",
+        action="store_true",
+        help="retain the evidence, then replay every decision (all must be REPRODUCED)",
+    )
+    parser.set_defaults(handler=lambda args: main(retain=args.retain))
 
 
 if __name__ == "__main__":

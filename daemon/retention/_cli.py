@@ -14,6 +14,9 @@ Contract (stdout: exactly one JSON document; stderr: one-line messages, never a 
   seconds or a number with ``s``/``m``/``h``/``d``; SIZE bytes or a number with
   ``KiB``/``MiB``/``GiB``/``TiB`` (or ``KB``/``MB``/``GB``/``TB``). Exit 0; 65 when the log does
   not verify or the store cannot be opened; 70 when a deletion failed.
+* ``store gc --config FILE [--grace AGE] [--apply]``: the same for every store the daemon's
+  configuration names, with its ``[stores]`` limits, over the configured audit log and its
+  rotated files; prints ``{"stores": [one document per store]}``.
 """
 
 from __future__ import annotations
@@ -142,41 +145,98 @@ def _counts(document: dict[str, Any]) -> str:
 
 
 def _gc(args: argparse.Namespace) -> int:
-    from ._gc import GcRefused, Limits, collect
+    from ._gc import Limits
+
+    if args.config is not None:
+        if args.store is not None or args.log or args.max_age or args.max_bytes:
+            _say("store gc: usage error: --config takes the stores, logs and limits from FILE")
+            return EXIT_USAGE
+        return _gc_config(args)
+    if args.store is None or not args.log:
+        _say("store gc: usage error: give --store and --log, or --config")
+        return EXIT_USAGE
+    try:
+        limits = Limits(args.max_age, args.max_bytes, args.grace)
+    except ValueError as error:
+        _say(f"store gc: usage error: {error}")
+        return EXIT_USAGE
+    code, document = _collect(args.store, [Path(item) for item in args.log], limits, args.apply)
+    if document is not None:
+        _emit(document)
+    return code
+
+
+def _collect(
+    spec: Any, logs: list[Path], limits: Any, apply: bool
+) -> tuple[int, dict[str, Any] | None]:
+    from ._gc import GcRefused, collect
     from ._open import open_store
     from ._store import StoreError
 
-    logs = [Path(item) for item in args.log]
     for path in logs:
         if not path.is_file():
             _say(f"store gc: {path} is not a file")
-            return EXIT_REJECTED
+            return EXIT_REJECTED, None
     try:
-        limits = Limits(args.max_age, args.max_bytes, args.grace)
-        store = open_store(args.store, create=False)
+        store = open_store(spec, create=False)
     except (StoreError, ValueError) as error:
         _say(f"store gc: {error}")
-        return EXIT_REJECTED
+        return EXIT_REJECTED, None
     try:
-        document = collect(store, logs, limits, apply=args.apply)
+        document = collect(store, logs, limits, apply=apply)
     except GcRefused as error:
         _say(f"store gc: {error}")
-        return EXIT_REJECTED
+        return EXIT_REJECTED, None
     except StoreError as error:
         _say(f"store gc: {error}")
-        return EXIT_FAILED
+        return EXIT_FAILED, None
     finally:
         store.close()
-    _emit(document)
-    if not args.apply:
+    if not apply:
         _say(
-            f"store gc: dry run: {document['delete']['count']} objects "
+            f"store gc: {store.id}: dry run: {document['delete']['count']} objects "
             f"({document['delete']['bytes']} bytes) would be deleted; --apply deletes them"
         )
     elif document["failed"]:
-        _say(f"store gc: {len(document['failed'])} deletions failed")
-        return EXIT_FAILED
-    return EXIT_OK
+        _say(f"store gc: {store.id}: {len(document['failed'])} deletions failed")
+        return EXIT_FAILED, document
+    return EXIT_OK, document
+
+
+def _gc_config(args: argparse.Namespace) -> int:
+    from .._config import ConfigError, load_config
+    from .._transparency import audit_files
+    from ._gc import Limits
+
+    try:
+        config = load_config(args.config)
+    except ConfigError as error:
+        _say(f"store gc: invalid configuration: {error}")
+        return EXIT_REJECTED
+    stores: dict[str, tuple[Any, Any]] = {}
+    for spec in config.sessions:
+        if spec.retention is not None:
+            stores.setdefault(spec.retention.store.id, (spec.retention, None))
+    for limits in config.stores.values():
+        stores[limits.store.id] = (stores[limits.store.id][0], limits)
+    if not stores:
+        _say("store gc: no session of the configuration retains evidence")
+        return EXIT_REJECTED
+    logs = audit_files(Path(config.server.audit_path))
+    documents = []
+    worst = EXIT_OK
+    for _, (policy, limits) in sorted(stores.items()):
+        window = Limits(
+            None if limits is None else limits.max_age,
+            None if limits is None else limits.max_bytes,
+            args.grace,
+        )
+        code, document = _collect(policy.store, logs, window, args.apply)
+        worst = max(worst, code)
+        if document is not None:
+            documents.append(document)
+    _emit({"stores": documents})
+    return worst
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -214,14 +274,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "gc",
         help="delete objects outside the retention window (dry run unless --apply)",
     )
-    gc.add_argument("--store", required=True, metavar="STORE", help="fs:PATH or s3://B/P")
+    gc.add_argument("--store", metavar="STORE", help="fs:PATH or s3://B/P")
     gc.add_argument(
         "--log",
         action="append",
-        required=True,
+        default=[],
         metavar="LOG",
         help="every file of the audit log, oldest first",
     )
+    gc.add_argument("--config", metavar="FILE", help="every store of this daemon configuration")
     gc.add_argument("--max-age", type=_argument(parse_age), metavar="AGE", help="e.g. 30d")
     gc.add_argument("--max-bytes", type=_argument(parse_size), metavar="SIZE", help="e.g. 10GiB")
     gc.add_argument(

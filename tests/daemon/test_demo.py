@@ -21,3 +21,14 @@ def test_demo_submits_every_case_verifies_the_chain_and_stops_cleanly(
     assert "daemon stopped with SIGTERM: exit 0" in out
     assert '"status": "INTACT"' in out
     assert "demo OK" in out
+
+
+def test_demo_with_retention_replays_every_decision_it_made(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = main(["demo", "--retain"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert 'retain = "all"' in out
+    assert "REPRODUCED: 6 decisions replayed" in out and "DIFFERENT 0" in out
+    assert "demo OK: every answer is the expected one, every decision reproduced" in out

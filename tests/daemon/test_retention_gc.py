@@ -211,3 +211,29 @@ def test_gc_of_the_s3_store(tmp_path: Path, moto: Any, monkeypatch: Any) -> None
     young = collect(store, [log], Limits(max_age=5 * DAY))
     assert young["delete"]["count"] == 0
     store.close()
+
+
+def test_gc_from_the_daemon_configuration(tmp_path: Path) -> None:
+    """``--config``: every store of the configuration, its ``[stores]`` limits, the configured
+    audit log."""
+    history = History(tmp_path)
+    history.decide(10, b"old")
+    history.decide(1, b"new")
+    history.log()
+    config = tmp_path / "evidenced.toml"
+    config.write_text(
+        '[audit]\npath = "audit.jsonl"\n'
+        '[sessions.b]\nmechanisms = ["bytes-sha256"]\nretain = "all"\nstore = "fs:store"\n'
+        '[stores."fs:store"]\nmax_age = "5d"\n'
+    )
+    dry = clirun.in_process(["store", "gc", "--config", config, "--grace", "0"])
+    assert dry.returncode == 0, dry.err
+    (document,) = dry.document()["stores"]
+    assert document["store"] == history.store.id
+    assert document["limits"]["max_age_seconds"] == 5 * DAY
+    assert document["delete"]["names"] == [name_of(b"old")]
+    mixed = clirun.in_process(["store", "gc", "--config", config, "--store", history.store.id])
+    assert mixed.returncode == 2 and mixed.stdout == b""
+    applied = clirun.in_process(["store", "gc", "--config", config, "--grace", "0", "--apply"])
+    assert applied.returncode == 0
+    assert _names(history.store) == {name_of(b"new")}
