@@ -154,7 +154,7 @@ def parse_spec(text: str, *, base: Path | None = None) -> StoreSpec:
         raw = text[3:]
         if not raw or "\0" in raw:
             raise ValueError(f"store {text!r}: fs: needs a path")
-        path = Path(raw).expanduser()
+        path = Path(raw)
         if not path.is_absolute():
             path = (base if base is not None else Path.cwd()) / path
         return StoreSpec("fs", path=Path(os.path.normpath(path)))

@@ -201,7 +201,7 @@ class LogWriter:
                 "event": "daemon_start",
                 "server": "evidenced/test",
                 "pid": os.getpid(),
-                "listen": {"tcp": None, "unix": "/tmp/test.sock"},
+                "listen": {"tcp": None, "unix": "test.sock"},
                 "sessions": described,
                 "session_config": config,
                 "durability": "none",
