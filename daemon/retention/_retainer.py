@@ -191,6 +191,18 @@ class Pending:
         return {**fields, "retained": True}
 
 
+class _NoRetention:
+    """A session without retention: nothing to wait for, no field for the line."""
+
+    async def settle(
+        self, outcome: str, binding: BoundProposition, result: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        return {}
+
+
+_NOTHING: Final = _NoRetention()
+
+
 class Retention:
     """The daemon's stores and pending writes (module rules)."""
 
@@ -233,9 +245,11 @@ class Retention:
                 with contextlib.suppress(Exception):
                     state.store.close()
 
-    def start(self, session: str, items: Sequence[bytes]) -> Pending:
+    def start(self, session: str, items: Sequence[bytes]) -> Pending | _NoRetention:
         """Rule 2."""
         policy = self._policies.get(session)
+        if policy is None:
+            return _NOTHING
         return Pending(self, policy, self._by_session.get(session), items)
 
     def _submit(self, pending: Pending, store: RetentionStore, item: bytes) -> None:
