@@ -16,9 +16,10 @@ Rules:
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from typing import Any
+
+from canon import core_json
 
 __all__ = [
     "BARE_HEX_RE",
@@ -63,11 +64,10 @@ def _check(value: Any, depth: int = 0) -> None:
 
 
 def core_bytes(value: Any) -> bytes:
-    """ASCII-escaped, sorted, compact JSON bytes of a JSON-ready value."""
+    """ASCII-escaped, sorted, compact JSON bytes of a JSON-ready value (the core variant of
+    the canonical-JSON family, :func:`canon.core_json`)."""
     _check(value)
-    return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
-    ).encode("ascii")
+    return core_json(value)
 
 
 def core_digest(value: Any) -> str:

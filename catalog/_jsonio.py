@@ -1,8 +1,9 @@
 """Strict JSON file reading for catalog records (package manifests, indexes, planning inputs).
 
-Rules: the bytes must be at most ``max_bytes``, strict UTF-8, one JSON document with no
-duplicate object keys and no NaN/Infinity; violations raise the caller-chosen error type with a
-one-line message. Floats are refused (catalog records never carry them).
+Rules: the bytes must be at most ``max_bytes``, then :func:`canon.loads_strict_json` (strict
+UTF-8, one JSON document, no duplicate object keys, no NaN/Infinity) with floats refused
+(catalog records never carry them); violations raise the caller-chosen error type with a
+one-line message.
 
 Every file the catalog reads goes through :func:`read_file_capped`: at most ``cap + 1`` bytes
 are read, more than ``cap`` raise the caller's error naming the cap. (The catalog keeps its own
@@ -12,9 +13,10 @@ all, which its non-execution test checks.)
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
+
+from canon import StrictJSONError, loads_strict_json
 
 from ._errors import CatalogError
 
@@ -23,36 +25,13 @@ __all__ = ["MAX_RECORD_FILE_BYTES", "loads_strict", "read_file_capped", "read_js
 MAX_RECORD_FILE_BYTES = 16 * 1024 * 1024
 
 
-def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError(f"duplicate object key {key!r}")
-        out[key] = value
-    return out
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"non-finite number {name}")
-
-
-def _no_float(text: str) -> Any:
-    raise ValueError(f"floating-point number {text}")
-
-
 def loads_strict(data: bytes, error: type[CatalogError], what: str) -> Any:
     """Parse one strict JSON document from exact bytes, raising ``error`` on any violation."""
     if len(data) > MAX_RECORD_FILE_BYTES:
         raise error(f"{what} exceeds {MAX_RECORD_FILE_BYTES} bytes")
     try:
-        text = data.decode("utf-8")
-        return json.loads(
-            text,
-            object_pairs_hook=_pairs,
-            parse_constant=_no_constant,
-            parse_float=_no_float,
-        )
-    except (UnicodeDecodeError, ValueError, RecursionError) as failure:
+        return loads_strict_json(data, refuse_floats=True)
+    except StrictJSONError as failure:
         raise error(f"{what} is not strict JSON: {failure}") from None
 
 

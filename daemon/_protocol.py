@@ -37,8 +37,6 @@ Rules (the contract):
 from __future__ import annotations
 
 import enum
-import json
-import math
 import re
 import struct
 from collections.abc import Mapping
@@ -47,6 +45,7 @@ from typing import Any, ClassVar, Final
 import attrs
 import orjson
 
+from canon import network_json
 from mechanism.canonical import CanonicalError, CanonicalLimitError, scan_structure
 
 MAGIC: Final = b"EVD1"
@@ -126,58 +125,14 @@ class ProtocolError(Exception):
 def encode_header(value: Mapping[str, Any]) -> bytes:
     """The canonical header bytes: sorted keys, no whitespace, UTF-8, no NaN/Infinity.
 
-    Encoded with orjson (``OPT_SORT_KEYS``), which for float-free values is byte-identical to
-    ``json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))``
-    (property-tested). orjson writes NaN/Infinity as ``null``, so an output containing
-    ``null`` is re-checked with ``json.dumps(allow_nan=False)``, which refuses them.
+    The network variant of the canonical-JSON family (:func:`canon.network_json`: orjson,
+    byte-identical to ``json.dumps(value, ensure_ascii=False, sort_keys=True,
+    separators=(",", ":"))`` for float-free values, property-tested).
     """
     try:
-        data: bytes = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
-        if b"null" in data and not _plain_json(value):
-            json.dumps(value, allow_nan=False, default=_refuse_default)
-        return data
+        return network_json(value)
     except (TypeError, ValueError, RecursionError) as error:
         raise ValueError(f"value cannot be encoded as a header: {error}") from None
-
-
-_PLAIN_SCALARS: Final = frozenset({str, int, bool, type(None)})
-
-
-def _plain_json(value: object) -> bool:
-    """True when ``value`` is built only of exact ``dict`` (``str`` keys), ``list``, ``tuple``,
-    ``str``, ``int``, ``bool``, ``None`` and finite ``float``: then ``json.dumps(allow_nan=
-    False)`` cannot refuse it and the re-check is skipped. False means "re-check" (the
-    re-check, not this walk, decides and words any refusal). Called only after orjson
-    encoded ``value``, so it is acyclic and of bounded depth."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        kind = type(item)
-        if kind in _PLAIN_SCALARS:
-            continue
-        if kind is dict:
-            assert isinstance(item, dict)
-            for key, member in item.items():
-                if type(key) is not str:
-                    return False
-                if type(member) is not str:
-                    stack.append(member)
-        elif kind is list or kind is tuple:
-            assert isinstance(item, list | tuple)
-            for member in item:
-                if type(member) is not str:
-                    stack.append(member)
-        elif kind is float:
-            assert isinstance(item, float)
-            if not math.isfinite(item):
-                return False
-        else:
-            return False
-    return True
-
-
-def _refuse_default(value: object) -> Any:
-    raise TypeError(f"{type(value).__name__} is not JSON")
 
 
 def _too_deep(data: bytes) -> bool:

@@ -15,7 +15,6 @@ Rules (the contract):
 
 from __future__ import annotations
 
-import hashlib
 import random
 import uuid
 from collections.abc import Iterator
@@ -23,13 +22,15 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
 
+from canon import digest_bytes
+
 from ._audit import GENESIS, render_line
 
 __all__ = ["synthetic_lines", "write_synthetic_log"]
 
 _FORMATION: Final = "vstd.typed_formation.checked.0.1"
 _DESCRIPTOR: Final = "t81.experiment_descriptor.authorized.0.1"
-_MECHANISM_DIGEST: Final = "sha256:" + hashlib.sha256(b"synthetic mechanism").hexdigest()
+_MECHANISM_DIGEST: Final = digest_bytes(b"synthetic mechanism")
 
 
 def _evidence(rng: random.Random) -> list[dict[str, Any]]:

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import base64
 import copy
-import hashlib
 import json
 import re
 from collections.abc import Sequence
@@ -51,7 +50,7 @@ import rfc8785
 
 import mechanism.descriptor as descriptor
 import mechanism.formation as formation
-from mechanism.canonical import CanonicalError, canonical_bytes
+from mechanism.canonical import CanonicalError, canonical_bytes, digest_bytes
 from session import (
     BoundProposition,
     EvidenceBindingError,
@@ -136,8 +135,7 @@ class _OptionsRefused(Exception):
         self.code = code
 
 
-def _sha256_ref(data: bytes) -> str:
-    return "sha256:" + hashlib.sha256(data).hexdigest()
+_sha256_ref = digest_bytes
 
 
 # --------------------------------------------------------------------------- options

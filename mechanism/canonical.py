@@ -40,13 +40,15 @@ escapes: no ``RecursionError``, ``UnicodeError`` or ``TypeError`` leaks out of t
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import unicodedata
 from typing import Any, Final
 
 import orjson
+
+import canon
+from canon import DIGEST_RE, is_digest, network_json_float_free
 
 __all__ = [
     "DIGEST_RE",
@@ -68,7 +70,6 @@ __all__ = [
 ]
 
 MAX_CANONICAL_INT: Final = 2**53 - 1
-DIGEST_RE: Final = re.compile(r"sha256:[0-9a-f]{64}")
 _KEY_RE: Final = re.compile(r"[a-z][a-z0-9_]*")
 # A JSON string token on raw bytes, unrolled (no nested quantifier can backtrack): a backslash
 # escapes the next byte. The closing quote is optional, so an unterminated string runs to the
@@ -109,20 +110,15 @@ class CanonicalTypeError(CanonicalError, TypeError):
     """A non-``bytes`` input where exact bytes are required: INVALID, and also a ``TypeError``."""
 
 
-def is_digest(value: object) -> bool:
-    """True only for an exact ``str`` of the form ``sha256:`` + 64 lowercase hex digits."""
-    return type(value) is str and DIGEST_RE.fullmatch(value) is not None
-
-
 def digest_bytes(data: bytes) -> str:
-    """``sha256:`` + lowercase hex SHA-256 of exact ``bytes``.
+    """``sha256:`` + lowercase hex SHA-256 of exact ``bytes`` (:func:`canon.digest_bytes`).
 
     Anything else raises :class:`CanonicalTypeError`, which is both a ``TypeError`` and a
     ``CanonicalError`` (so a ``ValueError``, like every refusal of the reference codec).
     """
     if type(data) is not bytes:
         raise CanonicalTypeError("digest_bytes accepts exact bytes only")
-    return "sha256:" + hashlib.sha256(data).hexdigest()
+    return canon.digest_bytes(data)
 
 
 def _string_is_canonical(text: str) -> bool:
@@ -186,11 +182,13 @@ def canonical_bytes(value: object) -> bytes:
 
 
 def _encode(value: object) -> bytes:
-    # orjson with sorted keys is byte-identical to ``json.dumps(..., ensure_ascii=False,
+    # The network encoding of the project's canonical-JSON family (:mod:`canon`): orjson
+    # with sorted keys, byte-identical to ``json.dumps(..., ensure_ascii=False,
     # sort_keys=True, separators=(",", ":"))`` on the canonical value model (ASCII keys, no
     # floats, integers below 2**64, no surrogates) and about 20x faster; the equivalence is a
-    # property test (tests/mechanism/test_canonical.py).
-    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    # property test (tests/mechanism/test_canonical.py). The model admits no float, so the
+    # float-free variant (no non-finite re-check) is exact.
+    return network_json_float_free(value)
 
 
 def canonical_digest(value: object) -> str:

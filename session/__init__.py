@@ -10,10 +10,47 @@ One edge helper lives here as well, :func:`read_capped` (with :func:`read_prefix
 :class:`InputTooLarge` and :data:`MAX_INPUT_FILE_BYTES`): the capped file read every command
 line uses. It is in the bottom layer only so that every package may import it; the protocol
 above never calls it.
+
+Beside the protocol, what every mechanism and host shares (``docs/writing-a-mechanism.md``):
+
+* the provider contract — :class:`MechanismProvider`, typed options
+  (:func:`structure_options`), :class:`CatalogMetadata`, :class:`HoldoutHandler`,
+  :func:`accepted_bounds` — and the ``evidenced.mechanisms`` entry points that register
+  providers (:func:`provider_entries`, :func:`load_provider`);
+* the pair pre-check pipeline (:class:`PairPrecheck` and its standard steps);
+* source identities (:class:`SourceIdentity`) and lower-only ceilings (:func:`lower_only`);
+  the byte encodings, digests and the strict JSON reader are :mod:`canon`'s.
 """
 
+from typing import TYPE_CHECKING, Any
+
+from . import _precheck as precheck
 from ._bytes_digest import BytesDigestMechanism
 from ._capped_read import MAX_INPUT_FILE_BYTES, InputTooLarge, read_capped, read_prefix
+from ._identity import SourceIdentity, file_digest
+from ._limits import CeilingError, lower_only
+from ._plugins import (
+    ENTRY_POINT_GROUP,
+    ProviderEntry,
+    ProviderLookupError,
+    load_provider,
+    load_reference,
+    provider_entries,
+    providers_for_mechanism,
+)
+from ._precheck import PairPrecheck, PairState, PrecheckFailed, PrecheckStep, Refusal
+from ._provider import (
+    HOLDOUT_OPTIONS_UNSUPPORTED,
+    HOLDOUT_OPTIONS_WEAKENED,
+    CatalogMetadata,
+    ConformanceSample,
+    HoldoutHandler,
+    HoldoutOptionsRefused,
+    HoldoutStepError,
+    MechanismProvider,
+    NoOptions,
+    accepted_bounds,
+)
 from ._session import VerificationSession
 from ._store import EvidenceStore
 from ._types import (
@@ -30,21 +67,68 @@ from ._types import (
 )
 
 __all__ = [
+    "ENTRY_POINT_GROUP",
+    "HOLDOUT_OPTIONS_UNSUPPORTED",
+    "HOLDOUT_OPTIONS_WEAKENED",
     "MAX_INPUT_FILE_BYTES",
+    "OPTIONS_CONVERTER",
     "BoundProposition",
     "BytesDigestMechanism",
+    "CatalogMetadata",
+    "CeilingError",
+    "ConformanceSample",
     "EvaluatedProposition",
     "EvidenceBindingError",
     "EvidenceBounds",
     "EvidenceStore",
     "FrozenInstanceError",
+    "HoldoutHandler",
+    "HoldoutOptionsRefused",
+    "HoldoutStepError",
     "InputTooLarge",
     "MechanismDecision",
     "MechanismOutcome",
+    "MechanismProvider",
+    "NoOptions",
+    "OptionsError",
+    "PairPrecheck",
+    "PairState",
+    "PrecheckFailed",
+    "PrecheckStep",
+    "ProviderEntry",
+    "ProviderLookupError",
+    "Refusal",
+    "SourceIdentity",
     "VerificationMechanism",
     "VerificationSession",
+    "accepted_bounds",
     "core_digest",
+    "file_digest",
+    "load_provider",
+    "load_reference",
+    "lower_only",
     "normalise_digest",
+    "precheck",
+    "provider_entries",
+    "providers_for_mechanism",
     "read_capped",
     "read_prefix",
+    "structure_options",
 ]
+
+if TYPE_CHECKING:
+    from ._options import OPTIONS_CONVERTER, OptionsError, structure_options
+
+_LAZY = frozenset({"OPTIONS_CONVERTER", "OptionsError", "structure_options"})
+
+
+def __getattr__(name: str) -> Any:
+    # The options converter (cattrs) is imported when options are first read, not with the
+    # session protocol (worker processes and clients never need it).
+    if name in _LAZY:
+        from . import _options
+
+        value = getattr(_options, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

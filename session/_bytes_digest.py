@@ -9,11 +9,12 @@ The mechanism digest is ``sha256:`` of this module file's bytes, read once at im
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Final
 
+from canon import digest_bytes
+
+from ._identity import file_digest
 from ._types import (
     BoundProposition,
     EvidenceBindingError,
@@ -24,7 +25,7 @@ from ._types import (
 
 __all__ = ["BytesDigestMechanism"]
 
-_SOURCE_DIGEST: Final = "sha256:" + hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
+_SOURCE_DIGEST: Final = file_digest(__file__)
 
 
 class BytesDigestMechanism:
@@ -38,7 +39,7 @@ class BytesDigestMechanism:
             return MechanismDecision(
                 MechanismOutcome.UNKNOWN, "this mechanism checks one bytes.sha256 proposition"
             )
-        observed = "sha256:" + hashlib.sha256(evidence[0]).hexdigest()
+        observed = digest_bytes(evidence[0])
         try:
             expected = normalise_digest(binding.expected)
         except EvidenceBindingError:

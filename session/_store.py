@@ -14,16 +14,13 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 from collections.abc import Iterable, Mapping
+
+from canon import digest_bytes as _reference
 
 from ._types import EvidenceBindingError, normalise_digest
 
 __all__ = ["EvidenceStore"]
-
-
-def _reference(payload: bytes) -> str:
-    return "sha256:" + hashlib.sha256(payload).hexdigest()
 
 
 class EvidenceStore:

@@ -27,13 +27,13 @@ from __future__ import annotations
 import copy
 import dataclasses
 import enum
-import hashlib
-import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, Protocol, runtime_checkable
 
 import attrs
+
+from canon import core_digest
 
 __all__ = [
     "BoundProposition",
@@ -116,14 +116,6 @@ def normalise_digest(reference: object) -> str:
     if match is None:
         raise EvidenceBindingError(f"not a SHA-256 evidence reference: {reference!r}")
     return "sha256:" + match.group(1)
-
-
-def core_digest(value: object) -> str:
-    """Bare lowercase hex SHA-256 of the ASCII-escaped core encoding of ``value``."""
-    text = json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
-    )
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 @_dataclass_compatible

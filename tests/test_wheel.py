@@ -47,7 +47,7 @@ from daemon._version import __version__
 
 REPO: Final = testdata.REPO
 PYPROJECT: Final = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
-CODE_PACKAGES: Final = ("session", "mechanism", "catalog", "daemon", "holdout")
+CODE_PACKAGES: Final = ("canon", "session", "mechanism", "catalog", "daemon", "holdout")
 PROJECT_FILES: Final = ("pyproject.toml", "README.md", "LICENSE")
 
 

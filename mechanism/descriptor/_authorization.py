@@ -41,15 +41,14 @@ Path C):
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import re
 from typing import Any, Final
 
 import attrs
 
-from mechanism.canonical import canonical_digest
+from canon import DuplicateKeyError, StrictJSONError, loads_strict_json
+from mechanism.canonical import canonical_digest, digest_bytes
 from session import read_capped
 
 from ._axion import PolicyEngine, SyscallContext, Verdict, VerdictKind
@@ -103,15 +102,6 @@ class AllowlistEntry:
         }
 
 
-def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise AllowlistError("ALLOWLIST_INVALID", f"duplicate key {key!r}")
-        result[key] = value
-    return result
-
-
 def parse_allowlist(data: bytes | str) -> tuple[AllowlistEntry, ...]:
     """Parse allowlist JSON into exact entries; raise :class:`AllowlistError` otherwise."""
     if type(data) is str:
@@ -121,10 +111,10 @@ def parse_allowlist(data: bytes | str) -> tuple[AllowlistEntry, ...]:
     if len(data) > MAX_ALLOWLIST_BYTES:
         raise AllowlistError("ALLOWLIST_INVALID", f"more than {MAX_ALLOWLIST_BYTES} bytes")
     try:
-        document = json.loads(data.decode("utf-8"), object_pairs_hook=_pairs)
-    except AllowlistError:
-        raise
-    except (UnicodeDecodeError, ValueError, RecursionError):
+        document = loads_strict_json(data, refuse_constants=False)
+    except DuplicateKeyError as duplicate:
+        raise AllowlistError("ALLOWLIST_INVALID", str(duplicate)) from None
+    except StrictJSONError:
         raise AllowlistError("ALLOWLIST_INVALID", "not strict UTF-8 JSON") from None
     if not isinstance(document, dict) or set(document) != {"schema_version", "entries"}:
         raise AllowlistError("ALLOWLIST_INVALID", "keys are exactly schema_version and entries")
@@ -176,10 +166,6 @@ class AuthorizationReport:
         }
 
 
-def _sha256(data: bytes) -> str:
-    return "sha256:" + hashlib.sha256(data).hexdigest()
-
-
 HostText = str | bytes | os.PathLike[str]
 
 
@@ -212,8 +198,8 @@ class AuthorizationConfig:
             self.allowlist_error = str(error)
         self.record = {
             "schema_version": AUTHORIZATION_SCHEMA,
-            "axion_policy": _sha256(self.policy_bytes),
-            "allowlist": _sha256(self.allowlist_bytes),
+            "axion_policy": digest_bytes(self.policy_bytes),
+            "allowlist": digest_bytes(self.allowlist_bytes),
         }
         self.digest = canonical_digest(self.record)
 

@@ -40,7 +40,6 @@ Engine rules (:meth:`PolicyEngine.evaluate`, never raises for a :class:`SyscallC
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Mapping
 from enum import StrEnum
@@ -48,6 +47,8 @@ from types import MappingProxyType
 from typing import Final
 
 import attrs
+
+from mechanism.canonical import digest_bytes
 
 from ._tisc import Opcode
 
@@ -468,7 +469,7 @@ def policy_digest(text: str | bytes) -> str:
         data = text
     else:
         raise TypeError("policy text is str or bytes")
-    return "sha256:" + hashlib.sha256(data).hexdigest()
+    return digest_bytes(data)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -85,8 +85,19 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from mechanism.canonical import MAX_CANONICAL_INT, canonical_digest, digest_bytes, is_digest
-from session import BoundProposition, EvidenceBounds, MechanismDecision, MechanismOutcome
+from mechanism.canonical import MAX_CANONICAL_INT, digest_bytes, is_digest
+from session import (
+    BoundProposition,
+    EvidenceBounds,
+    MechanismDecision,
+    MechanismOutcome,
+    PairPrecheck,
+    PrecheckFailed,
+    Refusal,
+    SourceIdentity,
+    lower_only,
+)
+from session import precheck as _steps
 
 from ._authorization import AuthorizationConfig, HostText
 from ._canonfs import canonfs_hash, is_canonfs_ref
@@ -207,24 +218,16 @@ _SOURCE_FILES: Final = (
     "_weights.py",
     "../canonical.py",
 )
+_HERE: Final = Path(__file__).resolve().parent
+_IDENTITY: Final = SourceIdentity.read(
+    "t81.descriptor-mechanism-source-identity.v1",
+    ((name.removeprefix("../"), _HERE / name) for name in _SOURCE_FILES),
+    {"catalog_digest": CATALOG_DIGEST},
+)
+MECHANISM_DIGEST: Final = _IDENTITY.digest
 
-
-def _source_identity() -> str:
-    here = Path(__file__).resolve().parent
-    sources = [
-        {"path": name.removeprefix("../"), "digest": digest_bytes((here / name).read_bytes())}
-        for name in _SOURCE_FILES
-    ]
-    return canonical_digest(
-        {
-            "schema_version": "t81.descriptor-mechanism-source-identity.v1",
-            "catalog_digest": CATALOG_DIGEST,
-            "sources": sources,
-        }
-    )
-
-
-MECHANISM_DIGEST: Final = _source_identity()
+# Pre-check steps 1–13 that precede the descriptor preflight; 10–13 are storage admission.
+_STORAGE_STEPS: Final = frozenset({"evidence", "evidence_type", "evidence_size", "rehash"})
 
 
 class _Stop(Exception):
@@ -271,12 +274,14 @@ def _canonical_report(value: Any) -> Any:
     return value
 
 
-def _lower_only(name: str, value: object, default: int) -> int:
-    if type(value) is not int:
-        raise TypeError(f"{name} must be an int")
-    if not 0 <= value <= default:
-        raise ValueError(f"{name} may only be lowered (0 … {default})")
-    return value
+def _pins_valid(parameters: dict[Any, Any]) -> bool:
+    """Step 4 on the parameter copy: string keys and values, the two references 64 lowercase
+    hex (CanonFS) and the policy a strict digest."""
+    return all(type(key) is str and type(value) is str for key, value in parameters.items()) and (
+        is_canonfs_ref(parameters["descriptor_identity"])
+        and is_canonfs_ref(parameters["payload_reference"])
+        and is_digest(parameters["authorization_policy"])
+    )
 
 
 class DescriptorAuthorizationMechanism:
@@ -299,14 +304,52 @@ class DescriptorAuthorizationMechanism:
         max_item_bytes: int = MAX_ITEM_BYTES,
         max_steps: int = DEFAULT_MAX_STEPS,
     ) -> None:
-        self.max_descriptor_bytes = _lower_only(
+        self.max_descriptor_bytes = lower_only(
             "max_descriptor_bytes", max_descriptor_bytes, MAX_DESCRIPTOR_BYTES
         )
-        self.max_item_bytes = _lower_only("max_item_bytes", max_item_bytes, MAX_ITEM_BYTES)
-        self.max_steps = _lower_only("max_steps", max_steps, DEFAULT_MAX_STEPS)
+        self.max_item_bytes = lower_only("max_item_bytes", max_item_bytes, MAX_ITEM_BYTES)
+        self.max_steps = lower_only("max_steps", max_steps, DEFAULT_MAX_STEPS)
         self.authorization = AuthorizationConfig(policy, allowlist)
         self.mechanism_id = MECHANISM_ID
         self.mechanism_digest = MECHANISM_DIGEST
+        self.precheck = self._precheck()
+
+    def _precheck(self) -> PairPrecheck:
+        """Steps 1–13 of the module contract, in order (:mod:`session._precheck`). The
+        descriptor compares the id and predicate by equality and takes any tuple/list of two
+        items, as its reference does."""
+        policy = self.authorization.digest
+        return PairPrecheck(
+            (
+                _steps.binding_type("DESCRIPTOR_BINDING_UNSUPPORTED"),
+                _steps.implementation(
+                    "DESCRIPTOR_IMPLEMENTATION_UNSUPPORTED",
+                    MECHANISM_ID,
+                    MECHANISM_DIGEST,
+                    exact_types=False,
+                ),
+                _steps.predicate(
+                    "DESCRIPTOR_PREDICATE_UNSUPPORTED", MECHANISM_ID, EXPECTED, exact_types=False
+                ),
+                _steps.parameters("DESCRIPTOR_PARAMETERS_UNSUPPORTED", PARAMETER_KEYS, _pins_valid),
+                _steps.step(
+                    "authorization_policy",
+                    "DESCRIPTOR_AUTHORIZATION_POLICY_UNSUPPORTED",
+                    lambda state: bool(state.parameters["authorization_policy"] == policy),
+                ),
+                _steps.trust_roots(
+                    "DESCRIPTOR_ROOTS_UNSUPPORTED",
+                    lambda copied: tuple(sorted({copied["authorization_policy"], CATALOG_DIGEST})),
+                ),
+                _steps.pair_bounds("DESCRIPTOR_BOUNDS_UNSUPPORTED", self.max_evidence_bytes),
+                _steps.pair_references("DESCRIPTOR_REFERENCES_UNSUPPORTED"),
+                _steps.subject_is_first("DESCRIPTOR_SUBJECT_BINDING_INVALID"),
+                _steps.evidence_pair("DESCRIPTOR_EVIDENCE_UNAVAILABLE", exact_container=False),
+                _steps.evidence_bytes("DESCRIPTOR_EVIDENCE_TYPE_INVALID"),
+                _steps.evidence_size("DESCRIPTOR_STORAGE_LIMIT_EXCEEDED", self.max_item_bytes),
+                _steps.evidence_rehash("DESCRIPTOR_EVIDENCE_BINDING_INVALID"),
+            )
+        )
 
     @property
     def authorization_policy_digest(self) -> str:
@@ -333,14 +376,7 @@ class DescriptorAuthorizationMechanism:
         }
         stage = ["binding"]
         try:
-            try:
-                parameters = self._preflight_binding(binding)
-                stage[0] = "storage"
-                descriptor, payload = self._admit_storage(binding, evidence, reports)
-            except _Stop:
-                raise
-            except Exception:
-                raise _unknown("DESCRIPTOR_BINDING_UNSUPPORTED") from None
+            parameters, descriptor, payload = self._admit(binding, evidence, stage, reports)
             try:
                 stage[0] = "descriptor"
                 fields = self._descriptor_stage(descriptor, payload, parameters, reports)
@@ -380,85 +416,30 @@ class DescriptorAuthorizationMechanism:
         }
         return MechanismDecision(outcome=outcome, details=code or "", observations=observations)
 
-    # -- binding ---------------------------------------------------------------------------------
-    def _preflight_binding(self, binding: BoundProposition) -> dict[str, str]:
-        if type(binding) is not BoundProposition:
-            raise _unknown("DESCRIPTOR_BINDING_UNSUPPORTED")
-        digest = binding.mechanism_digest
-        if (
-            binding.mechanism_id != MECHANISM_ID
-            or not is_digest(digest)
-            or digest != MECHANISM_DIGEST
-        ):
-            raise _unknown("DESCRIPTOR_IMPLEMENTATION_UNSUPPORTED")
-        if (
-            binding.predicate != MECHANISM_ID
-            or type(binding.expected) is not str
-            or (binding.expected != EXPECTED)
-        ):
-            raise _unknown("DESCRIPTOR_PREDICATE_UNSUPPORTED")
-        if type(binding.parameters) is not dict:
-            raise _unknown("DESCRIPTOR_PARAMETERS_UNSUPPORTED")
-        parameters = dict(binding.parameters)  # validate only the copy
-        if set(parameters) != set(PARAMETER_KEYS) or not all(
-            type(key) is str and type(value) is str for key, value in parameters.items()
-        ):
-            raise _unknown("DESCRIPTOR_PARAMETERS_UNSUPPORTED")
-        if not (
-            is_canonfs_ref(parameters["descriptor_identity"])
-            and is_canonfs_ref(parameters["payload_reference"])
-            and is_digest(parameters["authorization_policy"])
-        ):
-            raise _unknown("DESCRIPTOR_PARAMETERS_UNSUPPORTED")
-        if parameters["authorization_policy"] != self.authorization.digest:
-            raise _unknown("DESCRIPTOR_AUTHORIZATION_POLICY_UNSUPPORTED")
-        roots = binding.trust_roots
-        expected_roots = tuple(sorted({parameters["authorization_policy"], CATALOG_DIGEST}))
-        if type(roots) is not tuple or roots != expected_roots:
-            raise _unknown("DESCRIPTOR_ROOTS_UNSUPPORTED")
-        bounds = binding.bounds
-        if (
-            type(bounds) is not EvidenceBounds
-            or type(bounds.max_evidence_items) is not int
-            or type(bounds.max_evidence_bytes) is not int
-            or bounds.max_evidence_items != 2
-            or not 0 <= bounds.max_evidence_bytes <= self.max_evidence_bytes
-        ):
-            raise _unknown("DESCRIPTOR_BOUNDS_UNSUPPORTED")
-        refs = binding.evidence_refs
-        if (
-            type(refs) is not tuple
-            or len(refs) != 2
-            or not all(is_digest(ref) for ref in refs)
-            or refs[0] == refs[1]
-            or not is_digest(binding.subject_id)
-        ):
-            raise _unknown("DESCRIPTOR_REFERENCES_UNSUPPORTED")
-        if binding.subject_id != refs[0]:
-            raise _fail("DESCRIPTOR_SUBJECT_BINDING_INVALID")
-        return parameters
-
-    # -- storage ---------------------------------------------------------------------------------
-    def _admit_storage(
-        self, binding: BoundProposition, evidence: Sequence[bytes], reports: dict[str, Any]
-    ) -> tuple[bytes, bytes]:
-        def refuse(stop: _Stop) -> _Stop:
-            reports["storage_report"] = {"status": "REFUSED", "reason_codes": [stop.code]}
-            return stop
-
-        if not isinstance(evidence, tuple | list) or len(evidence) != 2:
-            raise refuse(_unknown("DESCRIPTOR_EVIDENCE_UNAVAILABLE"))
-        descriptor, payload = evidence[0], evidence[1]
-        if type(descriptor) is not bytes or type(payload) is not bytes:
-            raise refuse(_fail("DESCRIPTOR_EVIDENCE_TYPE_INVALID"))
-        if (
-            len(descriptor) > self.max_item_bytes
-            or len(payload) > self.max_item_bytes
-            or len(descriptor) + len(payload) > binding.bounds.max_evidence_bytes
-        ):
-            raise refuse(_unknown("DESCRIPTOR_STORAGE_LIMIT_EXCEEDED"))
-        if (digest_bytes(descriptor), digest_bytes(payload)) != binding.evidence_refs:
-            raise refuse(_fail("DESCRIPTOR_EVIDENCE_BINDING_INVALID"))
+    # -- binding and storage ---------------------------------------------------------------------
+    def _admit(
+        self,
+        binding: BoundProposition,
+        evidence: Sequence[bytes],
+        stage: list[str],
+        reports: dict[str, Any],
+    ) -> tuple[dict[str, str], bytes, bytes]:
+        """Steps 1–13; a storage refusal (10–13) records the storage report. An exception in
+        either stage is ``DESCRIPTOR_BINDING_UNSUPPORTED`` at the stage it happened in."""
+        try:
+            admitted = self.precheck.run(binding, evidence)
+        except PrecheckFailed as failed:
+            if failed.step in _STORAGE_STEPS:
+                stage[0] = "storage"
+            raise _unknown("DESCRIPTOR_BINDING_UNSUPPORTED") from None
+        if type(admitted) is Refusal:
+            if admitted.step in _STORAGE_STEPS:
+                stage[0] = "storage"
+                reports["storage_report"] = {"status": "REFUSED", "reason_codes": [admitted.code]}
+            raise _Stop(admitted.outcome, admitted.code)
+        assert not isinstance(admitted, Refusal)
+        stage[0] = "storage"
+        descriptor, payload = admitted.items
         reports["storage_report"] = {
             "status": "ADMITTED",
             "reason_codes": [],
@@ -467,7 +448,7 @@ class DescriptorAuthorizationMechanism:
                 {"role": "payload", "size": len(payload), "digest": binding.evidence_refs[1]},
             ],
         }
-        return descriptor, payload
+        return admitted.parameters, descriptor, payload
 
     # -- descriptor ------------------------------------------------------------------------------
     def _descriptor_stage(

@@ -33,7 +33,6 @@ Rules, in order; :func:`inspect_weights` never raises for bad input, it returns 
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import shutil
@@ -46,6 +45,7 @@ import numpy as np
 import safetensors
 import safetensors.numpy
 
+from canon import DuplicateKeyError, StrictJSONError, loads_strict_json
 from mechanism.canonical import digest_bytes
 from mechanism.snapshots import make_snapshot_directory
 
@@ -117,15 +117,6 @@ class _Entry:
     end: int
 
 
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise _Refused("WEIGHTS_HEADER_INVALID", f"duplicate header key {key!r}")
-        result[key] = value
-    return result
-
-
 def _header_int(literal: str) -> int:
     """A header integer: at most 20 digits (a 64-bit value, safetensors' own width).
 
@@ -152,12 +143,12 @@ def _preflight(payload: bytes) -> tuple[list[_Entry], int]:
     raw = payload[8 : 8 + header_length]
     try:
         text = raw.decode("utf-8", errors="strict")
-        header = json.loads(
-            text.rstrip(" "), object_pairs_hook=_no_duplicates, parse_int=_header_int
-        )
-    except _Refused:
-        raise
-    except (UnicodeDecodeError, ValueError, RecursionError):
+        header = loads_strict_json(text.rstrip(" "), refuse_constants=False, parse_int=_header_int)
+    except DuplicateKeyError as duplicate:
+        raise _Refused(
+            "WEIGHTS_HEADER_INVALID", f"duplicate header key {duplicate.key!r}"
+        ) from None
+    except (UnicodeDecodeError, StrictJSONError):
         raise _Refused("WEIGHTS_HEADER_INVALID", "header is not strict UTF-8 JSON") from None
     if not isinstance(header, dict):
         raise _Refused("WEIGHTS_HEADER_INVALID", "header is not a JSON object")

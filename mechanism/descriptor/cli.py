@@ -35,10 +35,12 @@ from typing import Any
 
 from mechanism.canonical import canonical_bytes
 from session import (
+    CeilingError,
     EvidenceBindingError,
     EvidenceStore,
     MechanismOutcome,
     VerificationSession,
+    lower_only,
     read_capped,
 )
 
@@ -69,9 +71,10 @@ def _lowered(ceiling: int) -> Any:
             value = int(text, 10)
         except ValueError:
             raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-        if not 0 <= value <= ceiling:
-            raise argparse.ArgumentTypeError(f"may only lower the limit (0 … {ceiling})")
-        return value
+        try:
+            return lower_only("the limit", value, ceiling)
+        except CeilingError:
+            raise argparse.ArgumentTypeError(f"may only lower the limit (0 … {ceiling})") from None
 
     return parse
 

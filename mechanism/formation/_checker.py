@@ -41,9 +41,9 @@ values digests, ASCII tags or ints), a fact the test-suite checks against the ge
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any, Final
 
+from mechanism.canonical import digest_bytes
 from mechanism.formation._wire import (
     MAX_DEPTH,
     MAX_NODES,
@@ -85,7 +85,7 @@ _FIELDS: Final = dict(NODE_REFERENCE_FIELDS)
 
 
 def _h(text: str) -> str:
-    return "sha256:" + hashlib.sha256(text.encode("ascii")).hexdigest()
+    return digest_bytes(text.encode("ascii"))
 
 
 def _atom_denotation(payload_digest: str) -> str:
@@ -343,7 +343,7 @@ def _check(
         if trace is not None:
             trace.stop("SUBJECT_ADMISSION", message=str(error))
         return _report(*_admission_failure(error))
-    subject_digest = "sha256:" + hashlib.sha256(subject_bytes).hexdigest()
+    subject_digest = digest_bytes(subject_bytes)
     root: int = subject["root"]
     nodes: list[dict[str, Any]] = subject["nodes"]
     # Fast path, same answers: exact bytes of the only certificate that binds this subject

@@ -54,13 +54,12 @@ the mathematical claim; UNKNOWN covers unsupported, missing and exhausted.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
 import mechanism.canonical as _canonical
-from mechanism.canonical import canonical_digest, is_digest
+from mechanism.canonical import digest_bytes, is_digest
 from mechanism.formation._checker import check_formation
 from mechanism.formation._wire import (
     MAX_DEPTH,
@@ -80,11 +79,17 @@ from session import (
     EvidenceBounds,
     MechanismDecision,
     MechanismOutcome,
+    PairPrecheck,
+    PairState,
+    Refusal,
+    SourceIdentity,
 )
+from session import precheck as _steps
 
 __all__ = [
     "ADAPTER_REASON_CODES",
     "MECHANISM_DIGEST",
+    "PRECHECK",
     "SOURCE_IDENTITY_SCHEMA",
     "SOURCE_INVENTORY",
     "FormationPathCertificateMechanism",
@@ -142,29 +147,55 @@ ADAPTER_REASON_CODES: Final[dict[str, MechanismOutcome]] = {
 }
 
 _HERE: Final = Path(__file__).resolve().parent
-# (inventory path, file) in the fixed inventory order.
-_SOURCE_FILES: Final[tuple[tuple[str, Path], ...]] = (
-    ("mechanism/formation/_mechanism.py", _HERE / "_mechanism.py"),
-    ("mechanism/formation/_checker.py", _HERE / "_checker.py"),
-    ("mechanism/formation/_wire.py", _HERE / "_wire.py"),
-    ("mechanism/canonical.py", Path(_canonical.__file__).resolve()),
+_IDENTITY: Final = SourceIdentity.read(
+    SOURCE_IDENTITY_SCHEMA,
+    (  # (inventory path, file) in the fixed inventory order
+        ("mechanism/formation/_mechanism.py", _HERE / "_mechanism.py"),
+        ("mechanism/formation/_checker.py", _HERE / "_checker.py"),
+        ("mechanism/formation/_wire.py", _HERE / "_wire.py"),
+        ("mechanism/canonical.py", Path(_canonical.__file__).resolve()),
+    ),
+    {"profile_digest": PROFILE_DIGEST},
 )
-SOURCE_INVENTORY: Final[tuple[tuple[str, str], ...]] = tuple(
-    (path, "sha256:" + hashlib.sha256(file.read_bytes()).hexdigest())
-    for path, file in _SOURCE_FILES
-)
+SOURCE_INVENTORY: Final[tuple[tuple[str, str], ...]] = _IDENTITY.sources
 
 
 def source_identity() -> dict[str, Any]:
     """The source-identity document whose canonical digest is :data:`MECHANISM_DIGEST`."""
-    return {
-        "schema_version": SOURCE_IDENTITY_SCHEMA,
-        "profile_digest": PROFILE_DIGEST,
-        "sources": [{"path": path, "digest": digest} for path, digest in SOURCE_INVENTORY],
-    }
+    return _IDENTITY.document()
 
 
-MECHANISM_DIGEST: Final = canonical_digest(source_identity())
+MECHANISM_DIGEST: Final = _IDENTITY.digest
+
+#: Preflight steps 1–13 of the module contract, in order (:mod:`session._precheck`).
+PRECHECK: Final = PairPrecheck(
+    (
+        _steps.binding_type(BINDING_UNSUPPORTED),
+        _steps.implementation(IMPLEMENTATION_UNSUPPORTED, MECHANISM_ID, MECHANISM_DIGEST),
+        _steps.predicate(PREDICATE_UNSUPPORTED, MECHANISM_ID, "CHECKED"),
+        _steps.parameters(
+            PARAMETERS_UNSUPPORTED,
+            PARAMETER_KEYS,
+            lambda copied: all(is_digest(value) for value in copied.values()),
+        ),
+        _steps.step(
+            "profile",
+            PROFILE_UNSUPPORTED,
+            lambda state: bool(state.parameters["profile_digest"] == PROFILE_DIGEST),
+        ),
+        _steps.trust_roots(
+            ROOTS_UNSUPPORTED,
+            lambda copied: tuple(sorted({str(value) for value in copied.values()})),
+        ),
+        _steps.pair_bounds(BOUNDS_UNSUPPORTED, MAX_PAIR_BYTES),
+        _steps.pair_references(REFERENCES_UNSUPPORTED),
+        _steps.subject_is_first(SUBJECT_BINDING_INVALID),
+        _steps.evidence_pair(EVIDENCE_UNAVAILABLE),
+        _steps.evidence_bytes(EVIDENCE_TYPE_INVALID),
+        _steps.evidence_size(LIMIT_EXCEEDED, MAX_RECORD_BYTES),
+        _steps.evidence_rehash(EVIDENCE_BINDING_INVALID),
+    )
+)
 
 
 def _decision(
@@ -195,8 +226,7 @@ def _fail(reason: str, report: dict[str, Any] | None = None) -> MechanismDecisio
     return _decision(MechanismOutcome.FAIL, reason, "INVALID", report)
 
 
-def _is_exact_int(value: object) -> bool:
-    return type(value) is int
+_STATUS: Final = {MechanismOutcome.UNKNOWN: "UNKNOWN", MechanismOutcome.FAIL: "INVALID"}
 
 
 class FormationPathCertificateMechanism:
@@ -243,90 +273,13 @@ class FormationPathCertificateMechanism:
             return _unknown(EXECUTION_UNKNOWN)
 
     def _evaluate(self, binding: object, evidence: object) -> MechanismDecision:
-        # 1. The binding's exact type.
-        if type(binding) is not BoundProposition:
-            return _unknown(BINDING_UNSUPPORTED)
-        # 2. The implementation coordinate.
-        mechanism_id, digest = binding.mechanism_id, binding.mechanism_digest
-        if (
-            type(mechanism_id) is not str
-            or mechanism_id != MECHANISM_ID
-            or not is_digest(digest)
-            or digest != MECHANISM_DIGEST
-        ):
-            return _unknown(IMPLEMENTATION_UNSUPPORTED)
-        # 3. The predicate and the exact expected value.
-        predicate, expected = binding.predicate, binding.expected
-        if (
-            type(predicate) is not str
-            or predicate != MECHANISM_ID
-            or type(expected) is not str
-            or expected != "CHECKED"
-        ):
-            return _unknown(PREDICATE_UNSUPPORTED)
-        # 4. Parameters: exactly a dict, copied, and only the copy is validated and used.
-        if type(binding.parameters) is not dict:
-            return _unknown(PARAMETERS_UNSUPPORTED)
-        parameters: dict[object, object] = dict(binding.parameters)
-        if parameters.keys() != PARAMETER_KEYS or not all(
-            is_digest(value) for value in parameters.values()
-        ):
-            return _unknown(PARAMETERS_UNSUPPORTED)
-        # 5. The rule profile.
-        if parameters["profile_digest"] != PROFILE_DIGEST:
-            return _unknown(PROFILE_UNSUPPORTED)
-        # 6. Trust roots: exactly the sorted distinct parameter values.
-        roots = binding.trust_roots
-        expected_roots = tuple(sorted({str(value) for value in parameters.values()}))
-        if type(roots) is not tuple or roots != expected_roots:
-            return _unknown(ROOTS_UNSUPPORTED)
-        # 7. Bounds: exactly EvidenceBounds(2, 0 <= n <= 524288) with exact ints.
-        bounds = binding.bounds
-        if (
-            type(bounds) is not EvidenceBounds
-            or not _is_exact_int(bounds.max_evidence_items)
-            or bounds.max_evidence_items != 2
-            or not _is_exact_int(bounds.max_evidence_bytes)
-            or not 0 <= bounds.max_evidence_bytes <= MAX_PAIR_BYTES
-        ):
-            return _unknown(BOUNDS_UNSUPPORTED)
-        # 8. References: two distinct strict digests; subject_id a strict digest.
-        refs = binding.evidence_refs
-        if (
-            type(refs) is not tuple
-            or len(refs) != 2
-            or not all(is_digest(ref) for ref in refs)
-            or refs[0] == refs[1]
-            or not is_digest(binding.subject_id)
-        ):
-            return _unknown(REFERENCES_UNSUPPORTED)
-        # 9. The subject is the first reference.
-        if binding.subject_id != refs[0]:
-            return _fail(SUBJECT_BINDING_INVALID)
-        # 10. Exactly two evidence items (captured once).
-        if not isinstance(evidence, tuple | list) or type(evidence) not in (tuple, list):
-            return _unknown(EVIDENCE_UNAVAILABLE)
-        items: tuple[object, ...] = tuple(evidence)
-        if len(items) != 2:
-            return _unknown(EVIDENCE_UNAVAILABLE)
-        subject, certificate = items
-        # 11. Exact bytes.
-        if type(subject) is not bytes or type(certificate) is not bytes:
-            return _fail(EVIDENCE_TYPE_INVALID)
-        # 12. Whole-pair size preflight (precedes rehashing).
-        if (
-            len(subject) > MAX_RECORD_BYTES
-            or len(certificate) > MAX_RECORD_BYTES
-            or len(subject) + len(certificate) > bounds.max_evidence_bytes
-        ):
-            return _unknown(LIMIT_EXCEEDED)
-        # 13. Rehash: the bytes are the bound evidence, in order.
-        observed = (
-            "sha256:" + hashlib.sha256(subject).hexdigest(),
-            "sha256:" + hashlib.sha256(certificate).hexdigest(),
-        )
-        if observed != refs:
-            return _fail(EVIDENCE_BINDING_INVALID)
+        # 1–13. The pre-checks, in order; the first that does not hold decides.
+        admitted = PRECHECK.run(binding, evidence)
+        if type(admitted) is Refusal:
+            return _decision(admitted.outcome, admitted.code, _STATUS[admitted.outcome])
+        assert isinstance(admitted, PairState)
+        parameters = admitted.parameters
+        subject, certificate = admitted.items
         try:
             # 14. Declared context against the bound parameters (before pure checking).
             try:
@@ -386,8 +339,8 @@ def formation_binding(
         "ground_artifact_digest": context["ground_artifact_digest"],
         "authority_axiom_agency_digest": context["authority_axiom_agency_digest"],
     }
-    subject_ref = "sha256:" + hashlib.sha256(subject_bytes).hexdigest()
-    certificate_ref = "sha256:" + hashlib.sha256(certificate_bytes).hexdigest()
+    subject_ref = digest_bytes(subject_bytes)
+    certificate_ref = digest_bytes(certificate_bytes)
     try:
         return BoundProposition(
             subject_id=subject_ref,

@@ -48,7 +48,6 @@ This module holds no inference: the checker and the producer each type terms on 
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from importlib import resources
 from typing import Any, Final
@@ -59,8 +58,10 @@ from mechanism.canonical import (
     CanonicalUnsupportedError,
     admit_record_deferred,
     check_value_model,
+    digest_bytes,
     is_digest,
 )
+from session import CeilingError, lower_only
 
 __all__ = [
     "CERTIFICATE_SCHEMA",
@@ -164,7 +165,7 @@ def _read_package_data(name: str) -> bytes:
 
 
 _PROFILE_BYTES: Final = _read_package_data(_PROFILE_FILE)
-PROFILE_DIGEST: Final = "sha256:" + hashlib.sha256(_PROFILE_BYTES).hexdigest()
+PROFILE_DIGEST: Final = digest_bytes(_PROFILE_BYTES)
 if PROFILE_DIGEST != _PINNED_PROFILE_DIGEST:  # pragma: no cover - a corrupted installation
     raise ImportError(f"packaged typed-formation profile hashes to {PROFILE_DIGEST}")
 
@@ -184,29 +185,15 @@ def schema_bytes() -> bytes:
     return _read_package_data(_SCHEMA_FILE)
 
 
-class CeilingError(ValueError, TypeError):
-    """A resource ceiling that is not an exact int in ``0 … default`` (never raised above it).
-
-    Both a ``ValueError`` and a ``TypeError``: the contract names either for a bool, a non-int
-    or an out-of-range value, so a caller catching one of them catches every refusal.
-    """
-
-
 def validate_ceilings(*, max_nodes: object, max_depth: object, max_path_steps: object) -> None:
     """Refuse ceilings that are not exact ints in ``0 … default`` (they may only be lowered).
 
-    Raises :class:`CeilingError` (a ``ValueError`` and a ``TypeError``) for a bool, a non-int,
-    a negative value or one above the compiled default.
+    Raises :class:`CeilingError` (:func:`session.lower_only`: a ``ValueError`` and a
+    ``TypeError``) for a bool, a non-int, a negative value or one above the compiled default.
     """
-    for name, value, default in (
-        ("max_nodes", max_nodes, MAX_NODES),
-        ("max_depth", max_depth, MAX_DEPTH),
-        ("max_path_steps", max_path_steps, MAX_PATH_STEPS),
-    ):
-        if type(value) is not int:
-            raise CeilingError(f"{name} must be an int, not {type(value).__name__}")
-        if not 0 <= value <= default:
-            raise CeilingError(f"{name} may only be lowered: 0 <= {name} <= {default}")
+    lower_only("max_nodes", max_nodes, MAX_NODES)
+    lower_only("max_depth", max_depth, MAX_DEPTH)
+    lower_only("max_path_steps", max_path_steps, MAX_PATH_STEPS)
 
 
 def _admit(data: object, schema: str) -> tuple[dict[str, Any], bytes | None]:

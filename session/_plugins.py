@@ -1,0 +1,170 @@
+"""Finding mechanism providers: the ``evidenced.mechanisms`` entry-point group.
+
+Rules:
+
+* :func:`provider_entries` lists the group's entry points from the installed distributions'
+  metadata (``importlib.metadata``; nothing is imported), sorted by name, each with its
+  ``module:attribute`` value and its distribution's name and version. It is the only place the
+  session package looks beyond the process's own objects, and it reads metadata only.
+* :func:`load_provider` loads one entry by name. An unknown name, a name two distributions
+  register (ambiguous: which one runs must never depend on installation order), an import that
+  fails, or an object that is neither a :class:`MechanismProvider` instance nor a subclass of it
+  (instantiated with no arguments) raises :class:`ProviderLookupError` naming the entry and the
+  cause. A loaded provider is kept for the process (its module is imported once anyway).
+* :func:`load_reference` loads ``module:attribute`` directly (the conformance kit's targets);
+  :func:`providers_for_mechanism` answers every installed provider whose ``mechanism_id`` is the
+  given one (``evidenced submit`` uses it to build a binding for a session whose mechanism it
+  learns only from the daemon).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Final
+
+import attrs
+
+from ._provider import MechanismProvider
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "ProviderEntry",
+    "ProviderLookupError",
+    "load_provider",
+    "load_reference",
+    "provider_entries",
+    "providers_for_mechanism",
+]
+
+ENTRY_POINT_GROUP: Final = "evidenced.mechanisms"
+
+
+class ProviderLookupError(LookupError):
+    """No usable provider under that name (the message says why)."""
+
+
+@attrs.frozen
+class ProviderEntry:
+    """One registered provider: entry-point name and value, distribution name and version."""
+
+    name: str
+    value: str
+    distribution: str | None
+    version: str | None
+
+    def load(self) -> MechanismProvider[Any]:
+        """The provider object (module rules); raises :class:`ProviderLookupError`."""
+        return _load(self.value, f"mechanism provider {self.name!r} ({self.value})")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "value": self.value,
+            "distribution": self.distribution,
+            "version": self.version,
+        }
+
+
+_LOADED: dict[str, MechanismProvider[Any]] = {}
+
+
+def provider_entries() -> tuple[ProviderEntry, ...]:
+    """Every entry of the group, sorted by (name, distribution)."""
+    from importlib.metadata import entry_points
+
+    found = set()
+    for point in entry_points(group=ENTRY_POINT_GROUP):
+        dist = point.dist
+        found.add(
+            ProviderEntry(
+                point.name,
+                point.value,
+                None if dist is None else dist.name,
+                None if dist is None else dist.version,
+            )
+        )
+    return tuple(sorted(found, key=lambda e: (e.name, e.distribution or "", e.value)))
+
+
+def provider_names() -> tuple[str, ...]:
+    return tuple(sorted({entry.name for entry in provider_entries()}))
+
+
+def find_entry(name: str) -> ProviderEntry:
+    """The one entry registered as ``name`` (unknown or ambiguous names raise)."""
+    matches = [entry for entry in provider_entries() if entry.name == name]
+    if not matches:
+        raise ProviderLookupError(
+            f"no mechanism provider {name!r} is installed (installed: {list(provider_names())})"
+        )
+    if len(matches) > 1:
+        owners = sorted(f"{e.distribution} ({e.value})" for e in matches)
+        raise ProviderLookupError(f"mechanism provider {name!r} is registered twice: {owners}")
+    return matches[0]
+
+
+def load_provider(name: str) -> MechanismProvider[Any]:
+    """The provider registered as ``name``."""
+    return find_entry(name).load()
+
+
+def load_reference(reference: str) -> object:
+    """The object ``module:attribute[.attribute]`` names (imported; errors are lookup errors)."""
+    module_name, sep, attribute = reference.partition(":")
+    if not sep or not module_name or not attribute:
+        raise ProviderLookupError(f"{reference!r} is not module:attribute")
+    try:
+        value: object = importlib.import_module(module_name)
+        for part in attribute.split("."):
+            value = getattr(value, part)
+    except Exception as error:
+        raise ProviderLookupError(
+            f"{reference}: cannot be loaded ({type(error).__name__}: {error})"
+        ) from None
+    return value
+
+
+def as_provider(value: object, what: str) -> MechanismProvider[Any]:
+    """``value`` as a provider: an instance, or a subclass instantiated with no arguments."""
+    if isinstance(value, type) and issubclass(value, MechanismProvider):
+        try:
+            value = value()
+        except Exception as error:
+            raise ProviderLookupError(
+                f"{what}: cannot be instantiated ({type(error).__name__}: {error})"
+            ) from None
+    if not isinstance(value, MechanismProvider):
+        raise ProviderLookupError(f"{what}: is not a MechanismProvider ({type(value).__name__})")
+    identifier = getattr(value, "mechanism_id", None)
+    if type(identifier) is not str or not identifier:
+        raise ProviderLookupError(f"{what}: mechanism_id must be a non-empty string")
+    return value
+
+
+def _load(value: str, what: str) -> MechanismProvider[Any]:
+    cached = _LOADED.get(value)
+    if cached is not None:
+        return cached
+    try:
+        loaded = load_reference(value)
+    except ProviderLookupError as error:
+        raise ProviderLookupError(f"{what}: {error}") from None
+    provider = as_provider(loaded, what)
+    _LOADED[value] = provider
+    return provider
+
+
+def providers_for_mechanism(
+    mechanism_id: str,
+) -> list[tuple[ProviderEntry, MechanismProvider[Any]]]:
+    """Every installed provider whose ``mechanism_id`` is ``mechanism_id`` (unloadable ones are
+    skipped: they cannot build a binding either)."""
+    found = []
+    for entry in provider_entries():
+        try:
+            provider = entry.load()
+        except ProviderLookupError:
+            continue
+        if provider.mechanism_id == mechanism_id:
+            found.append((entry, provider))
+    return found

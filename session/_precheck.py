@@ -1,0 +1,295 @@
+"""The pair-binding pre-check pipeline: named steps a mechanism runs before it reads evidence.
+
+A mechanism that decides a bound pair (subject, companion) declares its pre-checks as an
+ordered tuple of :class:`PrecheckStep` — a name, the reason code and outcome it answers when
+it does not hold, and a predicate — and :meth:`PairPrecheck.run` applies them in that order:
+the first step that does not hold decides (a :class:`Refusal`); when all hold the run returns
+the :class:`PairState` (the binding, a private copy of its parameters and the two evidence
+items). A step that raises stops the run with :class:`PrecheckFailed` (``step`` names it; the
+original exception is its ``__cause__``): each mechanism decides what an exception in its
+pre-checks means.
+
+The standard steps (each mechanism picks its codes; the order is the mechanism's contract):
+
+``binding``         the binding is exactly a :class:`BoundProposition` (UNKNOWN).
+``implementation``  ``mechanism_id`` equals the id and ``mechanism_digest`` is a strict
+                    ``sha256:`` digest equal to the digest (UNKNOWN). With ``exact_types`` the
+                    id must also be an exact ``str``.
+``predicate``       ``predicate`` equals the predicate and ``expected`` is exactly the expected
+                    ``str`` (UNKNOWN). With ``exact_types`` the predicate must be an exact
+                    ``str`` as well.
+``parameters``      ``parameters`` is exactly a ``dict``; a copy is taken (only the copy is used
+                    from here on) whose key set equals the declared keys and which the
+                    mechanism's ``valid`` predicate accepts (UNKNOWN).
+``trust_roots``     ``trust_roots`` is exactly a ``tuple`` equal to the roots the mechanism
+                    derives from the parameter copy (UNKNOWN).
+``bounds``          ``bounds`` is exactly ``EvidenceBounds(2, n)`` with exact ints and
+                    ``0 <= n <= max_bytes`` (UNKNOWN).
+``references``      ``evidence_refs`` is a ``tuple`` of two distinct strict digests and
+                    ``subject_id`` a strict digest (UNKNOWN).
+``subject``         ``subject_id`` is the first reference (FAIL).
+``evidence``        the evidence is a ``tuple``/``list`` of two items (UNKNOWN); with
+                    ``exact_container`` exactly a ``tuple`` or ``list`` (no subclass), read once.
+``evidence_type``   both items are exact ``bytes`` (FAIL).
+``evidence_size``   neither item exceeds ``max_item_bytes`` and the pair does not exceed the
+                    binding's declared byte bound (UNKNOWN; it precedes rehashing, so an
+                    oversized item can hide a substitution of the other: UNKNOWN, never PASS).
+``rehash``          the items' ``sha256:`` digests are the references, in order (FAIL).
+
+:func:`step` makes a mechanism-specific step (a profile or policy pin, for instance).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Sequence
+from typing import Any, Final
+
+import attrs
+
+from canon import digest_bytes, is_digest
+
+from ._types import BoundProposition, EvidenceBounds, MechanismOutcome
+
+__all__ = [
+    "PairPrecheck",
+    "PairState",
+    "PrecheckFailed",
+    "PrecheckStep",
+    "Refusal",
+    "binding_type",
+    "evidence_bytes",
+    "evidence_pair",
+    "evidence_rehash",
+    "evidence_size",
+    "implementation",
+    "pair_bounds",
+    "pair_references",
+    "parameters",
+    "predicate",
+    "step",
+    "subject_is_first",
+    "trust_roots",
+]
+
+_UNKNOWN: Final = MechanismOutcome.UNKNOWN
+_FAIL: Final = MechanismOutcome.FAIL
+
+
+class PairState:
+    """What the pre-checks admitted: the binding, its parameter copy and the two items."""
+
+    __slots__ = ("binding", "evidence", "items", "parameters")
+
+    def __init__(self, binding: Any, evidence: Any) -> None:
+        self.binding = binding
+        self.evidence = evidence
+        self.parameters: dict[Any, Any] = {}
+        self.items: tuple[bytes, bytes] = (b"", b"")
+
+
+@attrs.frozen
+class PrecheckStep:
+    """One named pre-check: ``holds(state)`` is False → answer ``outcome`` with ``code``."""
+
+    name: str
+    code: str
+    outcome: MechanismOutcome
+    holds: Callable[[PairState], bool]
+
+
+@attrs.frozen
+class Refusal:
+    """The first step that did not hold."""
+
+    step: str
+    outcome: MechanismOutcome
+    code: str
+
+
+class PrecheckFailed(Exception):
+    """A step raised instead of answering; ``step`` names it (the cause is chained)."""
+
+    def __init__(self, step: str) -> None:
+        super().__init__(f"pre-check step {step!r} raised")
+        self.step = step
+
+
+class PairPrecheck:
+    """An ordered, named pre-check pipeline (module rules)."""
+
+    def __init__(self, steps: Sequence[PrecheckStep]) -> None:
+        names = [s.name for s in steps]
+        if len(set(names)) != len(names):
+            raise ValueError(f"pre-check step names repeat: {names}")
+        self.steps: tuple[PrecheckStep, ...] = tuple(steps)
+        self._plan = tuple((s.name, s.holds, s.outcome, s.code) for s in steps)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(s.name for s in self.steps)
+
+    def run(self, binding: object, evidence: object) -> PairState | Refusal:
+        """Apply the steps in order: the first that does not hold decides."""
+        state = PairState(binding, evidence)
+        name = ""
+        try:
+            for name, holds, outcome, code in self._plan:
+                if not holds(state):
+                    return Refusal(name, outcome, code)
+        except Exception as error:
+            raise PrecheckFailed(name) from error
+        return state
+
+
+def step(
+    name: str, code: str, holds: Callable[[PairState], bool], outcome: MechanismOutcome = _UNKNOWN
+) -> PrecheckStep:
+    """A mechanism-specific step."""
+    return PrecheckStep(name, code, outcome, holds)
+
+
+def binding_type(code: str) -> PrecheckStep:
+    return step("binding", code, lambda s: type(s.binding) is BoundProposition)
+
+
+def implementation(
+    code: str, mechanism_id: str, mechanism_digest: str, *, exact_types: bool = True
+) -> PrecheckStep:
+    def holds(state: PairState) -> bool:
+        binding = state.binding
+        identifier, digest = binding.mechanism_id, binding.mechanism_digest
+        if exact_types and type(identifier) is not str:
+            return False
+        # ``!=`` as the mechanisms always compared (a str subclass may define only one side).
+        return not (
+            identifier != mechanism_id or not is_digest(digest) or digest != mechanism_digest
+        )
+
+    return step("implementation", code, holds)
+
+
+def predicate(
+    code: str, predicate: str, expected: str, *, exact_types: bool = True
+) -> PrecheckStep:
+    def holds(state: PairState) -> bool:
+        binding = state.binding
+        stated = binding.predicate
+        if exact_types and type(stated) is not str:
+            return False
+        if stated != predicate:
+            return False
+        value = binding.expected
+        return type(value) is str and value == expected
+
+    return step("predicate", code, holds)
+
+
+def parameters(
+    code: str, keys: Collection[str], valid: Callable[[dict[Any, Any]], bool]
+) -> PrecheckStep:
+    required = frozenset(keys)
+
+    def holds(state: PairState) -> bool:
+        if type(state.binding.parameters) is not dict:
+            return False
+        copied: dict[Any, Any] = dict(state.binding.parameters)
+        state.parameters = copied
+        return copied.keys() == required and valid(copied)
+
+    return step("parameters", code, holds)
+
+
+def trust_roots(code: str, expected: Callable[[dict[Any, Any]], tuple[str, ...]]) -> PrecheckStep:
+    def holds(state: PairState) -> bool:
+        roots = state.binding.trust_roots
+        return type(roots) is tuple and roots == expected(state.parameters)
+
+    return step("trust_roots", code, holds)
+
+
+def pair_bounds(code: str, max_bytes: int) -> PrecheckStep:
+    def holds(state: PairState) -> bool:
+        bounds = state.binding.bounds
+        return (
+            type(bounds) is EvidenceBounds
+            and type(bounds.max_evidence_items) is int
+            and bounds.max_evidence_items == 2
+            and type(bounds.max_evidence_bytes) is int
+            and 0 <= bounds.max_evidence_bytes <= max_bytes
+        )
+
+    return step("bounds", code, holds)
+
+
+def pair_references(code: str) -> PrecheckStep:
+    def holds(state: PairState) -> bool:
+        refs = state.binding.evidence_refs
+        return (
+            type(refs) is tuple
+            and len(refs) == 2
+            and is_digest(refs[0])
+            and is_digest(refs[1])
+            and refs[0] != refs[1]
+            and is_digest(state.binding.subject_id)
+        )
+
+    return step("references", code, holds)
+
+
+def subject_is_first(code: str) -> PrecheckStep:
+    return step(
+        "subject",
+        code,
+        lambda s: bool(s.binding.subject_id == s.binding.evidence_refs[0]),
+        _FAIL,
+    )
+
+
+def evidence_pair(code: str, *, exact_container: bool = True) -> PrecheckStep:
+    def holds(state: PairState) -> bool:
+        evidence = state.evidence
+        if not isinstance(evidence, tuple | list):
+            return False
+        if exact_container:
+            if type(evidence) not in (tuple, list):
+                return False
+            items = tuple(evidence)
+            if len(items) != 2:
+                return False
+            state.items = items
+            return True
+        if len(evidence) != 2:
+            return False
+        state.items = (evidence[0], evidence[1])
+        return True
+
+    return step("evidence", code, holds)
+
+
+def evidence_bytes(code: str) -> PrecheckStep:
+    return step(
+        "evidence_type",
+        code,
+        lambda s: type(s.items[0]) is bytes and type(s.items[1]) is bytes,
+        _FAIL,
+    )
+
+
+def evidence_size(code: str, max_item_bytes: int) -> PrecheckStep:
+    def holds(state: PairState) -> bool:
+        first, second = state.items
+        return not (
+            len(first) > max_item_bytes
+            or len(second) > max_item_bytes
+            or len(first) + len(second) > state.binding.bounds.max_evidence_bytes
+        )
+
+    return step("evidence_size", code, holds)
+
+
+def evidence_rehash(code: str) -> PrecheckStep:
+    def holds(state: PairState) -> bool:
+        first, second = state.items
+        return bool((digest_bytes(first), digest_bytes(second)) == state.binding.evidence_refs)
+
+    return step("rehash", code, holds, _FAIL)

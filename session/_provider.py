@@ -1,0 +1,210 @@
+"""The mechanism provider contract: how a mechanism is made known to hosts, clients and tools.
+
+A **provider** is the one object that knows a mechanism. Hosts, clients, the catalog, the
+holdout instrument and the conformance kit ask it; nothing else is written per mechanism. It is
+registered under the Python entry-point group ``evidenced.mechanisms`` — the built-in
+``formation``, ``descriptor`` and ``bytes-sha256`` exactly as a third-party package registers
+(:mod:`session._plugins` finds them; ``docs/writing-a-mechanism.md`` is the author's guide).
+
+Contract of a :class:`MechanismProvider` (subclass it):
+
+* ``mechanism_id`` — the id of every mechanism :meth:`~MechanismProvider.create` returns.
+* ``options_type`` — a frozen attrs class whose fields all have defaults; hosts' option tables
+  are structured into it by :func:`session.structure_options` (exact types, unknown keys
+  refused, errors naming the key path). :class:`NoOptions` when there are none.
+* ``create(options)`` → a :class:`VerificationMechanism`. It may refuse options the type
+  system cannot (raising a lower-only ceiling, say) by raising ``ValueError``/``TypeError``.
+  The mechanism may state the most evidence one evaluation accepts as ``accepted_bounds`` (an
+  :class:`EvidenceBounds`, or a zero-argument method returning one; :func:`accepted_bounds`
+  reads it): hosts clamp a session's declared bounds to it, so they never read evidence every
+  mechanism of the session must refuse.
+* ``honest_binding(evidence, options)`` → the :class:`BoundProposition` an honest client with
+  only these files would pin for a mechanism created with ``options``, carrying the provider's
+  own mechanism digest (a client talking to a daemon replaces it with the digest the daemon
+  announced). Raises ``ValueError`` with a one-line message when these files cannot be bound
+  (wrong count, unreadable subject); ``evidenced submit`` shows it and exits 65.
+* optional ``catalog_metadata()`` → :class:`CatalogMetadata` (plain JSON-ready component
+  declarations and packaging, which the catalog derives its registry from; never executed).
+* optional ``holdout_handler()`` → a :class:`HoldoutHandler` (how the holdout instrument views,
+  mutates, renders and evaluates this mechanism's fixtures).
+* optional ``conformance_samples()`` → :class:`ConformanceSample` evidence with the outcome its
+  honest binding must get (the conformance kit evaluates them).
+
+Every provider method is deterministic and side-effect free apart from what it returns.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
+
+import attrs
+
+from ._types import BoundProposition, EvidenceBounds, MechanismOutcome, VerificationMechanism
+
+__all__ = [
+    "HOLDOUT_OPTIONS_UNSUPPORTED",
+    "HOLDOUT_OPTIONS_WEAKENED",
+    "CatalogMetadata",
+    "ConformanceSample",
+    "HoldoutHandler",
+    "HoldoutOptionsRefused",
+    "HoldoutStepError",
+    "MechanismProvider",
+    "NoOptions",
+    "accepted_bounds",
+]
+
+OptionsT = TypeVar("OptionsT")
+
+#: Holdout refusal codes a handler's ``configure`` raises (:class:`HoldoutOptionsRefused`).
+HOLDOUT_OPTIONS_WEAKENED = "CHECK_OPTIONS_WEAKENED"
+HOLDOUT_OPTIONS_UNSUPPORTED = "CHECK_OPTIONS_UNSUPPORTED"
+
+
+@attrs.frozen
+class NoOptions:
+    """The options of a provider that takes none: only the empty table is accepted."""
+
+
+@attrs.frozen
+class CatalogMetadata:
+    """A provider's catalog declarations, as plain JSON-ready data.
+
+    ``components``: one mapping per component in the field form of the catalog's
+    ``ComponentDescriptor`` (lists for the string sets). ``packaging``: one mapping per
+    component, ``{"component_id", "source_refs": [...], "artifacts": [{"role", "path"}],
+    "dependencies": [...]}``: what a stored package retains for it.
+    """
+
+    components: tuple[Mapping[str, Any], ...]
+    packaging: tuple[Mapping[str, Any], ...] = ()
+
+
+@attrs.frozen
+class ConformanceSample:
+    """Evidence whose honest binding must get ``expected`` from a default-options mechanism."""
+
+    name: str
+    evidence: tuple[bytes, ...]
+    expected: MechanismOutcome
+
+
+class HoldoutStepError(Exception):
+    """One holdout challenge cannot be observed (a view, render or binding is impossible)."""
+
+    def __init__(self, code: str, detail: str) -> None:
+        super().__init__(f"{code}: {detail}")
+        self.code = code
+        self.detail = detail
+
+
+class HoldoutOptionsRefused(Exception):
+    """A holdout ``CHECK_WITH_OPTIONS`` setting is refused (``code``: weakened/unsupported)."""
+
+    def __init__(self, code: str) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+class HoldoutHandler(Protocol):
+    """How the holdout instrument works with one mechanism's fixtures (``docs/holdout.md``).
+
+    A case has two nodes, ``artifact`` and ``leaf``; ``evidence_roles`` says which node each
+    ``evidence_refs`` position holds. Views are plain JSON values a recipe edits; rendering a
+    view that cannot be rendered, or a step that cannot apply, raises
+    :class:`HoldoutStepError`. ``configure`` receives the caller's check options *without* the
+    generic evidence-bound options (the instrument applies those) and answers the mechanism to
+    register and the honest binding of the pristine pair, or raises
+    :class:`HoldoutOptionsRefused`. ``option_names`` are the options ``configure`` knows.
+    """
+
+    evidence_roles: tuple[str, str]
+    option_names: frozenset[str]
+
+    def artifact_view(self, data: bytes) -> Any: ...
+
+    def leaf_view(self, data: bytes) -> Any: ...
+
+    def render_artifact(self, view: Any) -> bytes: ...
+
+    def render_leaf(self, view: Any) -> bytes: ...
+
+    def reseal(self, artifact: Any, leaf_bytes: bytes) -> None: ...
+
+    def recompose(self, leaf_bytes: bytes, pristine_artifact: bytes) -> bytes | None: ...
+
+    def configure(
+        self, artifact: bytes, leaf: bytes, options: dict[str, Any]
+    ) -> tuple[VerificationMechanism, BoundProposition]: ...
+
+    def splice(self, data: bytes, role: str, name: str, value: str) -> bytes: ...
+
+    def resolve_checks(self, data: bytes, role: str, classify_json: Any) -> str | None: ...
+
+    def identities(self, role: str, data: bytes, report: Any) -> dict[str, Any]: ...
+
+    def baseline_report(self, artifact: bytes, leaf: bytes) -> Any: ...
+
+
+class MechanismProvider(abc.ABC, Generic[OptionsT]):
+    """The provider contract (module docstring). Subclass it and register an instance."""
+
+    mechanism_id: ClassVar[str]
+    options_type: ClassVar[type[Any]] = NoOptions
+
+    def structure_options(self, raw: object, *, where: str = "options") -> OptionsT:
+        """``raw`` structured into :attr:`options_type` (``OptionsError`` naming the path)."""
+        from ._options import structure_options  # cattrs: imported when options are read
+
+        options: OptionsT = structure_options(self.options_type, raw, where=where)
+        return options
+
+    def default_options(self) -> OptionsT:
+        return self.structure_options({})
+
+    @abc.abstractmethod
+    def create(self, options: OptionsT) -> VerificationMechanism:
+        """A mechanism configured by ``options``."""
+
+    @abc.abstractmethod
+    def honest_binding(self, evidence: Sequence[bytes], options: OptionsT) -> BoundProposition:
+        """The binding an honest client with only ``evidence`` pins (``ValueError`` if none)."""
+
+    def catalog_metadata(self) -> CatalogMetadata | None:
+        return None
+
+    def holdout_handler(self) -> HoldoutHandler | None:
+        return None
+
+    def conformance_samples(self) -> Sequence[ConformanceSample]:
+        return ()
+
+
+def accepted_bounds(mechanism: VerificationMechanism) -> EvidenceBounds | None:
+    """The bounds ``mechanism`` states it accepts (``accepted_bounds``), or None for any size.
+
+    The attribute is an :class:`EvidenceBounds` of exact ints, or a zero-argument callable
+    returning one; anything else, or a callable that raises, is a ``ValueError`` (a host
+    error, never silently ignored).
+    """
+    stated = getattr(mechanism, "accepted_bounds", None)
+    if stated is None:
+        return None
+    try:
+        value = stated() if callable(stated) else stated
+    except Exception as error:
+        raise ValueError(
+            f"mechanism {mechanism.mechanism_id!r}: accepted_bounds failed: {error}"
+        ) from None
+    if (
+        type(value) is not EvidenceBounds
+        or type(value.max_evidence_items) is not int
+        or type(value.max_evidence_bytes) is not int
+    ):
+        raise ValueError(
+            f"mechanism {mechanism.mechanism_id!r}: accepted_bounds must be an EvidenceBounds "
+            "of exact integers"
+        )
+    return value
