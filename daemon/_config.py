@@ -18,20 +18,26 @@ Rules (the contract):
 3a. ``[transparency]`` (optional; present means on): ``key_file`` (required), ``origin``,
    ``directory``, ``checkpoint_interval`` (seconds), ``entry_bundles``
    (``docs/spec/transparency.md §6``); relative paths resolve like ``[audit] path``.
-4. ``[sessions.<name>]``: ``mechanisms`` (names from :data:`MECHANISM_FACTORIES`),
-   ``max_evidence_items``, ``max_evidence_bytes`` (declared bounds, clamped to what the
-   mechanisms accept and checked on declared sizes before reading; :mod:`daemon._hosting`),
-   ``optional`` (default false), ``[sessions.<name>.options.<mechanism>]`` keyword
-   arguments for that mechanism's constructor (lower-only limits), and the retention keys
-   ``retain``/``store`` (:mod:`daemon.retention._policy`; limits in ``[stores]``).
+4. ``[sessions.<name>]``: ``mechanisms`` (names of installed mechanism providers: entry points
+   of the group ``evidenced.mechanisms``, :mod:`session._plugins`; ``evidenced mechanisms``
+   lists them), ``max_evidence_items``, ``max_evidence_bytes`` (declared bounds, clamped to
+   what the mechanisms accept and checked on declared sizes before reading;
+   :mod:`daemon._hosting`), ``optional`` (default false),
+   ``[sessions.<name>.options.<mechanism>]``: that provider's typed options
+   (:func:`session.structure_options`: unknown keys and wrong types refused with the full key
+   path, e.g. ``sessions.f.options.formation.max_nodes: expected int, got bool``), and the
+   retention keys ``retain``/``store`` (:mod:`daemon.retention._policy`; limits in
+   ``[stores]``).
 5. Text that is not TOML is a :class:`ConfigError`, never another exception: a syntax error,
    arrays or inline tables nested deeper than the TOML reader's recursion, an integer of more
    than 4,300 digits. A configuration file is read with :func:`session.read_capped` (more
    than 16 MiB is an ``OSError`` naming the cap) and must be UTF-8 (else ``ConfigError``).
-6. A session whose mechanism cannot be constructed is an error, unless it is ``optional``:
-   then it is skipped and the reason is reported in :attr:`DaemonConfig.skipped` (the CLI
-   prints it on stderr). The embedded default marks ``descriptor`` optional so the daemon
-   still serves ``formation`` on an installation without the descriptor mechanism.
+6. :meth:`DaemonConfig.build_sessions` loads each provider, structures its options and creates
+   the mechanism. A session whose mechanism cannot be created (the provider cannot be loaded,
+   its options do not structure, or it refuses them — a raised lower-only limit) is an error,
+   unless it is ``optional``: then it is skipped and the reason is reported (the CLI prints it
+   on stderr). The embedded default marks ``descriptor`` optional so the daemon still serves
+   ``formation`` on an installation without the descriptor mechanism.
 """
 
 from __future__ import annotations
@@ -39,13 +45,12 @@ from __future__ import annotations
 import importlib.resources
 import os
 import tomllib
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
 import attrs
 
-from session import BytesDigestMechanism, VerificationMechanism, read_capped
+from session import VerificationMechanism, load_provider, provider_entries, read_capped
 
 from ._hosting import DEFAULT_PORT, HostedSession, ServerConfig
 from ._transparency import TransparencyConfig
@@ -63,37 +68,18 @@ class ConfigError(ValueError):
     """The configuration is not valid; the message names the key."""
 
 
-def _formation(options: dict[str, Any]) -> VerificationMechanism:
-    from mechanism.formation import FormationPathCertificateMechanism
+def create_mechanism(session: str, name: str, options: dict[str, Any]) -> VerificationMechanism:
+    """The mechanism of provider ``name`` for ``session`` (rule 5); raises what the provider
+    lookup, the options or the provider raise (``OptionsError`` names the key path)."""
+    from session import OptionsError
 
-    mechanism: VerificationMechanism = FormationPathCertificateMechanism(**options)
-    return mechanism
+    provider = load_provider(name)
+    try:
+        settings = provider.structure_options(options, where=f"sessions.{session}.options.{name}")
+    except OptionsError as error:
+        raise ConfigError(str(error)) from None
+    return provider.create(settings)
 
-
-def _descriptor(options: dict[str, Any]) -> VerificationMechanism:
-    import mechanism.descriptor as descriptor
-
-    # Looked up by name: the descriptor package may be absent or partial on an installation.
-    if options:
-        factory = getattr(descriptor, "DescriptorAuthorizationMechanism")  # noqa: B009
-    else:
-        factory = getattr(descriptor, "default_mechanism")  # noqa: B009
-    mechanism: VerificationMechanism = factory(**options)
-    return mechanism
-
-
-def _bytes_sha256(options: dict[str, Any]) -> VerificationMechanism:
-    if options:
-        raise ConfigError("the bytes-sha256 mechanism takes no options")
-    return BytesDigestMechanism()
-
-
-#: Mechanism names usable in ``[sessions.<name>] mechanisms``.
-MECHANISM_FACTORIES: Final[dict[str, Callable[[dict[str, Any]], VerificationMechanism]]] = {
-    "formation": _formation,
-    "descriptor": _descriptor,
-    "bytes-sha256": _bytes_sha256,
-}
 
 _SERVER_NUMBERS: Final = {
     "idle_timeout": float,
@@ -143,7 +129,7 @@ class DaemonConfig:
         for spec in self.sessions:
             try:
                 mechanisms = tuple(
-                    MECHANISM_FACTORIES[name](dict(spec.options.get(name, {})))
+                    create_mechanism(spec.name, name, dict(spec.options.get(name, {})))
                     for name in spec.mechanisms
                 )
                 hosted.append(
@@ -156,7 +142,12 @@ class DaemonConfig:
                         retention=spec.retention,
                     )
                 )
-            except Exception as error:  # an import or constructor failure
+            except ConfigError as error:  # options that do not structure (the path is named)
+                message = f"session {spec.name!r} not hosted: {error}"
+                if not spec.optional:
+                    raise ConfigError(message) from None
+                skipped.append(message)
+            except Exception as error:  # a provider that cannot be loaded, or refuses options
                 message = (
                     f"session {spec.name!r} not hosted: its mechanism is unavailable "
                     f"({type(error).__name__}: {error})"
@@ -265,6 +256,7 @@ def parse_config(text: str, *, base: Path, source: str) -> DaemonConfig:
     except ValueError as error:
         raise ConfigError(f"{source}: {error}") from None
     specs = []
+    installed = {entry.name for entry in provider_entries()}
     for name, table in sessions_table.items():
         where = f"{source} [sessions.{name}]"
         if not isinstance(table, dict):
@@ -279,10 +271,11 @@ def parse_config(text: str, *, base: Path, source: str) -> DaemonConfig:
         if (
             type(mechanisms) is not list
             or not mechanisms
-            or any(type(m) is not str or m not in MECHANISM_FACTORIES for m in mechanisms)
+            or any(type(m) is not str or m not in installed for m in mechanisms)
         ):
             raise ConfigError(
-                f"{where}: mechanisms must be a non-empty list of {sorted(MECHANISM_FACTORIES)}"
+                f"{where}: mechanisms must be a non-empty list of installed mechanism providers "
+                f"{sorted(installed)}"
             )
         mechanism_options = table.get("options", {})
         if not isinstance(mechanism_options, dict) or any(

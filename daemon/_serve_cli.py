@@ -11,10 +11,11 @@ Contract (stdout: exactly one JSON document; stderr: one-line messages, never a 
   prints the decision (``decision_id``, ``session``, the ``EvaluatedProposition`` fields and
   the audit line's ``seq`` and ``line_digest``).
   Without ``--binding`` it asks the server for the session's mechanism and builds the honest
-  binding from the files (formation: ``formation_binding``; descriptor:
-  ``descriptor_binding``; ``vstd.bytes.sha256``: the file's digest), pinning the digest the
-  server announced. Exit 0 PASS, 1 FAIL, 3 UNKNOWN, 65 refused (the error document is
-  printed), 69 unreachable, 75 busy/timeout/shutting down, 70 server-side failure.
+  binding from the files with the installed provider of that mechanism id
+  (``MechanismProvider.honest_binding``, default options), pinning the digest the server
+  announced; no such provider is a refusal (65) that asks for ``--binding``. Exit 0 PASS,
+  1 FAIL, 3 UNKNOWN, 65 refused (the error document is printed), 69 unreachable, 75
+  busy/timeout/shutting down, 70 server-side failure.
 * ``sessions`` / ``health`` (same address flags) print the server's answer; exit 0, 69, 75.
 * ``audit verify PATH... [--anchor SEQ:DIGEST]...``: one file, or rotated files oldest
   first (the chain must continue from each file into the next). Exit 0 intact, 1 broken
@@ -47,7 +48,7 @@ from typing import Any, Final
 import attrs
 import trio
 
-from session import BoundProposition, EvidenceBounds, read_capped
+from session import BoundProposition, providers_for_mechanism, read_capped
 
 from ._audit import (
     AuditLog,
@@ -287,42 +288,19 @@ def _audit_refusal(error: AuditLogError) -> int:
 
 
 def _honest_binding(mechanism: dict[str, Any], files: list[bytes]) -> BoundProposition:
+    """The honest binding for a session whose mechanism the server announced: built by the
+    installed provider of that mechanism id with its default options, pinning the digest the
+    server announced. No provider, or several, is a usage error (pass ``--binding``)."""
     mechanism_id = mechanism["mechanism_id"]
-    digest = mechanism["mechanism_digest"]
-    from mechanism.formation import MECHANISM_ID as FORMATION_ID
-
-    if mechanism_id == FORMATION_ID:
-        if len(files) != 2:
-            raise _Usage("a formation submission is SUBJECT CERTIFICATE (two files)")
-        from mechanism.formation import formation_binding
-
-        return formation_binding(files[0], files[1], mechanism_digest=digest)
-    if mechanism_id == "vstd.bytes.sha256":
-        if len(files) != 1:
-            raise _Usage("a vstd.bytes.sha256 submission is one file")
-        import hashlib
-
-        ref = "sha256:" + hashlib.sha256(files[0]).hexdigest()
-        return BoundProposition(
-            subject_id=ref,
-            predicate="bytes.sha256",
-            expected=ref,
-            mechanism_id=mechanism_id,
-            mechanism_digest=digest,
-            evidence_refs=(ref,),
-            trust_roots=(ref,),
-            bounds=EvidenceBounds(1, len(files[0])),
-        )
-    import mechanism.descriptor as descriptor
-
-    # Looked up by name: the descriptor package may be absent or partial on an installation.
-    builder = getattr(descriptor, "descriptor_binding", None)
-    if builder is not None and mechanism_id == getattr(descriptor, "MECHANISM_ID", None):
-        if len(files) != 2:
-            raise _Usage("a descriptor submission is DESCRIPTOR PAYLOAD (two files)")
-        binding: BoundProposition = builder(files[0], files[1], mechanism_digest=digest)
-        return binding
-    raise _Usage(f"no binding builder for mechanism {mechanism_id!r}; pass --binding FILE")
+    found = providers_for_mechanism(mechanism_id)
+    if not found:
+        raise _Usage(f"no installed provider for mechanism {mechanism_id!r}; pass --binding FILE")
+    if len(found) > 1:
+        names = sorted(f"{entry.name} ({entry.distribution})" for entry, _ in found)
+        raise _Usage(f"mechanism {mechanism_id!r} has several providers {names}; pass --binding")
+    ((_, provider),) = found
+    binding = provider.honest_binding(files, provider.default_options())
+    return attrs.evolve(binding, mechanism_digest=mechanism["mechanism_digest"])
 
 
 def _submit(args: argparse.Namespace) -> int:

@@ -38,6 +38,8 @@ _COMMANDS = {
     "log": "daemon._log_cli",
     "replay": "daemon.retention._cli",
     "store": "daemon.retention._cli",
+    "mechanisms": "daemon._mechanisms_cli",
+    "mechanism": "daemon._mechanisms_cli",
     "formation": "mechanism.formation.cli",
     "descriptor": "mechanism.descriptor.cli",
     "catalog": "catalog.cli",

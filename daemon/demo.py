@@ -44,10 +44,12 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
+import attrs
 import trio
 
 from daemon._audit import verify_log
 from daemon._client import ClientError, RejectedError, open_client
+from session import load_provider
 
 FIXTURES = files("evidenced_fixtures")
 FORMATION = FIXTURES / "formation"
@@ -113,25 +115,19 @@ def _cases() -> list[dict[str, Any]]:
 
 
 def _binding(case: dict[str, Any], digest: str, formation_digest: str) -> Any:
+    """The honest binding, built by the session's provider (``formation``/``descriptor``), with
+    the digest the daemon announced. The oversize case binds the small ``atom`` pair and then
+    sends 2 x 300 KiB under it: the daemon refuses the declared sizes before reading them."""
     evidence = case["evidence"]
-    if case["build"] == "formation":
-        from mechanism.formation import formation_binding
-
-        return formation_binding(evidence[0], evidence[1], mechanism_digest=digest)
     if case["build"] == "oversize":
-        from mechanism.formation import formation_binding
-
-        subject = (FORMATION / "atom.subject.json").read_bytes()
-        binding = formation_binding(
-            subject,
+        digest = formation_digest
+        evidence = [
+            (FORMATION / "atom.subject.json").read_bytes(),
             (FORMATION / "atom.certificate.json").read_bytes(),
-            mechanism_digest=formation_digest,
-        )
-        return binding
-    import mechanism.descriptor as descriptor
-
-    builder = getattr(descriptor, "descriptor_binding")  # noqa: B009
-    return builder(evidence[0], evidence[1], mechanism_digest=digest)
+        ]
+    provider = load_provider(case["session"])
+    binding = provider.honest_binding(evidence, provider.default_options())
+    return attrs.evolve(binding, mechanism_digest=digest)
 
 
 async def _run_cases(socket_path: str) -> list[dict[str, Any]]:

@@ -46,18 +46,22 @@ from pathlib import Path
 from typing import Any, Final
 
 import attrs
-import rfc8785
 
-import mechanism.descriptor as descriptor
-import mechanism.formation as formation
 from mechanism.canonical import CanonicalError, canonical_bytes, digest_bytes
 from session import (
+    HOLDOUT_OPTIONS_UNSUPPORTED,
+    HOLDOUT_OPTIONS_WEAKENED,
     BoundProposition,
     EvidenceBindingError,
     EvidenceBounds,
     EvidenceStore,
-    VerificationMechanism,
+    HoldoutHandler,
+    HoldoutOptionsRefused,
+    HoldoutStepError,
+    ProviderLookupError,
     VerificationSession,
+    holdout_lower_only,
+    provider_entries,
 )
 
 from ._commitment import corpus_dir, project_schemas, release_id
@@ -87,8 +91,8 @@ RESOLVE_OUTCOMES: Final = (
     "non-canonical-wire",
     "root-mismatch",
 )
-OPTIONS_WEAKENED: Final = "CHECK_OPTIONS_WEAKENED"
-OPTIONS_UNSUPPORTED: Final = "CHECK_OPTIONS_UNSUPPORTED"
+OPTIONS_WEAKENED: Final = HOLDOUT_OPTIONS_WEAKENED
+OPTIONS_UNSUPPORTED: Final = HOLDOUT_OPTIONS_UNSUPPORTED
 SUBMISSION_INVALID: Final = "SUBMISSION_BINDING_INVALID"
 
 # Session-level refusals carry only a message; they are observed as these codes.
@@ -103,11 +107,6 @@ SESSION_CODES: Final = (
 )
 SESSION_EXECUTION_FAILED: Final = "SESSION_EXECUTION_FAILED"
 _CODE_RE: Final = re.compile(r"[A-Z][A-Z0-9_]*\Z")
-_SHA256_REF: Final = re.compile(r"sha256:[0-9a-f]{64}\Z")
-_HEX64: Final = re.compile(r"[0-9a-f]{64}\Z")
-_DIGEST_FIELD: Final = re.compile(r"sha256:[0-9a-f]{64}\Z")
-_TYPE_FIELD: Final = re.compile(r"[A-Z][A-Z_]*\Z")
-_PRINTABLE: Final = re.compile(r"[!-~]{1,128}\Z")
 _INDEX: Final = re.compile(r"(?:0|[1-9][0-9]*)\Z")
 
 
@@ -120,29 +119,13 @@ class EmissionRefused(Exception):
         self.detail = detail
 
 
-class StepError(Exception):
-    """One challenge cannot be observed (it gets no observation)."""
-
-    def __init__(self, code: str, detail: str) -> None:
-        super().__init__(f"{code}: {detail}")
-        self.code = code
-        self.detail = detail
-
-
-class _OptionsRefused(Exception):
-    def __init__(self, code: str) -> None:
-        super().__init__(code)
-        self.code = code
-
+#: One challenge cannot be observed (it gets no observation); handlers raise it too.
+StepError = HoldoutStepError
 
 _sha256_ref = digest_bytes
 
 
 # --------------------------------------------------------------------------- options
-
-
-def _exact_nonnegative_int(value: Any) -> bool:
-    return type(value) is int and value >= 0
 
 
 _BOUND_OPTIONS: Final = ("max_evidence_items", "max_evidence_bytes")
@@ -152,92 +135,31 @@ def _tighten_bound(binding: BoundProposition, options: dict[str, Any]) -> BoundP
     """The binding's evidence bounds lowered to the caller's ``max_evidence_items`` /
     ``max_evidence_bytes`` (each may only be lower than or equal to the honest bound)."""
     current = binding.bounds.to_dict()
-    lowered = _lower_only_kwargs(options, {name: current[name] for name in _BOUND_OPTIONS})
+    lowered = holdout_lower_only(options, {name: current[name] for name in _BOUND_OPTIONS})
     if not lowered:
         return binding
     bounds = EvidenceBounds(**{**current, **lowered})
     return attrs.evolve(binding, bounds=bounds)
 
 
-def _lower_only_kwargs(options: dict[str, Any], ceilings: dict[str, int]) -> dict[str, int]:
-    kwargs: dict[str, int] = {}
-    for name, ceiling in ceilings.items():
-        if name not in options:
-            continue
-        value = options[name]
-        if not _exact_nonnegative_int(value):
-            raise _OptionsRefused(OPTIONS_UNSUPPORTED)
-        if value > ceiling:
-            raise _OptionsRefused(OPTIONS_WEAKENED)
-        kwargs[name] = value
-    return kwargs
+def _configure(
+    handler: HoldoutHandler, artifact: bytes, leaf: bytes, options: dict[str, Any]
+) -> tuple[Any, BoundProposition]:
+    """CHECK_WITH_OPTIONS, in order: an option neither the handler nor the instrument knows is
+    unsupported; the handler's own options (``configure``); then the evidence bounds."""
+    if not set(options) <= {*handler.option_names, *_BOUND_OPTIONS}:
+        raise HoldoutOptionsRefused(OPTIONS_UNSUPPORTED)
+    own = {key: value for key, value in options.items() if key not in _BOUND_OPTIONS}
+    mechanism, binding = handler.configure(artifact, leaf, own)
+    return mechanism, _tighten_bound(binding, options)
 
 
 # --------------------------------------------------------------------------- handlers
 
 
-class _Handler:
-    """What differs between the two mechanisms."""
-
-    mechanism: str
-    evidence_roles: tuple[str, str]  # which node each evidence_refs position holds
-
-    def artifact_view(self, data: bytes) -> Any:
-        raise NotImplementedError
-
-    def leaf_view(self, data: bytes) -> Any:
-        raise NotImplementedError
-
-    def render_artifact(self, view: Any) -> bytes:
-        raise NotImplementedError
-
-    def render_leaf(self, view: Any) -> bytes:
-        raise NotImplementedError
-
-    def reseal(self, artifact: Any, leaf_bytes: bytes) -> None:
-        raise NotImplementedError
-
-    def recompose(self, leaf_bytes: bytes, pristine_artifact: bytes) -> bytes | None:
-        raise NotImplementedError
-
-    def configure(
-        self, artifact: bytes, leaf: bytes, options: dict[str, Any]
-    ) -> tuple[VerificationMechanism, BoundProposition]:
-        raise NotImplementedError
-
-    def splice(self, data: bytes, role: str, name: str, value: str) -> bytes:
-        raise NotImplementedError
-
-    def resolve_checks(self, data: bytes, role: str) -> str | None:
-        raise NotImplementedError
-
-    def identities(self, role: str, data: bytes, report: Any) -> dict[str, Any]:
-        raise NotImplementedError
-
-    def baseline_report(self, artifact: bytes, leaf: bytes) -> Any:
-        return None
-
-
-def _octets(text: str) -> bytes:
-    """The UTF-8 octets of splice text, verbatim (a lone surrogate stays an invalid sequence,
-    which resolution then reports as ``invalid-utf8``)."""
-    return text.encode("utf-8", errors="surrogatepass")
-
-
-def _render_json_record(view: Any) -> bytes:
-    """Canonical bytes when the value is canonical; otherwise a deterministic non-canonical
-    encoding (RFC 8785, then compact JSON) that admission will refuse on its own terms."""
-    try:
-        return canonical_bytes(view)
-    except CanonicalError:
-        pass
-    try:
-        return bytes(rfc8785.dumps(view))
-    except rfc8785.CanonicalizationError:
-        return json.dumps(view, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
-
-
 def _classify_json_refusal(data: bytes) -> str:
+    """The normalised outcome of a JSON record the wire refused (handlers'
+    ``resolve_checks`` receive it): the strict reader's verdict, else whether it re-encodes."""
     try:
         parsed = read_json(data)
     except StrictReadError as error:
@@ -256,263 +178,21 @@ def _classify_json_refusal(data: bytes) -> str:
     return "malformed"
 
 
-class _Formation(_Handler):
-    mechanism = "formation"
-    evidence_roles = ("leaf", "artifact")
-
-    def artifact_view(self, data: bytes) -> Any:
-        return json.loads(data)
-
-    def leaf_view(self, data: bytes) -> Any:
-        return json.loads(data)
-
-    def render_artifact(self, view: Any) -> bytes:
-        return _render_json_record(view)
-
-    def render_leaf(self, view: Any) -> bytes:
-        return _render_json_record(view)
-
-    def reseal(self, artifact: Any, leaf_bytes: bytes) -> None:
-        if isinstance(artifact, dict):
-            artifact["subject_digest"] = _sha256_ref(leaf_bytes)
-
-    def recompose(self, leaf_bytes: bytes, pristine_artifact: bytes) -> bytes | None:
+def _installed_handlers() -> dict[str, HoldoutHandler]:
+    """Every installed provider's holdout handler, by provider name (the corpus's
+    ``mechanism``). A provider that cannot be loaded, or has no handler, is left out."""
+    handlers: dict[str, HoldoutHandler] = {}
+    for entry in provider_entries():
         try:
-            return formation.produce_formation_certificate(leaf_bytes)
-        except Exception:  # the producer refusing this leaf is an observation, not a crash
-            return None
-
-    def configure(
-        self, artifact: bytes, leaf: bytes, options: dict[str, Any]
-    ) -> tuple[VerificationMechanism, BoundProposition]:
-        known = {"max_nodes", "max_depth", "max_path_steps", *_BOUND_OPTIONS}
-        if not set(options) <= known:
-            raise _OptionsRefused(OPTIONS_UNSUPPORTED)
-        kwargs = _lower_only_kwargs(
-            options,
-            {
-                "max_nodes": formation.MAX_NODES,
-                "max_depth": formation.MAX_DEPTH,
-                "max_path_steps": formation.MAX_PATH_STEPS,
-            },
-        )
-        mech = formation.FormationPathCertificateMechanism(**kwargs)
-        binding = formation.formation_binding(
-            leaf, artifact, mechanism_digest=mech.mechanism_digest
-        )
-        return mech, _tighten_bound(binding, options)
-
-    def splice(self, data: bytes, role: str, name: str, value: str) -> bytes:
-        if not data.startswith(b"{"):
-            raise StepError("wire-splice-impossible", "the record does not start with '{'")
-        return b'{"' + _octets(name) + b'":"' + _octets(value) + b'",' + data[1:]
-
-    def resolve_checks(self, data: bytes, role: str) -> str | None:
-        if len(data) > formation.MAX_RECORD_BYTES:
-            return "too-large"
-        try:
-            data.decode("utf-8")
-        except UnicodeDecodeError:
-            return "invalid-utf8"
-        admit = formation.admit_certificate if role == "artifact" else formation.admit_subject
-        try:
-            admit(data)
-        except formation.FormationLimitError:
-            return "too-large"
-        except formation.FormationError:
-            return _classify_json_refusal(data)
-        return None
-
-    def baseline_report(self, artifact: bytes, leaf: bytes) -> Any:
-        try:
-            return formation.check_formation(leaf, artifact)
-        except Exception:  # a pure check that cannot run simply yields no identities
-            return None
-
-    def identities(self, role: str, data: bytes, report: Any) -> dict[str, Any]:
-        record: dict[str, Any] = {"content_digest": _sha256_ref(data)}
-        if role != "artifact":
-            return record
-        try:
-            cited = json.loads(data).get("subject_digest")
-        except (ValueError, AttributeError):
-            cited = None
-        if isinstance(cited, str) and _SHA256_REF.match(cited):
-            record["cited_digest"] = cited
-        observation = report.get("observation") if isinstance(report, dict) else None
-        if isinstance(observation, dict):
-            kind = observation.get("type")
-            if isinstance(kind, str) and _TYPE_FIELD.match(kind):
-                record["type"] = kind
-            for name in ("denotation_digest", "formation_digest"):
-                value = observation.get(name)
-                if isinstance(value, str) and _DIGEST_FIELD.match(value):
-                    record[name] = value
-        return record
+            handler = entry.load().holdout_handler()
+        except ProviderLookupError:
+            continue
+        if handler is not None:
+            handlers.setdefault(entry.name, handler)
+    return handlers
 
 
-_DESCRIPTOR_FIELDS: Final = (
-    "schema",
-    "payload_reference",
-    "representation",
-    "provider",
-    "operations",
-    "profile",
-)
-
-
-class _Descriptor(_Handler):
-    mechanism = "descriptor"
-    evidence_roles = ("artifact", "leaf")
-
-    def artifact_view(self, data: bytes) -> Any:
-        lines = data.decode("ascii").split("\n")
-        if len(lines) != 7 or lines[-1] != "":
-            raise StepError("view-impossible", "the pristine descriptor is not six lines")
-        view: dict[str, Any] = dict(zip(_DESCRIPTOR_FIELDS, lines[:6], strict=True))
-        view["operations"] = view["operations"].split(",")
-        return view
-
-    def leaf_view(self, data: bytes) -> Any:
-        return {"hex": data.hex()}
-
-    def render_artifact(self, view: Any) -> bytes:
-        if not isinstance(view, dict):
-            raise StepError("render-impossible", "the descriptor view is not an object")
-
-        def line(value: Any) -> str:
-            if isinstance(value, str):
-                return value
-            if isinstance(value, list):
-                return ",".join(item if isinstance(item, str) else _compact(item) for item in value)
-            return _compact(value)
-
-        return "".join(line(value) + "\n" for value in view.values()).encode("utf-8")
-
-    def render_leaf(self, view: Any) -> bytes:
-        if not isinstance(view, dict) or set(view) != {"hex"} or not isinstance(view["hex"], str):
-            raise StepError("render-impossible", "the payload view must be exactly {hex}")
-        try:
-            return bytes.fromhex(view["hex"])
-        except ValueError:
-            raise StepError("render-impossible", "the payload view is not hex") from None
-
-    def reseal(self, artifact: Any, leaf_bytes: bytes) -> None:
-        if isinstance(artifact, dict):
-            artifact["payload_reference"] = descriptor.canonfs_hash(leaf_bytes)
-
-    def recompose(self, leaf_bytes: bytes, pristine_artifact: bytes) -> bytes | None:
-        try:
-            return descriptor.encode_descriptor(leaf_bytes)
-        except descriptor.DescriptorError:
-            # Not a compiled fixture: the fresh descriptor a forger writes for this payload,
-            # the pristine five other fields around the payload's own reference.
-            view = self.artifact_view(pristine_artifact)
-            self.reseal(view, leaf_bytes)
-            return self.render_artifact(view)
-
-    def configure(
-        self, artifact: bytes, leaf: bytes, options: dict[str, Any]
-    ) -> tuple[VerificationMechanism, BoundProposition]:
-        known = {
-            "max_descriptor_bytes",
-            "max_item_bytes",
-            "max_steps",
-            *_BOUND_OPTIONS,
-            "operation",
-            "authorization_policy",
-            "policy",
-            "allowlist",
-        }
-        if not set(options) <= known:
-            raise _OptionsRefused(OPTIONS_UNSUPPORTED)
-        if "policy" in options or "allowlist" in options:
-            # A caller may not replace the host's authorization configuration.
-            raise _OptionsRefused(OPTIONS_WEAKENED)
-        kwargs = _lower_only_kwargs(
-            options,
-            {
-                "max_descriptor_bytes": descriptor.MAX_DESCRIPTOR_BYTES,
-                "max_item_bytes": descriptor.MAX_ITEM_BYTES,
-                "max_steps": descriptor.DEFAULT_MAX_STEPS,
-            },
-        )
-        for name in ("operation", "authorization_policy"):
-            if name in options and not isinstance(options[name], str):
-                raise _OptionsRefused(OPTIONS_UNSUPPORTED)
-        mech = descriptor.DescriptorAuthorizationMechanism(
-            max_descriptor_bytes=kwargs.get(
-                "max_descriptor_bytes", descriptor.MAX_DESCRIPTOR_BYTES
-            ),
-            max_item_bytes=kwargs.get("max_item_bytes", descriptor.MAX_ITEM_BYTES),
-            max_steps=kwargs.get("max_steps", descriptor.DEFAULT_MAX_STEPS),
-        )
-        operation = options.get("operation")
-        try:
-            binding = descriptor.descriptor_binding(
-                artifact, leaf, operation=operation, mechanism=mech
-            )
-        except descriptor.DescriptorError as error:
-            raise StepError("binding-impossible", str(error)) from None
-        if "authorization_policy" in options:
-            pinned = options["authorization_policy"]
-            parameters = dict(binding.parameters)
-            parameters["authorization_policy"] = pinned
-            roots = sorted({pinned, descriptor.CATALOG_DIGEST})
-            try:
-                binding = attrs.evolve(binding, parameters=parameters, trust_roots=tuple(roots))
-            except EvidenceBindingError:
-                raise _OptionsRefused(OPTIONS_UNSUPPORTED) from None
-        return mech, _tighten_bound(binding, options)
-
-    def splice(self, data: bytes, role: str, name: str, value: str) -> bytes:
-        return _octets(value) + b"\n" + data
-
-    def resolve_checks(self, data: bytes, role: str) -> str | None:
-        if role == "leaf":
-            return "too-large" if len(data) > descriptor.MAX_ITEM_BYTES else None
-        if len(data) > descriptor.MAX_DESCRIPTOR_BYTES:
-            return "too-large"
-        try:
-            data.decode("utf-8")
-        except UnicodeDecodeError:
-            return "invalid-utf8"
-        try:
-            descriptor.decode_descriptor(data)
-        except descriptor.DescriptorError:
-            # A positional record has no member names: a line beyond the sixth is a
-            # duplicate field, which normalises to non-canonical-wire.
-            return "non-canonical-wire" if data.count(b"\n") > 6 else "malformed"
-        return None
-
-    def identities(self, role: str, data: bytes, report: Any) -> dict[str, Any]:
-        record: dict[str, Any] = {"content_digest": descriptor.canonfs_hash(data)}
-        if role != "artifact":
-            return record
-        lines = data.split(b"\n")
-        if len(lines) >= 2:
-            cited = lines[1].decode("ascii", errors="replace")
-            if _HEX64.match(cited):
-                record["cited_digest"] = cited
-        try:
-            fields = descriptor.decode_descriptor(data)
-        except descriptor.DescriptorError:
-            return record
-        for name, value in (
-            ("provider", fields.provider),
-            ("representation", fields.representation),
-            ("operation", fields.operation),
-        ):
-            if _PRINTABLE.match(value):
-                record[name] = value
-        return record
-
-
-def _compact(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-
-
-HANDLERS: Final[dict[str, _Handler]] = {"formation": _Formation(), "descriptor": _Descriptor()}
+HANDLERS: Final[dict[str, HoldoutHandler]] = _installed_handlers()
 
 
 # --------------------------------------------------------------------------- evaluation
@@ -543,7 +223,7 @@ def _reason_codes(observations: Any, details: str) -> list[str]:
 
 
 def evaluate_pair(
-    handler: _Handler,
+    handler: HoldoutHandler,
     pristine: tuple[bytes, bytes],
     working: tuple[bytes, bytes],
     refs: tuple[str, str],
@@ -557,8 +237,8 @@ def evaluate_pair(
     ``options`` are the caller's CHECK_WITH_OPTIONS.
     """
     try:
-        mech, binding = handler.configure(pristine[0], pristine[1], options)
-    except _OptionsRefused as refused:
+        mech, binding = _configure(handler, pristine[0], pristine[1], options)
+    except HoldoutOptionsRefused as refused:
         return Evaluation("UNKNOWN", (refused.code,), None)
     try:
         binding = attrs.evolve(binding, subject_id=refs[0], evidence_refs=refs)
@@ -580,14 +260,14 @@ def evaluate_pair(
     return Evaluation(str(outcome), tuple(codes), report)
 
 
-def resolve_octets(handler: _Handler, served: dict[str, bytes], root: str, role: str) -> str:
+def resolve_octets(handler: HoldoutHandler, served: dict[str, bytes], root: str, role: str) -> str:
     """The normalised resolution outcome of the octets served under ``root``."""
     if not isinstance(root, str) or not re.fullmatch(r"root-[0-9a-f]{64}", root):
         return "bad-root-syntax"
     if root not in served:
         return "unresolvable"
     data = served[root]
-    refused = handler.resolve_checks(data, role)
+    refused = handler.resolve_checks(data, role, _classify_json_refusal)
     if refused is not None:
         return refused
     # Served through the project's real evidence resolution: the octets arrive embedded under
@@ -648,7 +328,7 @@ def _reverse(views: dict[str, Any], path: Any) -> None:
 
 
 def _node(
-    handler: _Handler, role: str, data: bytes, report: Any, verdict: str | None = None
+    handler: HoldoutHandler, role: str, data: bytes, report: Any, verdict: str | None = None
 ) -> dict[str, Any]:
     node: dict[str, Any] = {"artifact_root": root_of(data), "size": len(data)}
     node.update(handler.identities(role, data, report))
@@ -657,7 +337,9 @@ def _node(
     return node
 
 
-def _reseal(handler: _Handler, views: dict[str, Any], refs: tuple[str, ...]) -> tuple[str, ...]:
+def _reseal(
+    handler: HoldoutHandler, views: dict[str, Any], refs: tuple[str, ...]
+) -> tuple[str, ...]:
     """RESEAL: recompute what a forger controls, each identity on its own (§2.2: an identity
     whose inputs are missing is left as it stands and the step continues, as the JS reference
     wraps each recompute in try/catch). Returns the submission's references."""

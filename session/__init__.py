@@ -50,6 +50,8 @@ from ._provider import (
     MechanismProvider,
     NoOptions,
     accepted_bounds,
+    holdout_lower_only,
+    splice_octets,
 )
 from ._session import VerificationSession
 from ._store import EvidenceStore
@@ -104,6 +106,7 @@ __all__ = [
     "accepted_bounds",
     "core_digest",
     "file_digest",
+    "holdout_lower_only",
     "load_provider",
     "load_reference",
     "lower_only",
@@ -113,6 +116,7 @@ __all__ = [
     "providers_for_mechanism",
     "read_capped",
     "read_prefix",
+    "splice_octets",
     "structure_options",
 ]
 

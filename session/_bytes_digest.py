@@ -1,7 +1,8 @@
 """``BytesDigestMechanism`` (``vstd.bytes.sha256``): one item's SHA-256 equals ``expected``.
 
-Rules: predicate exactly ``bytes.sha256`` and exactly one evidence item, else UNKNOWN
-"this mechanism checks one bytes.sha256 proposition"; PASS when ``sha256:<hex>`` of the bytes
+Rules: predicate exactly ``bytes.sha256`` and exactly one evidence item that can be hashed, else
+UNKNOWN "this mechanism checks one bytes.sha256 proposition" (also for a binding or an item of
+another shape: it never raises); PASS when ``sha256:<hex>`` of the bytes
 equals the normalised ``expected``, FAIL otherwise (also for an ``expected`` that is not a
 digest); details ``observed <d>; expected <d>``; observations ``{"observed_digest": <d>}``.
 The mechanism digest is ``sha256:`` of this module file's bytes, read once at import.
@@ -35,11 +36,15 @@ class BytesDigestMechanism:
     mechanism_digest: str = _SOURCE_DIGEST
 
     def evaluate(self, binding: BoundProposition, evidence: Sequence[bytes]) -> MechanismDecision:
-        if binding.predicate != "bytes.sha256" or len(evidence) != 1:
+        try:
+            shaped = not (binding.predicate != "bytes.sha256" or len(evidence) != 1)
+            observed = digest_bytes(evidence[0]) if shaped else ""
+        except Exception:  # a binding or an item of another shape: a decision is data
+            shaped = False
+        if not shaped:
             return MechanismDecision(
                 MechanismOutcome.UNKNOWN, "this mechanism checks one bytes.sha256 proposition"
             )
-        observed = digest_bytes(evidence[0])
         try:
             expected = normalise_digest(binding.expected)
         except EvidenceBindingError:

@@ -41,6 +41,7 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 import attrs
 
+from ._limits import CeilingError, lower_only
 from ._types import BoundProposition, EvidenceBounds, MechanismOutcome, VerificationMechanism
 
 __all__ = [
@@ -54,6 +55,8 @@ __all__ = [
     "MechanismProvider",
     "NoOptions",
     "accepted_bounds",
+    "holdout_lower_only",
+    "splice_octets",
 ]
 
 OptionsT = TypeVar("OptionsT")
@@ -146,6 +149,31 @@ class HoldoutHandler(Protocol):
     def identities(self, role: str, data: bytes, report: Any) -> dict[str, Any]: ...
 
     def baseline_report(self, artifact: bytes, leaf: bytes) -> Any: ...
+
+
+def holdout_lower_only(options: Mapping[str, Any], ceilings: Mapping[str, int]) -> dict[str, int]:
+    """The given check options among ``ceilings``, in ``ceilings`` order, each lower-only
+    (:func:`session.lower_only`): a raised one is :data:`HOLDOUT_OPTIONS_WEAKENED`, one that is
+    not a non-negative exact int :data:`HOLDOUT_OPTIONS_UNSUPPORTED`
+    (:class:`HoldoutOptionsRefused`)."""
+    lowered: dict[str, int] = {}
+    for name, ceiling in ceilings.items():
+        if name not in options:
+            continue
+        try:
+            lowered[name] = lower_only(name, options[name], ceiling)
+        except CeilingError as error:
+            weakened = error.reason == "above-ceiling"
+            raise HoldoutOptionsRefused(
+                HOLDOUT_OPTIONS_WEAKENED if weakened else HOLDOUT_OPTIONS_UNSUPPORTED
+            ) from None
+    return lowered
+
+
+def splice_octets(text: str) -> bytes:
+    """The UTF-8 octets of holdout splice text, verbatim (a lone surrogate stays an invalid
+    sequence, which resolution then reports as ``invalid-utf8``)."""
+    return text.encode("utf-8", errors="surrogatepass")
 
 
 class MechanismProvider(abc.ABC, Generic[OptionsT]):

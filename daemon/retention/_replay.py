@@ -133,13 +133,11 @@ class Prepared:
 
 
 def _create(session: str, name: str, options: Mapping[str, Any]) -> VerificationMechanism:
-    """The mechanism the daemon's configuration would build under ``name``."""
-    from .._config import MECHANISM_FACTORIES
+    """The mechanism the daemon's configuration would build under ``name`` (the installed
+    provider of that name, its options structured as the configuration's are)."""
+    from .._config import create_mechanism
 
-    factory = MECHANISM_FACTORIES.get(name)
-    if factory is None:
-        raise LookupError(f"no mechanism named {name!r} is installed")
-    return factory(dict(options))
+    return create_mechanism(session, name, dict(options))
 
 
 def _catalog_entry(mechanism_id: str) -> Any:

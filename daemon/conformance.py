@@ -1,0 +1,57 @@
+"""The conformance kit for mechanism authors, as a library and as a pytest plugin.
+
+Library: :func:`check_mechanism` runs the battery (:mod:`daemon._conformance` states every
+check) against a provider's entry-point name or ``module:attribute`` and returns a
+:class:`ConformanceReport`; ``evidenced mechanism check TARGET`` is the same from the shell.
+
+pytest: name this module in the *root* ``conftest.py`` of the author's suite (pytest only reads
+``pytest_plugins`` there)::
+
+    pytest_plugins = ["daemon.conformance"]
+
+    def test_my_mechanism_conforms(mechanism_conformance):
+        mechanism_conformance("my-provider")          # fails the test with every finding
+
+The fixture ``mechanism_conformance(target, **options)`` runs the battery and fails the test
+(``pytest.fail``) listing each failing check and its findings; it returns the report. It is
+opt-in rather than registered under ``pytest11``: an auto-loaded plugin would import the daemon
+into every pytest run of every environment with ``evidenced`` installed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from ._conformance import Check, ConformanceReport, TargetError, check_mechanism
+
+__all__ = [
+    "Check",
+    "ConformanceReport",
+    "TargetError",
+    "assert_conformant",
+    "check_mechanism",
+    "mechanism_conformance",
+]
+
+
+def assert_conformant(report: ConformanceReport) -> ConformanceReport:
+    """``report`` when it passed; otherwise fail the running test with every finding."""
+    if not report.passed:
+        lines = [f"{report.target} ({report.mechanism_id}) fails the conformance battery:"]
+        for name, findings in report.failed().items():
+            lines.extend(f"  {name}: {finding}" for finding in findings)
+        pytest.fail("\n".join(lines), pytrace=False)
+    return report
+
+
+@pytest.fixture
+def mechanism_conformance() -> Callable[..., ConformanceReport]:
+    """``check(target, **options)``: run the battery and fail the test on any finding."""
+
+    def check(target: str, **options: Any) -> ConformanceReport:
+        return assert_conformant(check_mechanism(target, **options))
+
+    return check

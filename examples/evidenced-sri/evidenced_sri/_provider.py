@@ -1,0 +1,128 @@
+"""The ``sri`` mechanism provider: what a host, a client and the evidenced tools need.
+
+* Options (:class:`SriOptions`, the host's ``[sessions.<name>.options.sri]`` table):
+  ``max_resource_bytes`` (lower-only, 1 MiB) and ``minimum_algorithm`` (``sha256``).
+* ``create`` → :class:`SriIntegrityMechanism`.
+* ``honest_binding((resource, metadata), options)``: both references pinned, the metadata's as
+  the one trust root, bounds ``EvidenceBounds(2, accepted bytes)``, no parameters.
+* Catalog metadata: one ADAPTER component; conformance samples: a matching pair (PASS), the
+  same metadata over a changed resource (FAIL), metadata in an unsupported algorithm (UNKNOWN).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+import attrs
+
+from canon import digest_bytes
+from session import (
+    BoundProposition,
+    CatalogMetadata,
+    ConformanceSample,
+    EvidenceBounds,
+    MechanismOutcome,
+    MechanismProvider,
+)
+
+from ._integrity import integrity_of
+from ._mechanism import (
+    EXPECTED,
+    MAX_METADATA_BYTES,
+    MAX_RESOURCE_BYTES,
+    MECHANISM_DIGEST,
+    MECHANISM_ID,
+    SriIntegrityMechanism,
+)
+
+__all__ = ["PROVIDER", "SriOptions", "SriProvider"]
+
+
+@attrs.frozen
+class SriOptions:
+    """``[sessions.<name>.options.sri]``."""
+
+    max_resource_bytes: int = MAX_RESOURCE_BYTES
+    minimum_algorithm: str = "sha256"
+
+
+class SriProvider(MechanismProvider[SriOptions]):
+    """Provider of ``example.sri.integrity.0.1`` (module rules)."""
+
+    mechanism_id = MECHANISM_ID
+    options_type = SriOptions
+
+    def create(self, options: SriOptions) -> SriIntegrityMechanism:
+        return SriIntegrityMechanism(
+            max_resource_bytes=options.max_resource_bytes,
+            minimum_algorithm=options.minimum_algorithm,
+        )
+
+    def honest_binding(self, evidence: Sequence[bytes], options: SriOptions) -> BoundProposition:
+        if len(evidence) != 2:
+            raise ValueError("an SRI submission is RESOURCE INTEGRITY-METADATA (two files)")
+        resource, metadata = (digest_bytes(item) for item in evidence)
+        return BoundProposition(
+            subject_id=resource,
+            predicate=MECHANISM_ID,
+            expected=EXPECTED,
+            mechanism_id=MECHANISM_ID,
+            mechanism_digest=MECHANISM_DIGEST,
+            evidence_refs=(resource, metadata),
+            trust_roots=(metadata,),
+            bounds=EvidenceBounds(2, options.max_resource_bytes + MAX_METADATA_BYTES),
+        )
+
+    def catalog_metadata(self) -> CatalogMetadata:
+        return CatalogMetadata(
+            components=(
+                {
+                    "component_id": "component:example-sri-integrity-session-mechanism",
+                    "kind": "ADAPTER",
+                    "implementation_ref": "evidenced_sri:SriIntegrityMechanism.evaluate",
+                    "lifecycle": "EXPERIMENTAL",
+                    "availability": "AVAILABLE",
+                    "interaction_modes": ["OFFLINE_REPLAY"],
+                    "verifier_family_ids": ["subresource-integrity"],
+                    "planning_surface_schema_ids": ["VSTD-2"],
+                    "accepted_schema_ids": [],
+                    "emitted_schema_ids": [],
+                    "mechanism_ids": [MECHANISM_ID],
+                    "relation_ids": ["relation:checks-subresource-integrity"],
+                    "execution_prerequisites": [
+                        "EXACT_IMPLEMENTATION_COORDINATE",
+                        "EXACT_NATIVE_INPUT",
+                        "RESOURCE_BOUNDS",
+                    ],
+                    "optional_dependencies": [],
+                    "trust_roots": [],
+                    "native_system": "W3C Subresource Integrity",
+                    "native_versions": ["SRI-1", MECHANISM_ID],
+                    "native_result_vocabulary": ["PASS", "FAIL", "UNKNOWN"],
+                    "native_inputs": ["resource bytes", "integrity metadata text (ASCII)"],
+                    "native_outputs": ["MechanismDecision (unversioned)"],
+                    "transformation_loss": "Only the strongest algorithm's values are compared.",
+                    "freshness_behavior": "Stateless over exact immutable bytes.",
+                    "claim_boundary": (
+                        "A match says the resource hashes to a value the metadata lists; it "
+                        "does not say who wrote the metadata."
+                    ),
+                    "domain_tags": ["example", "integrity"],
+                },
+            ),
+        )
+
+    def conformance_samples(self) -> Sequence[ConformanceSample]:
+        script = b"document.title = 'evidence-bound';\n"
+        metadata = (integrity_of(script, "sha384") + "\n").encode("ascii")
+        return (
+            ConformanceSample("matching", (script, metadata), MechanismOutcome.PASS),
+            ConformanceSample(
+                "changed resource", (script + b"//", metadata), MechanismOutcome.FAIL
+            ),
+            ConformanceSample("md5 only", (script, b"md5-AAAA\n"), MechanismOutcome.UNKNOWN),
+        )
+
+
+PROVIDER: Final = SriProvider()
