@@ -10,11 +10,13 @@ Two encodings, each with one job; every other module calls these instead of ``js
   registry, package and index digests (§7.1) are computed over. :func:`core_digest` is its
   **bare** lowercase hex SHA-256.
 * **network** (:func:`network_json`): sorted keys, no whitespace, raw UTF-8 — byte-identical to
-  ``json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))`` for the
-  values it accepts, encoded with orjson (property-tested in ``tests/canon``). NaN and
-  ±Infinity are refused (``ValueError``), as are non-``str`` keys and integers beyond 64 bits
-  (``TypeError``). It is the daemon's wire-header encoding; with the strict value model of
-  :mod:`mechanism.canonical` on top it is the VSTD network canonical codec.
+  ``json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))`` for
+  float-free values, encoded with orjson (property-tested in ``tests/canon``); a finite float
+  is written in orjson's shortest round-trip form (``1e-05``, where ``json.dumps`` writes
+  ``0.00001``). NaN and ±Infinity are refused (``ValueError``), as are non-``str`` keys and
+  integers beyond 64 bits (``TypeError``). It is the daemon's wire-header encoding; with the
+  strict value model of :mod:`mechanism.canonical` on top it is the VSTD network canonical
+  codec.
   :func:`network_json_float_free` is the same encoding for a value the caller has already
   proven float-free (the canonical value model admits no floats), so the non-finite re-check
   is skipped; it must never be given a value that may hold a float.

@@ -11,7 +11,10 @@ Rules:
   fails, or an object that is neither a :class:`MechanismProvider` instance nor a subclass of it
   (instantiated with no arguments) raises :class:`ProviderLookupError` naming the entry and the
   cause. A loaded provider is kept for the process (its module is imported once anyway).
-* :func:`load_reference` loads ``module:attribute`` directly (the conformance kit's targets);
+* :func:`load_reference` loads ``module:attribute`` directly; :func:`load_target` turns a tool's
+  target — an entry-point name, or ``module:attribute`` naming a provider (instance or
+  subclass), a mechanism instance, or a zero-argument factory of either — into (provider or
+  None, a mechanism created with default options);
   :func:`providers_for_mechanism` answers every installed provider whose ``mechanism_id`` is the
   given one (``evidenced submit`` uses it to build a binding for a session whose mechanism it
   learns only from the daemon).
@@ -25,6 +28,7 @@ from typing import Any, Final
 import attrs
 
 from ._provider import MechanismProvider
+from ._types import VerificationMechanism
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -32,6 +36,7 @@ __all__ = [
     "ProviderLookupError",
     "load_provider",
     "load_reference",
+    "load_target",
     "provider_entries",
     "providers_for_mechanism",
 ]
@@ -168,3 +173,46 @@ def providers_for_mechanism(
         if provider.mechanism_id == mechanism_id:
             found.append((entry, provider))
     return found
+
+
+def load_target(target: str) -> tuple[MechanismProvider[Any] | None, VerificationMechanism]:
+    """(provider or None, its default mechanism) for a tool's target (module rules)."""
+    if ":" not in target:
+        provider = load_provider(target)
+        return provider, _create_default(provider, target)
+    value = load_reference(target)
+    is_provider_class = isinstance(value, type) and issubclass(value, MechanismProvider)
+    if not is_provider_class and not _is_mechanism(value) and callable(value):
+        try:
+            value = value()
+        except Exception as error:
+            raise ProviderLookupError(
+                f"{target}: the factory raised {type(error).__name__}: {error}"
+            ) from None
+    if isinstance(value, MechanismProvider) or (
+        isinstance(value, type) and issubclass(value, MechanismProvider)
+    ):
+        provider = as_provider(value, target)
+        return provider, _create_default(provider, target)
+    if _is_mechanism(value):
+        mechanism: VerificationMechanism = value  # type: ignore[assignment]
+        return None, mechanism
+    raise ProviderLookupError(f"{target}: neither a MechanismProvider nor a mechanism")
+
+
+def _create_default(provider: MechanismProvider[Any], target: str) -> VerificationMechanism:
+    try:
+        return provider.create(provider.default_options())
+    except Exception as error:
+        raise ProviderLookupError(
+            f"{target}: cannot create with default options: {type(error).__name__}: {error}"
+        ) from None
+
+
+def _is_mechanism(value: object) -> bool:
+    return (
+        not isinstance(value, type)
+        and callable(getattr(value, "evaluate", None))
+        and hasattr(value, "mechanism_id")
+        and hasattr(value, "mechanism_digest")
+    )

@@ -19,18 +19,25 @@ Rules checked, in this order:
    checkout: ``evidenced --version`` prints the metadata version, ``evidenced demo`` passes
    reading the installed fixtures, ``evidenced holdout release`` prints the same release id as
    the checkout, and ``evidenced formation check`` checks a packaged example pair.
+5. The example third-party mechanism (``examples/evidenced-sri``), built as its own wheel and
+   installed into that venv, is served by ``evidenced serve`` from a configuration that only
+   names it, and ``evidenced submit`` gets PASS and FAIL from it without being told its
+   mechanism id.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import importlib.metadata
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import tomllib
 import zipfile
 from collections.abc import Iterator
@@ -211,3 +218,66 @@ def test_installed_demo_release_and_check_run_on_packaged_data(installed: Instal
     check = installed.run("formation", "check", *pair)
     assert check.returncode == 0, check.stderr
     assert json.loads(check.stdout)["status"] == "CHECKED"
+
+
+def test_a_plugin_wheel_in_the_fresh_venv_is_served_and_bound_from_configuration_alone(
+    installed: Installed, tmp_path: Path
+) -> None:
+    """The example third-party mechanism, built as its own wheel and installed beside the
+    product: served from a configuration that only names it, and bound by ``evidenced submit``
+    from the two files (PASS, then FAIL for a changed resource)."""
+    pip = (sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input")
+    source, dist = tmp_path / "src", tmp_path / "dist"
+    shutil.copytree(
+        REPO / "examples" / "evidenced-sri",
+        source,
+        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "build"),
+    )
+    build = ("wheel", "--quiet", "--no-deps", "--no-build-isolation", "--wheel-dir", dist)
+    _run(*pip, *build, source)
+    [plugin] = dist.glob("evidenced_sri-*.whl")
+    python = installed.venv / "bin" / "python"
+    _run(*pip, "--python", python, "install", "--quiet", "--no-deps", "--no-index", plugin)
+
+    folder = Path(tempfile.mkdtemp(prefix="evw", dir="/tmp"))  # a short Unix socket path
+    try:
+        shutil.copyfile(
+            REPO / "examples" / "evidenced-sri" / "evidenced-sri.toml", folder / "c.toml"
+        )
+        resource = b"export const bound = true;\n"
+        digest = base64.b64encode(hashlib.sha384(resource).digest()).decode()
+        (folder / "app.js").write_bytes(resource)
+        (folder / "changed.js").write_bytes(resource.replace(b"true", b"false"))
+        (folder / "app.js.sri").write_text(f"sha384-{digest}\n")
+        serve = subprocess.Popen(
+            [str(installed.venv / "bin" / "evidenced"), "serve", "--config", "c.toml"],
+            cwd=folder,
+            env=installed.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert serve.stdout is not None
+            ready = json.loads(serve.stdout.readline() or "{}")
+            assert ready.get("sessions") == ["sri"], serve.stderr
+            socket = str(folder / "evidenced-sri.sock")
+            answers = [
+                installed.run(
+                    "submit",
+                    "--socket",
+                    socket,
+                    "--session",
+                    "sri",
+                    name,
+                    str(folder / "app.js.sri"),
+                )
+                for name in (str(folder / "app.js"), str(folder / "changed.js"))
+            ]
+        finally:
+            serve.send_signal(signal.SIGTERM)
+            serve.communicate(timeout=30)
+        assert [answer.returncode for answer in answers] == [0, 1], [a.stderr for a in answers]
+        assert [json.loads(answer.stdout)["outcome"] for answer in answers] == ["PASS", "FAIL"]
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

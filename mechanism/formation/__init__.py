@@ -18,6 +18,7 @@ from mechanism.formation._checker import REASON_CODES, check_formation
 from mechanism.formation._mechanism import (
     ADAPTER_REASON_CODES,
     MECHANISM_DIGEST,
+    PRECHECK,
     SOURCE_INVENTORY,
     FormationPathCertificateMechanism,
     formation_binding,
@@ -65,6 +66,7 @@ __all__ = [
     "MAX_RECORD_BYTES",
     "MECHANISM_DIGEST",
     "MECHANISM_ID",
+    "PRECHECK",
     "PROFILE_DIGEST",
     "PROFILE_SCHEMA",
     "REASON_CODES",

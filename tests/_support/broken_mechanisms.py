@@ -6,7 +6,9 @@ differs in exactly one behaviour:
 
 * ``MUTATING``: evaluate writes into the binding's parameters and appends to a list of evidence;
 * ``NONDETERMINISTIC``: every other call answers the opposite outcome;
-* ``RAISING``: raises ``ValueError`` for anything but one bytes item (instead of UNKNOWN).
+* ``RAISING``: raises ``ValueError`` for anything but one bytes item (instead of UNKNOWN);
+* ``UNSTABLE``: its digest names the process that created it (another process, another digest);
+* ``OVERREACHING``: states ``accepted_bounds`` of one 8-byte item yet PASSes larger bindings.
 
 ``MECHANISM_ONLY`` is a bare mechanism (no provider) for the kit's ``module:attribute`` form.
 Targets: ``broken_mechanisms:SOUND`` and so on (``tests/_support`` is on the test path).
@@ -15,6 +17,7 @@ Targets: ``broken_mechanisms:SOUND`` and so on (``tests/_support`` is on the tes
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -98,6 +101,18 @@ class RaisingMechanism(SoundMechanism):
         return self._decide(binding, evidence)
 
 
+class UnstableMechanism(SoundMechanism):
+    mechanism_id = "test.kit.unstable.0.1"
+
+    def __init__(self) -> None:
+        self.mechanism_digest = digest_bytes(f"process {os.getpid()}".encode())
+
+
+class OverreachingMechanism(SoundMechanism):
+    mechanism_id = "test.kit.overreaching.0.1"
+    accepted_bounds = EvidenceBounds(1, 8)
+
+
 class _Provider(MechanismProvider[NoOptions]):
     mechanism_type: type[SoundMechanism] = SoundMechanism
 
@@ -113,7 +128,7 @@ class _Provider(MechanismProvider[NoOptions]):
             predicate=PREDICATE,
             expected=reference,
             mechanism_id=self.mechanism_id,
-            mechanism_digest=_DIGEST,
+            mechanism_digest=self.create(options).mechanism_digest,
             evidence_refs=(reference,),
             trust_roots=(reference,),
             bounds=EvidenceBounds(1, len(evidence[0])),
@@ -137,4 +152,6 @@ SOUND: Final = _provider(SoundMechanism)
 MUTATING: Final = _provider(MutatingMechanism)
 NONDETERMINISTIC: Final = _provider(NondeterministicMechanism)
 RAISING: Final = _provider(RaisingMechanism)
+UNSTABLE: Final = _provider(UnstableMechanism)
+OVERREACHING: Final = _provider(OverreachingMechanism)
 MECHANISM_ONLY: Final = SoundMechanism()
