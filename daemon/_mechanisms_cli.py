@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from typing import Any, Final
+
+from ._serve_cli import _positive_seconds
 
 EXIT_OK: Final = 0
 EXIT_FAIL: Final = 1
@@ -53,16 +54,6 @@ def _list(args: argparse.Namespace) -> int:
         listed.append(item)
     _emit({"mechanisms": listed})
     return EXIT_OK
-
-
-def _positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds: {text!r}")
-    return value
 
 
 def _repeats(text: str) -> int:
