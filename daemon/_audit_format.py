@@ -21,12 +21,13 @@ Rules (the contract):
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Mapping
 from typing import Any, Final, NamedTuple
 
 import orjson
+
+from canon import digest_bytes, network_json_float_free
 
 GENESIS: Final = "sha256:" + "0" * 64
 #: A line longer than this is refused by the verifier (no unbounded reads).
@@ -45,16 +46,15 @@ class AuditLogError(Exception):
 
 def seal(body: bytes) -> tuple[bytes, str]:
     """(sealed line, its digest) for a rendered body ``{...}`` (no newline)."""
-    digest = "sha256:" + hashlib.sha256(body).hexdigest()
+    digest = digest_bytes(body)
     return body[:-1] + b',"line_digest":"' + digest.encode("ascii") + b'"}', digest
 
 
 def render_body(fields: Mapping[str, Any]) -> bytes:
-    """The sorted, compact body. orjson with sorted keys is byte-identical to
-    ``json.dumps(ensure_ascii=False, sort_keys=True, separators=(",", ":"))`` for the
-    float-free values the daemon logs."""
-    body: bytes = orjson.dumps(fields, option=orjson.OPT_SORT_KEYS)
-    return body
+    """The sorted, compact body: the network variant of the canonical-JSON family
+    (:func:`canon.network_json_float_free`), byte-identical to ``json.dumps(ensure_ascii=False,
+    sort_keys=True, separators=(",", ":"))`` for the float-free values the daemon logs."""
+    return network_json_float_free(fields)
 
 
 def render_line(fields: Mapping[str, Any]) -> bytes:
@@ -118,7 +118,7 @@ def parse_sealed(raw: bytes) -> tuple[str, dict[str, Any] | None, str | None]:
         return "", None, "line does not end with its line_digest seal (edited line)"
     digest = match.group(1).decode("ascii")
     body = raw[: match.start()] + b"}"
-    if "sha256:" + hashlib.sha256(body).hexdigest() != digest:
+    if digest_bytes(body) != digest:
         return "", None, "line_digest does not match the line's bytes (edited line)"
     try:
         fields = orjson.loads(raw)
