@@ -25,13 +25,13 @@ Rules (the contract):
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Mapping
 from typing import Any, Final
 
 import trio
 
+from canon import digest_bytes
 from session import (
     BoundProposition,
     EvaluatedProposition,
@@ -79,7 +79,7 @@ def worker_job_handler(sessions: Mapping[str, HostedSession]) -> Any:
 
 
 def _references(items: tuple[bytes, ...]) -> list[str]:
-    return ["sha256:" + hashlib.sha256(item).hexdigest() for item in items]
+    return [digest_bytes(item) for item in items]
 
 
 def undecided(binding: BoundProposition, items: tuple[bytes, ...], details: str) -> Evaluated:

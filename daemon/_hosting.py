@@ -8,9 +8,10 @@ Rules (the contract):
    and *declared* evidence bounds: non-negative exact integers.
 2. Mechanism bounds. A mechanism may state the most evidence one evaluation can accept with an
    optional ``accepted_bounds`` attribute — a :class:`session.EvidenceBounds`, or a
-   zero-argument method returning one (:func:`accepted_bounds`). A mechanism without it
-   accepts any size. A value of any other type, or one that raises, is a host error
-   (``ValueError`` when the session is built), never silently ignored.
+   zero-argument method returning one (part of the mechanism provider contract, read by
+   :func:`session.accepted_bounds`). A mechanism without it accepts any size. A value of any
+   other type, or one that raises, is a host error (``ValueError`` when the session is built),
+   never silently ignored.
 3. Clamp. The session's *effective* bounds (:meth:`HostedSession.bounds`) are, field by field,
    the declared bound lowered to the largest bound any of its mechanisms accepts (a binding
    selects one of them, so the session cannot refuse what one of them would read). The server
@@ -31,7 +32,12 @@ from typing import Any, Final
 
 import attrs
 
-from session import EvidenceBounds, EvidenceStore, VerificationMechanism, VerificationSession
+from session import (
+    EvidenceStore,
+    VerificationMechanism,
+    VerificationSession,
+    accepted_bounds,
+)
 
 from ._audit import Durability, Overflow
 from ._protocol import DEFAULT_MAX_FRAME_BYTES, DEFAULT_MAX_HEADER_BYTES, DEFAULT_MAX_ITEMS
@@ -39,29 +45,6 @@ from ._transparency import TransparencyConfig
 from .retention._policy import RetentionPolicy
 
 DEFAULT_PORT: Final = 7433
-
-
-def accepted_bounds(mechanism: VerificationMechanism) -> EvidenceBounds | None:
-    """The bounds ``mechanism`` states it can accept (rule 2), or None when it states none."""
-    stated = getattr(mechanism, "accepted_bounds", None)
-    if stated is None:
-        return None
-    try:
-        value = stated() if callable(stated) else stated
-    except Exception as error:
-        raise ValueError(
-            f"mechanism {mechanism.mechanism_id!r}: accepted_bounds failed: {error}"
-        ) from None
-    if (
-        type(value) is not EvidenceBounds
-        or type(value.max_evidence_items) is not int
-        or type(value.max_evidence_bytes) is not int
-    ):
-        raise ValueError(
-            f"mechanism {mechanism.mechanism_id!r}: accepted_bounds must be an EvidenceBounds "
-            "of exact integers"
-        )
-    return value
 
 
 @attrs.frozen

@@ -81,13 +81,14 @@ from session import (
     EvidenceStore,
     VerificationMechanism,
     VerificationSession,
+    accepted_bounds,
 )
 
 from ._audit import AuditLog, AuditLogError, AuditRef, Durability
 from ._binding import BindingWireError, binding_from_wire
 from ._echo import bounded_message, echo
 from ._evaluation import DEADLINE_DETAILS, WORKER_FAILED_DETAILS, Evaluator, worker_job_handler
-from ._hosting import DEFAULT_PORT, HostedSession, ServerConfig, accepted_bounds
+from ._hosting import DEFAULT_PORT, HostedSession, ServerConfig
 from ._peers import PeerLedger, peer_key, requester_of
 from ._protocol import (
     CLOSED,

@@ -1,4 +1,4 @@
-"""The layering: which project package may import which (README "What ships"; ADR 0009).
+"""The layering: which project package may import which (README "What ships"; ADR 0010).
 
 Every ``import`` statement of every module of the six code packages is read with ``ast`` — at
 module level or inside a function, absolute or relative, so a lazy import counts too — and
