@@ -86,7 +86,7 @@ def network_json(value: object) -> bytes:
     re-checked by ``json.dumps(allow_nan=False)`` unless a walk proves the value plain (no
     float that is not finite, only ``str`` keys): then the re-check cannot refuse it.
     """
-    data = network_json_float_free(value)
+    data: bytes = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)  # the float-free encoding
     if b"null" in data and not _plain(value):
         json.dumps(value, allow_nan=False, default=_refuse_default)
     return data

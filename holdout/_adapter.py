@@ -58,7 +58,6 @@ from session import (
     HoldoutHandler,
     HoldoutOptionsRefused,
     HoldoutStepError,
-    ProviderLookupError,
     VerificationSession,
     holdout_lower_only,
     provider_entries,
@@ -180,12 +179,13 @@ def _classify_json_refusal(data: bytes) -> str:
 
 def _installed_handlers() -> dict[str, HoldoutHandler]:
     """Every installed provider's holdout handler, by provider name (the corpus's
-    ``mechanism``). A provider that cannot be loaded, or has no handler, is left out."""
+    ``mechanism``). A provider that cannot be loaded, has no handler or fails to give one is
+    left out (its cases are then reported as unobservable, never a crash)."""
     handlers: dict[str, HoldoutHandler] = {}
     for entry in provider_entries():
         try:
             handler = entry.load().holdout_handler()
-        except ProviderLookupError:
+        except Exception:  # a provider that cannot be loaded cannot be observed either
             continue
         if handler is not None:
             handlers.setdefault(entry.name, handler)
@@ -374,7 +374,12 @@ def observe_challenge(challenge: dict[str, Any], corpus: Corpus) -> dict[str, An
                 "fixture-label-disagreement",
                 f"{label}={name!r} but {root} is the {role} of case {case.name!r}",
             )
-    handler = HANDLERS[case.mechanism]
+    handler = HANDLERS.get(case.mechanism)
+    if handler is None:
+        raise StepError(
+            "mechanism-unavailable",
+            f"no installed mechanism provider offers a holdout handler for {case.mechanism!r}",
+        )
     baseline_report = handler.baseline_report(pristine_artifact, pristine_leaf)
     observation: dict[str, Any] = {
         "fixture_root": root,

@@ -181,14 +181,13 @@ def canonical_bytes(value: object) -> bytes:
         raise CanonicalError(f"value cannot be encoded: {error}") from None
 
 
-def _encode(value: object) -> bytes:
-    # The network encoding of the project's canonical-JSON family (:mod:`canon`): orjson
-    # with sorted keys, byte-identical to ``json.dumps(..., ensure_ascii=False,
-    # sort_keys=True, separators=(",", ":"))`` on the canonical value model (ASCII keys, no
-    # floats, integers below 2**64, no surrogates) and about 20x faster; the equivalence is a
-    # property test (tests/mechanism/test_canonical.py). The model admits no float, so the
-    # float-free variant (no non-finite re-check) is exact.
-    return network_json_float_free(value)
+# The network encoding of the project's canonical-JSON family (:mod:`canon`): orjson with
+# sorted keys, byte-identical to ``json.dumps(..., ensure_ascii=False, sort_keys=True,
+# separators=(",", ":"))`` on the canonical value model (ASCII keys, no floats, integers below
+# 2**64, no surrogates) and about 20x faster; the equivalence is a property test
+# (tests/mechanism/test_canonical.py). The model admits no float, so the float-free variant (no
+# non-finite re-check) is exact. Bound by name: admission calls it on every record.
+_encode: Final = network_json_float_free
 
 
 def canonical_digest(value: object) -> str:

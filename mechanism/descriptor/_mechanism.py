@@ -92,8 +92,8 @@ from session import (
     MechanismDecision,
     MechanismOutcome,
     PairPrecheck,
+    PairState,
     PrecheckFailed,
-    Refusal,
     SourceIdentity,
     lower_only,
 )
@@ -432,12 +432,11 @@ class DescriptorAuthorizationMechanism:
             if failed.step in _STORAGE_STEPS:
                 stage[0] = "storage"
             raise _unknown("DESCRIPTOR_BINDING_UNSUPPORTED") from None
-        if type(admitted) is Refusal:
+        if not isinstance(admitted, PairState):
             if admitted.step in _STORAGE_STEPS:
                 stage[0] = "storage"
                 reports["storage_report"] = {"status": "REFUSED", "reason_codes": [admitted.code]}
             raise _Stop(admitted.outcome, admitted.code)
-        assert not isinstance(admitted, Refusal)
         stage[0] = "storage"
         descriptor, payload = admitted.items
         reports["storage_report"] = {

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from mechanism.canonical import digest_bytes
+from canon import digest_bytes
 from mechanism.formation._wire import (
     MAX_DEPTH,
     MAX_NODES,

@@ -81,7 +81,6 @@ from session import (
     MechanismOutcome,
     PairPrecheck,
     PairState,
-    Refusal,
     SourceIdentity,
 )
 from session import precheck as _steps
@@ -176,7 +175,7 @@ PRECHECK: Final = PairPrecheck(
         _steps.parameters(
             PARAMETERS_UNSUPPORTED,
             PARAMETER_KEYS,
-            lambda copied: all(is_digest(value) for value in copied.values()),
+            lambda copied: all(map(is_digest, copied.values())),
         ),
         _steps.step(
             "profile",
@@ -185,7 +184,7 @@ PRECHECK: Final = PairPrecheck(
         ),
         _steps.trust_roots(
             ROOTS_UNSUPPORTED,
-            lambda copied: tuple(sorted({str(value) for value in copied.values()})),
+            lambda copied: tuple(sorted(set(map(str, copied.values())))),
         ),
         _steps.pair_bounds(BOUNDS_UNSUPPORTED, MAX_PAIR_BYTES),
         _steps.pair_references(REFERENCES_UNSUPPORTED),
@@ -275,9 +274,8 @@ class FormationPathCertificateMechanism:
     def _evaluate(self, binding: object, evidence: object) -> MechanismDecision:
         # 1–13. The pre-checks, in order; the first that does not hold decides.
         admitted = PRECHECK.run(binding, evidence)
-        if type(admitted) is Refusal:
+        if not isinstance(admitted, PairState):
             return _decision(admitted.outcome, admitted.code, _STATUS[admitted.outcome])
-        assert isinstance(admitted, PairState)
         parameters = admitted.parameters
         subject, certificate = admitted.items
         try:

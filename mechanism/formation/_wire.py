@@ -191,6 +191,8 @@ def validate_ceilings(*, max_nodes: object, max_depth: object, max_path_steps: o
     Raises :class:`CeilingError` (:func:`session.lower_only`: a ``ValueError`` and a
     ``TypeError``) for a bool, a non-int, a negative value or one above the compiled default.
     """
+    if max_nodes is MAX_NODES and max_depth is MAX_DEPTH and max_path_steps is MAX_PATH_STEPS:
+        return  # the compiled defaults themselves (every check an adapter makes by default)
     lower_only("max_nodes", max_nodes, MAX_NODES)
     lower_only("max_depth", max_depth, MAX_DEPTH)
     lower_only("max_path_steps", max_path_steps, MAX_PATH_STEPS)

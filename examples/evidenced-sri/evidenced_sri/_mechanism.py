@@ -48,7 +48,6 @@ from session import (
     MechanismOutcome,
     PairPrecheck,
     PairState,
-    Refusal,
     SourceIdentity,
     lower_only,
 )
@@ -190,9 +189,8 @@ class SriIntegrityMechanism:
 
     def _evaluate(self, binding: object, evidence: object) -> MechanismDecision:
         admitted = self.precheck.run(binding, evidence)
-        if isinstance(admitted, Refusal):
+        if not isinstance(admitted, PairState):
             return _decision(admitted.outcome, admitted.code)
-        assert isinstance(admitted, PairState)
         resource, metadata = admitted.items
         try:
             text = metadata.decode("ascii")
