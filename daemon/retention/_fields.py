@@ -22,12 +22,10 @@ Rules (the contract between the daemon that writes these fields and ``evidenced 
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from typing import Any, Final
 
-import orjson
-
+from canon import digest_bytes, network_json_float_free
 from session import BoundProposition
 
 __all__ = ["RETAIN_MODES", "decision_fields", "result_digest", "session_config_entry"]
@@ -38,8 +36,7 @@ RETAIN_MODES: Final = ("none", "all", "refused")
 
 def result_digest(result: Mapping[str, Any]) -> str:
     """Rule 4."""
-    encoded = orjson.dumps(result, option=orjson.OPT_SORT_KEYS)
-    return "sha256:" + hashlib.sha256(encoded).hexdigest()
+    return digest_bytes(network_json_float_free(result))
 
 
 def decision_fields(binding: BoundProposition, result: Mapping[str, Any]) -> dict[str, Any]:

@@ -23,7 +23,6 @@ Rules (the contract every backend keeps):
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from collections.abc import Iterator
@@ -31,6 +30,8 @@ from pathlib import Path
 from typing import Final, Protocol
 
 import attrs
+
+from canon import digest_bytes
 
 __all__ = [
     "ObjectCorrupt",
@@ -121,7 +122,7 @@ def hex_of(name: str) -> str:
 
 def name_of(data: bytes) -> str:
     """The object name of ``data``."""
-    return "sha256:" + hashlib.sha256(data).hexdigest()
+    return digest_bytes(data)
 
 
 def is_hex_name(text: str) -> bool:

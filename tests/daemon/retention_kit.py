@@ -10,6 +10,10 @@ Imported as ``retention_kit`` (conftest puts this folder on the path).
   pair exactly as the server does (fresh store + session), stores the evidence in a retention
   store, and seals each line with the audit format's own :func:`render_line`. Ten thousand
   decisions take a second, where a daemon round trip per decision would take many.
+* :class:`VersionedMechanism` is offered by :data:`VERSIONED_PROVIDER`; :func:`offer_provider`
+  makes it installed under the name ``test-versioned`` for one test (the provider registry
+  answers an extra entry point, exactly what ``pip install`` of a package would add) and
+  :func:`withdraw_provider` uninstalls it again.
 """
 
 from __future__ import annotations
@@ -23,8 +27,9 @@ from typing import Any
 
 import attrs
 
+import session._plugins as plugins
 from daemon._audit import GENESIS, render_line
-from daemon._config import MECHANISM_FACTORIES
+from daemon._config import create_mechanism
 from daemon._server import _catalog_entry, _decision_id
 from daemon.retention import RetentionStore
 from daemon.retention._fields import decision_fields, session_config_entry
@@ -34,6 +39,8 @@ from session import (
     EvidenceStore,
     MechanismDecision,
     MechanismOutcome,
+    MechanismProvider,
+    NoOptions,
     VerificationMechanism,
     VerificationSession,
 )
@@ -63,8 +70,36 @@ class VersionedMechanism:
         )
 
 
-def versioned_factory(options: dict[str, Any]) -> VerificationMechanism:
-    return VersionedMechanism()
+class VersionedProvider(MechanismProvider[NoOptions]):
+    """The provider of :class:`VersionedMechanism` (a test's entry point ``test-versioned``)."""
+
+    mechanism_id = VersionedMechanism.mechanism_id
+
+    def create(self, options: NoOptions) -> VerificationMechanism:
+        return VersionedMechanism()
+
+    def honest_binding(self, evidence: Sequence[bytes], options: NoOptions) -> BoundProposition:
+        return versioned_binding(evidence[0])
+
+
+VERSIONED_PROVIDER = VersionedProvider()
+_VERSIONED_ENTRY = plugins.ProviderEntry(
+    "test-versioned", "retention_kit:VERSIONED_PROVIDER", "evidenced-tests", "0"
+)
+
+
+def offer_provider(monkeypatch: Any) -> None:
+    """Install ``test-versioned`` for this test (the registry lists one more entry point)."""
+    installed = plugins.provider_entries
+    monkeypatch.setattr(plugins, "provider_entries", lambda: (*installed(), _VERSIONED_ENTRY))
+
+
+def withdraw_provider(monkeypatch: Any) -> None:
+    """Uninstall ``test-versioned`` again (as if its package had been removed)."""
+    offered = plugins.provider_entries
+    monkeypatch.setattr(
+        plugins, "provider_entries", lambda: tuple(e for e in offered() if e != _VERSIONED_ENTRY)
+    )
 
 
 def versioned_binding(item: bytes, digest: str | None = None) -> BoundProposition:
@@ -169,7 +204,7 @@ class LogWriter:
         config = {}
         for name, names in self.sessions.items():
             mechanisms = tuple(
-                MECHANISM_FACTORIES[item](dict(self.options.get(name, {}).get(item, {})))
+                create_mechanism(name, item, dict(self.options.get(name, {}).get(item, {})))
                 for item in names
             )
             self.built[name] = mechanisms

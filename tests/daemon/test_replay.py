@@ -23,12 +23,12 @@ from retention_kit import (
     LogWriter,
     VersionedMechanism,
     moto_server,
+    offer_provider,
     use_s3,
     versioned_binding,
-    versioned_factory,
+    withdraw_provider,
 )
 
-from daemon._config import MECHANISM_FACTORIES
 from daemon.retention import FilesystemStore, name_of, open_store
 from mechanism.formation import FormationPathCertificateMechanism, formation_binding
 
@@ -40,7 +40,7 @@ CASES = ("atom", "compose", "tampered", "unsupported-profile")
 @pytest.fixture
 def versioned(monkeypatch: Any) -> type[VersionedMechanism]:
     """The ``test-versioned`` mechanism name, at build 1, for this test."""
-    monkeypatch.setitem(MECHANISM_FACTORIES, "test-versioned", versioned_factory)
+    offer_provider(monkeypatch)
     monkeypatch.setattr(VersionedMechanism, "digest_version", 1)
     monkeypatch.setattr(VersionedMechanism, "behaviour", 1)
     return VersionedMechanism
@@ -234,7 +234,7 @@ def test_mechanism_no_longer_installed_is_not_replayable(
     writer.start()
     line = writer.decide("v", versioned_binding(b"ok"), [b"ok"])
     log = writer.flush()
-    monkeypatch.delitem(MECHANISM_FACTORIES, "test-versioned")
+    withdraw_provider(monkeypatch)
     done = _replay(log, store, str(line["seq"]))
     assert done.returncode == 1
     report = done.document()
