@@ -1,26 +1,30 @@
 """``evidenced catalog``: list, show, search, package build/verify, plan, readiness.
 
-Contract (the dispatcher's rules apply): stdout is exactly one JSON document; stderr carries
-one-line messages; no traceback. Nothing here imports, executes or instantiates a component.
+Contract (the :mod:`cli` contract applies): stdout is exactly one JSON document (an error is
+``{"error": {"code", "message", "exit"}}``); stderr carries one-line messages; no traceback.
+Nothing here imports, executes or instantiates a component. Input files are read with
+:func:`cli.read_input` (``-`` is stdin) and parsed strictly.
 
 Exit codes:
 
 * ``list``, ``show``, ``search``, ``plan``, ``package build``: 0 on an answer.
-* ``package verify``: 0 ``VALID``, 1 ``INVALID`` (the report lists every discrepancy); 65 when
+* ``package verify``: 0 ``VALID``, 1 ``INVALID`` (the report lists every discrepancy); 66 when
   the path is not a readable directory.
 * ``readiness``: 0 ``READY``, 1 ``INVALID`` or ``BLOCKED``, 3 ``NOT_ESTABLISHED``.
 * ``plan`` with a stored package whose bytes changed: 1 (one-line reason on stderr).
-* 2 usage; 65 unreadable or malformed input (bad JSON, wrong record shape, unknown component
-  id, a non-empty output directory).
+* 2 usage; 65 malformed input (bad JSON, wrong record shape, unknown component id
+  ``UNKNOWN_COMPONENT``, a non-empty output directory: ``CATALOG_REFUSED``); 66 a missing or
+  unreadable input file; 73 an output directory that cannot be written.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from pathlib import Path
 from typing import Any
+
+import cli
+from cli import CliError, Exit, RejectedInput, UsageError
 
 from ._entries import reference_registry
 from ._errors import CatalogError, ComponentIndexError, PlanningError
@@ -33,7 +37,7 @@ from ._index import (
     verify_build,
     write_build,
 )
-from ._jsonio import read_json_file
+from ._jsonio import loads_strict
 from ._package import MANIFEST_NAME, StoredPackage, build_package, load_package
 from ._planning import ValidationAnalysis, ValidationPlan, plan_validation
 from ._readiness import (
@@ -46,25 +50,21 @@ from ._registry import ComponentRegistry
 
 __all__ = ["register"]
 
-EXIT_OK = 0
-EXIT_INVALID = 1
-EXIT_UNKNOWN = 3
-EXIT_REJECTED = 65
+EXIT_OK = Exit.OK
+EXIT_INVALID = Exit.FAIL
+EXIT_UNKNOWN = Exit.UNKNOWN
 
 _READINESS_EXIT = {"READY": EXIT_OK, "INVALID": EXIT_INVALID, "BLOCKED": EXIT_INVALID}
 
-
-def _emit(document: Any) -> None:
-    sys.stdout.write(json.dumps(document, sort_keys=True, indent=2, ensure_ascii=True) + "\n")
+_emit = cli.emit
 
 
-def _fail(message: str, code: int = EXIT_REJECTED) -> int:
-    sys.stderr.write(f"evidenced catalog: {' '.join(message.split())}\n")
-    return code
+def _refused(error: CatalogError | str) -> RejectedInput:
+    return RejectedInput(str(error), code="CATALOG_REFUSED")
 
 
 def _read(path: str, what: str) -> Any:
-    return read_json_file(Path(path), PlanningError, what)
+    return loads_strict(cli.read_input(path), PlanningError, f"{what} {path}")
 
 
 def _load_stored(path: str) -> StoredPackage:
@@ -95,14 +95,16 @@ def _cmd_list(args: argparse.Namespace) -> int:
 def _cmd_show(args: argparse.Namespace) -> int:
     descriptor = reference_registry().get(args.component_id)
     if descriptor is None:
-        return _fail(f"no component {args.component_id!r} in the registry")
+        raise RejectedInput(
+            f"no component {args.component_id!r} in the registry", code="UNKNOWN_COMPONENT"
+        )
     _emit(descriptor.to_dict())
     return EXIT_OK
 
 
 def _cmd_search(args: argparse.Namespace) -> int:
     if args.mechanism is None and args.relation is None:
-        return _fail("search needs --mechanism and/or --relation", 2)
+        raise UsageError("search needs --mechanism and/or --relation")
     try:
         if args.index is not None:
             index: ComponentIndex = load_index(Path(args.index))
@@ -110,7 +112,7 @@ def _cmd_search(args: argparse.Namespace) -> int:
             package = build_package()
             index = build_index([(package, "WORKTREE")])
     except CatalogError as error:
-        return _fail(str(error))
+        raise _refused(error) from None
     _emit(
         index.search_exact(
             args.schema,
@@ -130,7 +132,9 @@ def _cmd_build(args: argparse.Namespace) -> int:
         package = build_package(package_id=args.package_id, package_version=args.package_version)
         index = write_build(package, output)
     except ComponentIndexError as error:
-        return _fail(str(error))
+        raise _refused(error) from None
+    except OSError as error:
+        raise cli.OutputError(str(error.filename or output), error.strerror or str(error)) from None
     entry = index.entries[0]
     _emit(
         {
@@ -150,12 +154,12 @@ def _cmd_build(args: argparse.Namespace) -> int:
 def _cmd_verify(args: argparse.Namespace) -> int:
     directory = Path(args.directory)
     if not directory.is_dir():
-        return _fail(f"cannot read build directory {directory}: not a directory")
+        raise cli.InputError(f"build directory {directory}", "not a directory")
     report = verify_build(directory)
     _emit(report)
     if report["result"] != "VALID":
         for error in report["errors"]:
-            _fail(error, EXIT_INVALID)
+            cli.say(error)
         return EXIT_INVALID
     return EXIT_OK
 
@@ -165,11 +169,13 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         analysis = ValidationAnalysis.from_dict(_read(args.analysis, "analysis"))
         package = None if args.package is None else _load_stored(args.package)
     except CatalogError as error:
-        return _fail(str(error))
+        raise _refused(error) from None
     try:
         plan = plan_validation(analysis, _registry_for(package), package=package)
     except CatalogError as error:
-        return _fail(f"stored package rejected: {error}", EXIT_INVALID)
+        raise CliError(
+            f"stored package rejected: {error}", exit=EXIT_INVALID, code="PACKAGE_REJECTED"
+        ) from None
     _emit(plan.to_dict())
     return EXIT_OK
 
@@ -192,7 +198,7 @@ def _cmd_readiness(args: argparse.Namespace) -> int:
         package = None if args.package is None else _load_stored(args.package)
         registry = _registry_for(package)
     except (CatalogError, TypeError) as error:
-        return _fail(str(error))
+        raise _refused(str(error)) from None
     report = assess_execution_readiness(
         analysis, plan, registry, declarations, authorization, reassessment, package=package
     )
@@ -213,16 +219,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     listing.set_defaults(handler=_cmd_list)
 
     show = commands.add_parser("show", help="print one component descriptor")
-    show.add_argument("component_id")
+    show.add_argument("component_id", help="the component id, e.g. component:...")
     show.set_defaults(handler=_cmd_show)
 
     search = commands.add_parser("search", help="exact declared discovery")
     search.add_argument("--schema", required=True, help="planning surface schema, e.g. VSTD-2")
     search.add_argument("--mode", required=True, help="interaction mode, e.g. OFFLINE_REPLAY")
-    search.add_argument("--mechanism", default=None)
-    search.add_argument("--relation", default=None)
-    search.add_argument("--package-id", default=None)
-    search.add_argument("--package-version", default=None)
+    search.add_argument("--mechanism", default=None, help="exact mechanism id")
+    search.add_argument("--relation", default=None, help="exact relation id")
+    search.add_argument("--package-id", default=None, help="only this package id")
+    search.add_argument("--package-version", default=None, help="only this package version")
     search.add_argument(
         "--index", default=None, help="index.json or build directory (default: the source tree)"
     )
@@ -231,24 +237,26 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     package = commands.add_parser("package", help="build or verify stored packages")
     package_commands = package.add_subparsers(dest="package_command", metavar="ACTION")
     build = package_commands.add_parser("build", help="write index.json and a package to DIR")
-    build.add_argument("directory")
-    build.add_argument("--package-id", default="package:evidenced-reference-components")
-    build.add_argument("--package-version", default="0.1.0")
+    build.add_argument("directory", help="an empty or new output directory")
+    build.add_argument(
+        "--package-id", default="package:evidenced-reference-components", help="the package id"
+    )
+    build.add_argument("--package-version", default="0.1.0", help="the package version")
     build.set_defaults(handler=_cmd_build)
     verify = package_commands.add_parser("verify", help="re-check every byte of a build DIR")
-    verify.add_argument("directory")
+    verify.add_argument("directory", help="a build directory")
     verify.set_defaults(handler=_cmd_verify)
 
     plan = commands.add_parser("plan", help="plan declared candidates for an analysis")
-    plan.add_argument("analysis", help="analysis JSON file")
+    plan.add_argument("analysis", help="analysis JSON file ('-': stdin)")
     plan.add_argument("--package", default=None, help="package or build directory")
     plan.set_defaults(handler=_cmd_plan)
 
     readiness = commands.add_parser("readiness", help="assess preflight declarations")
-    readiness.add_argument("--analysis", required=True)
-    readiness.add_argument("--plan", required=True)
+    readiness.add_argument("--analysis", required=True, help="analysis JSON file")
+    readiness.add_argument("--plan", required=True, help="plan JSON file (catalog plan)")
     readiness.add_argument("--declarations", required=True, help="JSON array of declarations")
-    readiness.add_argument("--authorization", default=None)
-    readiness.add_argument("--reassessment", default=None)
+    readiness.add_argument("--authorization", default=None, help="authorization JSON file")
+    readiness.add_argument("--reassessment", default=None, help="reassessment JSON file")
     readiness.add_argument("--package", default=None, help="package or build directory")
     readiness.set_defaults(handler=_cmd_readiness)

@@ -28,12 +28,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
+
+import cli
+from cli import CliError, Exit, RejectedInput
 
 from ._transparency import audit_files
 from .tlog import (
@@ -60,24 +62,20 @@ from .tlog import (
     write_key_file,
 )
 
-EXIT_OK: Final = 0
-EXIT_INVALID: Final = 1
-EXIT_USAGE: Final = 2
-EXIT_REJECTED: Final = 65
-EXIT_UNREACHABLE: Final = 69
+EXIT_OK: Final = Exit.OK
+EXIT_INVALID: Final = Exit.FAIL
+EXIT_USAGE: Final = Exit.USAGE
+EXIT_REJECTED: Final = Exit.REJECTED
+EXIT_UNREACHABLE: Final = Exit.UNREACHABLE
 DEFAULT_AUDIT_LOG: Final = "evidenced-audit.jsonl"
 
-
-class _Refused(Exception):
-    """Unusable input: exit 65 with this message."""
-
-
-def _emit(document: Any) -> None:
-    sys.stdout.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+_Refused = RejectedInput
+_emit = cli.emit
+_say = cli.say
 
 
-def _say(message: str) -> None:
-    sys.stderr.write(f"evidenced log: {message}\n")
+def _read(path: str | Path) -> bytes:
+    return cli.read_input(path)
 
 
 def read_verifier_key(text: str, *, sig_type: int | None = None) -> VerifierKey:
@@ -85,9 +83,9 @@ def read_verifier_key(text: str, *, sig_type: int | None = None) -> VerifierKey:
     candidate = text
     if "+" not in text or Path(text).is_file():
         try:
-            candidate = Path(text).read_text(encoding="utf-8").strip()
-        except OSError as error:
-            raise _Refused(f"cannot read key {text}: {error.strerror or error}") from None
+            candidate = _read(text).decode("utf-8").strip()
+        except UnicodeDecodeError:
+            raise _Refused(f"key file {text} is not UTF-8 text") from None
     try:
         key = VerifierKey.parse(candidate)
     except KeyFormatError as error:
@@ -135,7 +133,7 @@ def _verify(args: argparse.Namespace) -> int:
     for path in files:
         if not path.is_file():
             raise _Refused(f"{path} is not a file")
-    since = Path(args.since).read_bytes() if args.since else None
+    since = _read(args.since) if args.since else None
     report = verify_directory(directory, files, key, since=since)
     document = report.to_dict()
     document["files"] = [str(path) for path in files]
@@ -151,7 +149,7 @@ def _verify_receipt(args: argparse.Namespace) -> int:
     if args.threshold > len(witnesses):
         raise _Refused(f"--threshold {args.threshold} exceeds the {len(witnesses)} witness keys")
     report = verify_receipt(
-        Path(args.receipt).read_bytes(), key, witnesses=witnesses, threshold=args.threshold
+        _read(args.receipt), key, witnesses=witnesses, threshold=args.threshold
     )
     _emit(report.to_dict())
     if not report.verified:
@@ -168,7 +166,7 @@ def _cosign(args: argparse.Namespace) -> int:
         raise _Refused(f"{args.key} is not a witness key (keygen --witness)")
     log_key = read_verifier_key(args.log_key, sig_type=SIG_ED25519)
     target = Path(args.file)
-    data = target.read_bytes()
+    data = _read(target)
     receipt: dict[str, Any] | None = None
     if data.lstrip().startswith(b"{"):
         try:
@@ -190,8 +188,11 @@ def _cosign(args: argparse.Namespace) -> int:
     else:
         output = cosigned
     temporary = target.with_name(f".{target.name}.cosign-{os.getpid()}")
-    temporary.write_bytes(output)
-    os.replace(temporary, target)
+    cli.write_output(temporary, output)
+    try:
+        os.replace(temporary, target)
+    except OSError as error:
+        raise cli.OutputError(str(target), error.strerror or str(error)) from None
     _emit(
         {
             "status": "COSIGNED",
@@ -278,8 +279,11 @@ def run_monitor(
     return (EXIT_INVALID if alarm else EXIT_OK), summary
 
 
-class _Unreachable(Exception):
+class _Unreachable(CliError):
     """The daemon cannot be reached (exit 69)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, exit=Exit.UNREACHABLE, code="UNREACHABLE")
 
 
 def _remote_source(
@@ -313,7 +317,7 @@ def _remote_source(
 def _monitor(args: argparse.Namespace) -> int:
     key = read_verifier_key(args.key, sig_type=SIG_ED25519)
     state = Path(args.state) if args.state else None
-    last_note = state.read_bytes() if state is not None and state.exists() else None
+    last_note = _read(state) if state is not None and state.exists() else None
     try:
         monitor = Monitor(key, last_note)
     except CheckpointError as error:
@@ -339,17 +343,8 @@ def _wrap(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Na
     def run(args: argparse.Namespace) -> int:
         try:
             return handler(args)
-        except _Refused as error:
-            _say(str(error))
-            return EXIT_REJECTED
-        except _Unreachable as error:
-            _say(str(error))
-            return EXIT_UNREACHABLE
         except (NoteError, CheckpointError) as error:
-            _say(f"{error.code}: {error}")
-            return EXIT_REJECTED
-        except KeyboardInterrupt:
-            return 130
+            raise CliError(f"{error.code}: {error}", exit=Exit.REJECTED, code=error.code) from None
 
     return run
 
@@ -376,14 +371,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     keygen.set_defaults(handler=_wrap(_keygen))
 
     verify = commands.add_parser("verify", help="recompute the tree and check tiles")
-    verify.add_argument("directory", metavar="DIR")
+    verify.add_argument("directory", metavar="DIR", help="the transparency directory (LOG.tlog)")
     verify.add_argument("--key", required=True, help="the log's verifier key (or a file)")
     verify.add_argument("--log", action="append", default=[], help="audit file, oldest first")
     verify.add_argument("--since", help="an older checkpoint file to prove consistency with")
     verify.set_defaults(handler=_wrap(_verify))
 
     receipt = commands.add_parser("verify-receipt", help="check a decision receipt offline")
-    receipt.add_argument("receipt", metavar="FILE")
+    receipt.add_argument("receipt", metavar="FILE", help="the receipt file ('-': stdin)")
     receipt.add_argument("--key", required=True, help="the log's verifier key (or a file)")
     receipt.add_argument("--witness", action="append", default=[], help="witness verifier key")
     receipt.add_argument("--threshold", type=_threshold, default=0, help="cosignatures needed")
@@ -396,7 +391,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     where.add_argument("--socket", help="a daemon's Unix socket")
     monitor.add_argument("--key", required=True, help="the log's verifier key (or a file)")
     monitor.add_argument("--state", help="file keeping the last consistent checkpoint")
-    monitor.add_argument("--evidence", default="evidenced-monitor-evidence")
+    monitor.add_argument(
+        "--evidence",
+        default="evidenced-monitor-evidence",
+        help="folder where a fork's or rollback's notes are kept",
+    )
     monitor.add_argument("--interval", type=float, default=5.0, help="seconds between polls")
     monitor.add_argument("--count", type=_threshold, default=0, help="polls (0: until alarm)")
     monitor.add_argument("--timeout", type=float, default=10.0, help="per-request seconds")
@@ -408,8 +407,3 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     cosign.add_argument("--log-key", required=True, help="the log's verifier key (or a file)")
     cosign.set_defaults(handler=_wrap(_cosign))
 
-    def usage(args: argparse.Namespace) -> int:
-        log.print_usage(sys.stderr)
-        return EXIT_USAGE
-
-    log.set_defaults(handler=usage)

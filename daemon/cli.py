@@ -1,19 +1,20 @@
 """The ``evidenced`` command line: one dispatcher for every package's subcommands.
 
-Contract for every subcommand:
-
-* stdout carries exactly one JSON document (or the raw bytes a command is documented to emit);
-  human messages go to stderr, one line each, never a traceback.
-* Exit codes: 0 PASS/CHECKED, 1 FAIL/INVALID, 3 UNKNOWN, 2 usage, 65 rejected or unreadable
-  input, 69 daemon unreachable, 75 busy/timeout, 70 internal error.
-* ``evidenced --version`` prints ``evidenced <version>`` (one line, the installed distribution's
-  metadata) and exits 0; ``evidenced demo`` prints the demo's human-readable report.
+The contract every subcommand keeps is the :mod:`cli` package's (docs/cli.md): exactly one
+JSON document on stdout on every path (an error is ``{"error": {"code", "message", "exit"}}``),
+one-line messages on stderr prefixed ``evidenced <command>:``, and the exit-code table
+(0 PASS/CHECKED, 1 FAIL/INVALID, 2 usage, 3 UNKNOWN, 65 rejected input, 66 input missing or
+unreadable, 69 unreachable, 70 internal, 73 cannot write output, 75 busy/timeout, 130
+interrupted). ``evidenced --version`` prints ``evidenced <version>`` (text, the installed
+distribution's metadata) and exits 0; ``--help`` prints text and exits 0.
 
 :func:`main` never raises ``SystemExit`` for a usage error or ``--help``: it returns the exit
 code, so it can be called in-process with an argument list.
 
 Each package contributes a module exposing ``register(subparsers)``; it adds one top-level
-command whose leaf parsers set ``handler=<callable(argparse.Namespace) -> int>``.
+command whose leaf parsers set ``handler=<callable(argparse.Namespace) -> int>``. A handler
+prints its document with :func:`cli.emit` and reports failure by raising a
+:class:`cli.CliError`; :func:`cli.run` does the rest.
 """
 
 from __future__ import annotations
@@ -21,11 +22,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
-EXIT_USAGE = 2
-EXIT_REJECTED = 65
-EXIT_INTERNAL = 70
+import cli
 
 # Top-level command → the module contributing it, in help order. Only the module of the command
 # being run is imported (the others pull in numpy, jsonschema, ...); ``--help`` imports all.
@@ -35,6 +34,7 @@ _COMMANDS = {
     "sessions": "daemon._serve_cli",
     "health": "daemon._serve_cli",
     "audit": "daemon._serve_cli",
+    "config": "daemon._config_cli",
     "log": "daemon._log_cli",
     "replay": "daemon.retention._cli",
     "store": "daemon.retention._cli",
@@ -74,19 +74,28 @@ class _VersionAction(argparse.Action):
         parser.exit(0)
 
 
-class _Parser(argparse.ArgumentParser):
-    """An argparse parser whose usage errors are one line on stderr and exit 2."""
+def _command_of(arguments: Sequence[str]) -> str | None:
+    """The first argument that is not a top-level option (the command to import)."""
+    for argument in arguments:
+        if argument not in ("--pretty",):
+            return argument
+    return None
 
-    def error(self, message: str) -> None:  # type: ignore[override]
-        sys.stderr.write(f"{self.prog}: usage error: {message}\n")
-        raise SystemExit(EXIT_USAGE)
 
-
-def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    """The parser for ``command`` alone when it is known, else for every command."""
-    parser = _Parser(prog="evidenced", description="Evidence-bound verification sessions.")
+def build_parser(arguments: Sequence[str] | str | None = None) -> argparse.ArgumentParser:
+    """The finished parser for the command ``arguments`` name when it is known, else for
+    every command (``arguments``: the argument list, or a command name)."""
+    command = (
+        arguments
+        if isinstance(arguments, str) or arguments is None
+        else _command_of(arguments)
+    )
+    parser = cli.Parser(prog="evidenced", description="Evidence-bound verification sessions.")
     parser.add_argument("--version", action=_VersionAction)
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    parser.add_argument(
+        "--pretty", action="store_true", help="indent the JSON document (any command)"
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=cli.Parser)
     if command in _COMMANDS:
         modules = [_COMMANDS[command]]
     elif command == "--version":
@@ -95,31 +104,12 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         modules = list(dict.fromkeys(_COMMANDS.values()))
     for name in modules:
         importlib.import_module(name).register(subparsers)
-    return parser
+    return cli.finish(parser)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    arguments = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser(arguments[0] if arguments else None)
-    try:
-        args = parser.parse_args(arguments)
-    except SystemExit as stop:  # usage error (2), --help or --version (0)
-        return stop.code if isinstance(stop.code, int) else EXIT_USAGE
-    handler: Callable[[argparse.Namespace], int] | None = getattr(args, "handler", None)
-    if handler is None:
-        parser.print_usage(sys.stderr)
-        return EXIT_USAGE
-    try:
-        return handler(args)
-    except OSError as error:
-        name = error.filename if error.filename is not None else "input"
-        sys.stderr.write(f"evidenced: cannot read {name}: {error.strerror or error}\n")
-        return EXIT_REJECTED
-    except KeyboardInterrupt:
-        return 130
-    except Exception as error:  # the CLI never shows a traceback
-        sys.stderr.write(f"evidenced: internal error: {type(error).__name__}: {error}\n")
-        return EXIT_INTERNAL
+    """Run ``evidenced ARGV`` (default: ``sys.argv[1:]``); return the exit code."""
+    return cli.run(build_parser, list(sys.argv[1:] if argv is None else argv))
 
 
 if __name__ == "__main__":

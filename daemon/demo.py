@@ -250,7 +250,12 @@ def _replay(directory: Path, audit_path: str) -> bool:
     return replay.returncode == 0 and summary.get("status") == "REPRODUCED"
 
 
-def main(retain: bool = False) -> int:
+def main(retain: bool = False, summary: dict[str, Any] | None = None) -> int:
+    """Run the demo, printing the human report on stdout; ``summary`` (when given) receives
+    the machine-readable result: ``cases`` (number, session, expect, answer, details), the
+    two chain checks and, with ``retain``, whether every decision was reproduced."""
+    if summary is None:
+        summary = {}
     with tempfile.TemporaryDirectory(prefix="evidenced-demo-") as name:
         directory = Path(name)
         print(f"example data: {FIXTURES}")
@@ -298,8 +303,19 @@ def main(retain: bool = False) -> int:
             print(f"(exit {verify.returncode})")
             expected = all(r["answer"] in (r["expect"], "SKIPPED") for r in rows)
             ok = expected and live.intact and final.intact and code == 0 and verify.returncode == 0
-            if retain:
-                ok = _replay(directory, audit_path) and ok
+            replayed = _replay(directory, audit_path) if retain else None
+            ok = ok and replayed is not False
+            summary.update(
+                status="OK" if ok else "FAILED",
+                cases=[
+                    {key: r[key] for key in ("number", "session", "expect", "answer", "why")}
+                    for r in rows
+                ],
+                chain_while_serving="INTACT" if live.intact else "BROKEN",
+                chain_after_shutdown="INTACT" if final.intact else "BROKEN",
+                daemon_exit=code,
+                replayed=replayed,
+            )
             done = "every answer is the expected one" + (
                 ", every decision reproduced" if retain else ""
             )
@@ -318,7 +334,23 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         action="store_true",
         help="retain the evidence, then replay every decision (all must be REPRODUCED)",
     )
-    parser.set_defaults(handler=lambda args: main(retain=args.retain))
+    parser.set_defaults(handler=_command)
+
+
+def _command(args: argparse.Namespace) -> int:
+    """``evidenced demo``: the human report on stderr, ``{"status", "cases", ...}`` on stdout
+    (exit 0 OK, 1 FAILED)."""
+    import contextlib
+
+    import cli
+
+    summary: dict[str, Any] = {}
+    with contextlib.redirect_stdout(sys.stderr):
+        code = main(args.retain, summary)
+    if not summary:
+        raise cli.CliError("the demo could not run (see the messages above)", exit=cli.Exit.FAIL)
+    cli.emit(summary)
+    return code
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ from ._adapter import (
     evaluate_pair,
     observe,
     observe_challenge,
-    observe_command,
     resolve_octets,
 )
 from ._corpus import CORPUS_TYPE, Case, Corpus, CorpusError, root_of
@@ -46,7 +45,6 @@ __all__ = [
     "evaluate_pair",
     "observe",
     "observe_challenge",
-    "observe_command",
     "resolve_octets",
     "root_of",
 ]

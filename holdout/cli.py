@@ -1,24 +1,29 @@
 """``evidenced holdout``: observe, score, commit, release, interop.
 
-Every sub-command prints exactly one JSON document on stdout and one-line messages on stderr.
+The :mod:`cli` contract applies: every sub-command prints exactly one JSON document on stdout
+and one-line messages on stderr. A refusal the instrument defines (``docs/spec/holdout.md``:
+``REFUSED`` score and interop reports, an observation emission refused with its code) is the
+command's answer document, exit 65; a usage error, an unwritable ``--out`` or an internal
+failure is the contract's error document.
 
 * ``observe CHALLENGES --out OBS.json [--commitment HEX] [--implementation LABEL]`` runs the
   adapter (real mechanisms, real sessions) and writes one observation document. Exit 0 when
   written with no disagreement, 1 when written but a fixture label disagreed with its root (that
-  challenge has no observation), 65 when the emission is refused (unknown operator, schema,
-  unreadable input; nothing is written).
+  challenge has no observation), 65 when the emission is refused (``{"written": false,
+  "refusal": CODE}``: unknown operator, schema, unreadable input; nothing is written), 73 when
+  ``--out`` cannot be written.
 * ``score --challenges CHALLENGES --observations OBS.json [--commitment HEX] [--schemas DIR]
   [--release ID] [--implementation LABEL]`` prints ``{"verdict", "refusal", "by_challenge"}``.
-  A folder CHALLENGES needs ``--commitment`` (otherwise usage error 2, with the document
-  ``{"verdict": "REFUSED", "refusal": "commitment-required", "by_challenge": {}}``).
-  ``--release`` defaults to this instrument's release id for the schemas in use.
-  Exit 0 PASS, 1 FAIL, 65 REFUSED.
-* ``commit DIR`` prints ``{"commitment": HEX, "files": N}`` (65 for a malformed folder).
+  A folder CHALLENGES needs ``--commitment`` (otherwise usage error 2, code
+  ``commitment-required``). ``--release`` defaults to this instrument's release id for the
+  schemas in use. Exit 0 PASS, 1 FAIL, 65 REFUSED.
+* ``commit DIR`` prints ``{"commitment": HEX, "files": N}`` (65 for a malformed folder:
+  ``{"commitment": null, "refusal": CODE}``).
 * ``release [--schemas DIR]`` prints ``{"spec_release_id": ..., "files": {label: sha256}}``.
 * ``interop OBS.json...`` prints the HOLDOUT-INTEROP report. Exit 0 PASS or NOT MEASURED, 1
   with findings, 65 refused.
 
-Every file is read with a cap (:func:`session.read_capped` here, the scorer's own in
+Every file is read with a cap (:func:`cli.read_input` here, ``-`` for stdin; the scorer's own in
 ``_commitment``; 16 MiB, twice the strict reader's 8 MiB document bound): a larger file is
 unreadable input (exit 65, the message names the cap), ``/dev/zero`` included.
 """
@@ -28,13 +33,13 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
-# The command line may use the bottom layer's capped read; the scorer modules may not (they
-# import nothing of the project), so ``_commitment`` keeps its own.
-from session import read_capped
+# The command line uses the contract's capped read; the scorer modules may not (they import
+# nothing of the project), so ``_commitment`` keeps its own.
+import cli
+from cli import CliError, Exit
 
 from ._commitment import (
     challenge_commitment,
@@ -47,18 +52,21 @@ from ._commitment import (
 from ._reader import StrictReadError, read_json
 from ._scorer import Refusal, interop, read_challenge_array, refused, score_bytes
 
-EXIT_OK = 0
-EXIT_FAIL = 1
-EXIT_USAGE = 2
-EXIT_REJECTED = 65
+EXIT_OK = Exit.OK
+EXIT_FAIL = Exit.FAIL
+EXIT_USAGE = Exit.USAGE
+EXIT_REJECTED = Exit.REJECTED
+
+_emit = cli.emit
+_say = cli.say
 
 
-def _emit(document: Any) -> None:
-    sys.stdout.write(json.dumps(document, indent=2, sort_keys=False) + "\n")
-
-
-def _say(message: str) -> None:
-    sys.stderr.write(f"evidenced holdout: {message}\n")
+def _read(path: str | Path) -> bytes:
+    """A capped read whose failure is the caller's refusal (an ``OSError``)."""
+    try:
+        return cli.read_input(path)
+    except cli.InputError as error:
+        raise OSError(error.message) from None
 
 
 def load_challenges(path: Path, commitment: str | None, *, required: bool = True) -> list[Any]:
@@ -71,19 +79,20 @@ def load_challenges(path: Path, commitment: str | None, *, required: bool = True
             commitment = challenge_commitment(path)
         return load_challenge_folder(path, commitment)
     try:
-        data = read_capped(path)
+        data = _read(path)
     except OSError as error:
-        raise Refusal("challenge-unreadable", f"{path}: {error.strerror or error}") from None
+        raise Refusal("challenge-unreadable", str(error)) from None
     return read_challenge_array(data)
 
 
 def _score(args: argparse.Namespace) -> int:
     challenges_path = Path(args.challenges)
     if challenges_path.is_dir() and args.commitment is None:
-        # Still exactly one JSON document on stdout (docs/holdout.md: `score` prints one document).
-        _emit(refused("commitment-required", "a challenge folder needs --commitment").to_dict())
-        _say("usage error: a challenge folder needs --commitment HEX")
-        return EXIT_USAGE
+        raise CliError(
+            "a challenge folder needs --commitment HEX",
+            exit=Exit.USAGE,
+            code="commitment-required",
+        )
     schemas_dir = Path(args.schemas) if args.schemas is not None else schema_dir()
     try:
         schemas = load_schemas(schemas_dir)
@@ -95,13 +104,11 @@ def _score(args: argparse.Namespace) -> int:
         try:
             expected = args.release if args.release is not None else release_id(schemas_dir)
             challenges = load_challenges(challenges_path, args.commitment)
-            observation_bytes = read_capped(args.observations)
+            observation_bytes = _read(args.observations)
         except Refusal as refusal:
             report = refused(refusal.code, refusal.detail)
         except OSError as error:
-            report = refused(
-                "observation-unreadable", f"{error.filename}: {error.strerror or error}"
-            )
+            report = refused("observation-unreadable", str(error))
         else:
             report = score_bytes(
                 challenges,
@@ -110,7 +117,7 @@ def _score(args: argparse.Namespace) -> int:
                 expect_release=expected,
                 expect_implementation=args.implementation,
             )
-    _emit(report.to_dict())
+    _emit(report.to_dict(), ordered=True)  # by_challenge in INDEX order
     if report.verdict == "REFUSED":
         _say(f"refused: {report.refusal}: {report.detail}")
         return EXIT_REJECTED
@@ -124,8 +131,8 @@ def _commit(args: argparse.Namespace) -> int:
     try:
         commitment = challenge_commitment(directory)
     except Refusal as refusal:
-        _say(f"refused: {refusal.code}: {refusal.detail}")
         _emit({"commitment": None, "refusal": refusal.code})
+        _say(f"refused: {refusal.code}: {refusal.detail}")
         return EXIT_REJECTED
     files = sum(1 for path in directory.rglob("*") if path.is_file())
     _emit({"commitment": commitment, "files": files})
@@ -139,7 +146,7 @@ def _release(args: argparse.Namespace) -> int:
         {
             "spec_release_id": release_id(schemas_dir),
             "files": {
-                label: hashlib.sha256(read_capped(path)).hexdigest()
+                label: hashlib.sha256(cli.read_input(path)).hexdigest()
                 for label, path in sorted(files.items())
             },
         }
@@ -151,8 +158,8 @@ def _interop(args: argparse.Namespace) -> int:
     documents: list[Any] = []
     for name in args.observations:
         try:
-            documents.append(read_json(read_capped(name)))
-        except StrictReadError as error:
+            documents.append(read_json(_read(name)))
+        except (StrictReadError, OSError) as error:
             _emit({"status": "REFUSED", "refusal": "observation-unreadable", "findings": []})
             _say(f"refused: {name}: {error}")
             return EXIT_REJECTED
@@ -165,9 +172,41 @@ def _interop(args: argparse.Namespace) -> int:
 
 
 def _observe(args: argparse.Namespace) -> int:
-    from .adapter import observe_command  # the adapter loads the mechanisms; the scorer never
+    # The adapter loads the mechanisms; the scorer never.
+    from .adapter import DEFAULT_IMPLEMENTATION, EmissionRefused, observe
 
-    return observe_command(args)
+    def refuse(code: str, detail: str) -> int:
+        _emit({"written": False, "refusal": code})
+        _say(f"refused: {code}: {detail}")
+        return EXIT_REJECTED
+
+    try:
+        challenges = load_challenges(Path(args.challenges), args.commitment, required=False)
+    except Refusal as refusal:
+        return refuse(refusal.code, refusal.detail)
+    try:
+        emission = observe(
+            challenges,
+            corpus_directory=Path(args.corpus) if args.corpus is not None else None,
+            implementation=args.implementation or DEFAULT_IMPLEMENTATION,
+        )
+    except EmissionRefused as refusal:
+        return refuse(refusal.code, refusal.detail)
+    data = json.dumps(emission.document, indent=1, ensure_ascii=False).encode() + b"\n"
+    cli.write_output(args.out, data)
+    _emit(
+        {
+            "written": True,
+            "out": str(args.out),
+            "implementation": emission.document["implementation"],
+            "spec_release_id": emission.document["spec_release_id"],
+            "observations": len(emission.document["observations"]),
+            "not_observed": list(emission.problems),
+        }
+    )
+    for problem in emission.problems:
+        _say(f"{problem['id']}: {problem['code']}: {problem['detail']}")
+    return EXIT_FAIL if emission.problems else EXIT_OK
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -178,7 +217,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     observe = commands.add_parser("observe", help="apply challenges, write one observation doc")
     observe.add_argument("challenges", metavar="CHALLENGES", help="folder or JSON array file")
-    observe.add_argument("--out", required=True, help="where to write the observation document")
+    observe.add_argument(
+        "--out", required=True, help="where to write the observation document"
+    )
     observe.add_argument("--commitment", help="verify a challenge folder against this HEX")
     observe.add_argument("--implementation", default=None, help="producer label to write")
     observe.add_argument("--corpus", default=None, help="corpus folder (default: this project's)")
@@ -194,7 +235,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     score.set_defaults(handler=_score)
 
     commit = commands.add_parser("commit", help="print the commitment of a challenge folder")
-    commit.add_argument("directory", metavar="DIR")
+    commit.add_argument("directory", metavar="DIR", help="a challenge folder with INDEX.json")
     commit.set_defaults(handler=_commit)
 
     release = commands.add_parser("release", help="print this instrument's release id")
@@ -202,5 +243,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     release.set_defaults(handler=_release)
 
     compare = commands.add_parser("interop", help="HOLDOUT-INTEROP over observation documents")
-    compare.add_argument("observations", nargs="*", metavar="OBS.json")
+    compare.add_argument(
+        "observations", nargs="*", metavar="OBS.json", help="observation documents to compare"
+    )
     compare.set_defaults(handler=_interop)

@@ -13,7 +13,7 @@ from typing import Final
 from canon import digest_bytes
 
 from ._bytes_digest import BytesDigestMechanism
-from ._provider import ConformanceSample, MechanismProvider, NoOptions
+from ._provider import ConformanceSample, EvidenceCountError, MechanismProvider, NoOptions
 from ._types import BoundProposition, EvidenceBounds, MechanismOutcome
 
 __all__ = ["PROVIDER", "BytesDigestProvider"]
@@ -30,7 +30,7 @@ class BytesDigestProvider(MechanismProvider[NoOptions]):
 
     def honest_binding(self, evidence: Sequence[bytes], options: NoOptions) -> BoundProposition:
         if len(evidence) != 1:
-            raise ValueError(f"a {self.mechanism_id} submission is one file")
+            raise EvidenceCountError(f"a {self.mechanism_id} submission is one file")
         reference = digest_bytes(evidence[0])
         return BoundProposition(
             subject_id=reference,

@@ -21,8 +21,9 @@ Contract of a :class:`MechanismProvider` (subclass it):
 * ``honest_binding(evidence, options)`` → the :class:`BoundProposition` an honest client with
   only these files would pin for a mechanism created with ``options``, carrying the provider's
   own mechanism digest (a client talking to a daemon replaces it with the digest the daemon
-  announced). Raises ``ValueError`` with a one-line message when these files cannot be bound
-  (wrong count, unreadable subject); ``evidenced submit`` shows it and exits 65.
+  announced). Raises :class:`EvidenceCountError` (a ``ValueError``) when the number of files
+  is wrong (``evidenced submit`` exits 2, a usage error), and ``ValueError`` with a one-line
+  message when these files cannot be bound (an unreadable subject; ``submit`` exits 65).
 * optional ``catalog_metadata()`` → :class:`CatalogMetadata` (plain JSON-ready component
   declarations and packaging, which the catalog derives its registry from; never executed).
 * optional ``holdout_handler()`` → a :class:`HoldoutHandler` (how the holdout instrument views,
@@ -50,6 +51,7 @@ __all__ = [
     "CatalogMetadata",
     "ConformanceSample",
     "HoldoutHandler",
+    "EvidenceCountError",
     "HoldoutOptionsRefused",
     "HoldoutStepError",
     "MechanismProvider",
@@ -101,6 +103,10 @@ class HoldoutStepError(Exception):
         super().__init__(f"{code}: {detail}")
         self.code = code
         self.detail = detail
+
+
+class EvidenceCountError(ValueError):
+    """``honest_binding`` was given the wrong number of files (the message says how many)."""
 
 
 class HoldoutOptionsRefused(Exception):

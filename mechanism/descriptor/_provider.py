@@ -26,6 +26,7 @@ from session import (
     BoundProposition,
     CatalogMetadata,
     ConformanceSample,
+    EvidenceCountError,
     HoldoutHandler,
     MechanismOutcome,
     MechanismProvider,
@@ -77,7 +78,7 @@ class DescriptorProvider(MechanismProvider[DescriptorOptions]):
         self, evidence: Sequence[bytes], options: DescriptorOptions
     ) -> BoundProposition:
         if len(evidence) != 2:
-            raise ValueError("a descriptor submission is DESCRIPTOR PAYLOAD (two files)")
+            raise EvidenceCountError("a descriptor submission is DESCRIPTOR PAYLOAD (two files)")
         return descriptor_binding(evidence[0], evidence[1], mechanism=self.create(options))
 
     def catalog_metadata(self) -> CatalogMetadata:

@@ -1,6 +1,6 @@
 """``evidenced descriptor``: check, make and run T81 experiment-descriptor inputs from files.
 
-Commands (stdout carries exactly one document; messages are one line on stderr):
+Commands (the :mod:`cli` contract: one JSON document on stdout, messages on stderr):
 
 * ``descriptor check DESCRIPTOR PAYLOAD --operation OP [--policy FILE] [--allowlist FILE]``
   builds the honest binding a caller would pin (:func:`descriptor_binding`: both expected hashes
@@ -11,28 +11,31 @@ Commands (stdout carries exactly one document; messages are one line on stderr):
   ``descriptor`` session uses the same). ``--max-descriptor-bytes``, ``--max-item-bytes`` and
   ``--max-steps`` may only lower the compiled limits (otherwise usage error, exit 2). A pair that
   cannot be bound at all (identical descriptor and payload bytes: the session protocol refuses
-  duplicate evidence references) exits 65 with a one-line message.
-* ``descriptor make PAYLOAD`` prints the canonical six-line descriptor bytes, exactly (raw
-  ASCII, the documented exception to JSON output). Exit 0; 65 if the payload is not one of the
-  two compiled fixtures.
+  duplicate evidence references) exits 65 (``BINDING_UNBUILDABLE``).
+* ``descriptor make PAYLOAD [--out FILE | --raw]`` prints ``{"descriptor": TEXT, "digest",
+  "size"}`` for the canonical six-line descriptor of a fixture payload; ``--out FILE`` writes
+  the exact bytes to FILE (stdout: the same document plus ``"written"``); ``--raw`` prints the
+  exact bytes instead of JSON (the artifact explicitly asked for). Exit 0; 65 if the payload is
+  not one of the two compiled fixtures (``DESCRIPTOR_UNKNOWN_PAYLOAD``).
 * ``descriptor run-tisc FILE [--policy FILE] [--max-steps N]`` strictly decodes a TISC text
   file, runs it on the T81VM under the Axion policy (default: the embedded default policy) and
   prints the program, the policy digest (and parse error, if any) and the VM trace as JSON.
   Exit 0 halted without trap, 1 trapped, 3 step limit exhausted, 65 undecodable TISC.
 
-Unreadable files exit 65 with a one-line message (the dispatcher handles ``OSError``); so does
-a file of more than 16 MiB (:func:`session.read_capped`, the cap is named), ``/dev/zero``
-included. Files below the cap reach the mechanism, whose own bounds decide (a descriptor over
-4,096 bytes is ``DESCRIPTOR_TOO_LARGE``).
+Files are read with :func:`cli.read_input` (``-`` is stdin): a missing or unreadable one is 66,
+one of more than 16 MiB is 65 with the cap named (``/dev/zero`` included). Files below the cap
+reach the mechanism, whose own bounds decide (a descriptor over 4,096 bytes is
+``DESCRIPTOR_TOO_LARGE``).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import sys
+import hashlib
 from typing import Any
 
+import cli
+from cli import Exit, RejectedInput, UsageError
 from mechanism.canonical import canonical_bytes
 from session import (
     CeilingError,
@@ -41,7 +44,6 @@ from session import (
     MechanismOutcome,
     VerificationSession,
     lower_only,
-    read_capped,
 )
 
 from ._axion import PolicyEngine, policy_digest
@@ -53,15 +55,10 @@ from ._vm import DEFAULT_MAX_STEPS, run_program
 
 __all__ = ["register"]
 
-EXIT_OK = 0
-EXIT_FAIL = 1
-EXIT_UNKNOWN = 3
-EXIT_REJECTED = 65
-
 _OUTCOME_EXIT = {
-    MechanismOutcome.PASS: EXIT_OK,
-    MechanismOutcome.FAIL: EXIT_FAIL,
-    MechanismOutcome.UNKNOWN: EXIT_UNKNOWN,
+    MechanismOutcome.PASS: Exit.OK,
+    MechanismOutcome.FAIL: Exit.FAIL,
+    MechanismOutcome.UNKNOWN: Exit.UNKNOWN,
 }
 
 
@@ -79,15 +76,13 @@ def _lowered(ceiling: int) -> Any:
     return parse
 
 
-def _read(path: str) -> bytes:
-    return read_capped(path)
-
-
 def _check(args: argparse.Namespace) -> int:
-    descriptor = _read(args.descriptor)
-    payload = _read(args.payload)
-    policy = _read(args.policy) if args.policy is not None else DEFAULT_POLICY
-    allowlist = _read(args.allowlist) if args.allowlist is not None else DEFAULT_ALLOWLIST
+    descriptor = cli.read_input(args.descriptor)
+    payload = cli.read_input(args.payload)
+    policy = cli.read_input(args.policy) if args.policy is not None else DEFAULT_POLICY
+    allowlist = (
+        cli.read_input(args.allowlist) if args.allowlist is not None else DEFAULT_ALLOWLIST
+    )
     mechanism = DescriptorAuthorizationMechanism(
         policy,
         allowlist,
@@ -102,41 +97,52 @@ def _check(args: argparse.Namespace) -> int:
     except EvidenceBindingError as error:
         # e.g. identical descriptor and payload bytes: two equal evidence references cannot be
         # bound (the session protocol refuses them), so there is no proposition to evaluate.
-        sys.stderr.write(f"descriptor check: cannot bind this pair: {error}\n")
-        return EXIT_REJECTED
+        raise RejectedInput(
+            f"cannot bind this pair: {error}", code="BINDING_UNBUILDABLE"
+        ) from None
     store = EvidenceStore()
     store.add(descriptor)
     store.add(payload)
     session = VerificationSession(store)
     session.register(mechanism)
     result = session.evaluate(binding)
-    sys.stdout.buffer.write(canonical_bytes(result.to_dict()) + b"\n")
-    sys.stdout.flush()
+    document = result.to_dict()
+    cli.emit_bytes(canonical_bytes(document) + b"\n", document=document)
     if result.details:
-        sys.stderr.write(f"descriptor check: {result.outcome.value} {result.details}\n")
+        cli.say(f"{result.outcome.value} {result.details}")
     return _OUTCOME_EXIT[MechanismOutcome(result.outcome)]
 
 
 def _make(args: argparse.Namespace) -> int:
-    payload = _read(args.payload)
+    if args.raw and args.out is not None:
+        raise UsageError("--raw and --out exclude each other")
+    payload = cli.read_input(args.payload)
     try:
         descriptor = encode_descriptor(payload)
     except DescriptorError as error:
-        sys.stderr.write(f"descriptor make: {error}\n")
-        return EXIT_REJECTED
-    sys.stdout.buffer.write(descriptor)
-    sys.stdout.flush()
-    return EXIT_OK
+        raise RejectedInput(str(error), code="DESCRIPTOR_UNKNOWN_PAYLOAD") from None
+    if args.raw:
+        cli.emit_bytes(descriptor)
+        return Exit.OK
+    document: dict[str, Any] = {
+        "descriptor": descriptor.decode("ascii"),
+        "digest": "sha256:" + hashlib.sha256(descriptor).hexdigest(),
+        "size": len(descriptor),
+    }
+    if args.out is not None:
+        cli.write_output(args.out, descriptor)
+        document["written"] = args.out
+    cli.emit(document)
+    return Exit.OK
 
 
 def _run_tisc(args: argparse.Namespace) -> int:
-    text = _read(args.file)
-    policy = _read(args.policy) if args.policy is not None else DEFAULT_POLICY
+    text = cli.read_input(args.file)
+    policy = cli.read_input(args.policy) if args.policy is not None else DEFAULT_POLICY
     try:
         program = decode_program(text)
     except TiscError as error:
-        sys.stderr.write(f"descriptor run-tisc: {error}\n")
-        return EXIT_REJECTED
+        raise RejectedInput(str(error), code="TISC_UNDECODABLE") from None
     engine = PolicyEngine.from_text(policy)
     result = run_program(program, engine, max_steps=args.max_steps)
     document = {
@@ -146,17 +152,16 @@ def _run_tisc(args: argparse.Namespace) -> int:
         "max_steps": args.max_steps,
         "result": result.to_dict(),
     }
-    sys.stdout.write(json.dumps(document, sort_keys=True, indent=2) + "\n")
-    sys.stdout.flush()
+    cli.emit(document)
     if engine.parse_failure is not None:
-        sys.stderr.write(f"descriptor run-tisc: {engine.parse_failure}\n")
+        cli.say(str(engine.parse_failure))
     if result.trap is not None:
-        sys.stderr.write(f"descriptor run-tisc: trap {result.trap.value}: {result.trap_reason}\n")
-        return EXIT_FAIL
+        cli.say(f"trap {result.trap.value}: {result.trap_reason}")
+        return Exit.FAIL
     if result.step_limit_exhausted:
-        sys.stderr.write("descriptor run-tisc: step limit exhausted\n")
-        return EXIT_UNKNOWN
-    return EXIT_OK
+        cli.say("step limit exhausted")
+        return Exit.UNKNOWN
+    return Exit.OK
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -168,9 +173,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     check = commands.add_parser(
         "check", help="evaluate a descriptor/payload pair (PASS/FAIL/UNKNOWN)"
     )
-    check.add_argument("descriptor", metavar="DESCRIPTOR")
-    check.add_argument("payload", metavar="PAYLOAD")
-    check.add_argument("--operation", required=True, metavar="OP")
+    check.add_argument("descriptor", metavar="DESCRIPTOR", help="descriptor file ('-': stdin)")
+    check.add_argument("payload", metavar="PAYLOAD", help="payload file")
+    check.add_argument(
+        "--operation", required=True, metavar="OP", help="the operation to authorize, e.g. run"
+    )
     check.add_argument("--policy", metavar="FILE", help="Axion policy text (default: embedded)")
     check.add_argument("--allowlist", metavar="FILE", help="allowlist JSON (default: embedded)")
     check.add_argument(
@@ -178,23 +185,40 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=_lowered(MAX_DESCRIPTOR_BYTES),
         default=MAX_DESCRIPTOR_BYTES,
         metavar="N",
+        help="lower the descriptor size limit",
     )
     check.add_argument(
-        "--max-item-bytes", type=_lowered(MAX_ITEM_BYTES), default=MAX_ITEM_BYTES, metavar="N"
+        "--max-item-bytes",
+        type=_lowered(MAX_ITEM_BYTES),
+        default=MAX_ITEM_BYTES,
+        metavar="N",
+        help="lower the per-item size limit",
     )
     check.add_argument(
-        "--max-steps", type=_lowered(DEFAULT_MAX_STEPS), default=DEFAULT_MAX_STEPS, metavar="N"
+        "--max-steps",
+        type=_lowered(DEFAULT_MAX_STEPS),
+        default=DEFAULT_MAX_STEPS,
+        metavar="N",
+        help="lower the VM step limit",
     )
     check.set_defaults(handler=_check)
 
-    make = commands.add_parser("make", help="print the canonical descriptor for a fixture payload")
-    make.add_argument("payload", metavar="PAYLOAD")
+    make = commands.add_parser("make", help="the canonical descriptor for a fixture payload")
+    make.add_argument("payload", metavar="PAYLOAD", help="payload file ('-': stdin)")
+    make.add_argument("--out", metavar="FILE", help="write the exact descriptor bytes here")
+    make.add_argument(
+        "--raw", action="store_true", help="print the exact descriptor bytes instead of JSON"
+    )
     make.set_defaults(handler=_make)
 
     run = commands.add_parser("run-tisc", help="run a TISC text file on the T81VM; print the trace")
-    run.add_argument("file", metavar="FILE")
+    run.add_argument("file", metavar="FILE", help="TISC text file ('-': stdin)")
     run.add_argument("--policy", metavar="FILE", help="Axion policy text (default: embedded)")
     run.add_argument(
-        "--max-steps", type=_lowered(DEFAULT_MAX_STEPS), default=DEFAULT_MAX_STEPS, metavar="N"
+        "--max-steps",
+        type=_lowered(DEFAULT_MAX_STEPS),
+        default=DEFAULT_MAX_STEPS,
+        metavar="N",
+        help="lower the VM step limit",
     )
     run.set_defaults(handler=_run_tisc)

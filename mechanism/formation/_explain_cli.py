@@ -1,17 +1,19 @@
 """``evidenced formation explain SUBJECT CERTIFICATE``: where and why a check decided.
 
-Contract:
+Contract (the :mod:`cli` contract applies):
 
-* Runs the independent checker once (traced) and prints the explanation in the chosen
-  ``--format`` on stdout: ``text`` (default: a readable tree, ``--tree-depth`` levels),
-  ``json`` (one document: the checker's report unchanged, the failure, every node and step,
-  and what was drawn), ``dot`` (Graphviz source), ``svg`` or ``html`` (the DAG laid out
-  top-down, the failing path in red). This is the one ``formation`` command whose stdout is
-  not necessarily JSON: it is the rendering asked for.
+* Runs the independent checker once (traced) and renders the explanation in ``--format``:
+  ``json`` (the default: one document: the checker's report unchanged, the failure, every
+  node and step, and what was drawn), ``text`` (a readable tree, ``--tree-depth`` levels),
+  ``dot`` (Graphviz source), ``svg`` or ``html`` (the DAG laid out top-down, the failing path
+  in red). Without ``--out`` the rendering is stdout (a format other than json is a rendering
+  explicitly asked for, the one case where stdout is not JSON); with ``--out FILE`` it is
+  written to FILE and stdout carries ``{"written", "format", "status", "reason"}``.
 * ``--max-nodes N`` (default 200, at least 1) bounds the nodes drawn or listed; what is left
   out is always said. ``--layout auto|dot|grandalf`` picks the layout engine for svg/html.
 * The exit code is the check's, as for ``formation check``: 0 CHECKED, 1 INVALID, 3 UNKNOWN;
-  65 if a file cannot be read; 2 for a usage error. ``explain`` never changes the answer.
+  66 if a file cannot be read, 73 if the output cannot be written; 2 for a usage error.
+  ``explain`` never changes the answer.
 * One line on stderr names the verdict and the rule broken.
 """
 
@@ -19,9 +21,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
-from pathlib import Path
 
+import cli
+from cli import UsageError
 from mechanism.formation._explain import explain_formation
 from mechanism.formation._explain_graph import (
     ENGINES,
@@ -40,42 +42,43 @@ from mechanism.formation._explain_view import (
 __all__ = ["add_explain_command"]
 
 _EXIT = {"CHECKED": 0, "INVALID": 1, "UNKNOWN": 3}
-EXIT_USAGE = 2
-EXIT_REJECTED = 65
-FORMATS = ("text", "json", "dot", "svg", "html")
-
-
-def _message(text: str) -> None:
-    sys.stderr.write("evidenced formation: " + " ".join(text.split()) + "\n")
+FORMATS = ("json", "text", "dot", "svg", "html")
 
 
 def _explain(args: argparse.Namespace) -> int:
     if args.max_nodes < 1 or args.tree_depth < 1:
-        _message("usage error: --max-nodes and --tree-depth must be at least 1")
-        return EXIT_USAGE
-    try:
-        subject = Path(args.subject).read_bytes()
-        certificate = Path(args.certificate).read_bytes()
-    except OSError as error:
-        _message(f"cannot read {error.filename}: {error.strerror or error}")
-        return EXIT_REJECTED
+        raise UsageError("--max-nodes and --tree-depth must be at least 1")
+    subject = cli.read_input(args.subject)
+    certificate = cli.read_input(args.certificate)
     explanation = explain_formation(subject, certificate)
     view = plan_view(explanation, args.max_nodes)
-    if args.format == "text":
-        output = render_text(view, args.tree_depth)
-    elif args.format == "json":
-        output = json.dumps(describe(view), ensure_ascii=False, sort_keys=True) + "\n"
-    elif args.format == "dot":
-        output = render_dot(view)
-    elif args.format == "svg":
-        output = render_svg(view, args.layout)
+    to_file = args.out is not None and args.out != "-"
+    if args.format == "json" and not to_file:
+        cli.emit(describe(view))
     else:
-        output = render_html(view, args.layout)
-    sys.stdout.buffer.write(output.encode("utf-8"))
-    sys.stdout.buffer.flush()
+        if args.format == "text":
+            output = render_text(view, args.tree_depth)
+        elif args.format == "json":
+            output = json.dumps(describe(view), ensure_ascii=False, sort_keys=True) + "\n"
+        elif args.format == "dot":
+            output = render_dot(view)
+        elif args.format == "svg":
+            output = render_svg(view, args.layout)
+        else:
+            output = render_html(view, args.layout)
+        cli.write_output(args.out if to_file else "-", output.encode("utf-8"))
+        if to_file:
+            cli.emit(
+                {
+                    "written": args.out,
+                    "format": args.format,
+                    "status": explanation.status,
+                    "reason": explanation.reason,
+                }
+            )
     if explanation.rule is not None:
         where = "" if explanation.index is None else f" at node {explanation.index}"
-        _message(f"{explanation.status}: {explanation.reason}{where}: {explanation.why}")
+        cli.say(f"{explanation.status}: {explanation.reason}{where}: {explanation.why}")
     return _EXIT[explanation.status]
 
 
@@ -86,25 +89,30 @@ def add_explain_command(commands: argparse._SubParsersAction[argparse.ArgumentPa
     )
     explain.add_argument("subject", metavar="SUBJECT", help="subject record file")
     explain.add_argument("certificate", metavar="CERTIFICATE", help="certificate record file")
-    explain.add_argument("--format", choices=FORMATS, default="text", help="output (text)")
+    explain.add_argument(
+        "--format", choices=FORMATS, default="json", help="json, or a rendering: text/dot/svg/html"
+    )
+    explain.add_argument(
+        "--out", metavar="FILE", help="write the rendering here; stdout then gets a summary"
+    )
     explain.add_argument(
         "--max-nodes",
         type=int,
         default=DEFAULT_MAX_NODES,
         metavar="N",
-        help=f"draw or list at most N nodes ({DEFAULT_MAX_NODES}); the rest is collapsed",
+        help="draw or list at most N nodes; the rest is collapsed",
     )
     explain.add_argument(
         "--tree-depth",
         type=int,
         default=DEFAULT_TREE_DEPTH,
         metavar="N",
-        help=f"text tree depth ({DEFAULT_TREE_DEPTH})",
+        help="text tree depth",
     )
     explain.add_argument(
         "--layout",
         choices=ENGINES,
         default="auto",
-        help="svg/html layout engine (auto: dot if installed)",
+        help="svg/html layout engine (auto: dot if installed, else grandalf)",
     )
     explain.set_defaults(handler=_explain)

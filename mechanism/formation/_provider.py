@@ -24,6 +24,7 @@ from session import (
     BoundProposition,
     CatalogMetadata,
     ConformanceSample,
+    EvidenceCountError,
     HoldoutHandler,
     MechanismOutcome,
     MechanismProvider,
@@ -61,7 +62,7 @@ class FormationProvider(MechanismProvider[FormationOptions]):
         self, evidence: Sequence[bytes], options: FormationOptions
     ) -> BoundProposition:
         if len(evidence) != 2:
-            raise ValueError("a formation submission is SUBJECT CERTIFICATE (two files)")
+            raise EvidenceCountError("a formation submission is SUBJECT CERTIFICATE (two files)")
         return formation_binding(evidence[0], evidence[1])
 
     def catalog_metadata(self) -> CatalogMetadata:

@@ -8,28 +8,31 @@ differently named file, a sub-directory, one digest under both spellings) is ref
 65 rather than silently ignored. A file is read up to 4 MiB + 1 bytes: anything larger is over
 the per-object bound either way, so the outcome is the same as reading it whole.
 
-Output: stdout carries exactly one JSON document — the inspection (``inspect-silo``), the exact
-canonical receipt bytes with no trailing newline (``receipt build``, so that
-``> receipt.json`` keeps them admissible) or the fresh inspection (``receipt recheck``); a
-refusal prints ``{"error": CODE}`` and a one-line message on stderr.
+Output (the :mod:`cli` contract): stdout carries exactly one JSON document — the inspection
+(``inspect-silo``), the exact canonical receipt bytes with no trailing newline (``receipt
+build``, so that ``> receipt.json`` keeps them admissible) or the fresh inspection (``receipt
+recheck``); a refusal prints the error document ``{"error": {"code": CODE, "message", "exit"}}``
+and a one-line message on stderr. Files are read with :func:`cli.read_input` (``-`` is stdin;
+missing or unreadable: 66).
 
 Exit codes. ``inspect-silo``: 0 when the binding is BOUND, retention COMPLETE, agency MATCHED
 and the formation report CHECKED; 1 when any of them is INVALID; 3 otherwise (UNKNOWN,
 INCOMPLETE or no report). ``receipt``: 0 built / reproduced; 1
 ``FORMATION_RECEIPT_BINDING_INVALID`` or ``FORMATION_RECEIPT_NOT_REPRODUCED``; 3
 ``FORMATION_RECEIPT_LIMIT_EXCEEDED``; 65 for the selection/receipt/input refusals and
-unreadable files.
+rejected files; 66 for missing or unreadable ones.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
-import sys
 from pathlib import Path
 from typing import Any, Final
+
+import cli
+from cli import CliError, Exit
 
 from mechanism.formation._receipt import (
     BINDING_INVALID,
@@ -44,32 +47,38 @@ from mechanism.formation._silo import (
     MAX_OBJECT_BYTES,
     inspect_silo_formation,
 )
-from session import read_prefix
 
 __all__ = ["add_silo_commands", "read_evidence_dir"]
 
-EXIT_OK: Final = 0
-EXIT_INVALID: Final = 1
-EXIT_UNKNOWN: Final = 3
-EXIT_REJECTED: Final = 65
+EXIT_OK: Final = Exit.OK
+EXIT_INVALID: Final = Exit.FAIL
+EXIT_UNKNOWN: Final = Exit.UNKNOWN
+EXIT_REJECTED: Final = Exit.REJECTED
 
 _DIGEST_NAME: Final = re.compile(r"(?:sha256:)?([0-9a-f]{64})")
 _MAX_COMMIT_READ: Final = 262_145  # one byte over the commit bound is enough to refuse it
 _MAX_SMALL_READ: Final = 1_048_577  # selections and receipts: one byte over the receipt bound
 
 
-class _CliRefusal(Exception):
+class _CliRefusal(CliError):
     """A one-line reason to exit 65 before anything is inspected."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, exit=Exit.REJECTED, code="EVIDENCE_DIRECTORY_REFUSED")
 
 
 def _read(path: str, limit: int) -> bytes:
-    return read_prefix(path, limit)
+    return cli.read_input(path, cap=limit, prefix=True)
 
 
 def read_evidence_dir(directory: str) -> dict[str, bytes]:
     """Read an evidence directory (naming rule in the module docstring) into a plain dict."""
     keys: dict[str, str] = {}  # digest -> file name
-    for name in sorted(os.listdir(directory)):
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError as error:
+        raise cli.InputError(directory, error.strerror or str(error)) from None
+    for name in names:
         match = _DIGEST_NAME.fullmatch(name)
         if match is None or not (Path(directory) / name).is_file():
             raise _CliRefusal(f"evidence entry {name!r} is not a file named by a digest")
@@ -85,10 +94,6 @@ def read_evidence_dir(directory: str) -> dict[str, bytes]:
         digest: _read(str(Path(directory) / name), MAX_OBJECT_BYTES + 1)
         for digest, name in keys.items()
     }
-
-
-def _emit(document: Any) -> None:
-    sys.stdout.write(json.dumps(document, ensure_ascii=False, sort_keys=True) + "\n")
 
 
 def _inspection_exit(inspection: dict[str, Any]) -> int:
@@ -107,12 +112,7 @@ def _inspection_exit(inspection: dict[str, Any]) -> int:
 
 
 def _run_inspect(args: argparse.Namespace) -> int:
-    try:
-        evidence = read_evidence_dir(args.evidence_dir)
-    except _CliRefusal as refusal:
-        sys.stderr.write(f"evidenced: {refusal}\n")
-        _emit({"error": "EVIDENCE_DIRECTORY_REFUSED"})
-        return EXIT_REJECTED
+    evidence = read_evidence_dir(args.evidence_dir)
     inspection = inspect_silo_formation(
         _read(args.commit, _MAX_COMMIT_READ),
         evidence,
@@ -121,18 +121,18 @@ def _run_inspect(args: argparse.Namespace) -> int:
         profile_path=args.profile_path,
         ground_path=args.ground_path,
     )
-    _emit(inspection)
+    cli.emit(inspection)
     return _inspection_exit(inspection)
 
 
-def _receipt_refused(error: FormationReceiptError) -> int:
-    sys.stderr.write(f"evidenced: formation receipt refused: {error.code}\n")
-    _emit({"error": error.code})
+def _receipt_refused(error: FormationReceiptError) -> CliError:
     if error.code in (BINDING_INVALID, NOT_REPRODUCED):
-        return EXIT_INVALID
-    if error.code == LIMIT_EXCEEDED:
-        return EXIT_UNKNOWN
-    return EXIT_REJECTED
+        exit_code = EXIT_INVALID
+    elif error.code == LIMIT_EXCEEDED:
+        exit_code = EXIT_UNKNOWN
+    else:
+        exit_code = EXIT_REJECTED
+    return CliError(f"formation receipt refused: {error.code}", exit=exit_code, code=error.code)
 
 
 def _receipt_inputs(args: argparse.Namespace) -> tuple[bytes, bytes, dict[str, bytes]]:
@@ -147,17 +147,11 @@ def _run_build(args: argparse.Namespace) -> int:
     try:
         selection, commit, evidence = _receipt_inputs(args)
         receipt = build_formation_receipt(selection, commit, evidence)
-    except _CliRefusal as refusal:
-        sys.stderr.write(f"evidenced: {refusal}\n")
-        _emit({"error": "EVIDENCE_DIRECTORY_REFUSED"})
-        return EXIT_REJECTED
     except FormationReceiptError as error:
-        return _receipt_refused(error)
+        raise _receipt_refused(error) from None
     if args.output is not None:
-        Path(args.output).write_bytes(receipt)
-    sys.stdout.flush()
-    sys.stdout.buffer.write(receipt)  # exact canonical bytes, no trailing newline
-    sys.stdout.buffer.flush()
+        cli.write_output(args.output, receipt)
+    cli.emit_bytes(receipt)  # exact canonical bytes, no trailing newline
     return EXIT_OK
 
 
@@ -167,13 +161,9 @@ def _run_recheck(args: argparse.Namespace) -> int:
         inspection = recheck_formation_receipt(
             _read(args.receipt, _MAX_SMALL_READ), selection, commit, evidence
         )
-    except _CliRefusal as refusal:
-        sys.stderr.write(f"evidenced: {refusal}\n")
-        _emit({"error": "EVIDENCE_DIRECTORY_REFUSED"})
-        return EXIT_REJECTED
     except FormationReceiptError as error:
-        return _receipt_refused(error)
-    _emit(inspection)
+        raise _receipt_refused(error) from None
+    cli.emit(inspection)
     return EXIT_OK
 
 
@@ -188,17 +178,13 @@ def add_silo_commands(
     inspect.add_argument("commit", metavar="COMMIT", help="VSTD-SILO-COMMIT-0.1 bytes")
     _add_evidence_dir(inspect)
     for role in ("subject", "certificate", "profile", "ground"):
-        inspect.add_argument(f"--{role}-path", required=True, help=f"census path of the {role}")
+        inspect.add_argument(
+            f"--{role}-path", required=True, help=f"census path of the {role} record"
+        )
     inspect.set_defaults(handler=_run_inspect)
 
     receipt = formation_subparsers.add_parser("receipt", help="portable formation receipts")
     receipt_commands = receipt.add_subparsers(dest="receipt_command", metavar="ACTION")
-
-    def _receipt_usage(args: argparse.Namespace) -> int:
-        receipt.print_usage(sys.stderr)
-        return 2
-
-    receipt.set_defaults(handler=_receipt_usage)
     build = receipt_commands.add_parser("build", help="build a receipt for a selection")
     _add_receipt_inputs(build)
     build.add_argument("--output", help="also write the receipt bytes to this file")

@@ -3,19 +3,21 @@
 Commands (stdout carries exactly one document; messages are one line on stderr):
 
 * ``formation produce SUBJECT`` — the certificate bytes, exactly (canonical JSON, no trailing
-  newline). Exit 0; 1 if the subject is invalid or ill-typed; 3 if it is unsupported or
-  exceeds a resource bound; 65 if a file cannot be read.
-
-Every file is read with :func:`session.read_capped`: a file of more than 16 MiB (far above the
-256 KiB record bound, so every record the checker could judge still gets its report) exits 65
-with the cap in the message, whatever it is (``/dev/zero`` included).
+  newline: itself the one JSON document). Exit 0; 1 if the subject is invalid or ill-typed
+  (``FORMATION_INVALID``); 3 if it is unsupported or exceeds a resource bound
+  (``FORMATION_UNKNOWN``); both print the error document.
 * ``formation check SUBJECT CERTIFICATE`` — the pure checker's report as canonical JSON plus
   one newline. Exit 0 CHECKED, 1 INVALID, 3 UNKNOWN.
 * ``formation evaluate SUBJECT CERTIFICATE`` — builds the honest binding a caller would pin
   from the subject's declared context (:func:`formation_binding`), evaluates it in a fresh
   session holding both items, and prints the ``EvaluatedProposition`` as canonical JSON plus
   one newline. Exit 0 PASS, 1 FAIL, 3 UNKNOWN; 65 if the subject cannot be admitted (no
-  honest binding exists).
+  honest binding exists, ``BINDING_UNBUILDABLE``).
+
+Every file is read with :func:`cli.read_input` (``-`` is stdin): a missing or unreadable file
+is 66; one of more than 16 MiB (far above the 256 KiB record bound, so every record the checker
+could judge still gets its report) exits 65 with the cap in the message, whatever it is
+(``/dev/zero`` included).
 
 ``check`` and ``evaluate`` accept ``--max-nodes``, ``--max-depth`` and ``--max-path-steps``,
 which may only lower the compiled ceilings (anything else is a usage error, exit 2).
@@ -26,9 +28,10 @@ The silo commands (``inspect-silo``, ``receipt``) are added by ``_silo_cli``, ``
 from __future__ import annotations
 
 import argparse
-import sys
-from typing import Any
+import json
 
+import cli
+from cli import CliError, Exit, RejectedInput, UsageError
 from mechanism.canonical import canonical_bytes, is_digest
 from mechanism.formation._checker import check_formation
 from mechanism.formation._explain_cli import add_explain_command
@@ -43,45 +46,24 @@ from mechanism.formation._wire import (
     UnsupportedFormation,
     validate_ceilings,
 )
-from session import EvidenceStore, MechanismOutcome, VerificationSession, read_capped
+from session import EvidenceStore, MechanismOutcome, VerificationSession
 
 __all__ = ["register"]
 
-EXIT_OK = 0
-EXIT_FAIL = 1
-EXIT_USAGE = 2
-EXIT_UNKNOWN = 3
-EXIT_REJECTED = 65
-
-_STATUS_EXIT = {"CHECKED": EXIT_OK, "INVALID": EXIT_FAIL, "UNKNOWN": EXIT_UNKNOWN}
+_STATUS_EXIT = {"CHECKED": Exit.OK, "INVALID": Exit.FAIL, "UNKNOWN": Exit.UNKNOWN}
 _OUTCOME_EXIT = {
-    MechanismOutcome.PASS: EXIT_OK,
-    MechanismOutcome.FAIL: EXIT_FAIL,
-    MechanismOutcome.UNKNOWN: EXIT_UNKNOWN,
+    MechanismOutcome.PASS: Exit.OK,
+    MechanismOutcome.FAIL: Exit.FAIL,
+    MechanismOutcome.UNKNOWN: Exit.UNKNOWN,
 }
 
 
-class _Unreadable(Exception):
-    pass
+def _emit_canonical(value: object) -> None:
+    """The canonical JSON bytes plus one newline (indented under ``--pretty``)."""
+    cli.emit_bytes(canonical_bytes(value) + b"\n", document=value)
 
 
-def _message(text: str) -> None:
-    sys.stderr.write("evidenced formation: " + " ".join(text.split()) + "\n")
-
-
-def _read(path: str) -> bytes:
-    try:
-        return read_capped(path)
-    except OSError as error:
-        raise _Unreadable(f"cannot read {path}: {error.strerror or error}") from None
-
-
-def _emit_json(value: Any) -> None:
-    sys.stdout.buffer.write(canonical_bytes(value) + b"\n")
-    sys.stdout.buffer.flush()
-
-
-def _ceilings(args: argparse.Namespace) -> dict[str, int] | None:
+def _ceilings(args: argparse.Namespace) -> dict[str, int]:
     ceilings = {
         "max_nodes": args.max_nodes,
         "max_depth": args.max_depth,
@@ -90,89 +72,69 @@ def _ceilings(args: argparse.Namespace) -> dict[str, int] | None:
     try:
         validate_ceilings(**ceilings)
     except (TypeError, ValueError) as error:
-        _message(f"usage error: {error}")
-        return None
+        raise UsageError(str(error)) from None
     return ceilings
 
 
 def _produce(args: argparse.Namespace) -> int:
-    try:
-        subject = _read(args.subject)
-    except _Unreadable as error:
-        _message(str(error))
-        return EXIT_REJECTED
+    subject = cli.read_input(args.subject)
     from mechanism.formation._producer import produce_formation_certificate
 
     try:
         certificate = produce_formation_certificate(subject)
     except (UnsupportedFormation, FormationLimitError) as error:
-        _message(f"UNKNOWN: {error}")
-        return EXIT_UNKNOWN
+        raise CliError(f"UNKNOWN: {error}", exit=Exit.UNKNOWN, code="FORMATION_UNKNOWN") from None
     except FormationError as error:
-        _message(f"INVALID: {error}")
-        return EXIT_FAIL
-    sys.stdout.buffer.write(certificate)
-    sys.stdout.buffer.flush()
-    return EXIT_OK
+        raise CliError(f"INVALID: {error}", exit=Exit.FAIL, code="FORMATION_INVALID") from None
+    cli.emit_bytes(certificate, document=json.loads(certificate))
+    return Exit.OK
 
 
 def _check(args: argparse.Namespace) -> int:
     ceilings = _ceilings(args)
-    if ceilings is None:
-        return EXIT_USAGE
-    try:
-        subject, certificate = _read(args.subject), _read(args.certificate)
-    except _Unreadable as error:
-        _message(str(error))
-        return EXIT_REJECTED
+    subject, certificate = cli.read_input(args.subject), cli.read_input(args.certificate)
     report = check_formation(subject, certificate, **ceilings)
-    _emit_json(report)
+    _emit_canonical(report)
     if report["reason_codes"]:
-        _message(f"{report['status']}: {report['reason_codes'][0]}")
+        cli.say(f"{report['status']}: {report['reason_codes'][0]}")
     return _STATUS_EXIT[report["status"]]
 
 
 def _evaluate(args: argparse.Namespace) -> int:
     ceilings = _ceilings(args)
-    if ceilings is None:
-        return EXIT_USAGE
     if args.mechanism_digest is not None and not is_digest(args.mechanism_digest):
-        _message("usage error: --mechanism-digest must be sha256: and 64 lowercase hex digits")
-        return EXIT_USAGE
-    try:
-        subject, certificate = _read(args.subject), _read(args.certificate)
-    except _Unreadable as error:
-        _message(str(error))
-        return EXIT_REJECTED
+        raise UsageError("--mechanism-digest must be sha256: and 64 lowercase hex digits")
+    subject, certificate = cli.read_input(args.subject), cli.read_input(args.certificate)
     try:
         binding = formation_binding(subject, certificate, mechanism_digest=args.mechanism_digest)
     except FormationError as error:
-        _message(f"no honest binding exists for this pair: {error}")
-        return EXIT_REJECTED
+        raise RejectedInput(
+            f"no honest binding exists for this pair: {error}", code="BINDING_UNBUILDABLE"
+        ) from None
     store = EvidenceStore()
     store.add(subject)
     store.add(certificate)
     session = VerificationSession(store)
     session.register(FormationPathCertificateMechanism(**ceilings))
     result = session.evaluate(binding)
-    _emit_json(result.to_dict())
+    _emit_canonical(result.to_dict())
     if result.details:
-        _message(f"{MechanismOutcome(result.outcome).value}: {result.details}")
+        cli.say(f"{MechanismOutcome(result.outcome).value}: {result.details}")
     return _OUTCOME_EXIT[MechanismOutcome(result.outcome)]
 
 
 def _add_ceiling_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--max-nodes", type=int, default=MAX_NODES, help=f"lower the node bound ({MAX_NODES})"
+        "--max-nodes", type=int, default=MAX_NODES, help="lower the node bound"
     )
     parser.add_argument(
-        "--max-depth", type=int, default=MAX_DEPTH, help=f"lower the depth bound ({MAX_DEPTH})"
+        "--max-depth", type=int, default=MAX_DEPTH, help="lower the depth bound"
     )
     parser.add_argument(
         "--max-path-steps",
         type=int,
         default=MAX_PATH_STEPS,
-        help=f"lower the path-step bound ({MAX_PATH_STEPS})",
+        help="lower the path-step bound",
     )
 
 
@@ -184,7 +146,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     commands = formation.add_subparsers(dest="formation_command", metavar="SUBCOMMAND")
 
     produce = commands.add_parser("produce", help="write the certificate for SUBJECT to stdout")
-    produce.add_argument("subject", metavar="SUBJECT", help="subject record file")
+    produce.add_argument("subject", metavar="SUBJECT", help="subject record file ('-': stdin)")
     produce.set_defaults(handler=_produce)
 
     check = commands.add_parser("check", help="recheck a pair; print the formation report")

@@ -89,3 +89,29 @@ def in_process_text(argv: Sequence[str | Path]) -> subprocess.CompletedProcess[s
     result = in_process(argv)
     args = ["evidenced", *map(str, argv)]
     return subprocess.CompletedProcess(args, result.returncode, result.stdout.decode(), result.err)
+
+
+def error_of(result: CliResult) -> dict[str, Any]:
+    """The error member of ``result``'s one JSON document, after checking the contract's shape:
+    exactly ``{"error": {"code", "message", "exit", ...}}`` with ``exit`` equal to the process's
+    exit code, and one line on stderr."""
+    document = result.document()
+    assert isinstance(document, dict) and set(document) == {"error"}, result.stdout
+    error = document["error"]
+    assert {"code", "message", "exit"} <= set(error), error
+    assert type(error["code"]) is str and error["code"]
+    assert type(error["message"]) is str and error["message"]
+    assert error["exit"] == result.returncode != 0
+    assert result.err.count("\n") == 1 and "Traceback" not in result.err, result.err
+    return dict(error)
+
+
+def is_error(document: Any, exit_code: int) -> bool:
+    """``document`` is the contract's error document for ``exit_code``."""
+    return (
+        isinstance(document, dict)
+        and set(document) == {"error"}
+        and document["error"].get("exit") == exit_code
+        and isinstance(document["error"].get("code"), str)
+        and isinstance(document["error"].get("message"), str)
+    )

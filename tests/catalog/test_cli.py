@@ -50,7 +50,8 @@ def test_show_prints_one_descriptor_and_refuses_unknown_ids() -> None:
     code, document, _ = run("show", CHECKER)
     assert code == 0 and document["component_id"] == CHECKER
     code, document, stderr = run("show", "component:nope")
-    assert code == 65 and document is None and stderr.count("\n") == 1
+    assert code == 65 and clirun.is_error(document, 65) and stderr.count("\n") == 1
+    assert document["error"]["code"] == "UNKNOWN_COMPONENT"
 
 
 def test_search_over_a_built_index(build: Path) -> None:
@@ -85,7 +86,7 @@ def test_search_over_a_built_index(build: Path) -> None:
 
 def test_search_without_relation_or_mechanism_is_a_usage_error() -> None:
     code, document, _ = run("search", "--schema", "VSTD-2", "--mode", "STATIC")
-    assert code == 2 and document is None
+    assert code == 2 and clirun.is_error(document, 2)
 
 
 def test_verify_reports_valid_then_names_a_changed_byte(build: Path, tmp_path: Path) -> None:
@@ -104,7 +105,7 @@ def test_verify_reports_valid_then_names_a_changed_byte(build: Path, tmp_path: P
 
 def test_build_refuses_a_non_empty_directory(build: Path) -> None:
     code, document, stderr = run("package", "build", str(build))
-    assert code == 65 and document is None and "not empty" in stderr
+    assert code == 65 and clirun.is_error(document, 65) and "not empty" in stderr
 
 
 def _write(path: Path, value: Any) -> str:
@@ -181,25 +182,25 @@ def test_malformed_analysis_is_rejected_input(tmp_path: Path, content: str) -> N
     path = tmp_path / "analysis.json"
     path.write_text(content)
     code, document, stderr = run("plan", str(path))
-    assert code == 65 and document is None and stderr.count("\n") == 1
+    assert code == 65 and clirun.is_error(document, 65) and stderr.count("\n") == 1
 
 
-def test_unreadable_file_is_rejected_input(tmp_path: Path) -> None:
+def test_a_missing_input_file_is_exit_66_with_the_error_document(tmp_path: Path) -> None:
     code, document, stderr = run("plan", str(tmp_path / "absent.json"))
-    assert code == 65 and document is None and stderr.strip()
+    assert code == 66 and clirun.is_error(document, 66) and "absent.json" in stderr
 
 
 @pytest.mark.parametrize("what", ["absent", "file"])
-def test_verify_of_an_unreadable_build_directory_is_rejected_input(
+def test_verify_of_an_unreadable_build_directory_is_unreadable_input(
     tmp_path: Path, what: str
 ) -> None:
-    """Exit 65 is for unreadable input (common CLI contract); 1 (INVALID) is for a build whose
-    bytes are readable but do not match their declarations."""
+    """Exit 66 is for input that cannot be read (common CLI contract); 1 (INVALID) is for a
+    build whose bytes are readable but do not match their declarations."""
     target = tmp_path / "build"
     if what == "file":
         target.write_text("{}")
     code, document, stderr = run("package", "verify", str(target))
-    assert code == 65 and document is None and stderr.count("\n") == 1
+    assert code == 66 and clirun.is_error(document, 66) and stderr.count("\n") == 1
 
 
 @pytest.mark.parametrize("args", [("list",), ("show", "component:nope")])

@@ -151,7 +151,8 @@ async def test_cli_malformed_anchor_is_a_usage_error_not_broken(tmp_path: Path) 
     path = tmp_path / "audit.jsonl"
     await write_log(path, 2)
     result = run_cli("audit", "verify", str(path), "--anchor", "not-a-digest")
-    assert result.returncode == 2 and result.stdout == ""
+    assert result.returncode == 2
+    assert json.loads(result.stdout)["error"]["code"] == "USAGE"
     assert "SEQ:sha256" in result.stderr and "Traceback" not in result.stderr
 
 

@@ -102,7 +102,8 @@ def test_an_unusable_instant_is_refused(text: str) -> None:
 
 def test_an_unusable_instant_is_a_usage_error_before_the_log_is_read(tmp_path: Path) -> None:
     completed = _cli("report", str(tmp_path / "none.jsonl"), "--until", "2026-11-29T08:00:00")
-    assert completed.returncode == 2 and completed.stdout == b""
+    assert completed.returncode == 2
+    assert json.loads(completed.stdout)["error"]["code"] == "USAGE"
     assert b"needs a UTC offset" in completed.stderr
 
 
@@ -199,8 +200,9 @@ async def test_report_of_the_real_daemons_log_counts_what_it_answered(short_dir:
     assert "<script" not in html and "https://" not in html
 
 
-def test_an_unreadable_log_is_rejected_and_nothing_is_written(tmp_path: Path) -> None:
+def test_a_missing_log_is_exit_66_and_nothing_is_written(tmp_path: Path) -> None:
     out = tmp_path / "report.html"
     completed = _cli("report", str(tmp_path / "missing.jsonl"), "--out", str(out))
-    assert completed.returncode == 65 and not out.exists()
+    assert completed.returncode == 66 and not out.exists()
+    assert json.loads(completed.stdout)["error"]["code"] == "INPUT_UNREADABLE"
     assert b"Traceback" not in completed.stderr

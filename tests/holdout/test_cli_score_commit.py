@@ -107,8 +107,8 @@ def test_an_added_file_alters_the_commitment(tmp_path: Path) -> None:
 def test_folder_without_commitment_is_a_usage_error(tmp_path: Path) -> None:
     code, document, stderr = _score_synthetic(_synthetic_folder(tmp_path))
     assert code == 2
-    # `score` prints one JSON document (docs/holdout.md), a refused run included; nothing is scored.
-    assert document == {"verdict": "REFUSED", "refusal": "commitment-required", "by_challenge": {}}
+    # A usage error is the contract's error document (docs/cli.md); nothing is scored.
+    assert document["error"]["code"] == "commitment-required" and document["error"]["exit"] == 2
     assert "--commitment" in stderr
 
 

@@ -87,29 +87,39 @@ def test_check_with_a_lowered_step_limit_is_unknown_exit_3() -> None:
 
 def test_check_refuses_raising_a_limit_as_a_usage_error() -> None:
     result = run("check", *TISC_PAIR, "--operation", "run", "--max-steps", "100001")
-    assert result.returncode == 2 and result.stdout == b""
+    assert result.returncode == 2 and clirun.error_of(result)["code"] == "USAGE"
 
 
 def test_check_without_operation_is_a_usage_error() -> None:
     assert run("check", *TISC_PAIR).returncode == 2
 
 
-def test_unreadable_file_exits_65_with_one_line(tmp_path: Path) -> None:
+def test_a_missing_file_exits_66_with_the_error_document(tmp_path: Path) -> None:
     result = run("check", tmp_path / "missing.txt", TISC_PAIR[1], "--operation", "run")
-    assert result.returncode == 65 and result.stdout == b""
-    assert result.stderr.count(b"\n") == 1
+    assert result.returncode == 66
+    assert clirun.error_of(result)["code"] == "INPUT_UNREADABLE"
 
 
-def test_make_prints_the_canonical_descriptor_bytes_exactly() -> None:
+def test_make_prints_the_canonical_descriptor_as_json_and_raw_only_when_asked() -> None:
     result = run("make", FIXTURES / "safetensors-fixture.bin")
-    assert result.returncode == 0 and result.stdout == fixture("descriptor-safetensors.txt")
-    result = run("make", FIXTURES / "tisc-fixture.bin")
+    expected = fixture("descriptor-safetensors.txt")
+    assert result.returncode == 0
+    assert document(result)["descriptor"].encode("ascii") == expected
+    assert document(result)["size"] == len(expected)
+    result = run("make", FIXTURES / "tisc-fixture.bin", "--raw")
     assert result.returncode == 0 and result.stdout == fixture("descriptor-tisc.txt")
+
+
+def test_make_out_writes_the_exact_bytes_and_prints_the_document(tmp_path: Path) -> None:
+    out = tmp_path / "descriptor.txt"
+    result = run("make", FIXTURES / "tisc-fixture.bin", "--out", out)
+    assert result.returncode == 0 and document(result)["written"] == str(out)
+    assert out.read_bytes() == fixture("descriptor-tisc.txt")
 
 
 def test_make_refuses_a_payload_outside_the_profile() -> None:
     result = run("make", FIXTURES / "descriptor-tisc.txt")
-    assert result.returncode == 65 and result.stdout == b""
+    assert result.returncode == 65 and clirun.error_of(result)["exit"] == 65
     assert b"DESCRIPTOR_PAYLOAD_NOT_ADMITTED" in result.stderr
 
 
@@ -154,7 +164,7 @@ def test_run_tisc_refuses_undecodable_text_with_65(tmp_path: Path) -> None:
     bad = tmp_path / "bad.tisc"
     bad.write_bytes(b"@code\n\xff\n")
     result = run("run-tisc", bad)
-    assert result.returncode == 65 and result.stdout == b""
+    assert result.returncode == 65 and clirun.error_of(result)["code"] == "TISC_UNDECODABLE"
     assert b"TISC_UTF8_INVALID" in result.stderr
 
 
@@ -162,7 +172,7 @@ def test_run_tisc_refuses_undecodable_text_with_65(tmp_path: Path) -> None:
     "args",
     [
         ["check", *TISC_PAIR, "--operation", "run"],
-        ["make", FIXTURES / "tisc-fixture.bin"],
+        ["make", FIXTURES / "tisc-fixture.bin", "--raw"],
     ],
     ids=["check-pass", "make-bytes"],
 )

@@ -320,18 +320,22 @@ def test_explain_of_an_unreadable_file_is_rejected_and_a_bad_budget_is_a_usage_e
     tmp_path: Any,
 ) -> None:
     missing = cli(str(tmp_path / "nope"), str(tmp_path / "nope"))
-    assert missing.returncode == 65 and missing.stdout == b""
+    assert missing.returncode == 66
+    assert json.loads(missing.stdout)["error"]["code"] == "INPUT_UNREADABLE"
     folder = testdata.fixture("formation", directory=True)
     usage = cli(
         str(folder / "atom.subject.json"), str(folder / "atom.certificate.json"), "--max-nodes", "0"
     )
-    assert usage.returncode == 2 and usage.stdout == b""
+    assert usage.returncode == 2 and json.loads(usage.stdout)["error"]["exit"] == 2
 
 
 def test_text_marks_the_failing_node_and_the_tampered_fixture_names_the_binding() -> None:
     folder = testdata.fixture("formation", directory=True)
     completed = cli(
-        str(folder / "tampered.subject.json"), str(folder / "tampered.certificate.json")
+        str(folder / "tampered.subject.json"),
+        str(folder / "tampered.certificate.json"),
+        "--format",
+        "text",
     )
     assert completed.returncode == 1
     text = completed.stdout.decode()

@@ -96,7 +96,7 @@ def test_raising_a_ceiling_or_bad_arguments_is_a_usage_error(args: list[str]) ->
     command, *options = args
     completed = cli(command, *fixture("atom"), *options)
     assert completed.returncode == 2
-    assert completed.stdout == b""
+    assert clirun.error_of(completed)["code"] == "USAGE"
     assert_one_line_stderr(completed)
 
 
@@ -107,12 +107,12 @@ def test_missing_arguments_are_a_usage_error() -> None:
 
 
 @pytest.mark.parametrize("command", ["produce", "check", "evaluate"])
-def test_unreadable_files_are_rejected_input(tmp_path: Path, command: str) -> None:
+def test_missing_files_are_exit_66_with_the_error_document(tmp_path: Path, command: str) -> None:
     missing = tmp_path / "absent.json"
     args = [missing] if command == "produce" else [missing, fixture("atom")[1]]
     completed = cli(command, *args)
-    assert completed.returncode == 65
-    assert completed.stdout == b""
+    assert completed.returncode == 66
+    assert clirun.error_of(completed)["code"] == "INPUT_UNREADABLE"
     assert_one_line_stderr(completed)
     assert b"absent.json" in completed.stderr
 
@@ -122,10 +122,11 @@ def test_produce_refuses_an_ill_typed_or_unsupported_subject(tmp_path: Path) -> 
     bad.write_bytes(pair([atom(), {"tag": "READ", "code": 0}])[0])
     completed = cli("produce", bad)
     assert completed.returncode == 1
-    assert completed.stdout == b""
+    assert clirun.error_of(completed)["code"] == "FORMATION_INVALID"
     assert_one_line_stderr(completed)
     completed = cli("produce", fixture("unsupported-profile")[0])
     assert completed.returncode == 3
+    assert clirun.error_of(completed)["code"] == "FORMATION_UNKNOWN"
     assert_one_line_stderr(completed)
 
 
@@ -134,7 +135,7 @@ def test_evaluate_without_an_admissible_subject_is_rejected_input(tmp_path: Path
     noisy.write_bytes(fixture("atom")[0].read_bytes() + b"\n")
     completed = cli("evaluate", noisy, fixture("atom")[1])
     assert completed.returncode == 65
-    assert completed.stdout == b""
+    assert clirun.error_of(completed)["code"] == "BINDING_UNBUILDABLE"
     assert_one_line_stderr(completed)
 
 

@@ -82,7 +82,7 @@ def test_inspect_silo_refuses_an_evidence_entry_not_named_by_a_digest(tmp_path: 
     (directory / "README.txt").write_bytes(b"notes")
     done = inspect_cli(commit_path, directory)
     assert done.returncode == 65
-    assert one_json(done.stdout) == {"error": "EVIDENCE_DIRECTORY_REFUSED"}
+    assert one_json(done.stdout)["error"]["code"] == "EVIDENCE_DIRECTORY_REFUSED"
     assert done.stderr.count(b"\n") == 1
 
 
@@ -109,7 +109,7 @@ def test_inspect_silo_refuses_one_digest_under_both_spellings(tmp_path: Path) ->
     (directory / digest).write_bytes(evidence[digest])
     done = inspect_cli(commit_path, directory)
     assert done.returncode == 65
-    assert one_json(done.stdout) == {"error": "EVIDENCE_DIRECTORY_REFUSED"}
+    assert one_json(done.stdout)["error"]["code"] == "EVIDENCE_DIRECTORY_REFUSED"
     assert b"Traceback" not in done.stderr
 
 
@@ -124,10 +124,11 @@ def test_inspect_silo_over_256_evidence_files_is_an_entry_limit(tmp_path: Path) 
     assert "EVIDENCE_ENTRY_LIMIT" in one_json(done.stdout)["reason_codes"]
 
 
-def test_inspect_silo_unreadable_commit_is_rejected_input(tmp_path: Path) -> None:
+def test_inspect_silo_missing_commit_is_exit_66_with_the_error_document(tmp_path: Path) -> None:
     (tmp_path / "evidence").mkdir()
     done = inspect_cli(tmp_path / "absent.json", tmp_path / "evidence")
-    assert done.returncode == 65
+    assert done.returncode == 66
+    assert one_json(done.stdout)["error"]["code"] == "INPUT_UNREADABLE"
     assert b"Traceback" not in done.stderr
 
 
@@ -209,14 +210,15 @@ def test_receipt_recheck_refusals_map_to_exit_codes(
         receipt = b"not json"
     done = _recheck(tmp_path, receipt, selection_path, commit_path, directory)
     assert done.returncode == exit_code
-    assert one_json(done.stdout) == {"error": code}
+    assert one_json(done.stdout)["error"]["code"] == code
+    assert one_json(done.stdout)["error"]["exit"] == exit_code
     assert done.stderr.decode().strip().endswith(code)
 
 
 def test_receipt_without_an_action_is_a_usage_error() -> None:
     done = run("receipt")
     assert done.returncode == 2
-    assert done.stdout == b""
+    assert one_json(done.stdout)["error"]["code"] == "USAGE"
     assert b"receipt" in done.stderr
 
 

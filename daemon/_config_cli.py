@@ -1,0 +1,5 @@
+"""placeholder"""
+from __future__ import annotations
+import argparse
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    pass
