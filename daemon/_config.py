@@ -1,43 +1,57 @@
 """The daemon's TOML configuration (read with ``tomllib``), and the embedded default.
 
-Rules (the contract):
+Rules (the contract), checked in this order; every failure is a :class:`ConfigError` whose
+message names the key path (``sessions.formation.max_evidence_bytes: expected int, got
+bool``) and starts with the file:
 
-1. Tables: ``[server]``, ``[audit]``, ``[transparency]``, ``[sessions.<name>]``,
-   ``[stores]``. Unknown tables or keys are refused (:class:`ConfigError`), and so are values
-   of the wrong type (booleans are not numbers). Every key is optional except each session's
-   ``mechanisms``.
-2. ``[server]``: ``listen = "HOST:PORT"`` (empty string: no TCP), ``socket = "PATH"`` (empty:
+1. Text that is not TOML is refused, never another exception: a syntax error, arrays or
+   inline tables nested deeper than the TOML reader's recursion, an integer of more than 4,300
+   digits. A configuration file is read with :func:`session.read_capped` (more than 16 MiB is
+   an ``OSError`` naming the cap) and must be UTF-8.
+2. The shape (:mod:`daemon._config_schema`, one cattrs converter): the tables ``[server]``,
+   ``[audit]``, ``[transparency]``, ``[sessions.<name>]``, ``[stores]``; unknown tables or keys are refused, and so are values of
+   the wrong type (booleans are not numbers). Every key is optional except each session's
+   ``mechanisms``. All violations are reported at once.
+3. ``[server]``: ``listen = "HOST:PORT"`` (empty string: no TCP), ``socket = "PATH"`` (empty:
    none), ``socket_group`` (a group name or number: the socket is then mode 0660 for that
    group; empty: 0600), and the :class:`ServerConfig` limits of the same names (times in
-   seconds, rates in bytes per second). ``worker_threads`` (before evaluation moved to worker
-   processes) is still read, as ``worker_processes``; both at once is an error.
-3. ``[audit]``: ``path``, ``durability`` (``fsync`` | ``write`` | ``none``), ``overflow``
-   (``block`` | ``drop``), ``max_pending``, ``rotate_bytes`` (0: never rotate). A relative
-   path is relative to the config file's directory (to the working directory for the
-   embedded default).
-3a. ``[transparency]`` (optional; present means on): ``key_file`` (required), ``origin``,
+   seconds, positive; rates in bytes per second). ``worker_threads`` (before evaluation moved
+   to worker processes) is still read, as ``worker_processes``; both at once is an error.
+4. ``[audit]``: ``path``, ``durability`` (``fsync`` | ``write`` | ``none``), ``overflow``
+   (``block`` | ``drop``), ``max_pending``, ``rotate_bytes`` (0: never rotate).
+4a. ``[transparency]`` (optional; present means on): ``key_file`` (required), ``origin``,
    ``directory``, ``checkpoint_interval`` (seconds), ``entry_bundles``
-   (``docs/spec/transparency.md §6``); relative paths resolve like ``[audit] path``.
-4. ``[sessions.<name>]``: ``mechanisms`` (names of installed mechanism providers: entry points
-   of the group ``evidenced.mechanisms``, :mod:`session._plugins`; ``evidenced mechanisms``
-   lists them), ``max_evidence_items``, ``max_evidence_bytes`` (declared bounds, clamped to
-   what the mechanisms accept and checked on declared sizes before reading;
-   :mod:`daemon._hosting`), ``optional`` (default false),
-   ``[sessions.<name>.options.<mechanism>]``: that provider's typed options
-   (:func:`session.structure_options`: unknown keys and wrong types refused with the full key
-   path, e.g. ``sessions.f.options.formation.max_nodes: expected int, got bool``), and the
-   retention keys ``retain``/``store`` (:mod:`daemon.retention._policy`; limits in
-   ``[stores]``).
-5. Text that is not TOML is a :class:`ConfigError`, never another exception: a syntax error,
-   arrays or inline tables nested deeper than the TOML reader's recursion, an integer of more
-   than 4,300 digits. A configuration file is read with :func:`session.read_capped` (more
-   than 16 MiB is an ``OSError`` naming the cap) and must be UTF-8 (else ``ConfigError``).
-6. :meth:`DaemonConfig.build_sessions` loads each provider, structures its options and creates
+   (``docs/spec/transparency.md §6``).
+5. Relative paths (``socket``, ``audit.path``, the transparency ``key_file`` and
+   ``directory``, ``*_file`` options) resolve against the config
+   file's directory; for the embedded default, against ``$STATE_DIRECTORY`` when systemd sets
+   it (its first entry), else the working directory (:func:`default_base`).
+6. ``[sessions.<name>]``: ``mechanisms`` (a non-empty array of names of installed mechanism
+   providers: entry points of the group ``evidenced.mechanisms``, :mod:`session._plugins`;
+   ``evidenced mechanisms`` lists them), ``max_evidence_items``, ``max_evidence_bytes`` (non-negative;
+   declared bounds, clamped to what the mechanisms accept and checked on declared sizes before
+   reading; :mod:`daemon._hosting`), ``optional`` (default false), and
+   ``[sessions.<name>.options.<mechanism>]``, only for the session's mechanisms: that
+   provider's typed options (:func:`session.structure_options`: unknown keys and wrong types
+   refused with the full key path, e.g. ``sessions.f.options.formation.max_nodes: expected
+   int, got bool``; lower-only limits refused when the mechanism is created). An option ``X_file = "PATH"`` is read
+   (capped, UTF-8) and passed as ``X``; giving both ``X`` and ``X_file`` is refused, and so is
+   an unreadable file. The retention keys ``retain``/``store``
+   (:mod:`daemon.retention._policy`; limits in ``[stores]``). A value given inline where text
+   is expected that looks like a file path (a field of the provider's options
+   marked with :data:`TEXT_FORM`: the descriptor's ``policy`` is an Axion s-expression, its
+   ``allowlist`` a JSON object) is refused with the key named, instead of being taken as text
+   that every decision would then FAIL on.
+7. At least one session.
+8. :meth:`DaemonConfig.build_sessions` loads each provider, structures its options and creates
    the mechanism. A session whose mechanism cannot be created (the provider cannot be loaded,
    its options do not structure, or it refuses them — a raised lower-only limit) is an error,
-   unless it is ``optional``: then it is skipped and the reason is reported (the CLI prints it
-   on stderr). The embedded default marks ``descriptor`` optional so the daemon still serves
-   ``formation`` on an installation without the descriptor mechanism.
+   unless it is ``optional``: then it is skipped and the reason is reported (the CLI
+   prints it on stderr). The embedded default marks ``descriptor`` optional so the daemon
+   still serves ``formation`` on an installation without the descriptor mechanism.
+
+:meth:`DaemonConfig.effective` is the configuration as it will run (defaults filled in, paths
+resolved), which ``evidenced config check`` prints.
 """
 
 from __future__ import annotations
@@ -45,6 +59,7 @@ from __future__ import annotations
 import importlib.resources
 import os
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
@@ -52,11 +67,11 @@ import attrs
 
 from session import VerificationMechanism, load_provider, provider_entries, read_capped
 
-from ._hosting import DEFAULT_PORT, HostedSession, ServerConfig
+from ._config_schema import ConfigFile, SchemaError, structure_config, unstructure_config
+from ._hosting import HostedSession, ServerConfig
 from ._transparency import TransparencyConfig
 from .retention._fields import session_config_entry
 from .retention._policy import (
-    RETENTION_KEYS,
     RetentionPolicy,
     StoreLimits,
     parse_retention,
@@ -69,36 +84,25 @@ class ConfigError(ValueError):
 
 
 def create_mechanism(session: str, name: str, options: dict[str, Any]) -> VerificationMechanism:
-    """The mechanism of provider ``name`` for ``session`` (rule 5); raises what the provider
-    lookup, the options or the provider raise (``OptionsError`` names the key path)."""
+    """The mechanism of provider ``name`` for ``session`` (rule 8); raises what the provider
+    lookup, the options or the provider raise (:class:`ConfigError` naming the key path for
+    options that do not structure, or text that is a file path: rule 6)."""
     from session import OptionsError
 
     provider = load_provider(name)
+    where = f"sessions.{session}.options.{name}"
+    _refuse_paths_as_text(provider.options_type, options, where)
     try:
-        settings = provider.structure_options(options, where=f"sessions.{session}.options.{name}")
+        settings = provider.structure_options(options, where=where)
     except OptionsError as error:
         raise ConfigError(str(error)) from None
     return provider.create(settings)
 
 
-_SERVER_NUMBERS: Final = {
-    "idle_timeout": float,
-    "pre_hello_timeout": float,
-    "request_deadline": float,
-    "min_evidence_rate": int,
-    "evidence_grace": float,
-    "shutdown_grace": float,
-    "max_in_flight": int,
-    "max_in_flight_per_peer": int,
-    "max_connections": int,
-    "max_connections_per_peer": int,
-    "worker_processes": int,
-    "inline_max_bytes": int,
-    "max_header_bytes": int,
-    "max_frame_bytes": int,
-    "max_items": int,
-}
-
+#: The attrs field metadata key by which a provider's options class says a field holds text of
+#: a known form: its value is what the text starts with (``"("`` for an Axion policy). A
+#: one-line value that does not is taken for a file path given by mistake (rule 6).
+TEXT_FORM: Final = "evidenced.text_starts_with"
 
 @attrs.frozen
 class SessionSpec:
@@ -121,6 +125,18 @@ class DaemonConfig:
     source: str
     #: ``[stores]``: the retention limits ``evidenced store gc --config`` applies.
     stores: dict[str, StoreLimits] = attrs.field(factory=dict)
+    file: ConfigFile | None = None
+
+    def effective(self) -> dict[str, Any]:
+        """The configuration as it runs: every key with its value, paths resolved (the
+        tables of the file, plus ``source``)."""
+        tables = unstructure_config(self.file) if self.file is not None else {}
+        if tables:
+            tables["server"]["socket"] = self.server.unix or ""
+            tables["server"].pop("worker_threads", None)
+            tables["server"]["worker_processes"] = self.server.worker_processes
+            tables["audit"]["path"] = self.server.audit_path
+        return {"source": self.source, **tables}
 
     def build_sessions(self) -> tuple[list[HostedSession], list[str]]:
         """Construct the mechanisms: (hosted sessions, messages about skipped sessions)."""
@@ -166,22 +182,6 @@ def _recipe(spec: SessionSpec) -> dict[str, Any]:
     return session_config_entry(spec.mechanisms, spec.options, spec.retain, store)
 
 
-def _check_keys(table: dict[str, Any], allowed: set[str], where: str) -> None:
-    unknown = sorted(set(table) - allowed)
-    if unknown:
-        raise ConfigError(f"{where}: unknown keys {unknown}")
-
-
-def _typed(value: Any, kind: type, where: str) -> Any:
-    if kind is float:
-        if type(value) not in (int, float):
-            raise ConfigError(f"{where} must be a number")
-        return float(value)
-    if type(value) is not kind:
-        raise ConfigError(f"{where} must be of type {kind.__name__}")
-    return value
-
-
 def parse_address(text: str) -> tuple[str, int]:
     """``HOST:PORT`` (IPv6 as ``[::1]:PORT``) → (host, port)."""
     host, sep, port_text = text.rpartition(":")
@@ -193,158 +193,161 @@ def parse_address(text: str) -> tuple[str, int]:
 
 
 def parse_config(text: str, *, base: Path, source: str) -> DaemonConfig:
-    """Parse TOML configuration text; relative paths resolve against ``base``."""
+    """Parse TOML configuration text (module rules); relative paths resolve against ``base``."""
     try:
         data = tomllib.loads(text)
     except ValueError as error:  # TOMLDecodeError, or an integer of more than 4,300 digits
         raise ConfigError(f"{source}: not TOML: {error}") from None
     except RecursionError:  # tomllib recurses once per nested array or inline table
         raise ConfigError(f"{source}: not TOML: arrays or tables nested too deep") from None
-    _check_keys(data, {"server", "audit", "transparency", "sessions", "stores"}, source)
-    server_table = data.get("server", {})
-    audit_table = data.get("audit", {})
-    sessions_table = data.get("sessions", {})
-    for name, table in (
-        ("server", server_table),
-        ("audit", audit_table),
-        ("sessions", sessions_table),
-    ):
-        if not isinstance(table, dict):
-            raise ConfigError(f"{source}: [{name}] must be a table")
-    _check_keys(
-        server_table,
-        {"listen", "socket", "socket_group", "worker_threads", *_SERVER_NUMBERS},
-        f"{source} [server]",
-    )
-    _check_keys(
-        audit_table,
-        {"path", "durability", "overflow", "max_pending", "rotate_bytes"},
-        f"{source} [audit]",
-    )
-    options: dict[str, Any] = {}
-    listen = _typed(server_table.get("listen", f"127.0.0.1:{DEFAULT_PORT}"), str, "server.listen")
-    options["tcp"] = parse_address(listen) if listen else None
-    socket_path = _typed(server_table.get("socket", ""), str, "server.socket")
-    options["unix"] = str(base / socket_path) if socket_path else None
-    group = server_table.get("socket_group", "")
-    options["socket_group"] = _typed(group, str, "server.socket_group")
-    for key, kind in _SERVER_NUMBERS.items():
-        if key in server_table:
-            options[key] = _typed(server_table[key], kind, f"server.{key}")
-    if "worker_threads" in server_table:  # the former name (evaluation was in threads)
-        if "worker_processes" in server_table:
-            raise ConfigError(f"{source}: server.worker_threads and worker_processes both set")
-        options["worker_processes"] = _typed(
-            server_table["worker_threads"], int, "server.worker_threads"
-        )
-    audit_path = _typed(audit_table.get("path", "evidenced-audit.jsonl"), str, "audit.path")
-    options["audit_path"] = str(base / audit_path)
-    options["audit_durability"] = _typed(
-        audit_table.get("durability", "fsync"), str, "audit.durability"
-    )
-    options["audit_overflow"] = _typed(audit_table.get("overflow", "block"), str, "audit.overflow")
-    if "max_pending" in audit_table:
-        options["audit_max_pending"] = _typed(audit_table["max_pending"], int, "audit.max_pending")
-    if "rotate_bytes" in audit_table:
-        options["audit_rotate_bytes"] = _typed(
-            audit_table["rotate_bytes"], int, "audit.rotate_bytes"
-        )
-    if "transparency" in data:
-        options["transparency"] = _transparency(data["transparency"], base, source)
     try:
-        server = ServerConfig(**options)
-    except ValueError as error:
+        file = structure_config(data)
+    except SchemaError as error:
         raise ConfigError(f"{source}: {error}") from None
-    specs = []
+    server_table, audit = file.server, file.audit
+    workers = server_table.worker_processes
+    if server_table.worker_threads is not None:  # the former name (evaluation was in threads)
+        if "worker_processes" in data.get("server", {}):
+            raise ConfigError(f"{source}: server.worker_threads and worker_processes both set")
+        workers = server_table.worker_threads
+    try:
+        server = ServerConfig(
+            tcp=parse_address(server_table.listen) if server_table.listen else None,
+            unix=str(base / server_table.socket) if server_table.socket else None,
+            socket_group=server_table.socket_group,
+            audit_path=str(base / audit.path),
+            audit_durability=audit.durability,
+            audit_overflow=audit.overflow,
+            audit_max_pending=audit.max_pending,
+            audit_rotate_bytes=audit.rotate_bytes,
+            idle_timeout=server_table.idle_timeout,
+            pre_hello_timeout=server_table.pre_hello_timeout,
+            min_evidence_rate=server_table.min_evidence_rate,
+            evidence_grace=server_table.evidence_grace,
+            request_deadline=server_table.request_deadline,
+            shutdown_grace=server_table.shutdown_grace,
+            max_in_flight=server_table.max_in_flight,
+            max_in_flight_per_peer=server_table.max_in_flight_per_peer,
+            max_connections=server_table.max_connections,
+            max_connections_per_peer=server_table.max_connections_per_peer,
+            worker_processes=workers,
+            inline_max_bytes=server_table.inline_max_bytes,
+            max_header_bytes=server_table.max_header_bytes,
+            max_frame_bytes=server_table.max_frame_bytes,
+            max_items=server_table.max_items,
+            transparency=_transparency(file, base),
+        )
+    except ValueError as error:  # includes ConfigError from parse_address
+        message = str(error).removeprefix(f"{source}: ")
+        raise ConfigError(f"{source}: {message}") from None
     installed = {entry.name for entry in provider_entries()}
-    for name, table in sessions_table.items():
-        where = f"{source} [sessions.{name}]"
-        if not isinstance(table, dict):
-            raise ConfigError(f"{where} must be a table")
-        _check_keys(
-            table,
-            {"mechanisms", "max_evidence_items", "max_evidence_bytes", "optional", "options"}
-            | RETENTION_KEYS,
-            where,
-        )
-        mechanisms = table.get("mechanisms")
-        if (
-            type(mechanisms) is not list
-            or not mechanisms
-            or any(type(m) is not str or m not in installed for m in mechanisms)
-        ):
-            raise ConfigError(
-                f"{where}: mechanisms must be a non-empty list of installed mechanism providers "
-                f"{sorted(installed)}"
-            )
-        mechanism_options = table.get("options", {})
-        if not isinstance(mechanism_options, dict) or any(
-            key not in mechanisms or not isinstance(value, dict)
-            for key, value in mechanism_options.items()
-        ):
-            raise ConfigError(f"{where}: options must be tables named after its mechanisms")
-        items = _typed(table.get("max_evidence_items", 2), int, f"{where} max_evidence_items")
-        size = _typed(table.get("max_evidence_bytes", 524_288), int, f"{where} max_evidence_bytes")
-        if items < 0 or size < 0:
-            raise ConfigError(f"{where}: bounds must be non-negative")
-        try:
-            retention, retain = parse_retention(table, where, base)
-        except ValueError as error:
-            raise ConfigError(str(error)) from None
-        specs.append(
-            SessionSpec(
-                name,
-                tuple(mechanisms),
-                items,
-                size,
-                _typed(table.get("optional", False), bool, f"{where} optional"),
-                {key: dict(value) for key, value in mechanism_options.items()},
-                retention,
-                retain,
-            )
-        )
+    specs = [
+        _session_spec(name, table, base, source, installed)
+        for name, table in file.sessions.items()
+    ]
     if not specs:
         raise ConfigError(f"{source}: no [sessions.<name>] table")
-    stores = data.get("stores", {})
-    if not isinstance(stores, dict):
-        raise ConfigError(f"{source}: [stores] must be a table")
     policies = {spec.name: spec.retention for spec in specs if spec.retention is not None}
     try:
-        limits = parse_store_limits(stores, policies, source)
+        limits = parse_store_limits(file.stores, policies, source)
     except ValueError as error:
         raise ConfigError(str(error)) from None
-    return DaemonConfig(server, tuple(specs), source, limits)
+    return DaemonConfig(server, tuple(specs), source, limits, file)
 
 
-def _transparency(table: Any, base: Path, source: str) -> TransparencyConfig:
-    where = f"{source} [transparency]"
-    if not isinstance(table, dict):
-        raise ConfigError(f"{where} must be a table")
-    _check_keys(
-        table, {"key_file", "origin", "directory", "checkpoint_interval", "entry_bundles"}, where
+def _transparency(file: ConfigFile, base: Path) -> TransparencyConfig | None:
+    table = file.transparency
+    if table is None:
+        return None
+    return TransparencyConfig(
+        key_file=str(base / table.key_file),
+        origin=table.origin,
+        directory=None if table.directory is None else str(base / table.directory),
+        checkpoint_interval=table.checkpoint_interval,
+        entry_bundles=table.entry_bundles,
     )
-    if "key_file" not in table:
-        raise ConfigError(f"{where}: key_file is required (evidenced log keygen --out FILE)")
-    key_file = _typed(table["key_file"], str, "transparency.key_file")
-    origin = table.get("origin")
-    directory = table.get("directory")
-    interval = table.get("checkpoint_interval", 1.0)
-    if type(interval) is int:
-        interval = float(interval)
+
+
+def _session_spec(
+    name: str, table: Any, base: Path, source: str, installed: set[str]
+) -> SessionSpec:
+    where = f"sessions.{name}"
+    mechanisms = table.mechanisms
+    if not mechanisms or any(m not in installed for m in mechanisms):
+        raise ConfigError(
+            f"{source}: {where}.mechanisms must be a non-empty list of installed mechanism "
+            f"providers {sorted(installed)}, not {list(mechanisms)}"
+        )
+    strangers = sorted(set(table.options) - set(mechanisms))
+    if strangers:
+        raise ConfigError(
+            f"{source}: {where}.options must be tables named after its mechanisms "
+            f"{list(mechanisms)}, not {strangers}"
+        )
+    for key in ("max_evidence_items", "max_evidence_bytes"):
+        if getattr(table, key) < 0:
+            raise ConfigError(f"{source}: {where}.{key}: bounds must be non-negative")
+    options = {
+        mechanism: _resolve_files(f"{where}.options.{mechanism}", given, base, source)
+        for mechanism, given in table.options.items()
+    }
     try:
-        return TransparencyConfig(
-            key_file=str(base / key_file),
-            origin=None if origin is None else _typed(origin, str, "transparency.origin"),
-            directory=None
-            if directory is None
-            else str(base / _typed(directory, str, "transparency.directory")),
-            checkpoint_interval=_typed(interval, float, "transparency.checkpoint_interval"),
-            entry_bundles=_typed(
-                table.get("entry_bundles", False), bool, "transparency.entry_bundles"
-            ),
+        retention, retain = parse_retention(
+            {"retain": table.retain, "store": table.store}, f"{source}: {where}", base
         )
     except ValueError as error:
-        raise ConfigError(f"{where}: {error}") from None
+        raise ConfigError(str(error)) from None
+    return SessionSpec(
+        name,
+        tuple(mechanisms),
+        table.max_evidence_items,
+        table.max_evidence_bytes,
+        table.optional,
+        options,
+        retention,
+        retain,
+    )
+
+
+def _resolve_files(where: str, given: dict[str, Any], base: Path, source: str) -> dict[str, Any]:
+    """Rule 6: each ``X_file`` option read (capped, UTF-8) into ``X``."""
+    options = dict(given)
+    for key in sorted(given):
+        if not key.endswith("_file"):
+            continue
+        target = key.removesuffix("_file")
+        if target in given:
+            raise ConfigError(f"{source}: {where}: give {target} or {key}, not both")
+        path = given[key]
+        if type(path) is not str or not path:
+            raise ConfigError(f"{source}: {where}.{key}: expected a file path (str)")
+        try:
+            options[target] = read_capped(base / path).decode("utf-8")
+        except UnicodeDecodeError:
+            raise ConfigError(f"{source}: {where}.{key}: {path} is not UTF-8 text") from None
+        except OSError as error:
+            reason = error.strerror or str(error)
+            raise ConfigError(f"{source}: {where}.{key}: cannot read {path}: {reason}") from None
+        del options[key]
+    return options
+
+
+def _refuse_paths_as_text(options_type: Any, given: dict[str, Any], where: str) -> None:
+    """Rule 6: a one-line value of a :data:`TEXT_FORM` field that does not start as that text
+    does is a file path given by mistake."""
+    if not attrs.has(options_type):
+        return
+    for field in attrs.fields(options_type):
+        start = field.metadata.get(TEXT_FORM)
+        value = given.get(field.name)
+        if start is None or type(value) is not str:
+            continue
+        if "\n" not in value.strip() and not value.lstrip().startswith(start):
+            shown = value if len(value) <= 80 else value[:80] + "…"
+            raise ConfigError(
+                f"{where}.{field.name}: {shown!r} is not {field.name} text (it starts with "
+                f"{start!r}); to name a file, use {field.name}_file = {shown!r}"
+            )
 
 
 def default_config_text() -> str:
@@ -352,10 +355,18 @@ def default_config_text() -> str:
     return importlib.resources.files("daemon").joinpath("default.toml").read_text("utf-8")
 
 
+def default_base() -> Path:
+    """Where the embedded default's relative paths resolve (rule 5): the first entry of
+    ``$STATE_DIRECTORY`` (set by systemd's ``StateDirectory=``) when set, else the working
+    directory."""
+    state = os.environ.get("STATE_DIRECTORY", "").split(":")[0]
+    return Path(state) if state else Path.cwd()
+
+
 def load_config(path: str | os.PathLike[str] | None = None) -> DaemonConfig:
     """Load ``path`` or, when None, the embedded default."""
     if path is None:
-        return parse_config(default_config_text(), base=Path.cwd(), source="<default config>")
+        return parse_config(default_config_text(), base=default_base(), source="<default config>")
     target = Path(path)
     try:
         text = read_capped(target).decode("utf-8")

@@ -167,13 +167,33 @@ def _serve(args: argparse.Namespace) -> int:
         if args.socket:
             changes.update(unix=args.socket, tcp=None)
         if args.audit_log:
-            changes["audit_path"] = args.audit_log
+            changes["audit_path"] = str(Path(args.audit_log).absolute())
         server_config = attrs.evolve(server_config, handle_signals=True, **changes)
         sessions, skipped = config.build_sessions()
     except ConfigError as error:
         raise RejectedInput(f"invalid configuration: {error}", code="CONFIG_INVALID") from None
+    if args.check:
+        effective = config.effective()
+        effective["server"]["listen"] = (
+            "" if server_config.tcp is None else f"{server_config.tcp[0]}:{server_config.tcp[1]}"
+        )
+        effective["server"]["socket"] = server_config.unix or ""
+        effective["audit"]["path"] = server_config.audit_path
+        cli.emit(
+            {
+                "status": "VALID",
+                "config": effective,
+                "sessions": sorted(session.name for session in sessions),
+                "skipped": skipped,
+            }
+        )
+        cli.say(f"{config.source}: valid (not started: --check)")
+        return Exit.OK
     for message in skipped:
         cli.say(message)
+    origin = "--audit-log" if args.audit_log else config.source
+    cli.say(f"audit log: {server_config.audit_path} (from {origin})")
+    _make_parents(server_config.audit_path)
     server = Server(sessions, server_config)
 
     async def main() -> None:
@@ -246,6 +266,23 @@ def _tune_collector() -> None:
     gc.collect()
     gc.freeze()
     gc.set_threshold(10_000, 20, 20)
+
+
+def _make_parents(path: str) -> None:
+    """Create the missing parent directories of the audit log, each with mode 0700 (the log
+    is private to the daemon); failure is 73."""
+    missing: list[Path] = []
+    parent = Path(path).absolute().parent
+    while not parent.exists() and parent != parent.parent:
+        missing.append(parent)
+        parent = parent.parent
+    for directory in reversed(missing):
+        try:
+            directory.mkdir(mode=0o700)
+        except FileExistsError:
+            pass
+        except OSError as error:
+            raise cli.OutputError(str(directory), error.strerror or str(error)) from None
 
 
 def _start_failure(error: BaseException) -> BaseException:
@@ -498,7 +535,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--config", metavar="FILE", help="TOML configuration (default: the embedded one)"
     )
     serve.add_argument(
-        "--audit-log", metavar="PATH", help="audit log file (overrides the configuration)"
+        "--audit-log",
+        metavar="PATH",
+        help="audit log file, overriding the configuration (missing parent directories are "
+        "created with mode 0700); default: the configuration's [audit] path, for the embedded "
+        "one evidenced-audit.jsonl in $STATE_DIRECTORY when set, else the working directory",
+    )
+    serve.add_argument(
+        "--check",
+        action="store_true",
+        help="validate the configuration and print the effective one; do not start",
     )
     serve.set_defaults(handler=_serve)
 

@@ -68,10 +68,30 @@ def test_fairness_and_worker_settings_are_read_and_worker_threads_is_the_former_
         ("not toml", "[server", "not TOML"),
         ("zero evidence rate", "[server]\nmin_evidence_rate = 0\n", "min_evidence_rate"),
         ("socket group as a number", "[server]\nsocket_group = 0\n", "server.socket_group"),
-        ("unknown table", "[serverr]\n", "unknown keys"),
-        ("unknown server key", '[server]\nlisten_on = "x"\n', "unknown keys"),
-        ("boolean as a number", "[server]\nmax_in_flight = true\n", "server.max_in_flight"),
-        ("string as a number", '[server]\nidle_timeout = "5"\n', "server.idle_timeout"),
+        ("unknown table", "[serverr]\n", "unknown key 'serverr'"),
+        ("unknown server key", '[server]\nlisten_on = "x"\n', "server: unknown key 'listen_on'"),
+        (
+            "boolean as a number",
+            "[server]\nmax_in_flight = true\n",
+            "server.max_in_flight: expected int, got bool",
+        ),
+        (
+            "string as a number",
+            '[server]\nidle_timeout = "5"\n',
+            "server.idle_timeout: expected float, got str",
+        ),
+        (
+            "boolean as a session bound",
+            '[sessions.formation]\nmechanisms = ["formation"]\nmax_evidence_bytes = true\n',
+            "sessions.formation.max_evidence_bytes: expected int, got bool",
+        ),
+        (
+            "number among the mechanisms",
+            '[sessions.a]\nmechanisms = ["formation", 3]\n',
+            "sessions.a.mechanisms[1]: expected str, got int",
+        ),
+        ("session without mechanisms", "[sessions.a]\noptional = true\n", "mechanisms: required"),
+        ("session that is not a table", "[sessions]\na = 1\n", "sessions.a: expected table"),
         (
             "zero timeout",
             "[server]\nidle_timeout = 0\n[sessions.a]\nmechanisms=['formation']\n",
@@ -99,6 +119,38 @@ def test_invalid_configuration_is_refused_with_the_key_named(
 ) -> None:
     with pytest.raises(ConfigError, match=message.replace("[", r"\[")):
         parse(text)
+
+
+def test_every_shape_error_of_a_file_is_reported_at_once() -> None:
+    with pytest.raises(ConfigError) as raised:
+        parse('[server]\nmax_in_flight = 1.5\nnope = 1\n[sessions.a]\nmechanisms = "formation"\n')
+    message = str(raised.value)
+    assert message.startswith("test.toml: ")
+    for part in (
+        "server.max_in_flight: expected int, got float",
+        "server: unknown key 'nope'",
+        "sessions.a.mechanisms: expected array, got str",
+    ):
+        assert part in message
+
+
+def test_the_schema_defaults_are_the_embedded_default_and_the_server_defaults() -> None:
+    """Three places state the defaults (the schema, default.toml, ServerConfig): one truth."""
+    import tomllib
+
+    from daemon._config import default_config_text
+    from daemon._config_schema import CONFIG_CONVERTER, AuditTable, ServerTable
+    from daemon._hosting import ServerConfig
+
+    embedded = tomllib.loads(default_config_text())
+    server_table = CONFIG_CONVERTER.unstructure(ServerTable())
+    assert server_table.pop("worker_threads") is None  # the former name, never a default
+    assert server_table == embedded["server"]
+    assert CONFIG_CONVERTER.unstructure(AuditTable()) == embedded["audit"]
+    server = ServerConfig()
+    for key, value in embedded["server"].items():
+        if key not in ("listen", "socket"):
+            assert getattr(server, key) == value, key
 
 
 def test_mechanism_options_reach_the_constructor_and_raising_only_is_refused() -> None:
