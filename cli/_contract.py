@@ -236,7 +236,9 @@ def emit_bytes(data: bytes, *, document: Any = None) -> None:
 
 def error_document(error: CliError) -> dict[str, Any]:
     """``{"error": {"code", "message", "exit", ...details}}``."""
-    return {"error": {**error.details, "code": error.code, "message": error.message, "exit": error.exit}}
+    return {
+        "error": {**error.details, "code": error.code, "message": error.message, "exit": error.exit}
+    }
 
 
 def _reason(error: BaseException) -> str:
@@ -245,7 +247,9 @@ def _reason(error: BaseException) -> str:
     return str(error) or type(error).__name__
 
 
-def read_input(name: str | os.PathLike[str], *, cap: int = MAX_INPUT_BYTES, prefix: bool = False) -> bytes:
+def read_input(
+    name: str | os.PathLike[str], *, cap: int = MAX_INPUT_BYTES, prefix: bool = False
+) -> bytes:
     """The bytes of input ``name`` (``-``: stdin), reading at most ``cap + 1`` bytes.
 
     More than ``cap`` bytes is :class:`InputError` exit 65 naming the cap, unless ``prefix``

@@ -19,6 +19,7 @@ Rules:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import os
 import sys
@@ -78,6 +79,15 @@ class Parser(argparse.ArgumentParser):
         kwargs.setdefault("epilog", epilog())
         super().__init__(*args, **kwargs)
 
+    def parse_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> argparse.Namespace:
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:  # named after the command they were given to, not the top-level parser
+            STATE.command = getattr(parsed, "_command", self.prog)
+            raise UsageError(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed
+
     def error(self, message: str) -> NoReturn:
         STATE.command = self.prog
         raise UsageError(message)
@@ -118,10 +128,8 @@ def finish(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 def _fail(error: CliError) -> int:
     if not STATE.emitted:
-        try:
+        with contextlib.suppress(OutputError):
             emit(error_document(error))
-        except OutputError:
-            pass
     if error.exit == Exit.USAGE:
         say(f"usage error: {error.message} (see --help)")
     else:
@@ -161,9 +169,7 @@ def _unclassified(error: OSError) -> CliError:
     return CliError(f"internal error: {type(error).__name__}: {error}", exit=Exit.INTERNAL)
 
 
-def run(
-    build: Callable[[Sequence[str]], argparse.ArgumentParser], argv: Sequence[str]
-) -> int:
+def run(build: Callable[[Sequence[str]], argparse.ArgumentParser], argv: Sequence[str]) -> int:
     """One invocation (module rules): ``build(argv)`` returns the finished parser."""
     arguments = [str(argument) for argument in argv]
     reset()

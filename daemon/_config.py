@@ -104,6 +104,7 @@ def create_mechanism(session: str, name: str, options: dict[str, Any]) -> Verifi
 #: one-line value that does not is taken for a file path given by mistake (rule 6).
 TEXT_FORM: Final = "evidenced.text_starts_with"
 
+
 @attrs.frozen
 class SessionSpec:
     name: str

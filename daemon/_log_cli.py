@@ -148,9 +148,7 @@ def _verify_receipt(args: argparse.Namespace) -> int:
     witnesses = [read_verifier_key(item, sig_type=SIG_COSIGNATURE) for item in args.witness]
     if args.threshold > len(witnesses):
         raise _Refused(f"--threshold {args.threshold} exceeds the {len(witnesses)} witness keys")
-    report = verify_receipt(
-        _read(args.receipt), key, witnesses=witnesses, threshold=args.threshold
-    )
+    report = verify_receipt(_read(args.receipt), key, witnesses=witnesses, threshold=args.threshold)
     _emit(report.to_dict())
     if not report.verified:
         _say(f"INVALID: {report.code}: {report.message}")
@@ -406,4 +404,3 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     cosign.add_argument("--key", required=True, help="the witness key file")
     cosign.add_argument("--log-key", required=True, help="the log's verifier key (or a file)")
     cosign.set_defaults(handler=_wrap(_cosign))
-

@@ -192,7 +192,6 @@ def _serve(args: argparse.Namespace) -> int:
     for message in skipped:
         cli.say(message)
     origin = "--audit-log" if args.audit_log else config.source
-    cli.say(f"audit log: {server_config.audit_path} (from {origin})")
     _make_parents(server_config.audit_path)
     server = Server(sessions, server_config)
 
@@ -222,7 +221,10 @@ def _serve(args: argparse.Namespace) -> int:
             where = server.unix_path or (
                 f"{server.tcp_address[0]}:{server.tcp_address[1]}" if server.tcp_address else "?"
             )
-            cli.say(f"serving {', '.join(sorted(server.sessions))} on {where}")
+            cli.say(
+                f"serving {', '.join(sorted(server.sessions))} on {where}; audit log "
+                f"{server_config.audit_path} (from {origin})"
+            )
 
     try:
         trio.run(main)

@@ -86,9 +86,7 @@ def build_parser(arguments: Sequence[str] | str | None = None) -> argparse.Argum
     """The finished parser for the command ``arguments`` name when it is known, else for
     every command (``arguments``: the argument list, or a command name)."""
     command = (
-        arguments
-        if isinstance(arguments, str) or arguments is None
-        else _command_of(arguments)
+        arguments if isinstance(arguments, str) or arguments is None else _command_of(arguments)
     )
     parser = cli.Parser(prog="evidenced", description="Evidence-bound verification sessions.")
     parser.add_argument("--version", action=_VersionAction)

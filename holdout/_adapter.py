@@ -537,4 +537,3 @@ def observe(
         "observations": observations,
     }
     return Emission(document=document, problems=tuple(problems))
-

@@ -217,9 +217,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     observe = commands.add_parser("observe", help="apply challenges, write one observation doc")
     observe.add_argument("challenges", metavar="CHALLENGES", help="folder or JSON array file")
-    observe.add_argument(
-        "--out", required=True, help="where to write the observation document"
-    )
+    observe.add_argument("--out", required=True, help="where to write the observation document")
     observe.add_argument("--commitment", help="verify a challenge folder against this HEX")
     observe.add_argument("--implementation", default=None, help="producer label to write")
     observe.add_argument("--corpus", default=None, help="corpus folder (default: this project's)")

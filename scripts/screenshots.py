@@ -85,7 +85,9 @@ def main() -> int:
         log = folder / "audit.jsonl"
         write_synthetic_log(log, 12000, restart_every=4500)
         report = folder / "report.html"
-        assert _evidenced("audit", "report", log.name, "--format", "html", out=report, cwd=folder) == 0
+        assert (
+            _evidenced("audit", "report", log.name, "--format", "html", out=report, cwd=folder) == 0
+        )
         for page_path, image, height in (
             (explain, IMAGES / "formation-explain.png", 1000),
             (report, IMAGES / "audit-report.png", 1700),

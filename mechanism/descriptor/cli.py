@@ -80,9 +80,7 @@ def _check(args: argparse.Namespace) -> int:
     descriptor = cli.read_input(args.descriptor)
     payload = cli.read_input(args.payload)
     policy = cli.read_input(args.policy) if args.policy is not None else DEFAULT_POLICY
-    allowlist = (
-        cli.read_input(args.allowlist) if args.allowlist is not None else DEFAULT_ALLOWLIST
-    )
+    allowlist = cli.read_input(args.allowlist) if args.allowlist is not None else DEFAULT_ALLOWLIST
     mechanism = DescriptorAuthorizationMechanism(
         policy,
         allowlist,
@@ -97,9 +95,7 @@ def _check(args: argparse.Namespace) -> int:
     except EvidenceBindingError as error:
         # e.g. identical descriptor and payload bytes: two equal evidence references cannot be
         # bound (the session protocol refuses them), so there is no proposition to evaluate.
-        raise RejectedInput(
-            f"cannot bind this pair: {error}", code="BINDING_UNBUILDABLE"
-        ) from None
+        raise RejectedInput(f"cannot bind this pair: {error}", code="BINDING_UNBUILDABLE") from None
     store = EvidenceStore()
     store.add(descriptor)
     store.add(payload)

@@ -33,7 +33,6 @@ from typing import Any, Final
 
 import cli
 from cli import CliError, Exit
-
 from mechanism.formation._receipt import (
     BINDING_INVALID,
     LIMIT_EXCEEDED,

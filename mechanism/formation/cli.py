@@ -124,12 +124,8 @@ def _evaluate(args: argparse.Namespace) -> int:
 
 
 def _add_ceiling_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--max-nodes", type=int, default=MAX_NODES, help="lower the node bound"
-    )
-    parser.add_argument(
-        "--max-depth", type=int, default=MAX_DEPTH, help="lower the depth bound"
-    )
+    parser.add_argument("--max-nodes", type=int, default=MAX_NODES, help="lower the node bound")
+    parser.add_argument("--max-depth", type=int, default=MAX_DEPTH, help="lower the depth bound")
     parser.add_argument(
         "--max-path-steps",
         type=int,

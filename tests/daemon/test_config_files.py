@@ -37,7 +37,7 @@ def test_a_file_path_given_as_policy_text_is_refused_with_the_key_named(tmp_path
 
 
 def test_a_file_path_given_as_allowlist_text_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="sessions.d.options.descriptor.allowlist"):
+    with pytest.raises(ConfigError, match=r"sessions\.d\.options\.descriptor\.allowlist"):
         load_config(_write(tmp_path, 'allowlist = "/etc/evidenced/allowlist.json"\n'))
 
 
