@@ -1,0 +1,64 @@
+"""The ``cli`` package's place in the layering (docs/cli.md, "Layering").
+
+* ``cli`` imports nothing of the project, so every package's command line may import it (the
+  catalog's, which loads no session module; the holdout instrument's; a mechanism's).
+* Only command-line modules import ``cli``: a module named ``cli.py`` or ``_<name>_cli.py``, or
+  the ``demo`` command. Library modules never do, so a library never prints, exits or depends
+  on the command line.
+
+Every ``import`` of every module is read with ``ast`` (lazy imports inside functions count).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+import testdata
+
+ROOT = testdata.REPO
+PROJECT = ("canon", "cli", "session", "mechanism", "catalog", "daemon", "holdout")
+COMMAND_LINE_EXTRA = {"daemon/demo.py"}
+
+
+def _imports(path: Path) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+def _sources(package: str) -> list[Path]:
+    return sorted((ROOT / package).rglob("*.py")) if (ROOT / package).is_dir() else []
+
+
+def _is_command_line(path: Path) -> bool:
+    relative = path.relative_to(ROOT).as_posix()
+    return (
+        path.name == "cli.py" or path.name.endswith("_cli.py") or relative in (COMMAND_LINE_EXTRA)
+    )
+
+
+def test_cli_imports_nothing_of_the_project() -> None:
+    for path in _sources("cli"):
+        assert not (_imports(path) & (set(PROJECT) - {"cli"})), path
+
+
+@pytest.mark.parametrize(
+    "path",
+    [p for package in PROJECT if package != "cli" for p in _sources(package)],
+    ids=lambda p: str(p.relative_to(ROOT)),
+)
+def test_only_command_line_modules_import_cli(path: Path) -> None:
+    if "cli" in _imports(path):
+        assert _is_command_line(path), f"{path} is a library module and imports cli"
+
+
+def test_the_rule_sees_a_lazy_import(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text("def late():\n    import cli\n    from cli import emit\n")
+    assert _imports(probe) == {"cli"}
