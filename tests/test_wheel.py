@@ -54,7 +54,7 @@ from daemon._version import __version__
 
 REPO: Final = testdata.REPO
 PYPROJECT: Final = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
-CODE_PACKAGES: Final = ("canon", "session", "mechanism", "catalog", "daemon", "holdout")
+CODE_PACKAGES: Final = ("canon", "cli", "session", "mechanism", "catalog", "daemon", "holdout")
 PROJECT_FILES: Final = ("pyproject.toml", "README.md", "LICENSE")
 
 
@@ -194,8 +194,10 @@ def test_installed_version_is_the_metadata_version(installed: Installed) -> None
 def _installed_fixtures(installed: Installed) -> Path:
     completed = installed.run("demo")
     assert completed.returncode == 0, completed.stdout + completed.stderr
-    assert "demo OK: every answer is the expected one" in completed.stdout
-    line = next(x for x in completed.stdout.splitlines() if x.startswith("example data: "))
+    # stdout: the one JSON document; the human report is on stderr (docs/cli.md)
+    assert json.loads(completed.stdout)["status"] == "OK"
+    assert "demo OK: every answer is the expected one" in completed.stderr
+    line = next(x for x in completed.stderr.splitlines() if x.startswith("example data: "))
     fixtures = Path(line.removeprefix("example data: "))
     assert fixtures.is_relative_to(installed.venv) and not fixtures.is_relative_to(REPO)
     return fixtures

@@ -63,7 +63,7 @@ def test_plan_refuses_a_package_outside_the_build_folder(
 ) -> None:
     build: Path = request.getfixturevalue(layout)
     code, document, stderr = run("plan", _analysis_file(tmp_path, kit), "--package", str(build))
-    assert (code, document) == (65, None)
+    assert code == 65 and document["error"]["exit"] == 65
     assert "package path" in stderr and len(stderr.splitlines()) == 1
 
 
@@ -85,7 +85,7 @@ def test_readiness_refuses_a_package_outside_the_build_folder(
         "--package",
         str(escaping_build),
     )
-    assert (code, document) == (65, None)
+    assert code == 65 and document["error"]["exit"] == 65
     assert "not a portable relative path" in stderr
 
 

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -260,7 +261,7 @@ def test_cli_identical_descriptor_and_payload_files_are_rejected_input_not_an_in
     payload = str(FIXTURES / "tisc-fixture.bin")
     done = _cli("check", payload, payload, "--operation", "run")
     assert done.returncode == 65, done.stderr
-    assert done.stdout == b""
+    assert json.loads(done.stdout)["error"]["code"] == "BINDING_UNBUILDABLE"
     assert b"Traceback" not in done.stderr and done.stderr.count(b"\n") == 1
 
 
