@@ -297,6 +297,10 @@ def _start_failure(error: BaseException) -> BaseException:
             f"{error}; refusing to start (the file was not truncated or overwritten)",
             code="AUDIT_LOG_CORRUPT",
         )
+    from ._transparency import TransparencyStartError
+
+    if isinstance(error, TransparencyStartError):
+        return RejectedInput(f"{error}; refusing to start", code="TRANSPARENCY_REFUSED")
     if isinstance(error, AuditLogError):
         return RejectedInput(f"{error}; refusing to start", code="AUDIT_LOG_REFUSED")
     if isinstance(error, StoreError):

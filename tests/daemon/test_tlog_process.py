@@ -190,5 +190,6 @@ def test_serve_refuses_a_world_readable_key_with_exit_65(
         timeout=60,
     )
     assert result.returncode == 65
-    assert "group or others" in result.stderr and result.stdout == ""
+    assert "group or others" in result.stderr
+    assert json.loads(result.stdout)["error"]["code"] == "TRANSPARENCY_REFUSED"
     assert not (short_dir / "audit.jsonl.tlog").exists()
