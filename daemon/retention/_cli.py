@@ -1,6 +1,9 @@
 """CLI commands ``replay`` and ``store gc`` (``docs/retention.md``).
 
-Contract (stdout: exactly one JSON document; stderr: one-line messages, never a traceback):
+Contract: the :mod:`cli` contract (stdout: exactly one JSON document, a failure being the error
+document ``{"error": {"code", "message", "exit"}}``; stderr: one-line messages prefixed
+``evidenced replay:`` / ``evidenced store gc:``, never a traceback). A replay the engine refuses
+prints its ``REFUSED`` document (the command's answer), exit 65.
 
 * ``replay --log LOG [--log LOG]... --store STORE (SEQ | DECISION_ID | --all [--session S]
   [--since T]) [--allow-mechanism-change] [--workers N]``. The log files (rotated ones
@@ -8,7 +11,7 @@ Contract (stdout: exactly one JSON document; stderr: one-line messages, never a 
   summary (a progress bar on stderr only when stdout is a terminal). Exit 0 when every
   decision replayed is ``REPRODUCED``; 1 when any is not (or none was selected); 65 when the
   replay is refused (a log that does not verify, a target that is not a decision of the log,
-  a store that cannot be opened); 2 usage.
+  a store that cannot be opened; ``LOG_UNREADABLE`` for a log that is not a file); 2 usage.
 * ``store gc --store STORE --log LOG [--log LOG]... [--max-age AGE] [--max-bytes SIZE]
   [--grace AGE] [--apply]``: the plan (dry run) or, with ``--apply``, the deletions. AGE is
   seconds or a number with ``s``/``m``/``h``/``d``; SIZE bytes or a number with
@@ -16,26 +19,30 @@ Contract (stdout: exactly one JSON document; stderr: one-line messages, never a 
   not verify or the store cannot be opened; 70 when a deletion failed.
 * ``store gc --config FILE [--grace AGE] [--apply]``: the same for every store the daemon's
   configuration names, with its ``[stores]`` limits, over the configured audit log and its
-  rotated files; prints ``{"stores": [one document per store]}``.
+  rotated files; prints ``{"stores": [one document per store]}`` (a store that cannot be
+  collected is ``{"store", "error": {"code", "message", "exit"}}`` there, and the exit is the
+  worst of them).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
+import cli
+from cli import CliError, Exit, RejectedInput, UsageError
+
 from ._units import parse_age, parse_size
 
-EXIT_OK: Final = 0
-EXIT_NOT_REPRODUCED: Final = 1
-EXIT_USAGE: Final = 2
-EXIT_REJECTED: Final = 65
-EXIT_FAILED: Final = 70
+EXIT_OK: Final = Exit.OK
+EXIT_NOT_REPRODUCED: Final = Exit.FAIL
+EXIT_USAGE: Final = Exit.USAGE
+EXIT_REJECTED: Final = Exit.REJECTED
+EXIT_FAILED: Final = Exit.INTERNAL
 
 
 def _argument(parse: Callable[[str], Any]) -> Callable[[str], Any]:
@@ -63,14 +70,8 @@ def _workers(text: str) -> int:
     return value
 
 
-def _emit(document: Any) -> None:
-    sys.stdout.write(json.dumps(document, ensure_ascii=False, indent=2) + "\n")
-    sys.stdout.flush()
-
-
-def _say(message: str) -> None:
-    sys.stderr.write(f"evidenced: {message}\n")
-    sys.stderr.flush()
+_emit = cli.emit
+_say = cli.say
 
 
 def _replay(args: argparse.Namespace) -> int:
@@ -78,18 +79,15 @@ def _replay(args: argparse.Namespace) -> int:
     from ._replay_run import ReplayRefused, ReplayRequest, run_replay
 
     if args.all == (args.target is not None):
-        _say("replay: usage error: give one SEQ or DECISION_ID, or --all")
-        return EXIT_USAGE
+        raise UsageError("give one SEQ or DECISION_ID, or --all")
     if args.target is not None and (args.session is not None or args.since is not None):
-        _say("replay: usage error: --session and --since select among --all")
-        return EXIT_USAGE
+        raise UsageError("--session and --since select among --all")
     since = None
     if args.since is not None:
         try:
             since = parse_instant(args.since).timestamp()
         except ReportError as error:
-            _say(f"replay: usage error: {error}")
-            return EXIT_USAGE
+            raise UsageError(str(error)) from None
     workers = args.workers if args.workers is not None else max(1, os.cpu_count() or 1)
     request = ReplayRequest(
         logs=tuple(Path(item) for item in args.log),
@@ -103,7 +101,7 @@ def _replay(args: argparse.Namespace) -> int:
     for path in request.logs:
         if not path.is_file():
             _emit({"status": "REFUSED", "reason": "LOG_UNREADABLE", "message": f"{path}"})
-            _say(f"replay: {path} is not a file")
+            _say(f"{path} is not a file")
             return EXIT_REJECTED
     bar = None
     if args.all and sys.stdout.isatty():
@@ -125,7 +123,7 @@ def _replay(args: argparse.Namespace) -> int:
         document = run_replay(request, progress=progress)
     except ReplayRefused as refused:
         _emit(refused.document)
-        _say(f"replay: {refused}")
+        _say(str(refused))
         return EXIT_REJECTED
     finally:
         if bar is not None:
@@ -133,7 +131,7 @@ def _replay(args: argparse.Namespace) -> int:
     _emit(document)
     if document["status"] != "REPRODUCED":
         what = document["status"] if args.target is not None else _counts(document)
-        _say(f"replay: not every decision was reproduced: {what}")
+        _say(f"not every decision was reproduced: {what}")
         return EXIT_NOT_REPRODUCED
     return EXIT_OK
 
@@ -149,56 +147,47 @@ def _gc(args: argparse.Namespace) -> int:
 
     if args.config is not None:
         if args.store is not None or args.log or args.max_age or args.max_bytes:
-            _say("store gc: usage error: --config takes the stores, logs and limits from FILE")
-            return EXIT_USAGE
+            raise UsageError("--config takes the stores, logs and limits from FILE")
         return _gc_config(args)
     if args.store is None or not args.log:
-        _say("store gc: usage error: give --store and --log, or --config")
-        return EXIT_USAGE
+        raise UsageError("give --store and --log, or --config")
     try:
         limits = Limits(args.max_age, args.max_bytes, args.grace)
     except ValueError as error:
-        _say(f"store gc: usage error: {error}")
-        return EXIT_USAGE
+        raise UsageError(str(error)) from None
     code, document = _collect(args.store, [Path(item) for item in args.log], limits, args.apply)
-    if document is not None:
-        _emit(document)
+    _emit(document)
     return code
 
 
-def _collect(
-    spec: Any, logs: list[Path], limits: Any, apply: bool
-) -> tuple[int, dict[str, Any] | None]:
+def _collect(spec: Any, logs: list[Path], limits: Any, apply: bool) -> tuple[int, dict[str, Any]]:
+    """(exit, document) of one store; a store that cannot be collected raises CliError."""
     from ._gc import GcRefused, collect
     from ._open import open_store
     from ._store import StoreError
 
     for path in logs:
         if not path.is_file():
-            _say(f"store gc: {path} is not a file")
-            return EXIT_REJECTED, None
+            raise cli.InputError(str(path), "not a file")
     try:
         store = open_store(spec, create=False)
     except (StoreError, ValueError) as error:
-        _say(f"store gc: {error}")
-        return EXIT_REJECTED, None
+        raise RejectedInput(str(error), code="STORE_REFUSED") from None
     try:
         document = collect(store, logs, limits, apply=apply)
     except GcRefused as error:
-        _say(f"store gc: {error}")
-        return EXIT_REJECTED, None
+        raise RejectedInput(str(error), code="GC_REFUSED") from None
     except StoreError as error:
-        _say(f"store gc: {error}")
-        return EXIT_FAILED, None
+        raise CliError(str(error), exit=EXIT_FAILED, code="STORE_FAILED") from None
     finally:
         store.close()
     if not apply:
         _say(
-            f"store gc: {store.id}: dry run: {document['delete']['count']} objects "
+            f"{store.id}: dry run: {document['delete']['count']} objects "
             f"({document['delete']['bytes']} bytes) would be deleted; --apply deletes them"
         )
     elif document["failed"]:
-        _say(f"store gc: {store.id}: {len(document['failed'])} deletions failed")
+        _say(f"{store.id}: {len(document['failed'])} deletions failed")
         return EXIT_FAILED, document
     return EXIT_OK, document
 
@@ -211,8 +200,7 @@ def _gc_config(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.config)
     except ConfigError as error:
-        _say(f"store gc: invalid configuration: {error}")
-        return EXIT_REJECTED
+        raise RejectedInput(f"invalid configuration: {error}", code="CONFIG_INVALID") from None
     stores: dict[str, tuple[Any, Any]] = {}
     for spec in config.sessions:
         if spec.retention is not None:
@@ -220,21 +208,24 @@ def _gc_config(args: argparse.Namespace) -> int:
     for limits in config.stores.values():
         stores[limits.store.id] = (stores[limits.store.id][0], limits)
     if not stores:
-        _say("store gc: no session of the configuration retains evidence")
-        return EXIT_REJECTED
+        raise RejectedInput("no session of the configuration retains evidence", code="NO_STORE")
     logs = audit_files(Path(config.server.audit_path))
     documents = []
-    worst = EXIT_OK
+    worst: int = EXIT_OK
     for _, (policy, limits) in sorted(stores.items()):
         window = Limits(
             None if limits is None else limits.max_age,
             None if limits is None else limits.max_bytes,
             args.grace,
         )
-        code, document = _collect(policy.store, logs, window, args.apply)
+        try:
+            code, document = _collect(policy.store, logs, window, args.apply)
+        except CliError as error:
+            _say(error.message)
+            code = error.exit
+            document = {"store": policy.store.id, **cli.error_document(error)}
         worst = max(worst, code)
-        if document is not None:
-            documents.append(document)
+        documents.append(document)
     _emit({"stores": documents})
     return worst
 
@@ -254,7 +245,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="the audit log (repeat for rotated files, oldest first)",
     )
     replay.add_argument("--store", required=True, metavar="STORE", help="fs:PATH or s3://B/P")
-    replay.add_argument("target", nargs="?", metavar="SEQ|DECISION_ID")
+    replay.add_argument(
+        "target", nargs="?", metavar="SEQ|DECISION_ID", help="the decision to replay (or --all)"
+    )
     replay.add_argument("--all", action="store_true", help="replay every decision")
     replay.add_argument("--session", metavar="S", help="with --all: only this session")
     replay.add_argument("--since", metavar="T", help="with --all: RFC 3339 instant or date")

@@ -232,7 +232,7 @@ async def test_corrupt_store_object_answers_audit_failed_until_it_is_removed(
         ('store = "fs:x"\n', "retain is 'none'"),
         ('retain = "some"\nstore = "fs:x"\n', "retain must be one of"),
         ('retain = "all"\nstore = "ftp://x"\n', "neither fs:PATH nor s3://"),
-        ('retain = "all"\nstore = 5\n', "store must be a string"),
+        ('retain = "all"\nstore = 5\n', "sessions.b.store: expected str, got int"),
         ('retain = "all"\nstore = "fs:x"\n[stores."fs:y"]\nmax_age = "1d"\n', "no session"),
         ('retain = "all"\nstore = "fs:x"\n[stores."fs:x"]\nmax_age = "soon"\n', "duration"),
         ('retain = "all"\nstore = "fs:x"\n[stores."fs:x"]\nkeep = 1\n', "unknown keys"),

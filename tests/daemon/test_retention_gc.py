@@ -149,7 +149,8 @@ def test_log_that_does_not_verify_deletes_nothing(tmp_path: Path) -> None:
         collect(history.store, [log], Limits(max_age=DAY, grace=0), apply=True)
     command = ["store", "gc", "--store", history.store.id, "--log", log, "--max-age", "1d"]
     done = clirun.in_process([*command, "--grace", "0", "--apply"])
-    assert done.returncode == 65 and "line 2" in done.err and done.stdout == b""
+    assert done.returncode == 65 and "line 2" in done.err
+    assert clirun.error_of(done)["code"] == "GC_REFUSED"
     assert _names(history.store) == before
 
 
@@ -181,7 +182,7 @@ def test_malformed_limits_are_usage_errors(tmp_path: Path, args: list[str]) -> N
     history = History(tmp_path)
     log = history.log()
     done = clirun.in_process(["store", "gc", "--store", history.store.id, "--log", log, *args])
-    assert done.returncode == 2 and done.stdout == b""
+    assert done.returncode == 2 and clirun.error_of(done)["code"] == "USAGE"
 
 
 def test_limit_parsers() -> None:
@@ -233,7 +234,7 @@ def test_gc_from_the_daemon_configuration(tmp_path: Path) -> None:
     assert document["limits"]["max_age_seconds"] == 5 * DAY
     assert document["delete"]["names"] == [name_of(b"old")]
     mixed = clirun.in_process(["store", "gc", "--config", config, "--store", history.store.id])
-    assert mixed.returncode == 2 and mixed.stdout == b""
+    assert mixed.returncode == 2 and clirun.error_of(mixed)["code"] == "USAGE"
     applied = clirun.in_process(["store", "gc", "--config", config, "--grace", "0", "--apply"])
     assert applied.returncode == 0
     assert _names(history.store) == {name_of(b"new")}
