@@ -29,20 +29,20 @@ bool``) and starts with the file:
    it (its first entry), else the working directory (:func:`default_base`).
 6. ``[sessions.<name>]``: ``mechanisms`` (a non-empty array of names of installed mechanism
    providers: entry points of the group ``evidenced.mechanisms``, :mod:`session._plugins`;
-   ``evidenced mechanisms`` lists them), ``max_evidence_items``, ``max_evidence_bytes`` (non-negative;
-   declared bounds, clamped to what the mechanisms accept and checked on declared sizes before
-   reading; :mod:`daemon._hosting`), ``optional`` (default false), and
-   ``[sessions.<name>.options.<mechanism>]``, only for the session's mechanisms: that
-   provider's typed options (:func:`session.structure_options`: unknown keys and wrong types
-   refused with the full key path, e.g. ``sessions.f.options.formation.max_nodes: expected
-   int, got bool``; lower-only limits refused when the mechanism is created). An option ``X_file = "PATH"`` is read
-   (capped, UTF-8) and passed as ``X``; giving both ``X`` and ``X_file`` is refused, and so is
-   an unreadable file. The retention keys ``retain``/``store``
-   (:mod:`daemon.retention._policy`; limits in ``[stores]``). A value given inline where text
-   is expected that looks like a file path (a field of the provider's options
-   marked with :data:`TEXT_FORM`: the descriptor's ``policy`` is an Axion s-expression, its
-   ``allowlist`` a JSON object) is refused with the key named, instead of being taken as text
-   that every decision would then FAIL on.
+   ``evidenced mechanisms`` lists them), ``max_evidence_items``, ``max_evidence_bytes``
+   (non-negative; declared bounds, clamped to what the mechanisms accept and checked on
+   declared sizes before reading; :mod:`daemon._hosting`), ``optional`` (default false), the
+   retention keys ``retain``/``store`` (:mod:`daemon.retention._policy`; limits in
+   ``[stores]``), and ``[sessions.<name>.options.<mechanism>]``, only for the session's
+   mechanisms: that provider's typed options (:func:`session.structure_options`: unknown keys
+   and wrong types refused with the full key path, e.g.
+   ``sessions.f.options.formation.max_nodes: expected int, got bool``; lower-only limits
+   refused when the mechanism is created). An option ``X_file = "PATH"`` is read (capped,
+   UTF-8) and passed as ``X``; giving both ``X`` and ``X_file`` is refused, and so is an
+   unreadable file. A value given inline where text is expected that looks like a file path (a
+   field of the provider's options marked with :data:`TEXT_FORM`: the descriptor's ``policy``
+   is an Axion s-expression, its ``allowlist`` a JSON object) is refused with the key named,
+   instead of being taken as text that every decision would then FAIL on.
 7. At least one session.
 8. :meth:`DaemonConfig.build_sessions` loads each provider, structures its options and creates
    the mechanism. A session whose mechanism cannot be created (the provider cannot be loaded,
@@ -60,7 +60,6 @@ from __future__ import annotations
 import importlib.resources
 import os
 import tomllib
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
@@ -244,8 +243,7 @@ def parse_config(text: str, *, base: Path, source: str) -> DaemonConfig:
         raise ConfigError(f"{source}: {message}") from None
     installed = {entry.name for entry in provider_entries()}
     specs = [
-        _session_spec(name, table, base, source, installed)
-        for name, table in file.sessions.items()
+        _session_spec(name, table, base, source, installed) for name, table in file.sessions.items()
     ]
     if not specs:
         raise ConfigError(f"{source}: no [sessions.<name>] table")

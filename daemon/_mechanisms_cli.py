@@ -1,6 +1,7 @@
 """CLI commands ``mechanisms`` and ``mechanism check`` (mechanism providers and their authors).
 
-Contract (stdout: exactly one JSON document; stderr: one-line messages):
+Contract: the :mod:`cli` contract (stdout: exactly one JSON document, a failure being the error
+document ``{"error": {"code", "message", "exit"}}``; stderr: one-line messages):
 
 * ``mechanisms`` lists the installed providers (entry points ``evidenced.mechanisms``), sorted by
   name: ``{"mechanisms": [{"name", "value", "distribution", "version", "mechanism_id",
@@ -10,31 +11,25 @@ Contract (stdout: exactly one JSON document; stderr: one-line messages):
 * ``mechanism check TARGET [--repeats N] [--time-budget SECONDS]`` runs the conformance battery
   (:mod:`daemon._conformance`) against an entry-point name or ``module:attribute`` and prints
   its report. Exit 0 when every check passes, 1 when one fails (each failing check and its
-  first finding on stderr), 65 when the target cannot be loaded, 2 for a usage error.
+  first finding on stderr), 65 when the target cannot be loaded (``TARGET_UNLOADABLE``), 2
+  for a usage error.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from typing import Any, Final
+
+import cli
+from cli import Exit, RejectedInput
 
 from ._serve_cli import _positive_seconds
 
-EXIT_OK: Final = 0
-EXIT_FAIL: Final = 1
-EXIT_USAGE: Final = 2
-EXIT_REJECTED: Final = 65
+EXIT_OK: Final = Exit.OK
+EXIT_FAIL: Final = Exit.FAIL
 
-
-def _emit(document: Any) -> None:
-    sys.stdout.write(json.dumps(document, ensure_ascii=False, sort_keys=True, indent=2) + "\n")
-    sys.stdout.flush()
-
-
-def _say(message: str) -> None:
-    sys.stderr.write(f"evidenced: {message}\n")
+_emit = cli.emit
+_say = cli.say
 
 
 def _list(args: argparse.Namespace) -> int:
@@ -72,9 +67,9 @@ def _check(args: argparse.Namespace) -> int:
     try:
         report = check_mechanism(args.target, repeats=args.repeats, time_budget=args.time_budget)
     except TargetError as error:
-        _emit({"target": args.target, "passed": False, "error": str(error)})
-        _say(f"cannot load {args.target}: {error}")
-        return EXIT_REJECTED
+        raise RejectedInput(
+            f"cannot load {args.target}: {error}", code="TARGET_UNLOADABLE"
+        ) from None
     _emit(report.to_dict())
     if report.passed:
         _say(f"{args.target}: {report.mechanism_id} passes all {len(report.checks)} checks")
@@ -95,12 +90,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     check.add_argument(
         "target", metavar="ENTRYPOINT_OR_MODULE:FACTORY", help="provider name or module:attribute"
     )
-    check.add_argument("--repeats", type=_repeats, default=3, metavar="N")
+    check.add_argument(
+        "--repeats", type=_repeats, default=3, metavar="N", help="evaluations per sample (2-100)"
+    )
     check.add_argument(
         "--time-budget",
         type=_positive_seconds,
         default=5.0,
         metavar="SECONDS",
-        help="the longest one evaluation may take (default 5)",
+        help="the longest one evaluation may take",
     )
     check.set_defaults(handler=_check)

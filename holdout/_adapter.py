@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import base64
 import copy
-import json
 import re
 from collections.abc import Sequence
 from pathlib import Path

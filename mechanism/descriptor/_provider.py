@@ -52,12 +52,8 @@ class DescriptorOptions:
 
     # Text whose first character is known: a one-line value that does not start with it is a
     # file path given by mistake, refused by the daemon's configuration (policy_file names one).
-    policy: str | None = attrs.field(
-        default=None, metadata={"evidenced.text_starts_with": "("}
-    )
-    allowlist: str | None = attrs.field(
-        default=None, metadata={"evidenced.text_starts_with": "{"}
-    )
+    policy: str | None = attrs.field(default=None, metadata={"evidenced.text_starts_with": "("})
+    allowlist: str | None = attrs.field(default=None, metadata={"evidenced.text_starts_with": "{"})
     max_descriptor_bytes: int = MAX_DESCRIPTOR_BYTES
     max_item_bytes: int = MAX_ITEM_BYTES
     max_steps: int = DEFAULT_MAX_STEPS

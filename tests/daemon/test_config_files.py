@@ -31,14 +31,16 @@ def _write(folder: Path, options: str) -> Path:
 def test_a_file_path_given_as_policy_text_is_refused_with_the_key_named(tmp_path: Path) -> None:
     (tmp_path / "policy.apl").write_text(POLICY)
     with pytest.raises(ConfigError) as refused:
-        load_config(_write(tmp_path, 'policy = "policy.apl"\n'))
+        load_config(_write(tmp_path, 'policy = "policy.apl"\n')).build_sessions()
     message = str(refused.value)
     assert "sessions.d.options.descriptor.policy" in message and "policy_file" in message
 
 
 def test_a_file_path_given_as_allowlist_text_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"sessions\.d\.options\.descriptor\.allowlist"):
-        load_config(_write(tmp_path, 'allowlist = "/etc/evidenced/allowlist.json"\n'))
+        load_config(
+            _write(tmp_path, 'allowlist = "/etc/evidenced/allowlist.json"\n')
+        ).build_sessions()
 
 
 def test_policy_file_is_read_relative_to_the_config_and_reaches_the_mechanism(
