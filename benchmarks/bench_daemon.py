@@ -401,7 +401,8 @@ async def drive_distinct(sock: str, total: int, tag: str) -> float:
 
 
 def retention_cost(report: Report, directory: Path) -> None:
-    """Time per decision at c=64 with retention over without (module docstring)."""
+    """Time (and daemon CPU) per decision at c=64 with retention over without (module
+    docstring)."""
     from moto.server import ThreadedMotoServer
 
     from daemon.retention._s3 import shared_session
@@ -440,12 +441,23 @@ def retention_cost(report: Report, directory: Path) -> None:
             trio.run(drive, sock, binding, items, 64, 200)
             trio.run(drive_distinct, sock, 200, f"warm-{label}")
 
+        cpu: dict[tuple[str, str], list[float]] = {}
+
         def minimal(label: str) -> float:
-            rate, _ = trio.run(drive, daemons[label][1], binding, items, 64, total)
+            process, sock = daemons[label]
+            before = cpu_seconds(process.pid)
+            rate, _ = trio.run(drive, sock, binding, items, 64, total)
+            spent = (cpu_seconds(process.pid) - before) / total
+            cpu.setdefault(("minimal pair", label), []).append(spent)
             return 1 / rate
 
         def distinct(label: str) -> float:
-            return 1 / trio.run(drive_distinct, daemons[label][1], total, label)
+            process, sock = daemons[label]
+            before = cpu_seconds(process.pid)
+            rate = trio.run(drive_distinct, sock, total, label)
+            spent = (cpu_seconds(process.pid) - before) / total
+            cpu.setdefault(("distinct 1 KiB items", label), []).append(spent)
+            return 1 / rate
 
         rounds = 3 if QUICK else 7
         for kind, sampler in (("minimal pair", minimal), ("distinct 1 KiB items", distinct)):
@@ -474,6 +486,17 @@ def retention_cost(report: Report, directory: Path) -> None:
                         f"{1 / result.floor_seconds:,.0f}/s without",
                         flush=True,
                     )
+            for label in ("fs", "s3"):  # the daemon's own CPU: steadier on a loaded machine
+                ratios = [
+                    spent / base
+                    for spent, base in zip(cpu[(kind, label)], cpu[(kind, "off")], strict=True)
+                ]
+                report.value(
+                    f"retention {label}, {kind}, c=64 fsync: daemon CPU per decision / without",
+                    statistics.median(ratios),
+                    "x",
+                    spread=ratios,
+                )
     finally:
         for process, _ in daemons.values():
             stop_daemon(process)
