@@ -57,7 +57,9 @@ def _formation_log(
         for name in CASES:
             subject, certificate = formation_pair(name)
             binding = formation_binding(subject, certificate, mechanism_digest=DIGEST)
-            lines.append(writer.decide("formation", binding, [subject, certificate]))
+            lines.append(
+                writer.decide("formation", binding, [subject, certificate], reuse=repeat > 1)
+            )
     return writer.flush(), store, lines
 
 
@@ -333,12 +335,16 @@ def test_rotated_log_replays_with_its_earlier_files(tmp_path: Path) -> None:
 
 
 def test_worker_pool_reports_exactly_what_one_process_reports(tmp_path: Path) -> None:
-    log, store, _ = _formation_log(tmp_path, repeat=120)  # 480 decisions: several chunks
+    log, store, lines = _formation_log(tmp_path, repeat=60)  # 240 decisions: two chunks
+    store.delete(lines[2]["evidence"][0]["digest"])  # every "tampered" decision: 60 problems
     pooled = _replay(log, store, "--all", "--workers", "2").document()
     alone = _replay(log, store, "--all", "--workers", "1").document()
-    for summary in (pooled, alone):
-        assert summary["status"] == "REPRODUCED" and summary["decisions"] == 480
-    assert pooled["workers"] == 2
+    assert pooled["workers"] == 2 and alone["workers"] == 1
+    assert pooled["decisions"] == alone["decisions"] == 240
+    assert pooled["counts"] == alone["counts"]
+    assert pooled["counts"]["EVIDENCE_UNAVAILABLE"] == 60
+    assert pooled["problems"] == alone["problems"]  # the same reports, in log order
+    assert [p["seq"] for p in pooled["problems"]] == sorted(p["seq"] for p in pooled["problems"])
 
 
 def test_ten_thousand_decisions_replay_in_a_worker_pool(tmp_path: Path) -> None:
