@@ -13,7 +13,11 @@ Rules (the contract the server relies on):
    thread pool at once (no wait for the event loop to schedule anything), so the writes run
    while the evaluation does — even an evaluation on the event loop itself, since a store
    write spends its time in system calls and hashing that release the GIL. Otherwise it
-   starts nothing.
+   starts nothing. An item of at most :data:`RECENT_MAX_BYTES` whose object this process
+   stored or verified less than :data:`RECENT_SECONDS` ago is taken as present without a
+   write (a thread hop costs ~50-100 us of CPU here, an S3 round trip milliseconds; evidence
+   repeated across decisions is common): so a present object is verified at most about once
+   a minute per daemon, and every absent one is written.
 3. :meth:`Pending.settle` is called with the decision, before its audit line is written. With
    ``retain = "refused"`` it starts the writes now when the outcome is not ``PASS``. It then
    waits for every write, at most ``deadline`` seconds from its start. When all succeeded it
@@ -24,14 +28,15 @@ Rules (the contract the server relies on):
    the error: the server then answers ``AUDIT_FAILED`` and writes no line, exactly as when
    the audit line itself cannot be written. A decision is never answered as retained without
    its evidence stored.
-4. :meth:`Retention.status` reports per store the writes, objects created and verified, and
-   failures; a store whose latest write failed is *failing* (its error and since when), which
+4. :meth:`Retention.status` reports per store the writes, objects created and verified,
+   items found in the recent memory (``recent``, rule 2), and failures; a store whose latest write failed is *failing* (its error and since when), which
    makes ``health`` say ``degraded``. The first successful write clears it: there is no
    separate recovery step, each request tries the store again (with the SDK's retries).
 """
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import contextlib
 import sys
@@ -46,12 +51,24 @@ from session import BoundProposition
 from ._fields import decision_fields
 from ._open import open_store
 from ._policy import RetentionPolicy
-from ._store import PutResult, RetentionStore, StoreError
+from ._store import PutResult, RetentionStore, StoreError, name_of
 
-__all__ = ["STORE_THREADS", "Pending", "Retention", "RetentionFailed"]
+__all__ = [
+    "RECENT_MAX_BYTES",
+    "RECENT_SECONDS",
+    "STORE_THREADS",
+    "Pending",
+    "Retention",
+    "RetentionFailed",
+]
 
 #: Store writes running at once (each in a thread: fsync or an HTTP round trip).
 STORE_THREADS: Final = 16
+#: An object stored or verified this long ago or less is not written again (rule 2).
+RECENT_SECONDS: Final = 60.0
+#: Only items this small are looked up in that memory (they are hashed on the event loop).
+RECENT_MAX_BYTES: Final = 65_536
+_RECENT_MEMORY: Final = 65_536
 
 
 class RetentionFailed(Exception):
@@ -71,9 +88,24 @@ class _StoreState:
     writes: int = 0
     created: int = 0
     verified: int = 0
+    recent: int = 0
     failures: int = 0
     failing_since: str | None = None
     last_error: str | None = None
+    memory: collections.OrderedDict[str, float] = attrs.field(factory=collections.OrderedDict)
+
+    def is_recent(self, name: str, now: float) -> bool:
+        stamp = self.memory.get(name)
+        if stamp is None or now - stamp > RECENT_SECONDS:
+            return False
+        self.recent += 1
+        return True
+
+    def remember(self, name: str, now: float) -> None:
+        self.memory[name] = now
+        self.memory.move_to_end(name)
+        if len(self.memory) > _RECENT_MEMORY:
+            self.memory.popitem(last=False)
 
     def status(self) -> dict[str, Any]:
         return {
@@ -81,6 +113,7 @@ class _StoreState:
             "writes": self.writes,
             "created": self.created,
             "verified": self.verified,
+            "recent": self.recent,
             "failures": self.failures,
             "failing": self.failing_since is not None,
             "failing_since": self.failing_since,
@@ -119,13 +152,18 @@ class Pending:
             self._start()
 
     def _start(self) -> None:
-        assert self._state is not None
-        self._started_at = trio.current_time()
-        self._remaining = len(self._items)
-        if not self._items:
-            self._done.set()
+        state = self._state
+        assert state is not None
+        self._started_at = now = trio.current_time()
+        missing = []
         for item in self._items:
-            self._retention._submit(self, self._state.store, item)
+            if len(item) > RECENT_MAX_BYTES or not state.is_recent(name_of(item), now):
+                missing.append(item)
+        self._remaining = len(missing)
+        if not missing:
+            self._done.set()
+        for item in missing:
+            self._retention._submit(self, state.store, item)
 
     def _completed(self, future: concurrent.futures.Future[PutResult]) -> None:
         """(event loop) One write ended."""
@@ -148,6 +186,8 @@ class Pending:
             state.created += result.created
             state.verified += not result.created
             state.failing_since = None
+            if result.size <= RECENT_MAX_BYTES:
+                state.remember(result.name, trio.current_time())
         else:
             state.failures += 1
             state.last_error = error

@@ -77,12 +77,23 @@ async def test_decisions_of_a_retaining_session_replay_from_the_daemon_log(
             binding = formation_binding(subject, certificate, mechanism_digest=DIGEST)
             answers[name] = await client.submit("formation", binding, [subject, certificate])
         plain = await client.submit("plain", bytes_binding(b"not kept"), [b"not kept"])
+        subject, certificate = formation_pair("atom")
+        again = await client.submit(  # stored a moment ago: not written again
+            "formation",
+            formation_binding(subject, certificate, mechanism_digest=DIGEST),
+            [subject, certificate],
+        )
         health = await client.health()
     assert [a.outcome for a in answers.values()] == ["PASS", "PASS", "FAIL", "UNKNOWN"]
     assert health["status"] == "serving"
     (store_status,) = health["retention"]["stores"]
     assert store_status["store"] == f"fs:{short_dir}/evidence"
-    assert store_status["writes"] == 8 and store_status["failures"] == 0
+    submitted = [item for name in answers for item in formation_pair(name)]
+    distinct = len(set(submitted))  # a pair may share an item with another
+    assert store_status["writes"] == store_status["created"] == distinct
+    assert store_status["recent"] == len(submitted) - distinct + 2
+    assert store_status["failures"] == 0
+    assert again.outcome == "PASS"
     records = _lines(short_dir)
     lines = {line.get("decision_id"): line for line in records}
     start = next(line for line in records if line["event"] == "daemon_start")
