@@ -29,9 +29,10 @@ Rules (the contract the server relies on):
    the audit line itself cannot be written. A decision is never answered as retained without
    its evidence stored.
 4. :meth:`Retention.status` reports per store the writes, objects created and verified,
-   items found in the recent memory (``recent``, rule 2), and failures; a store whose latest write failed is *failing* (its error and since when), which
-   makes ``health`` say ``degraded``. The first successful write clears it: there is no
-   separate recovery step, each request tries the store again (with the SDK's retries).
+   items found in the recent memory (``recent``, rule 2), and failures; a store whose latest
+   write failed is *failing* (its error and since when), which makes ``health`` say
+   ``degraded``. The first successful write clears it: there is no separate recovery step,
+   each request tries the store again (with the SDK's retries).
 """
 
 from __future__ import annotations

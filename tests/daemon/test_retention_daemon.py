@@ -125,7 +125,7 @@ async def test_decisions_of_a_retaining_session_replay_from_the_daemon_log(
         ["replay", "--log", log, "--store", store.id, "--all", "--session", "formation"]
     )
     assert done.returncode == 0, done.err
-    assert done.document()["counts"]["REPRODUCED"] == 4
+    assert done.document()["counts"]["REPRODUCED"] == 5
 
 
 async def test_refused_mode_keeps_only_the_evidence_of_decisions_not_passed(
