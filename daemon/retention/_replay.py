@@ -87,13 +87,14 @@ class Recipe:
     start_seq: int
     config: Mapping[str, Any] | None
     announced: Mapping[str, Mapping[str, Any]]
+    #: A digest naming what is built (workers cache built mechanisms under it).
+    key: str = attrs.field(init=False)
 
-    def key(self) -> str:
-        """A digest naming what is built (workers cache built mechanisms under it)."""
+    def __attrs_post_init__(self) -> None:
         body = orjson.dumps(
             [self.session, self.config, self.announced], option=orjson.OPT_SORT_KEYS
         )
-        return hashlib.sha256(body).hexdigest()
+        object.__setattr__(self, "key", hashlib.sha256(body).hexdigest())
 
 
 def recipes_from_start(fields: Mapping[str, Any]) -> dict[str, Recipe]:

@@ -6,11 +6,12 @@ Rules (the contract):
 1. The log files (oldest first) are verified whole first (:func:`daemon._audit_verify.
    verify_log`); a log that does not verify is refused (:class:`ReplayRefused`, naming the
    first bad line) and nothing is replayed.
-2. Then they are streamed once (:mod:`daemon.retention._logread`): each ``daemon_start``
-   line sets the session recipes in force (:func:`~daemon.retention._replay.
-   recipes_from_start`), each selected ``decision`` line becomes a job with its session's
-   recipe. One target (a ``seq`` or a ``decision_id``) stops the stream when found; a target
-   that is not a decision line of the log is refused.
+2. Then they are streamed once, in bounded chunks: each ``daemon_start`` line sets the
+   session recipes in force (:func:`~daemon.retention._replay.recipes_from_start`), each
+   selected ``decision`` line becomes a job with them (the worker picks the line's session).
+   With no selection the decision lines go to the workers unparsed, so parsing runs in
+   parallel too. One target (a ``seq`` or a ``decision_id``) stops the stream when found; a
+   target that is not a decision line of the log is refused.
 3. ``--all`` jobs go, in chunks of :data:`CHUNK` decisions, to a pool of ``workers``
    processes (at most ``2 × workers`` chunks in flight, so memory stays bounded whatever the
    log's size); each worker opens the store once and builds each recipe's mechanisms once.
@@ -29,15 +30,16 @@ import multiprocessing
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
 import attrs
+import orjson
 
-from .._audit_verify import verify_log
-from ._logread import epoch_of, records, total_bytes
+from .._audit_verify import iter_lines, verify_log
+from ._logread import epoch_of, total_bytes
 from ._open import open_store
 from ._replay import STATUSES, Prepared, Recipe, prepare, recipes_from_start, replay_decision
 from ._store import RetentionStore, StoreError
@@ -46,25 +48,6 @@ __all__ = ["CHUNK", "MAX_PROBLEMS", "ReplayRefused", "ReplayRequest", "run_repla
 
 CHUNK: Final = 200
 MAX_PROBLEMS: Final = 100
-#: The decision line fields a worker needs (metrics and requester stay behind).
-_JOB_FIELDS: Final = (
-    "seq",
-    "decision_id",
-    "session",
-    "timestamp",
-    "mechanism_id",
-    "mechanism_digest",
-    "binding",
-    "binding_digest",
-    "evidence",
-    "outcome",
-    "details",
-    "reason_codes",
-    "observed_evidence_bytes",
-    "result_digest",
-    "retained",
-    "store",
-)
 
 
 class ReplayRefused(Exception):
@@ -91,7 +74,9 @@ class ReplayRequest:
     workers: int = 1
 
 
-Job = tuple[dict[str, Any], Recipe | None]
+#: A decision line (parsed, or its bytes for the worker to parse) and the session recipes in
+#: force for it (the worker picks the line's session).
+Job = tuple[dict[str, Any] | bytes, Mapping[str, Recipe]]
 
 
 class _Replayer:
@@ -108,14 +93,19 @@ class _Replayer:
                 self.store_error = str(error)
         self._prepared: dict[str, Prepared] = {}
 
-    def replay(self, job: Job) -> dict[str, Any]:
-        line, recipe = job
+    def replay(self, job: Job) -> dict[str, Any] | None:
+        """The report of the job's decision; None when the line is not a decision."""
+        line, recipes = job
+        if isinstance(line, bytes):
+            line = _parsed(line)
+            if line.get("event") != "decision":
+                return None
+        recipe = recipes.get(str(line.get("session")))
         prepared = None
         if recipe is not None:
-            key = recipe.key()
-            prepared = self._prepared.get(key)
+            prepared = self._prepared.get(recipe.key)
             if prepared is None:
-                prepared = self._prepared[key] = prepare(recipe)
+                prepared = self._prepared[recipe.key] = prepare(recipe)
         return replay_decision(line, prepared, self.store, allow_change=self.allow_change)
 
 
@@ -127,7 +117,7 @@ def _init_worker(store_spec: str | None, allow_change: bool) -> None:
     _WORKER = _Replayer(store_spec, allow_change)
 
 
-def _run_chunk(chunk: list[Job]) -> list[dict[str, Any]]:
+def _run_chunk(chunk: list[Job]) -> list[dict[str, Any] | None]:
     assert _WORKER is not None
     return [_WORKER.replay(job) for job in chunk]
 
@@ -160,30 +150,63 @@ def _selected(request: ReplayRequest, fields: dict[str, Any]) -> bool:
     return True
 
 
+_DECISION_MARK: Final = b'"event":"decision"'
+_START_MARK: Final = b'"event":"daemon_start"'
+
+
 def _jobs(request: ReplayRequest) -> Iterator[tuple[Job, int]]:
-    """Rule 2: (job, bytes read so far) for each selected decision."""
+    """Rule 2: (job, bytes read so far) for each selected decision. Without a selection
+    (``--all`` alone) a line that may be a decision is handed on unparsed — the worker parses
+    it, in parallel, and skips it if it is not one; a line without ``"event":"decision"`` in
+    its bytes cannot be one (a canonical line escapes quotes inside strings)."""
     recipes: dict[str, Recipe] = {}
-    for fields, done in records(request.logs):
-        event = fields.get("event")
-        if event == "daemon_start":
-            recipes = recipes_from_start(fields)
-        target = request.target
-        if target is not None:
-            if not _matches(target, fields):
-                continue
-            if event != "decision":
-                raise ReplayRefused(
-                    "NOT_A_DECISION",
-                    f"{target} is a {event!r} line, not a decision: nothing was evaluated",
-                )
-        elif event != "decision" or not _selected(request, fields):
-            continue
-        line: dict[str, Any] = {key: fields[key] for key in _JOB_FIELDS if key in fields}
-        yield (line, recipes.get(str(fields.get("session")))), done
-        if target is not None:
-            return
+    select = request.target is not None or request.session is not None
+    select = select or request.since is not None
+    done = 0
+    for path in request.logs:
+        with path.open("rb") as handle:
+            for raw, had_newline in iter_lines(handle):
+                done += len(raw) + 1
+                if not had_newline:
+                    continue
+                fields: dict[str, Any] | None = None
+                if _START_MARK in raw:
+                    fields = _parsed(raw)
+                    if fields.get("event") == "daemon_start":
+                        recipes = recipes_from_start(fields)
+                if not select:
+                    if fields is not None and fields.get("event") == "decision":
+                        yield (fields, recipes), done
+                    elif fields is None and _DECISION_MARK in raw:
+                        yield (raw, recipes), done
+                    continue
+                if fields is None:
+                    fields = _parsed(raw)
+                target = request.target
+                event = fields.get("event")
+                if target is not None:
+                    if not _matches(target, fields):
+                        continue
+                    if event != "decision":
+                        raise ReplayRefused(
+                            "NOT_A_DECISION",
+                            f"{target} is a {event!r} line, not a decision: nothing was evaluated",
+                        )
+                elif event != "decision" or not _selected(request, fields):
+                    continue
+                yield (fields, recipes), done
+                if target is not None:
+                    return
     if request.target is not None:
         raise ReplayRefused("NOT_FOUND", f"no line {request.target} in the log")
+
+
+def _parsed(raw: bytes) -> dict[str, Any]:
+    try:
+        fields = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return {}
+    return fields if isinstance(fields, dict) else {}
 
 
 def _chunks(jobs: Iterator[tuple[Job, int]]) -> Iterator[tuple[list[Job], int]]:
@@ -207,9 +230,9 @@ def _context() -> Any:
 
 def _pooled(
     request: ReplayRequest, chunks: Iterator[tuple[list[Job], int]]
-) -> Iterator[tuple[list[dict[str, Any]], int]]:
+) -> Iterator[tuple[list[dict[str, Any] | None], int]]:
     """Rule 3: the chunks' reports in order, ``2 × workers`` chunks in flight at most."""
-    pending: collections.deque[tuple[concurrent.futures.Future[list[dict[str, Any]]], int]]
+    pending: collections.deque[tuple[concurrent.futures.Future[list[dict[str, Any] | None]], int]]
     pending = collections.deque()
     with concurrent.futures.ProcessPoolExecutor(
         max_workers=request.workers,
@@ -233,7 +256,7 @@ def _pooled(
 
 def _in_process(
     request: ReplayRequest, chunks: Iterator[tuple[list[Job], int]]
-) -> Iterator[tuple[list[dict[str, Any]], int]]:
+) -> Iterator[tuple[list[dict[str, Any] | None], int]]:
     replayer = _Replayer(request.store, request.allow_change)
     try:
         for chunk, done in chunks:
@@ -274,6 +297,7 @@ def run_replay(request: ReplayRequest, *, progress: Progress | None = None) -> d
         finally:
             if replayer.store is not None:
                 replayer.store.close()
+        assert report is not None  # a targeted line is a parsed decision
         return {**report, "store": store_id, "log": verified}
     total = total_bytes(request.logs)
     counts: collections.Counter[str] = collections.Counter()
@@ -283,6 +307,8 @@ def run_replay(request: ReplayRequest, *, progress: Progress | None = None) -> d
     runner = _pooled if request.workers > 1 else _in_process
     for reports, done in runner(request, chunks):
         for report in reports:
+            if report is None:
+                continue
             status = report["status"]
             counts[status] += 1
             if status != "REPRODUCED":
