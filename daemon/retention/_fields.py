@@ -12,9 +12,10 @@ Rules (the contract between the daemon that writes these fields and ``evidenced 
    :attr:`daemon.retention.RetentionStore.id`). A session without retention writes neither.
 3. ``daemon_start`` carries ``session_config``: for each session built from named mechanisms
    (the configuration file, or the embedded default), ``{"mechanisms": [names], "options":
-   {name: {…}}, "retain", "store"}`` — what is needed to build the same mechanisms again. A
-   session built by a host from mechanism objects has no entry (it cannot be rebuilt from the
-   log).
+   {name: {…}}, "providers": {name: {"value", "distribution", "version"}}, "retain",
+   "store"}`` — what is needed to build the same mechanisms again, and which installed
+   provider built each (so a replay can say which package changed). A session built by a
+   host from mechanism objects has no entry (it cannot be rebuilt from the log).
 4. :func:`result_digest` is ``sha256:`` + SHA-256 of the canonical encoding of the result
    (keys sorted, no whitespace, UTF-8: the encoding of the wire protocol's headers), so it
    covers the observations too, which the line does not copy.
@@ -54,6 +55,23 @@ def session_config_entry(
     return {
         "mechanisms": list(mechanisms),
         "options": {name: dict(options.get(name, {})) for name in mechanisms},
+        "providers": installed_providers(mechanisms),
         "retain": retain,
         "store": store,
+    }
+
+
+def installed_providers(names: tuple[str, ...] | list[str]) -> dict[str, Any]:
+    """``{name: {"value", "distribution", "version"}}`` of the installed providers of
+    ``names`` (a name with no installed provider is absent)."""
+    from session import provider_entries
+
+    return {
+        entry.name: {
+            "value": entry.value,
+            "distribution": entry.distribution,
+            "version": entry.version,
+        }
+        for entry in provider_entries()
+        if entry.name in names
     }

@@ -13,7 +13,8 @@ mechanism ids and digests it announced):
 3. Mechanism change. For the mechanism the binding names: when the digest of the mechanism
    built now differs from the digest ``daemon_start`` announced for it, the decision is
    ``MECHANISM_CHANGED`` and, unless changes are allowed, it is not evaluated (the report says
-   what changed: both digests and the catalog fields that differ). When allowed, a binding
+   what changed: both digests, the catalog fields that differ, and the provider that built it
+   then and now — entry point, distribution and version). When allowed, a binding
    that pinned the announced digest is re-pinned to the running one and evaluated; the report
    has both decisions and whether they agree (the binding digest necessarily differs).
 4. Evidence. Every item the line lists is fetched by name with its logged size; the store
@@ -47,7 +48,7 @@ from session import (
 )
 
 from .._binding import BindingWireError, binding_from_wire
-from ._fields import result_digest
+from ._fields import installed_providers, result_digest
 from ._store import ObjectCorrupt, ObjectMissing, RetentionStore, StoreError
 
 __all__ = [
@@ -147,7 +148,13 @@ def _catalog_entry(mechanism_id: str) -> Any:
     return entry(mechanism_id)
 
 
-def _change(mechanism: VerificationMechanism, announced: Mapping[str, Any] | None) -> Any:
+def _change(
+    mechanism: VerificationMechanism,
+    announced: Mapping[str, Any] | None,
+    provider: tuple[str, Any, Any] | None = None,
+) -> Any:
+    """What changed for ``mechanism`` (None: nothing). ``provider``: (its name, the logged
+    provider entry, the installed one)."""
     running = normalise_digest(mechanism.mechanism_digest)
     if announced is None:
         return {
@@ -167,7 +174,7 @@ def _change(mechanism: VerificationMechanism, announced: Mapping[str, Any] | Non
     changed: list[str] = []
     if isinstance(before, dict) and isinstance(now, dict):
         changed = sorted(key for key in set(before) | set(now) if before.get(key) != now.get(key))
-    return {
+    change = {
         "mechanism_id": mechanism.mechanism_id,
         "logged_digest": logged,
         "running_digest": running,
@@ -177,6 +184,10 @@ def _change(mechanism: VerificationMechanism, announced: Mapping[str, Any] | Non
             "from the logged run's)"
         ),
     }
+    if provider is not None:
+        name, before_provider, now_provider = provider
+        change["provider"] = {"name": name, "logged": before_provider, "running": now_provider}
+    return change
 
 
 def prepare(recipe: Recipe) -> Prepared:
@@ -205,9 +216,13 @@ def prepare(recipe: Recipe) -> Prepared:
                     f"({type(error).__name__}: {error})"
                 )
             )
+    logged_providers = recipe.config.get("providers")
+    logged_providers = logged_providers if isinstance(logged_providers, dict) else {}
+    running_providers = installed_providers(names)
     changes = {}
-    for mechanism in built:
-        change = _change(mechanism, recipe.announced.get(mechanism.mechanism_id))
+    for name, mechanism in zip(names, built, strict=True):
+        provider = (name, logged_providers.get(name), running_providers.get(name))
+        change = _change(mechanism, recipe.announced.get(mechanism.mechanism_id), provider)
         if change is not None:
             changes[mechanism.mechanism_id] = change
     return Prepared(tuple(built), None, changes)

@@ -88,18 +88,24 @@ _VERSIONED_ENTRY = plugins.ProviderEntry(
 )
 
 
+def _listing(monkeypatch: Any, entries: Any) -> None:
+    """Answer ``entries()`` wherever the registry is asked (the module and its re-export)."""
+    import session
+
+    monkeypatch.setattr(plugins, "provider_entries", entries)
+    monkeypatch.setattr(session, "provider_entries", entries)
+
+
 def offer_provider(monkeypatch: Any) -> None:
     """Install ``test-versioned`` for this test (the registry lists one more entry point)."""
     installed = plugins.provider_entries
-    monkeypatch.setattr(plugins, "provider_entries", lambda: (*installed(), _VERSIONED_ENTRY))
+    _listing(monkeypatch, lambda: (*installed(), _VERSIONED_ENTRY))
 
 
 def withdraw_provider(monkeypatch: Any) -> None:
     """Uninstall ``test-versioned`` again (as if its package had been removed)."""
     offered = plugins.provider_entries
-    monkeypatch.setattr(
-        plugins, "provider_entries", lambda: tuple(e for e in offered() if e != _VERSIONED_ENTRY)
-    )
+    _listing(monkeypatch, lambda: tuple(e for e in offered() if e != _VERSIONED_ENTRY))
 
 
 def versioned_binding(item: bytes, digest: str | None = None) -> BoundProposition:

@@ -192,6 +192,9 @@ def test_changed_mechanism_is_refused_unless_allowed(
         assert problem["evaluated"] is False and "replayed" not in problem
         assert problem["change"]["logged_digest"] == old_digest
         assert problem["change"]["running_digest"] == new_digest
+        provider = problem["change"]["provider"]  # the same package, changed in place
+        assert provider["name"] == "test-versioned"
+        assert provider["logged"] == provider["running"] is not None
         assert "--allow-mechanism-change" in problem["reason"]
 
     allowed = _replay(log, store, "--all", "--workers", "1", "--allow-mechanism-change")

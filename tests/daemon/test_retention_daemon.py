@@ -97,12 +97,15 @@ async def test_decisions_of_a_retaining_session_replay_from_the_daemon_log(
     records = _lines(short_dir)
     lines = {line.get("decision_id"): line for line in records}
     start = next(line for line in records if line["event"] == "daemon_start")
-    assert start["session_config"]["formation"] == {
+    formation_config = start["session_config"]["formation"]
+    provider = formation_config.pop("providers")["formation"]
+    assert formation_config == {
         "mechanisms": ["formation"],
         "options": {"formation": {}},
         "retain": "all",
         "store": f"fs:{short_dir}/evidence",
     }
+    assert provider["distribution"] == "evidenced" and provider["value"]
     assert start["session_config"]["plain"]["retain"] == "none"
     store = FilesystemStore(short_dir / "evidence")
     for name, answer in answers.items():
