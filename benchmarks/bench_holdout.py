@@ -38,6 +38,8 @@ def run(report: Report, args: argparse.Namespace) -> None:
             observations[cid] = emission.document["observations"][challenge["id"]]
     document = {**emission.document, "observations": observations}
     data = json.dumps(document).encode()
+    # As a scoring run gets them: read from a file, no object shared between challenges.
+    challenges = holdout.read_challenge_array(json.dumps(challenges).encode())
     schemas = holdout.project_schemas()
     release = document["spec_release_id"]
     parsed = holdout.read_json(data)

@@ -8,7 +8,11 @@ schema and the observation schema are data (:class:`Schemas`), validated with ``
 * ``x-sorted: true`` on an array: items must be in non-decreasing JavaScript default-sort order
   (``String(x)`` by UTF-16 code unit);
 * ``pattern`` (and so ``propertyNames``) use ECMA-262 anchors: ``$`` matches only at the end of
-  the string (Python's ``$`` also matches before a final newline), ``\\d``/``\\w`` are ASCII.
+  the string (Python's ``$`` also matches before a final newline), ``\\d``/``\\w`` are ASCII;
+
+and one rule replaced for time, not meaning: ``uniqueItems`` (here and in the meta-schema check
+of a schema) gives jsonschema's verdict and message, but in linear time where jsonschema compares
+every pair of items it cannot sort (:func:`_unique`).
 
 ``jsonschema`` is the reference. For speed (ADR 0006) a schema is also compiled once with
 ``jsonschema-rs`` when every keyword and pattern in it lies in a subset where both validators
@@ -46,6 +50,7 @@ from __future__ import annotations
 
 import json
 import marshal
+import math
 import re
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -57,6 +62,9 @@ import jsonschema
 import jsonschema.validators
 import jsonschema_rs
 import orjson
+import referencing
+from jsonschema_specifications import REGISTRY as SPECIFICATIONS
+from referencing.jsonschema import DRAFT202012
 
 from ._jcs import canonical, canonical_equal, is_number, js_sort_key, strict_equal
 from ._reader import (
@@ -173,10 +181,126 @@ def _x_sorted_rule(
             return
 
 
+# ``uniqueItems`` in linear time, with the reference's verdict and message. jsonschema sorts the
+# items and compares neighbours; when they cannot be sorted (objects, or strings mixed with
+# numbers) it compares every pair, which is quadratic: a 10 KB observation document took a
+# second, and a schema whose ``type`` is a long array of objects as long to be checked. Here the
+# sorting route is the reference's own (n log n); the pairwise route is replaced, for plain JSON
+# values, by a set of one text per item, equal exactly when jsonschema's ``equal`` holds.
+
+_TRUE: Final = object()
+_FALSE: Final = object()
+
+
+class _NotPlain(Exception):
+    """A value outside plain JSON: its items are compared pairwise, as the reference does."""
+
+
+def _unbool(value: Any) -> Any:
+    """``jsonschema._utils.unbool``: booleans never sort or compare like 0 and 1."""
+    if value is True:
+        return _TRUE
+    if value is False:
+        return _FALSE
+    return value
+
+
+def _equal(one: Any, two: Any) -> bool:
+    """``jsonschema._utils.equal``: Python equality, but booleans are not numbers, at any depth."""
+    if one is two:
+        return True
+    if isinstance(one, str) or isinstance(two, str):
+        return bool(one == two)
+    if isinstance(one, Sequence) and isinstance(two, Sequence):
+        return len(one) == len(two) and all(map(_equal, one, two))
+    if isinstance(one, Mapping) and isinstance(two, Mapping):
+        return len(one) == len(two) and all(
+            key in two and _equal(value, two[key]) for key, value in one.items()
+        )
+    return bool(_unbool(one) == _unbool(two))
+
+
+def _normalized(value: Any) -> Any:
+    """``value`` rebuilt so that its ``repr`` is equal for two values exactly when
+    :func:`_equal` holds: an integral float becomes the equal int (``1.0`` and ``1``, ``-0.0``
+    and ``0``); an object becomes the tuple of its members sorted by name (member order does not
+    count; a tuple never equals a list); booleans stay booleans (``True`` is not ``1`` in the
+    text). Raises :class:`_NotPlain` for anything but exact dict (str keys), list, str, int,
+    finite float, bool and None."""
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return value
+    if kind is float:
+        if value.is_integer():
+            return int(value)
+        if value != value or value in (math.inf, -math.inf):
+            raise _NotPlain
+        return value
+    if kind is list:
+        return [_normalized(item) for item in value]
+    if kind is dict:
+        if not all(type(name) is str for name in value):
+            raise _NotPlain
+        return tuple((name, _normalized(value[name])) for name in sorted(value))
+    raise _NotPlain
+
+
+def _unique(items: Any) -> bool:
+    """``jsonschema._utils.uniq(items)``, without its quadratic route for plain JSON."""
+    try:
+        ordered = sorted(_unbool(item) for item in items)
+        return not any(map(_equal, ordered, ordered[1:]))
+    except (NotImplementedError, TypeError):
+        pass
+    try:
+        # repr: the text of a str, never its hash (an attacker cannot choose colliding texts)
+        texts = [repr(_normalized(item)) for item in items]
+    except (_NotPlain, RecursionError, ValueError):  # ValueError: int above the digit limit
+        seen: list[Any] = []
+        for item in map(_unbool, items):
+            if any(_equal(other, item) for other in seen):
+                return False
+            seen.append(item)
+        return True
+    return len(set(texts)) == len(texts)
+
+
+def _unique_items_rule(
+    validator: Any, wanted: Any, instance: Any, schema: Mapping[str, Any]
+) -> Iterator[jsonschema.ValidationError]:
+    if wanted and validator.is_type(instance, "array") and not _unique(instance):
+        yield jsonschema.ValidationError(f"{instance!r} has non-unique elements")
+
+
 _Validator = jsonschema.validators.extend(
     jsonschema.Draft202012Validator,
-    validators={"pattern": _pattern_rule, "x-sorted": _x_sorted_rule},
+    validators={
+        "pattern": _pattern_rule,
+        "x-sorted": _x_sorted_rule,
+        "uniqueItems": _unique_items_rule,
+    },
 )
+# The meta-schema applies ``uniqueItems`` to a schema's ``type``, ``required`` ...: the same rule.
+_MetaValidator = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator, validators={"uniqueItems": _unique_items_rule}
+)
+_DIALECT: Final = "https://json-schema.org/draft/2020-12/"
+
+
+@lru_cache(maxsize=1)
+def _meta_registry() -> referencing.Registry[Any]:
+    """The draft 2020-12 meta-schema and its vocabularies without their ``$schema`` keyword:
+    jsonschema switches to the class a subschema's ``$schema`` names (its own, without the rule
+    above) when it enters one, as it enters each vocabulary. Crawled, so its anchors
+    (``$dynamicAnchor: meta``) replace the stock ones when combined with them."""
+    resources = [
+        (uri, DRAFT202012.create_resource(
+            {key: value for key, value in SPECIFICATIONS.contents(uri).items() if key != "$schema"}
+        ))
+        for uri in SPECIFICATIONS
+        if uri.startswith(_DIALECT)
+    ]  # fmt: skip
+    return referencing.Registry().with_resources(resources).crawl()
 
 
 @attrs.frozen
@@ -201,10 +325,15 @@ class Schemas:
 def _check_schema(schema: Any) -> None:
     if not isinstance(schema, dict):
         raise Refusal("schemas-invalid", "a schema is not a JSON object")
-    try:
-        _Validator.check_schema(schema)
-    except jsonschema.SchemaError as error:
-        raise Refusal("schemas-invalid", error.message) from None
+    # jsonschema's check_schema (its first error), with the linear uniqueItems rule throughout.
+    registry = _meta_registry()
+    meta = _MetaValidator(
+        registry.contents(_DIALECT + "schema"),
+        registry=registry,
+        format_checker=_MetaValidator.FORMAT_CHECKER,
+    )
+    for error in meta.iter_errors(schema):
+        raise Refusal("schemas-invalid", error.message)
 
 
 def _first_error(schema: Mapping[str, Any], instance: Any) -> str | None:
@@ -639,9 +768,9 @@ def resolve_path(root: Any, path: Any) -> Any:
     current = root
     for segment in _segments(path):
         if isinstance(current, dict):
-            if segment not in current:
+            current = current.get(segment, _ABSENT)
+            if current is _ABSENT:
                 return _ABSENT
-            current = current[segment]
         elif isinstance(current, list):
             if not _ARRAY_INDEX.match(segment) or int(segment) >= len(current):
                 return _ABSENT
@@ -804,7 +933,7 @@ def _plain_copy(value: Any) -> Any:
     it exactly as ``orjson`` does; and that copy must equal the original, which catches what
     orjson writes as JSON silently (a tuple; NaN or an infinity written as null)."""
     try:
-        marshal.dumps(value, 2)
+        marshal.dumps(value, 4)  # every version accepts the same types; 4 is the fastest
         text = orjson.dumps(value, option=orjson.OPT_STRICT_INTEGER)
         if len(text) > MAX_DOCUMENT_BYTES * 3 // 4:
             return _NO_COPY

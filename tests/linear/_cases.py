@@ -26,6 +26,7 @@ SMALL: Final = 16 * KIB
 LARGE: Final = 256 * KIB
 _SLOW: Final = (4 * KIB, 64 * KIB)
 _SLOWER: Final = (2 * KIB, 32 * KIB)
+_SLOWEST: Final = (1 * KIB, 16 * KIB)
 
 
 @attrs.frozen
@@ -697,27 +698,71 @@ def _scorer_cases() -> list[Case]:
     def distinct_objects(size: int) -> bytes:
         return refusal_set([{"a": index} for index in range(max(1, size // 8))])
 
-    # Benchmark only. Every scoring call re-checks both schemas and builds a validator (about
-    # 0.1 s whatever the document), which hides growth at these sizes; and jsonschema's
-    # ``uniqueItems`` compares unsortable items pairwise: quadratic (400 objects: 2.8 s), so
-    # that case is measured at 0.5 and 2 KiB only. The scorer's validation belongs to the
-    # holdout scorer's owners; see docs/adr and the issue report.
+    def strings_and_numbers(size: int) -> bytes:
+        # Strings mixed with numbers cannot be sorted: jsonschema compared every pair.
+        count = max(1, size // 12)
+        return refusal_set([f"C{index:07d}" if index % 2 else index for index in range(count)])
+
+    def duplicate_last(size: int) -> bytes:
+        # Distinct unsortable items, then a repeat of the first: found only at the very end.
+        codes: list[Any] = [[index, {}] for index in range(max(1, size // 9))]
+        return refusal_set([*codes, codes[0]])
+
+    def unexpected_members(size: int) -> bytes:
+        names = {f"m{index:062d}": 0 for index in range(max(1, size // 68))}
+        return document({"S1": {"fixture_root": root, **names}})
+
+    def bad_observation_ids(size: int) -> bytes:
+        count = max(1, size // 110)
+        return document({f"X{index:063d}": {"fixture_root": root} for index in range(count)})
+
+    # Sizes: jsonschema renders every error of a refused document (~16 us per failing item), so
+    # refused documents are measured at 4 and 64 KiB, or 1 and 16 KiB for unsortable refusal
+    # sets: still 2,000 items, where jsonschema's pairwise uniqueItems took 14 s (2,000 objects)
+    # before the scorer's linear rule replaced it.
     return [
-        Case("holdout.score_bytes", "long sorted refusal set", sorted_codes, score, growth=False),
+        Case("holdout.score_bytes", "long sorted refusal set", sorted_codes, score),
+        Case("holdout.score_bytes", "many observations", many_observations, score),
+        Case("holdout.score_bytes", "long unsorted refusal set", unsorted_codes, score, *_SLOW),
         Case(
-            "holdout.score_bytes", "long unsorted refusal set", unsorted_codes, score, growth=False
+            "holdout.score_bytes", "refusal set of distinct objects", distinct_objects, score,
+            *_SLOWEST,
         ),
-        Case("holdout.score_bytes", "many observations", many_observations, score, growth=False),
         Case(
-            "holdout.score_bytes",
-            "refusal set of distinct objects (quadratic)",
-            distinct_objects,
-            score,
-            512,
-            2048,
-            growth=False,
+            "holdout.score_bytes", "refusal set of strings and numbers", strings_and_numbers,
+            score, *_SLOWEST,
         ),
-    ]
+        Case(
+            "holdout.score_bytes", "unsortable refusal set repeating its first item",
+            duplicate_last, score, *_SLOWEST,
+        ),
+        Case(
+            "holdout.score_bytes", "many unexpected members", unexpected_members, score, *_SLOW
+        ),
+        Case("holdout.score_bytes", "many bad observation ids", bad_observation_ids, score, *_SLOW),
+        Case(
+            "holdout.Schemas.from_bytes", "type array of distinct objects", _schema_type_objects,
+            _schemas_from_bytes, *_SLOWEST,
+        ),
+    ]  # fmt: skip
+
+
+def _schema_type_objects(size: int) -> bytes:
+    """A schema whose ``type`` is an array of objects: the meta-schema's ``uniqueItems``."""
+    count = max(1, size // 8)
+    return json.dumps({"type": [{"a": index} for index in range(count)]}).encode()
+
+
+def _schemas_from_bytes(data: bytes) -> object:
+    from holdout import Refusal, Schemas
+    from holdout._scorer import _CHECKED
+
+    _CHECKED.clear()  # schema checks are cached by content: measure the check, not the cache
+    try:
+        return Schemas.from_bytes(b"{}", data)
+    except Refusal as refusal:
+        assert refusal.code == "schemas-invalid", refusal
+        return refusal
 
 
 # --------------------------------------------------------------------------- daemon
