@@ -8,7 +8,7 @@ constructors; (c) a 64-deep APPLY chain (the deepest admissible). For each, the 
 floor measured in the same interleaved rounds (benchmarks/_harness.py) — SHA-256 of both
 records plus ``json.loads`` of both. Goals: the checker ≤ 1.6× on (b), ≤ 2× on (a).
 ``evaluate`` is the session adapter called directly with the honest binding (its preflight
-rehashes both items and admits the subject once more before the pure check).
+rehashes both items and admits the subject, whose record the pure check is handed).
 """
 
 from __future__ import annotations

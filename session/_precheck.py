@@ -34,7 +34,9 @@ The standard steps (each mechanism picks its codes; the order is the mechanism's
 ``evidence_size``   neither item exceeds ``max_item_bytes`` and the pair does not exceed the
                     binding's declared byte bound (UNKNOWN; it precedes rehashing, so an
                     oversized item can hide a substitution of the other: UNKNOWN, never PASS).
-``rehash``          the items' ``sha256:`` digests are the references, in order (FAIL).
+``rehash``          the items' ``sha256:`` digests are the references, in order (FAIL); the
+                    digests it computed are kept on the state (``digests``), so the mechanism
+                    need not hash the items again.
 
 :func:`step` makes a mechanism-specific step (a profile or policy pin, for instance).
 """
@@ -76,15 +78,17 @@ _FAIL: Final = MechanismOutcome.FAIL
 
 
 class PairState:
-    """What the pre-checks admitted: the binding, its parameter copy and the two items."""
+    """What the pre-checks admitted: the binding, its parameter copy, the two items and (after
+    ``rehash``) their digests."""
 
-    __slots__ = ("binding", "evidence", "items", "parameters")
+    __slots__ = ("binding", "digests", "evidence", "items", "parameters")
 
     def __init__(self, binding: Any, evidence: Any) -> None:
         self.binding = binding
         self.evidence = evidence
         self.parameters: dict[Any, Any] = {}
         self.items: tuple[bytes, bytes] = (b"", b"")
+        self.digests: tuple[str, str] = ("", "")
 
 
 @attrs.frozen
@@ -313,6 +317,7 @@ def evidence_size(code: str, max_item_bytes: int) -> PrecheckStep:
 def evidence_rehash(code: str) -> PrecheckStep:
     def holds(state: PairState) -> bool:
         first, second = state.items
-        return bool((digest_bytes(first), digest_bytes(second)) == state.binding.evidence_refs)
+        state.digests = (digest_bytes(first), digest_bytes(second))
+        return bool(state.digests == state.binding.evidence_refs)
 
     return step("rehash", code, holds, _FAIL)

@@ -13,10 +13,12 @@ Normative behaviour: docs/spec/formation.md §1.3.
 5. resolve every reference in order (re-hashed) → else UNKNOWN with the store's message;
 6. byte bound over the resolved bytes → else UNKNOWN "evidence byte bound exceeded";
 7. a second deep copy for execution, whose digest must equal the snapshot's → else UNKNOWN
-   "execution snapshot differs from binding";
+   "execution snapshot differs from binding" (a plain snapshot, :func:`_plain_state`, is its
+   own execution copy: nothing else holds it, and what steps 10–12 report is read first);
 8. call ``mechanism.evaluate(execution_copy, payloads)``;
 9. the execution copy's digest is unchanged by the call → else UNKNOWN
-   "mechanism changed its binding snapshot";
+   "mechanism changed its binding snapshot" (for a plain snapshot, recomputed only when an
+   object the digest is computed from was replaced: :func:`_unchanged`);
 10. any exception in 7–9 → UNKNOWN "mechanism execution failed: <Type>: <message>";
 11. the return value is a ``MechanismDecision`` → else UNKNOWN
     "mechanism returned an invalid decision object";
@@ -37,6 +39,8 @@ mapping is "an invalid decision object".
 from __future__ import annotations
 
 import copy
+import itertools
+import operator
 from collections.abc import Sequence
 from typing import Final
 
@@ -194,12 +198,14 @@ class VerificationSession:
     def evaluate(self, binding: BoundProposition) -> EvaluatedProposition:
         """Evaluate ``binding`` through the twelve steps of the module contract."""
         snapshot, snapshot_digest = _snapshot(binding)
+        # What results and refusals report, read before the mechanism holds the snapshot.
+        reported = _Reported(snapshot)
 
         def refused(details: str, observed: int = 0) -> EvaluatedProposition:
-            return _refusal(snapshot, snapshot_digest, details, observed)
+            return _refusal(reported, snapshot_digest, details, observed)
 
         try:
-            mechanism = self._mechanisms.get(snapshot.mechanism_id)
+            mechanism = self._mechanisms.get(reported.mechanism_id)
         except TypeError:  # an unhashable id (set on the binding after construction)
             mechanism = None
         if mechanism is None:
@@ -210,27 +216,30 @@ class VerificationSession:
             return refused("registered mechanism digest does not match")
         if registered_digest != normalise_digest(snapshot.mechanism_digest):
             return refused("registered mechanism digest does not match")
-        if not _within(len(snapshot.evidence_refs), snapshot.bounds.max_evidence_items):
+        if not _within(len(reported.evidence_refs), snapshot.bounds.max_evidence_items):
             return refused("evidence item bound exceeded")
         try:
-            payloads = tuple(self.evidence_store.resolve(ref) for ref in snapshot.evidence_refs)
+            payloads = tuple(self.evidence_store.resolve(ref) for ref in reported.evidence_refs)
         except EvidenceBindingError as error:
             return refused(str(error))
         observed = sum(len(payload) for payload in payloads)
         if not _within(observed, snapshot.bounds.max_evidence_bytes):
             return refused("evidence byte bound exceeded", observed)
+        # Step 7. A plain snapshot (_plain_state) is itself the execution copy: nothing else
+        # holds it and what is reported was read above; its field objects are recorded, and
+        # only when one is no longer the same object is the digest computed again (step 9).
+        # Any other snapshot is deep-copied once more and digested before and after.
+        recorded = _field_objects(snapshot) if _plain_state(snapshot) is not None else None
         try:
-            execution_copy = copy.deepcopy(snapshot)
-            # A plain snapshot's copy holds the very same field values: its digest is the
-            # snapshot's, so step 7 is decided without re-encoding it (_plain_state).
-            plain = _plain_state(snapshot)
-            if (
-                plain is None or _plain_state(execution_copy) != plain
-            ) and execution_copy.digest() != snapshot_digest:
-                return refused("execution snapshot differs from binding", observed)
+            if recorded is None:
+                execution_copy = copy.deepcopy(snapshot)
+                if execution_copy.digest() != snapshot_digest:
+                    return refused("execution snapshot differs from binding", observed)
+            else:
+                execution_copy = snapshot
             decision = mechanism.evaluate(execution_copy, payloads)
             if (
-                plain is None or _plain_state(execution_copy) != plain
+                recorded is None or not _unchanged(execution_copy, recorded)
             ) and execution_copy.digest() != snapshot_digest:
                 return refused("mechanism changed its binding snapshot", observed)
         except Exception as error:
@@ -244,14 +253,57 @@ class VerificationSession:
         return EvaluatedProposition(
             binding_digest=snapshot_digest,
             outcome=decision.outcome,
-            mechanism_id=snapshot.mechanism_id,
+            mechanism_id=reported.mechanism_id,
             mechanism_digest=registered_digest,
-            evidence_refs=snapshot.evidence_refs,
-            trust_roots=snapshot.trust_roots,
+            evidence_refs=reported.evidence_refs,
+            trust_roots=reported.trust_roots,
             observed_evidence_bytes=observed,
             details=decision.details,
             observations=observations,
         )
+
+
+class _Reported:
+    """The snapshot fields a result or refusal reports (a mechanism may hold the snapshot)."""
+
+    __slots__ = ("evidence_refs", "mechanism_digest", "mechanism_id", "trust_roots")
+
+    def __init__(self, snapshot: BoundProposition) -> None:
+        self.mechanism_id = snapshot.mechanism_id
+        self.mechanism_digest = snapshot.mechanism_digest
+        self.evidence_refs = snapshot.evidence_refs
+        self.trust_roots = snapshot.trust_roots
+
+
+def _field_objects(binding: BoundProposition) -> tuple[object, ...]:
+    """Every object a plain binding's digest is computed from: its fields, its bounds' two
+    ints, and its parameters' keys and values (the only mutable container)."""
+    bounds = binding.bounds
+    return (
+        binding.subject_id,
+        binding.predicate,
+        binding.expected,
+        binding.mechanism_id,
+        binding.mechanism_digest,
+        binding.evidence_refs,
+        binding.trust_roots,
+        bounds,
+        bounds.max_evidence_items,
+        bounds.max_evidence_bytes,
+        binding.parameters,
+        *itertools.chain.from_iterable(binding.parameters.items()),
+    )
+
+
+def _unchanged(binding: BoundProposition, recorded: tuple[object, ...]) -> bool:
+    """Whether ``binding`` still consists of exactly the ``recorded`` objects (by identity:
+    immutable objects, so equal content; a replaced object, even an equal one, is "changed"
+    and the caller computes the digest). Never raises."""
+    try:
+        now = _field_objects(binding)
+    except Exception:  # a deleted field: the digest will say so
+        return False
+    return len(now) == len(recorded) and all(map(operator.is_, now, recorded))
 
 
 _PLAIN_EXPECTED: Final = frozenset({str, int, bool, type(None)})
@@ -307,14 +359,18 @@ def _plain_state(binding: BoundProposition) -> tuple[object, ...] | None:
 
 def _snapshot(binding: BoundProposition) -> tuple[BoundProposition, str]:
     try:
-        snapshot = copy.deepcopy(binding)
+        # What copy.deepcopy does for the exact type, without its memo bookkeeping.
+        if type(binding) is BoundProposition:
+            snapshot = binding.__deepcopy__({})
+        else:
+            snapshot = copy.deepcopy(binding)
         return snapshot, snapshot.digest()
     except Exception:
         raise EvidenceBindingError("cannot obtain a digestible binding snapshot") from None
 
 
 def _refusal(
-    snapshot: BoundProposition, snapshot_digest: str, details: str, observed: int = 0
+    snapshot: BoundProposition | _Reported, snapshot_digest: str, details: str, observed: int = 0
 ) -> EvaluatedProposition:
     return EvaluatedProposition(
         binding_digest=snapshot_digest,

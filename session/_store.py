@@ -5,8 +5,11 @@ Rules:
 * A reference is ``sha256:`` + hex SHA-256 of the payload; bare 64-hex is accepted on input.
 * ``add`` accepts exact ``bytes`` only and refuses a second, different payload under an
   existing reference ("evidence digest collision at <ref>").
-* ``resolve`` re-hashes the stored bytes on every call and refuses a mismatch, so bytes swapped
-  in the store after ``add`` are never served under the old reference.
+* ``resolve`` re-hashes the stored bytes and refuses a mismatch, so bytes swapped in the store
+  after ``add`` are never served under the old reference. It skips the hash only when the entry
+  still holds the very ``bytes`` object ``add`` (or ``import_base64``) hashed: ``bytes`` are
+  immutable, so that object cannot hold other bytes; any other object under the reference (a
+  swapped entry, equal bytes included) is hashed again.
 * ``import_base64`` validates every entry before storing any (nothing changes on failure).
 """
 
@@ -28,6 +31,8 @@ class EvidenceStore:
 
     def __init__(self) -> None:
         self._items: dict[str, bytes] = {}
+        # reference -> the exact bytes object that was hashed to it (compared by identity)
+        self._hashed: dict[str, bytes] = {}
 
     def add(self, payload: bytes) -> str:
         """Store exact ``bytes`` and return their reference."""
@@ -39,15 +44,17 @@ class EvidenceStore:
         if existing is not None and existing != payload:
             raise EvidenceBindingError(f"evidence digest collision at {reference}")
         self._items[reference] = payload
+        self._hashed[reference] = payload
         return reference
 
     def resolve(self, reference: str) -> bytes:
-        """The bytes under ``reference``, re-hashed now."""
+        """The bytes under ``reference``, re-hashed unless they are the object hashed at
+        ``add``."""
         normalised = normalise_digest(reference)
         payload = self._items.get(normalised)
         if payload is None:
             raise EvidenceBindingError(f"evidence is unavailable: {normalised}")
-        if _reference(payload) != normalised:
+        if payload is not self._hashed.get(normalised) and _reference(payload) != normalised:
             raise EvidenceBindingError(f"evidence bytes do not match their reference: {normalised}")
         return payload
 
@@ -89,4 +96,5 @@ class EvidenceStore:
             decoded.append((normalised, payload))
         for normalised, payload in decoded:
             self._items[normalised] = payload
+            self._hashed[normalised] = payload
         return tuple(normalised for normalised, _ in decoded)

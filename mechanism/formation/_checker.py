@@ -298,6 +298,36 @@ def trace_formation(
     return report, trace
 
 
+def check_admitted_subject(
+    subject_bytes: bytes,
+    certificate_bytes: bytes,
+    subject: dict[str, Any] | FormationError,
+    subject_digest: str,
+    *,
+    max_nodes: int,
+    max_depth: int,
+    max_path_steps: int,
+) -> dict[str, Any]:
+    """The session adapter's entry point: :func:`check_formation`'s report for a subject its
+    caller has already admitted, so that it is admitted once per evaluation.
+
+    The caller vouches for three facts and the check is the same as the public one under them:
+    ``subject`` is what ``admit_subject(subject_bytes, max_nodes=max_nodes)`` returned (unchanged
+    since) or the :class:`FormationError` it raised; ``subject_digest`` is
+    ``digest_bytes(subject_bytes)``; the ceilings passed ``validate_ceilings``. Internal: the
+    public :func:`check_formation` still admits the bytes itself.
+    """
+    return _bounded(
+        subject_bytes,
+        certificate_bytes,
+        max_nodes,
+        max_depth,
+        max_path_steps,
+        None,
+        (subject, subject_digest),
+    )
+
+
 def _bounded(
     subject_bytes: bytes,
     certificate_bytes: bytes,
@@ -305,9 +335,18 @@ def _bounded(
     max_depth: int,
     max_path_steps: int,
     trace: CheckTrace | None,
+    admitted: tuple[dict[str, Any] | FormationError, str] | None = None,
 ) -> dict[str, Any]:
     try:
-        return _check(subject_bytes, certificate_bytes, max_nodes, max_depth, max_path_steps, trace)
+        return _check(
+            subject_bytes,
+            certificate_bytes,
+            max_nodes,
+            max_depth,
+            max_path_steps,
+            trace,
+            admitted,
+        )
     except (RecursionError, MemoryError):
         # A resource of this process ran out: the bounded check could not finish.
         if trace is not None:
@@ -336,14 +375,24 @@ def _check(
     max_depth: int,
     max_path_steps: int,
     trace: CheckTrace | None = None,
+    admitted: tuple[dict[str, Any] | FormationError, str] | None = None,
 ) -> dict[str, Any]:
-    try:
-        subject = admit_subject(subject_bytes, max_nodes=max_nodes)
-    except FormationError as error:
+    if admitted is None:
+        try:
+            subject: dict[str, Any] | FormationError = admit_subject(
+                subject_bytes, max_nodes=max_nodes
+            )
+        except FormationError as error:
+            subject = error
+        subject_digest = ""
+    else:
+        subject, subject_digest = admitted
+    if isinstance(subject, FormationError):
         if trace is not None:
-            trace.stop("SUBJECT_ADMISSION", message=str(error))
-        return _report(*_admission_failure(error))
-    subject_digest = digest_bytes(subject_bytes)
+            trace.stop("SUBJECT_ADMISSION", message=str(subject))
+        return _report(*_admission_failure(subject))
+    if admitted is None:
+        subject_digest = digest_bytes(subject_bytes)
     root: int = subject["root"]
     nodes: list[dict[str, Any]] = subject["nodes"]
     # Fast path, same answers: exact bytes of the only certificate that binds this subject

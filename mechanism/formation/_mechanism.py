@@ -42,7 +42,10 @@ first hit decides (the report is ``None`` unless stated):
     ``FORMATION_EVIDENCE_BINDING_INVALID``;
 14. if the subject admits and names the compiled profile, a context digest ≠ the parameter of
     the same name → FAIL ``FORMATION_CONTEXT_BINDING_INVALID`` (before pure checking);
-15. the pure checker's report: UNKNOWN → UNKNOWN ``FORMATION_CHECK_UNKNOWN``; INVALID → FAIL
+15. the pure checker's report (its internal entry point is handed the record step 14 admitted,
+    or the admission error, and the subject digest step 13 computed: the subject is admitted
+    and hashed once per evaluation; the report is exactly ``check_formation``'s):
+    UNKNOWN → UNKNOWN ``FORMATION_CHECK_UNKNOWN``; INVALID → FAIL
     ``FORMATION_CHECK_INVALID``; anything else but CHECKED → UNKNOWN
     ``FORMATION_CHECK_RESULT_UNSUPPORTED`` (report attached to all three);
 16. any exception in 14–15 → UNKNOWN ``FORMATION_EXECUTION_UNKNOWN``;
@@ -60,7 +63,7 @@ from typing import Any, Final
 
 import mechanism.canonical as _canonical
 from mechanism.canonical import digest_bytes, is_digest
-from mechanism.formation._checker import check_formation
+from mechanism.formation._checker import check_admitted_subject
 from mechanism.formation._wire import (
     MAX_DEPTH,
     MAX_NODES,
@@ -281,10 +284,15 @@ class FormationPathCertificateMechanism:
         try:
             # 14. Declared context against the bound parameters (before pure checking).
             try:
-                record = admit_subject(subject, max_nodes=self._max_nodes)
-            except FormationError:
-                record = None  # the pure checker reports it
-            if record is not None and record["profile_digest"] == PROFILE_DIGEST:
+                record: dict[str, Any] | FormationError = admit_subject(
+                    subject, max_nodes=self._max_nodes
+                )
+            except FormationError as error:
+                record = error  # the pure checker reports it
+            if (
+                not isinstance(record, FormationError)
+                and record["profile_digest"] == PROFILE_DIGEST
+            ):
                 context = record["context"]
                 if (
                     context["ground_artifact_digest"] != parameters["ground_artifact_digest"]
@@ -292,10 +300,13 @@ class FormationPathCertificateMechanism:
                     != parameters["authority_axiom_agency_digest"]
                 ):
                     return _fail(CONTEXT_BINDING_INVALID)
-            # 15. The pure, independent check.
-            report = check_formation(
+            # 15. The pure, independent check, handed the record admitted above (it is admitted
+            # once per evaluation) and the subject digest the rehash step computed.
+            report = check_admitted_subject(
                 subject,
                 certificate,
+                record,
+                admitted.digests[0],
                 max_nodes=self._max_nodes,
                 max_depth=self._max_depth,
                 max_path_steps=self._max_path_steps,

@@ -40,6 +40,35 @@ def test_bytes_swapped_in_the_store_are_caught_on_every_resolve() -> None:
         store.resolve(reference)
 
 
+def test_bytes_swapped_after_a_resolve_are_still_caught() -> None:
+    """``resolve`` skips the hash only for the very object ``add`` hashed, never by reference."""
+    store = EvidenceStore()
+    reference = store.add(b"original")
+    assert store.resolve(reference) == b"original"
+    store._items[reference] = b"tampered"
+    with pytest.raises(EvidenceBindingError, match="evidence bytes do not match their reference"):
+        store.resolve(reference)
+    with pytest.raises(EvidenceBindingError, match="evidence bytes do not match their reference"):
+        store.export_base64([reference])
+
+
+def test_swapped_in_equal_bytes_are_hashed_again_and_served() -> None:
+    store = EvidenceStore()
+    reference = store.add(b"original")
+    equal = bytes(bytearray(b"original"))  # another object holding the same bytes
+    store._items[reference] = equal
+    assert store.resolve(reference) is equal
+
+
+def test_bytes_swapped_after_a_base64_import_are_caught() -> None:
+    store = EvidenceStore()
+    (reference,) = store.import_base64({ref(b"x"): base64.b64encode(b"x").decode()})
+    assert store.resolve(reference) == b"x"
+    store._items[reference] = b"y"
+    with pytest.raises(EvidenceBindingError, match="evidence bytes do not match their reference"):
+        store.resolve(reference)
+
+
 def test_a_colliding_payload_is_refused_and_the_original_kept() -> None:
     store = EvidenceStore()
     reference = store.add(b"a")

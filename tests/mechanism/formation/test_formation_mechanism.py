@@ -17,6 +17,7 @@ from typing import Any
 import attrs
 import pytest
 
+import mechanism.formation._checker as checker
 import mechanism.formation._mechanism as adapter
 from mechanism.canonical import canonical_bytes, canonical_digest, is_digest
 from mechanism.formation import (
@@ -345,7 +346,7 @@ def test_unexpected_checker_exception_is_unknown(monkeypatch: pytest.MonkeyPatch
     def broken(*args: Any, **kwargs: Any) -> dict[str, Any]:
         raise RuntimeError("checker bug")
 
-    monkeypatch.setattr(adapter, "check_formation", broken)
+    monkeypatch.setattr(adapter, "check_admitted_subject", broken)
     assert_decision(direct(binding_for()), UNKNOWN, "FORMATION_EXECUTION_UNKNOWN", report=False)
     assert_decision(run(binding_for()), UNKNOWN, "FORMATION_EXECUTION_UNKNOWN", report=False)
 
@@ -361,12 +362,12 @@ def test_unexpected_checker_exception_is_unknown(monkeypatch: pytest.MonkeyPatch
 def test_checker_status_maps_to_exactly_one_outcome(
     monkeypatch: pytest.MonkeyPatch, status: str, outcome: MechanismOutcome, reason: str
 ) -> None:
-    real = check_formation
+    real = checker.check_admitted_subject
 
     def relabelled(*args: Any, **kwargs: Any) -> dict[str, Any]:
         return {**real(*args, **kwargs), "status": status}
 
-    monkeypatch.setattr(adapter, "check_formation", relabelled)
+    monkeypatch.setattr(adapter, "check_admitted_subject", relabelled)
     observations = assert_decision(direct(binding_for()), outcome, reason, report=True)
     assert observations["formation_report"]["status"] == status
 
@@ -376,13 +377,13 @@ def test_session_never_binds_pass_to_caller_mutation_during_check(
 ) -> None:
     binding = binding_for()
     before = binding.digest()
-    real = check_formation
+    real = checker.check_admitted_subject
 
     def mutating(*args: Any, **kwargs: Any) -> dict[str, Any]:
         binding.parameters["ground_artifact_digest"] = digest(b"changed mid-check")  # type: ignore[index]
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(adapter, "check_formation", mutating)
+    monkeypatch.setattr(adapter, "check_admitted_subject", mutating)
     result = run(binding)
     assert result.outcome is PASS
     assert result.binding_digest == before
