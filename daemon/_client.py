@@ -49,6 +49,7 @@ from ._protocol import (
     CheckpointNote,
     CheckpointRequest,
     ClientConnection,
+    ClientRequest,
     Closed,
     ConsistencyProof,
     ConsistencyProofRequest,
@@ -179,9 +180,15 @@ class Client:
             assert not isinstance(event, NeedData | Closed)
             return event
 
-    async def _exchange(self, payload: bytes) -> ServerResponse:
+    async def _exchange(
+        self, request: ClientRequest, evidence: tuple[bytes, ...] = ()
+    ) -> ServerResponse:
         if self._broken:
             raise TransportError("the connection is closed after an earlier failure")
+        try:
+            payload = self._conn.send(request, evidence)
+        except ValueError as error:
+            raise TypeError(f"binding cannot be sent: {error}") from None
         self._broken = True  # until the exchange completes normally
         with trio.move_on_after(self._request_timeout):
             send_error: Exception | None = None
@@ -203,9 +210,7 @@ class Client:
         raise ClientTimeout(f"no answer within {self._request_timeout} s")
 
     async def _hello(self) -> HelloAccepted:
-        response = await self._exchange(
-            ClientConnection.send(Hello(SUPPORTED_VERSIONS, CLIENT_NAME))
-        )
+        response = await self._exchange(Hello(SUPPORTED_VERSIONS, CLIENT_NAME))
         if not isinstance(response, HelloAccepted):
             raise ServerProtocolError("the server did not answer hello")
         self.server = response
@@ -215,7 +220,7 @@ class Client:
         """The hosted sessions: name, bounds, mechanisms (id, digest, catalog entry)."""
         async with self._lock:
             request_id = next(self._ids)
-            response = await self._exchange(ClientConnection.send(ListSessions(request_id)))
+            response = await self._exchange(ListSessions(request_id))
             if not isinstance(response, SessionList) or response.request_id != request_id:
                 raise ServerProtocolError("unexpected answer to list")
             return response.sessions
@@ -224,7 +229,7 @@ class Client:
         """The server's health status and counters."""
         async with self._lock:
             request_id = next(self._ids)
-            response = await self._exchange(ClientConnection.send(HealthRequest(request_id)))
+            response = await self._exchange(HealthRequest(request_id))
             if not isinstance(response, HealthReport) or response.request_id != request_id:
                 raise ServerProtocolError("unexpected answer to health")
             return response.status
@@ -243,11 +248,7 @@ class Client:
         async with self._lock:
             request_id = next(self._ids)
             request = Submit(request_id, session, wire, tuple(len(item) for item in items))
-            try:
-                payload = ClientConnection.send(request, items)
-            except ValueError as error:
-                raise TypeError(f"binding cannot be sent: {error}") from None
-            response = await self._exchange(payload)
+            response = await self._exchange(request, items)
             if not isinstance(response, Decision) or response.request_id != request_id:
                 raise ServerProtocolError("unexpected answer to submit")
             return SubmitResult(
@@ -266,7 +267,7 @@ class Client:
         """The latest signed checkpoint note, exactly as the daemon signed it."""
         async with self._lock:
             request_id = next(self._ids)
-            response = await self._exchange(ClientConnection.send(CheckpointRequest(request_id)))
+            response = await self._exchange(CheckpointRequest(request_id))
             if not isinstance(response, CheckpointNote) or response.request_id != request_id:
                 raise ServerProtocolError("unexpected answer to checkpoint")
             return response.note.encode("utf-8")
@@ -276,7 +277,7 @@ class Client:
         async with self._lock:
             request_id = next(self._ids)
             request = InclusionProofRequest(request_id, index, tree_size)
-            response = await self._exchange(ClientConnection.send(request))
+            response = await self._exchange(request)
             if (
                 not isinstance(response, InclusionProof)
                 or response.request_id != request_id
@@ -290,7 +291,7 @@ class Client:
         async with self._lock:
             request_id = next(self._ids)
             request = ConsistencyProofRequest(request_id, old_size, new_size)
-            response = await self._exchange(ClientConnection.send(request))
+            response = await self._exchange(request)
             if (
                 not isinstance(response, ConsistencyProof)
                 or response.request_id != request_id

@@ -32,6 +32,13 @@ Rules (the contract):
    Every ``error`` frame is the last frame of its connection; the server closes after it.
 6. Every refusal is a :class:`ProtocolError` carrying an :class:`ErrorCode` from the closed
    vocabulary in :data:`ERROR_CODES`; the codec never raises anything else for peer bytes.
+7. Outgoing state (:mod:`daemon._protocol_state`). A connection's ``send`` refuses, with
+   ``LocalProtocolError`` (our bug, not the peer's), what its side may not send now: the
+   server no answer before the ``hello`` was answered, none to a request it did not receive
+   (a ``decision`` only after the submit's evidence), nothing after an ``error``; the client
+   nothing before ``hello``, no request before the ``hello`` was answered or while another
+   awaits its answer, nothing after an ``error``. ``ServerConnection.send`` /
+   ``ClientConnection.send`` called on the class only encode (frames outside a connection).
 """
 
 from __future__ import annotations
@@ -39,14 +46,17 @@ from __future__ import annotations
 import enum
 import re
 import struct
-from collections.abc import Mapping
-from typing import Any, ClassVar, Final
+import types
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, Concatenate, Final, Generic, ParamSpec, cast
 
 import attrs
 import orjson
 
 from canon import network_json
 from mechanism.canonical import CanonicalError, CanonicalLimitError, scan_structure
+
+from ._protocol_state import ClientSendState, ServerSendState
 
 MAGIC: Final = b"EVD1"
 PREFIX_SIZE: Final = 8
@@ -875,6 +885,27 @@ class _FrameReader:
 
 # --------------------------------------------------------------------------- connections
 
+_P = ParamSpec("_P")
+
+
+class _Send(Generic[_P]):
+    """``send`` of a connection class: on the class it only encodes (``encode``); on a
+    connection it also checks and advances that connection's outgoing state (``tracked``,
+    module rule 7)."""
+
+    def __init__(
+        self, encode: Callable[_P, bytes], tracked: Callable[Concatenate[Any, _P], bytes]
+    ) -> None:
+        self.encode = encode
+        self.tracked = tracked
+        self.__doc__ = tracked.__doc__
+
+    def __get__(self, instance: object | None, owner: type | None = None) -> Callable[_P, bytes]:
+        if instance is None:
+            return self.encode
+        return cast(Callable[_P, bytes], types.MethodType(self.tracked, instance))
+
+
 _REQUEST_TYPES: Final[dict[str, Any]] = {
     cls.KIND: cls
     for cls in (
@@ -900,6 +931,11 @@ _RESPONSE_TYPES: Final[dict[str, Any]] = {
 }
 
 
+def _encode_response(event: ServerResponse) -> bytes:
+    """An answer's frame."""
+    return encode_frame(event.to_header())
+
+
 class ServerConnection:
     """Server side of one connection.
 
@@ -923,6 +959,7 @@ class ServerConnection:
         )
         self.handshake_done = False
         self._pending_submit: Submit | None = None
+        self._sending = ServerSendState()
 
     @property
     def state(self) -> State:
@@ -947,13 +984,16 @@ class ServerConnection:
             submit = self._pending_submit
             assert submit is not None
             self._pending_submit = None
+            self._sending.evidence_received()
             return Evidence(submit.request_id, unit)
         assert isinstance(unit, dict)
         try:
-            return self._request(unit)
+            request = self._request(unit)
         except ProtocolError:
             self._reader.refuse()
             raise
+        self._sending.received(request.KIND, getattr(request, "request_id", None))
+        return request
 
     def _request(self, header: dict[str, Any]) -> ClientRequest:
         kind = header["kind"]
@@ -982,14 +1022,32 @@ class ServerConnection:
         self._reader.refuse()
         self._pending_submit = None
 
-    @staticmethod
-    def send(event: ServerResponse) -> bytes:
-        return encode_frame(event.to_header())
+    def _send(self, event: ServerResponse) -> bytes:
+        """The event's frame, if this side may send it now (module rule 7; else
+        ``LocalProtocolError``, nothing changed)."""
+        kind = event.KIND
+        self._sending.check(kind, getattr(event, "request_id", None))
+        data = encode_frame(event.to_header())
+        self._sending.sent(kind)
+        return data
+
+    send = _Send(_encode_response, _send)
 
     @staticmethod
     def choose_version(hello: Hello) -> int | None:
         common = set(hello.versions) & set(SUPPORTED_VERSIONS)
         return max(common) if common else None
+
+
+def _encode_request(request: ClientRequest, evidence: tuple[bytes, ...] = ()) -> bytes:
+    """A request's frame; ``ValueError`` when ``evidence`` does not fit the request."""
+    if isinstance(request, Submit):
+        if tuple(len(item) for item in evidence) != request.item_sizes:
+            raise ValueError("evidence does not match the declared item sizes")
+        return encode_frame(request.to_header(), evidence)
+    if evidence:
+        raise ValueError(f"{request.KIND!r} carries no evidence")
+    return encode_frame(request.to_header())
 
 
 class ClientConnection:
@@ -1002,6 +1060,7 @@ class ClientConnection:
             max_header_bytes=max_header_bytes, max_frame_bytes=2**62, max_items=0
         )
         self.handshake_done = False
+        self._sending = ClientSendState()
 
     def receive_data(self, data: bytes) -> None:
         self._reader.receive_data(data)
@@ -1009,21 +1068,26 @@ class ClientConnection:
     def bytes_wanted(self) -> int:
         return self._reader.bytes_wanted()
 
-    @staticmethod
-    def send(request: ClientRequest, evidence: tuple[bytes, ...] = ()) -> bytes:
-        if isinstance(request, Submit):
-            if tuple(len(item) for item in evidence) != request.item_sizes:
-                raise ValueError("evidence does not match the declared item sizes")
-            return encode_frame(request.to_header(), evidence)
-        if evidence:
-            raise ValueError(f"{request.KIND!r} carries no evidence")
-        return encode_frame(request.to_header())
+    def _send(self, request: ClientRequest, evidence: tuple[bytes, ...] = ()) -> bytes:
+        """The request's frame (a ``submit`` with its evidence), if this side may send it now
+        (module rule 7; else ``LocalProtocolError``, nothing changed)."""
+        self._sending.check(request.KIND)
+        data = _encode_request(request, evidence)
+        self._sending.sent(request.KIND)
+        return data
+
+    send = _Send(_encode_request, _send)
 
     def next_event(self) -> ServerResponse | NeedData | Closed:
         unit = self._reader.next_unit()
         if unit is NEED_DATA or unit is CLOSED:
             return unit
         assert isinstance(unit, dict)
+        response = self._response(unit)
+        self._sending.received(response.KIND)
+        return response
+
+    def _response(self, unit: dict[str, Any]) -> ServerResponse:
         kind = unit["kind"]
         if kind == ErrorResponse.KIND:
             return ErrorResponse.from_header(unit)

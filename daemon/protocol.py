@@ -1,7 +1,8 @@
 """The sans-IO wire protocol (public names; the implementation is :mod:`daemon._protocol`).
 
 ``ServerConnection`` / ``ClientConnection`` turn bytes into events and events into bytes
-without any I/O; see ``docs/protocol.md`` for the byte format and the rules.
+without any I/O; see ``docs/protocol.md`` for the byte format and the rules. A connection's
+``send`` raises :class:`LocalProtocolError` for what its side may not send in its state.
 """
 
 from ._protocol import (
@@ -37,6 +38,7 @@ from ._protocol import (
     encode_frame,
     encode_header,
 )
+from ._protocol_state import LocalProtocolError
 
 __all__ = [
     "CLOSED",
@@ -61,6 +63,7 @@ __all__ = [
     "Hello",
     "HelloAccepted",
     "ListSessions",
+    "LocalProtocolError",
     "NeedData",
     "ProtocolError",
     "ServerConnection",
