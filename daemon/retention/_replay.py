@@ -143,7 +143,7 @@ def _create(session: str, name: str, options: Mapping[str, Any]) -> Verification
 
 
 def _catalog_entry(mechanism_id: str) -> Any:
-    from .._server import _catalog_entry as entry
+    from .._describe import catalog_entry as entry
 
     return entry(mechanism_id)
 

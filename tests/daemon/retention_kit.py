@@ -30,7 +30,8 @@ import attrs
 import session._plugins as plugins
 from daemon._audit import GENESIS, render_line
 from daemon._config import create_mechanism
-from daemon._server import _catalog_entry, _decision_id
+from daemon._describe import catalog_entry as _catalog_entry
+from daemon._pipeline import decision_id as _decision_id
 from daemon.retention import RetentionStore
 from daemon.retention._fields import decision_fields, session_config_entry
 from session import (

@@ -1,0 +1,379 @@
+"""The EVD1 socket front end: one admitted connection's conversation, from hello to close.
+
+It moves bytes between a trio socket stream and a :class:`~daemon._protocol.ServerConnection`
+(through the fast paths of :mod:`daemon._fastpath`) and hands the events to the
+transport-neutral core (:class:`~daemon._pipeline.Pipeline`).
+
+Rules (the contract):
+
+1. The codec reads at most what it wants (``bytes_wanted``): the server never holds more
+   than the unit it accepted. A frame already received whole is taken without a wait or a
+   cancel scope; a client that sent its next request before reading an answer still gets one
+   checkpoint per request.
+2. Timeouts. Until its ``hello`` a connection has ``pre_hello_timeout`` (or the idle timeout
+   if shorter); afterwards it must complete its next request frame within ``idle_timeout`` of
+   its previous answer. Evidence must keep arriving at ``min_evidence_rate`` bytes/s after
+   ``evidence_grace`` seconds (by time t after the header, at least ``rate * (t - grace)``
+   bytes). Each is answered ``IDLE_TIMEOUT`` (a strike against the peer) and closes the
+   connection; a connection that is idle between frames when the server drains is closed
+   without an answer.
+3. Dispatch: ``hello`` is answered with the chosen version, the server name and its global
+   limits (``VERSION_UNSUPPORTED`` otherwise); ``list``, ``health`` and the transparency
+   requests by :meth:`Pipeline.answer`; ``submit`` by :meth:`Pipeline.submit` with this
+   front end's :class:`SubmitTransport`. A protocol violation is refused with its code.
+4. Every ``error`` frame is followed by a half-close and a short bounded drain (bytes are
+   discarded, not buffered: at most :data:`LINGER_BYTES` within :data:`LINGER_SECONDS`),
+   then the connection closes, so the client reads the error rather than a reset. A
+   connection broken by a reset inside a frame is audited ``TRUNCATED_FRAME`` (nothing can
+   be sent).
+5. One bad connection never kills the server: the handler has a catch-all that logs to
+   stderr, audits ``INTERNAL`` when a request was in progress, and closes. However it ends,
+   the connection leaves the server's registry and its peer's count exactly once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from typing import Any, Final
+
+import trio
+
+from ._echo import echo
+from ._fastpath import RECEIVE_CHUNK, next_event, receive_ready, receive_some, send, stream_fd
+from ._hosting import ServerConfig
+from ._peers import PeerLedger
+from ._pipeline import Pipeline, Refused
+from ._protocol import (
+    CLOSED,
+    NEED_DATA,
+    PROTOCOL_VERSION,
+    Decision,
+    ErrorCode,
+    ErrorResponse,
+    Evidence,
+    HealthRequest,
+    Hello,
+    HelloAccepted,
+    ListSessions,
+    ProtocolError,
+    ServerConnection,
+    State,
+    Submit,
+)
+from ._transparency import TransparencyRequest
+
+__all__ = ["Connection", "FrontEnd"]
+
+LINGER_SECONDS: Final = 1.0
+LINGER_BYTES: Final = 8 * 1024 * 1024
+
+
+class Connection:
+    """Per-connection bookkeeping the server needs for shutdown and fairness."""
+
+    __slots__ = ("codec", "idle_scope", "in_request", "peer")
+
+    def __init__(self, peer: str) -> None:
+        self.peer = peer
+        self.idle_scope: trio.CancelScope | None = None
+        self.in_request = False
+        self.codec: ServerConnection | None = None
+
+    def idle(self) -> bool:
+        """No request in progress and no byte of the next frame received."""
+        codec = self.codec
+        return not self.in_request and (
+            codec is None or (codec.buffered == 0 and codec.state is State.PREFIX)
+        )
+
+
+class FrontEnd:
+    """Serves admitted EVD1 connections over ``pipeline`` (module rules)."""
+
+    def __init__(
+        self,
+        *,
+        config: ServerConfig,
+        pipeline: Pipeline,
+        peers: PeerLedger,
+        connections: set[Connection],
+        server_name: str,
+        limits: dict[str, Any],
+    ) -> None:
+        self.config = config
+        self.pipeline = pipeline
+        self.peers = peers
+        self.connections = connections
+        self.server_name = server_name
+        self.limits = limits
+
+    async def handle(
+        self, stream: trio.SocketStream, connection: Connection, requester: dict[str, Any]
+    ) -> None:
+        """Serve one admitted connection (registered in ``connections`` and counted against
+        its peer by the acceptor) until it closes (rule 5)."""
+        try:
+            await self._converse(stream, connection, requester)
+        except Exception as error:  # the catch-all: one bad connection never kills the server
+            sys.stderr.write(
+                f"evidenced: connection {echo(requester)} failed: {type(error).__name__}: "
+                f"{echo(str(error), 256)}\n"
+            )
+            with contextlib.suppress(Exception):
+                await self.refuse(
+                    stream,
+                    ServerConnection(),
+                    requester,
+                    ErrorCode.INTERNAL,
+                    f"internal error: {type(error).__name__}",
+                    audit=connection.in_request,
+                )
+        finally:
+            self.connections.discard(connection)
+            self.peers.disconnect(connection.peer)
+            with trio.CancelScope(shield=True), trio.move_on_after(1):
+                await stream.aclose()
+
+    async def refuse_connection(
+        self, stream: trio.SocketStream, requester: dict[str, Any], message: str, linger: bool
+    ) -> None:
+        """A connection over a cap that already sent bytes: answered ``BUSY`` (not audited:
+        it made no request), drained briefly when ``linger``, and closed."""
+        try:
+            await self.refuse(
+                stream,
+                ServerConnection(),
+                requester,
+                ErrorCode.BUSY,
+                message,
+                audit=False,
+                linger=linger,
+            )
+        except Exception as error:
+            sys.stderr.write(f"evidenced: refusing a connection failed: {echo(str(error))}\n")
+        finally:
+            with trio.CancelScope(shield=True), trio.move_on_after(1):
+                await stream.aclose()
+
+    async def refuse(
+        self,
+        stream: trio.SocketStream,
+        conn: ServerConnection,
+        requester: dict[str, Any],
+        code: ErrorCode,
+        message: str,
+        *,
+        request_id: int | None = None,
+        audit: bool = True,
+        linger: bool = True,
+        **fields: Any,
+    ) -> None:
+        """Answer an error (audited first unless ``audit`` is false), half-close, drain
+        briefly (``linger``; rule 4), and let the caller close. ``fields`` must already be
+        bounded by the caller."""
+        conn.refuse()
+        answer = await self.pipeline.refusal(
+            requester, code, message, request_id=request_id, audit=audit, **fields
+        )
+        await _send_refusal(stream, conn, answer, linger=linger)
+
+    async def _converse(
+        self, stream: trio.SocketStream, connection: Connection, requester: dict[str, Any]
+    ) -> None:
+        config = self.config
+        pipeline = self.pipeline
+        conn = ServerConnection(
+            max_header_bytes=config.max_header_bytes,
+            max_frame_bytes=config.max_frame_bytes,
+            max_items=config.max_items,
+        )
+        connection.codec = conn
+        fd = stream_fd(stream)
+        # Until its hello, a connection has the (much shorter) pre-hello timeout.
+        deadline = trio.current_time() + min(config.idle_timeout, config.pre_hello_timeout)
+        while True:
+            if pipeline.draining and connection.idle():
+                return
+            # A frame already received whole is taken without a scope (rule 1).
+            try:
+                event = receive_ready(conn, fd)
+            except ProtocolError as error:
+                event = error
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                await self._broken_mid_frame(stream, connection, requester)
+                return
+            if event is not NEED_DATA:
+                await trio.lowlevel.checkpoint()
+                scope = None
+            else:
+                # One scope per request frame that must wait: the idle deadline, and (while
+                # no byte of a frame is buffered) the handle shutdown uses to close idle
+                # connections.
+                with trio.CancelScope(deadline=deadline) as scope:
+                    connection.idle_scope = scope
+                    try:
+                        event = await next_event(stream, conn, fd)
+                    except ProtocolError as error:
+                        event = error
+                    except (trio.BrokenResourceError, trio.ClosedResourceError):
+                        await self._broken_mid_frame(stream, connection, requester)
+                        return
+                    finally:
+                        connection.idle_scope = None
+            if scope is not None and scope.cancelled_caught:
+                if pipeline.draining and connection.idle():
+                    return
+                self.peers.strike(connection.peer)
+                await self.refuse(
+                    stream,
+                    conn,
+                    requester,
+                    ErrorCode.IDLE_TIMEOUT,
+                    f"no complete request within {config.idle_timeout} s"
+                    if conn.handshake_done
+                    else f"no hello within {min(config.idle_timeout, config.pre_hello_timeout)} s",
+                    audit=not connection.idle(),
+                )
+                return
+            if isinstance(event, ProtocolError):
+                await self.refuse(stream, conn, requester, event.code, event.message)
+                return
+            if event is CLOSED:
+                return
+            if isinstance(event, Hello):
+                version = ServerConnection.choose_version(event)
+                if version is None:
+                    await self.refuse(
+                        stream,
+                        conn,
+                        requester,
+                        ErrorCode.VERSION_UNSUPPORTED,
+                        f"server speaks protocol versions {[PROTOCOL_VERSION]}",
+                    )
+                    return
+                answer: Any = HelloAccepted(version, self.server_name, self.limits)
+            elif isinstance(event, Submit):
+                connection.in_request = True  # stays set if submit raises: the catch-all audits
+                transport = _SocketSubmit(self, stream, conn, deadline, fd)
+                keep_open = await pipeline.submit(event, transport, requester, connection.peer)
+                connection.in_request = False
+                if not keep_open or pipeline.draining:
+                    return
+                deadline = trio.current_time() + config.idle_timeout
+                continue
+            elif isinstance(event, ListSessions | HealthRequest | TransparencyRequest):
+                try:
+                    answer = pipeline.answer(event)
+                except Refused as refused:
+                    await self.refuse(stream, conn, requester, refused.code, refused.message)
+                    return
+            else:  # Evidence outside a submit cannot happen; the codec guarantees order
+                raise AssertionError(f"unexpected event {event!r}")
+            if not await send(stream, conn.send(answer), fd):
+                return
+            if pipeline.draining:
+                return
+            deadline = trio.current_time() + config.idle_timeout
+
+    async def _broken_mid_frame(
+        self, stream: trio.SocketStream, connection: Connection, requester: dict[str, Any]
+    ) -> None:
+        """The connection broke (a reset, not an end of stream): a frame it cut is audited
+        ``TRUNCATED_FRAME`` as a normal close inside a frame is (nothing can be sent)."""
+        if connection.idle() or connection.codec is None:
+            return
+        await self.refuse(
+            stream,
+            connection.codec,
+            requester,
+            ErrorCode.TRUNCATED_FRAME,
+            "the connection was reset inside a frame",
+            linger=False,
+        )
+
+
+async def _send_refusal(
+    stream: trio.SocketStream, conn: ServerConnection, answer: ErrorResponse, *, linger: bool
+) -> None:
+    """Send an error frame, then (``linger``) half-close and drain briefly (rule 4)."""
+    if not await send(stream, conn.send(answer)) or not linger:
+        return
+    with trio.move_on_after(LINGER_SECONDS):
+        try:
+            await stream.send_eof()
+            drained = 0
+            while drained < LINGER_BYTES:
+                data = await stream.receive_some(RECEIVE_CHUNK)
+                if not data:
+                    break
+                drained += len(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, trio.BusyResourceError):
+            pass
+
+
+class _SocketSubmit:
+    """The EVD1 front end's side of one submit (:class:`~daemon._pipeline.SubmitTransport`):
+    evidence read under the idle deadline and the minimum rate (rule 2)."""
+
+    __slots__ = ("conn", "deadline", "fd", "front", "stream")
+
+    def __init__(
+        self,
+        front: FrontEnd,
+        stream: trio.SocketStream,
+        conn: ServerConnection,
+        deadline: float,
+        fd: int,
+    ) -> None:
+        self.front = front
+        self.stream = stream
+        self.conn = conn
+        self.deadline = deadline
+        self.fd = fd
+
+    async def read_evidence(self) -> tuple[bytes, ...]:
+        conn, fd, deadline = self.conn, self.fd, self.deadline
+        conn.accept_evidence()
+        try:
+            event = receive_ready(conn, fd)
+            if isinstance(event, Evidence):  # already here: no scope, no wait
+                return event.items
+            assert event is NEED_DATA
+            config = self.front.config
+            begin = trio.current_time()
+            while True:
+                rate_deadline = (
+                    begin + config.evidence_grace + conn.buffered / config.min_evidence_rate
+                )
+                with trio.move_on_at(min(deadline, rate_deadline)):
+                    await receive_some(self.stream, conn, fd)
+                    event = receive_ready(conn, fd)
+                    if isinstance(event, Evidence):
+                        return event.items
+                    assert event is NEED_DATA
+                    continue
+                if rate_deadline < deadline:
+                    raise Refused(
+                        ErrorCode.IDLE_TIMEOUT,
+                        f"evidence arrived slower than {config.min_evidence_rate} bytes/s "
+                        f"({conn.buffered} bytes in {trio.current_time() - begin:.1f} s)",
+                    )
+                raise Refused(
+                    ErrorCode.IDLE_TIMEOUT,
+                    f"evidence not received within {config.idle_timeout} s",
+                )
+        except ProtocolError as error:
+            raise Refused(error.code, error.message) from None
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            raise Refused(ErrorCode.TRUNCATED_FRAME, "the connection broke mid-frame") from None
+
+    def encode(self, answer: Decision) -> bytes:
+        return self.conn.send(answer)
+
+    async def send(self, data: bytes) -> bool:
+        return await send(self.stream, data, self.fd)
+
+    async def refuse(self, answer: ErrorResponse) -> None:
+        self.conn.refuse()
+        await _send_refusal(self.stream, self.conn, answer, linger=True)
