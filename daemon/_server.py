@@ -7,10 +7,10 @@ The server is assembled from parts with one job each; this module is their lifec
 * :mod:`daemon._frontend`: one EVD1 connection's conversation (timeouts, dispatch, refusals
   with a drain), over :mod:`daemon._fastpath` (the raw-socket fast paths).
 * :mod:`daemon._pipeline`: the transport-neutral core — the submit pipeline, one function per
-  stage (bounds, binding, capacity, read, evaluate, audit, answer), refusals, queries.
+  stage (bounds, binding, capacity, read, evaluate, retain, audit, answer), refusals, queries.
 * :mod:`daemon._evaluation` / :mod:`daemon._workers`: where a pair is evaluated (docs/adr/0009).
 * :mod:`daemon._hosting`: hosted sessions and :class:`ServerConfig`; :mod:`daemon._describe`:
-  the ``sessions`` answer.
+  the ``sessions`` answer; :mod:`daemon.retention`: evidence stores.
 
 Rules (the contract):
 
@@ -18,14 +18,18 @@ Rules (the contract):
    ``max_connections`` to fit it with headroom (:mod:`daemon._resources`); remove stale
    snapshot folders of dead processes of this user (:mod:`mechanism.snapshots`); open the
    audit log (and the transparency log, when configured); fork the evaluation workers
-   before the audit writer or any connection exists; open the listeners; record
+   before the audit writer or any connection exists; open the evidence stores of the
+   sessions that retain evidence (:mod:`daemon.retention`); open the listeners; record
    ``daemon_start``; then report readiness (``task_status.started``).
 2. Each request gets a fresh :class:`EvidenceStore` and :class:`VerificationSession`, so
    requests share no state; every decision and every refusal of a request is audited before
-   it is answered (:mod:`daemon._pipeline`).
-3. ``health`` reports ``serving``, ``degraded`` (the audit log cannot write; its reason) or
-   ``draining``, with the connection, capacity, peer, evaluation, audit and transparency
-   figures and the decision/refusal/outcome counters.
+   it is answered (:mod:`daemon._pipeline`). Every client-chosen value in a message, an audit
+   field or a stderr line is echoed verbatim only when short and printable, else as an
+   escaped prefix with its length and digest (:mod:`daemon._echo`).
+3. ``health`` reports ``serving``, ``degraded`` (the audit log cannot write, or an evidence
+   store's latest write failed; its reason) or ``draining``, with the connection, capacity,
+   peer, evaluation, audit, transparency and retention figures and the
+   decision/refusal/outcome counters.
 4. Shutdown (:meth:`Server.shutdown`, or SIGINT/SIGTERM when ``handle_signals``): stop
    accepting, close idle connections, let in-flight requests finish within
    ``shutdown_grace`` seconds (a second signal: at once), then cancel the rest (a cancelled
