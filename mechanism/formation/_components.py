@@ -211,6 +211,7 @@ def _packaging() -> tuple[dict[str, Any], ...]:
             (
                 "mechanism.formation:recheck_formation_receipt",
                 "mechanism.formation:inspect_silo_formation",
+                "mechanism.formation._silo_commit:admit_commit",
                 "mechanism.formation:check_formation",
                 *_WIRE_SOURCES,
             ),

@@ -49,15 +49,17 @@ from mechanism.canonical import (
 )
 from mechanism.formation._silo import (
     INSPECTION_REASON_CODES,
-    MAX_COMMIT_BYTES,
     MAX_EVIDENCE_ENTRIES,
-    MAX_OBJECT_BYTES,
     MAX_SNAPSHOT_BYTES,
     ROLES,
+    inspect_silo_formation,
+)
+from mechanism.formation._silo_commit import (
+    MAX_COMMIT_BYTES,
+    MAX_OBJECT_BYTES,
     CommitRefused,
     admit_commit,
     census_digests,
-    inspect_silo_formation,
     is_portable_path,
 )
 from mechanism.formation._wire import MAX_DEPTH, MAX_NODES, PROFILE_DIGEST, RESIDUAL_OBLIGATIONS
