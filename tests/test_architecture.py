@@ -16,7 +16,15 @@ checked against these contracts:
   reach it through their providers), and its scorer sources — the files its release id binds —
   import nothing of the project but each other;
 * ``daemon`` may import everything but ``holdout``;
-* the formation checker never imports the producer, not even transitively.
+* the formation checker never imports the producer, not even transitively;
+* no package has an import cycle among its own modules (imports under ``if TYPE_CHECKING:``
+  are annotations, not run, and do not count; lazy ones do);
+* the formation mechanism's digest (its source inventory) covers every module of the
+  ``mechanism`` package its evaluation imports, transitively;
+* the daemon's request core (``daemon._pipeline``) imports no transport: no front end, no
+  listener, no raw-socket fast path, no server lifecycle, no socket; the codec's state table
+  (``daemon._protocol_state``) imports nothing of the project; the configuration
+  (``daemon._config``, ``daemon._hosting``) imports no part of the running server (ADR 0013).
 
 Providers are loaded through entry points at run time: no static arrow points from the session,
 the daemon or the holdout adapter to a mechanism's package, or to a plugin.
@@ -148,3 +156,157 @@ def test_a_lazy_relative_import_is_seen_and_refused(tmp_path: Path) -> None:
     assert {"mechanism.formation", "daemon"} <= imported
     refused = {_area(name) for name in imported} - ALLOWED["session"] - {None, "session"}
     assert refused == {"mechanism.formation", "daemon"}
+
+
+# -- cycles, the formation digest's inventory, the daemon's seams
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _runtime_imports(path: Path, module: str | None = None) -> set[str]:
+    """What :func:`_imports` reads, less the imports under ``if TYPE_CHECKING:``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    annotation_only: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            for statement in node.body:
+                annotation_only.update(id(inner) for inner in ast.walk(statement))
+    lines = {
+        inner.lineno
+        for inner in ast.walk(tree)
+        if isinstance(inner, ast.Import | ast.ImportFrom) and id(inner) not in annotation_only
+    }
+    return {name for line, name in _imports(path, module) if line in lines}
+
+
+def _modules(root: Path, package: str) -> dict[str, Path]:
+    """Every module of ``package`` under ``root``: dotted name → file."""
+    found = {}
+    for path in sorted((root / package).rglob("*.py")):
+        parts = list(path.relative_to(root).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+def _own_name(name: str, path: Path) -> str:
+    """The name :func:`_imports` resolves relative imports against (a package's ``__init__``
+    is inside the package)."""
+    return f"{name}.__init__" if path.name == "__init__.py" else name
+
+
+def _cycles(modules: dict[str, Path]) -> list[list[str]]:
+    """The import cycles among ``modules`` (strongly connected components of more than one
+    module; ``from . import x`` in a package is not the package importing itself), each
+    sorted."""
+    graph = {
+        name: sorted((_runtime_imports(path, _own_name(name, path)) & set(modules)) - {name})
+        for name, path in modules.items()
+    }
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+    for root in graph:  # Tarjan's algorithm, iterative
+        if root in index:
+            continue
+        work = [(root, 0)]
+        while work:
+            node, position = work.pop()
+            if position == 0:
+                index[node] = low[node] = len(index)
+                stack.append(node)
+            successors = graph[node]
+            if position < len(successors):
+                work.append((node, position + 1))
+                successor = successors[position]
+                if successor not in index:
+                    work.append((successor, 0))
+                elif successor in stack:
+                    low[node] = min(low[node], index[successor])
+                continue
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+    return found
+
+
+@pytest.mark.parametrize("package", [*PACKAGES, "cli"])
+def test_no_package_has_an_import_cycle(package: str) -> None:
+    assert _cycles(_modules(ROOT, package)) == []
+
+
+def test_a_cycle_through_lazy_imports_is_seen_and_an_annotation_is_not(tmp_path: Path) -> None:
+    """Guard: the cycle a command line and its adapter once made through imports inside
+    functions is found; an import only for annotations is not a cycle."""
+    package = tmp_path / "probe"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "cli.py").write_text("def run():\n    from .adapter import observe\n")
+    (package / "adapter.py").write_text("def observe():\n    from .cli import EXIT_OK\n")
+    (package / "typed.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .user import User\n"
+    )
+    (package / "user.py").write_text("from .typed import TYPE_CHECKING\n")
+    assert _cycles(_modules(tmp_path, "probe")) == [["probe.adapter", "probe.cli"]]
+
+
+def test_the_formation_digest_covers_every_module_its_evaluation_imports() -> None:
+    """A module the mechanism runs but its source inventory omits could change a decision
+    without changing ``mechanism_digest``."""
+    from mechanism.formation import SOURCE_INVENTORY
+    from session._identity import file_digest
+
+    modules = _modules(ROOT, "mechanism")
+    seen: set[str] = set()
+    pending = ["mechanism.formation._mechanism"]
+    while pending:
+        module = pending.pop()
+        if module in seen or module not in modules:
+            continue
+        seen.add(module)
+        path = modules[module]
+        pending.extend(_runtime_imports(path, _own_name(module, path)))
+    assert {"mechanism.formation._checker", "mechanism.formation._wire"} <= seen
+    inventory = {digest for _, digest in SOURCE_INVENTORY}
+    omitted = sorted(m for m in seen if file_digest(modules[m]) not in inventory)
+    assert omitted == [], f"the formation source inventory omits {omitted}"
+
+
+_TRANSPORT = frozenset(
+    {"daemon._frontend", "daemon._fastpath", "daemon._listeners", "daemon._server", "socket"}
+)
+_RUNNING_SERVER = _TRANSPORT | {"daemon._pipeline", "daemon._evaluation", "daemon._workers"}
+
+
+@pytest.mark.parametrize(
+    ("module", "refused"),
+    [
+        ("daemon._pipeline", _TRANSPORT | {"trio.socket"}),
+        ("daemon._config", _RUNNING_SERVER),
+        ("daemon._hosting", _RUNNING_SERVER),
+    ],
+)
+def test_the_daemon_keeps_its_seams(module: str, refused: frozenset[str]) -> None:
+    path = ROOT / (module.replace(".", "/") + ".py")
+    assert not _runtime_imports(path, module) & refused
+
+
+def test_the_codec_state_table_imports_nothing_of_the_project() -> None:
+    path = ROOT / "daemon" / "_protocol_state.py"
+    imported = _runtime_imports(path, "daemon._protocol_state")
+    assert not {name for name in imported if name.split(".")[0] in (*PACKAGES, "cli")}
