@@ -367,3 +367,21 @@ def test_s3_unreachable_endpoint_fails_after_the_sdk_retries(moto: Any, monkeypa
         store.put(DATA)
     assert attempts == ["put", "put"]
     store.close()
+
+
+def test_s3_access_denied_is_a_store_error_without_retries(moto: Any, monkeypatch: Any) -> None:
+    """403: moto checks IAM (its own switch, as for AWS's accounts), and these keys are unknown
+    to it. Not transient, so the SDK does not retry it; the store names the code and status."""
+    from moto.core.authorization import enable_iam_authentication
+
+    store = open_store(use_s3(monkeypatch, moto, _bucket()))
+    assert isinstance(store, S3Store)
+    attempts: list[str] = []
+    store._client.meta.events.register(
+        "before-send.s3.PutObject", lambda **kwargs: attempts.append("put")
+    )
+    with enable_iam_authentication(), pytest.raises(StoreError, match=r"HTTP 403"):
+        store.put(DATA)
+    assert attempts == ["put"]
+    assert list(store.objects()) == []
+    store.close()
