@@ -15,8 +15,10 @@ The :mod:`cli` contract applies (one JSON document on stdout on every path, erro
   Without ``--binding`` it asks the server for the session's mechanism and builds the honest
   binding from the files with the installed provider of that mechanism id
   (``MechanismProvider.honest_binding``, default options), pinning the digest the server
-  announced. Exit 0 PASS, 1 FAIL, 3 UNKNOWN; 2 for the wrong number of files, or a mechanism
-  no installed provider builds bindings for (pass ``--binding``); 65 refused (by the server,
+  announced and the parameters it announced as ``pinned`` (``MechanismProvider.pin``: the host's
+  policy digest for a descriptor session). Exit 0 PASS, 1 FAIL, 3 UNKNOWN; 2 for the wrong
+  number of files, or a mechanism no installed provider builds bindings for (pass
+  ``--binding``); 65 refused (by the server,
   with its code and ``decision_id``; ``UNKNOWN_SESSION`` when the server hosts no such
   session; ``BINDING_UNBUILDABLE`` when the files cannot be bound), 69 unreachable, 75
   busy/timeout/shutting down, 70 server-side failure.
@@ -317,8 +319,10 @@ def _start_failure(error: BaseException) -> BaseException:
 
 def _honest_binding(mechanism: dict[str, Any], files: list[bytes]) -> BoundProposition:
     """The honest binding for a session whose mechanism the server announced: built by the
-    installed provider of that mechanism id with its default options, pinning the digest the
-    server announced. No provider, or several, is a usage error (pass ``--binding``)."""
+    installed provider of that mechanism id with its default options, then pinned to what the
+    server announced: the provider's ``pin`` with the mechanism's ``pinned`` parameters (a
+    host's non-default policy), and the announced mechanism digest. No provider, or several,
+    is a usage error (pass ``--binding``)."""
     mechanism_id = mechanism["mechanism_id"]
     found = providers_for_mechanism(mechanism_id)
     if not found:
@@ -331,6 +335,9 @@ def _honest_binding(mechanism: dict[str, Any], files: list[bytes]) -> BoundPropo
         binding = provider.honest_binding(files, provider.default_options())
     except EvidenceCountError as error:
         raise UsageError(str(error)) from None
+    announced = mechanism.get("pinned")
+    if isinstance(announced, dict) and announced:
+        binding = provider.pin(binding, announced)
     return attrs.evolve(binding, mechanism_digest=mechanism["mechanism_digest"])
 
 

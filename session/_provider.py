@@ -24,6 +24,13 @@ Contract of a :class:`MechanismProvider` (subclass it):
   announced). Raises :class:`EvidenceCountError` (a ``ValueError``) when the number of files
   is wrong (``evidenced submit`` exits 2, a usage error), and ``ValueError`` with a one-line
   message when these files cannot be bound (an unreadable subject; ``submit`` exits 65).
+* optional ``announce(mechanism)`` → the parameters the host configured that a client must pin
+  to be answered by ``mechanism`` (digests of a policy, an allowlist, a profile), as a mapping
+  of names to strings; the daemon announces it with the session (``sessions``, the ``list``
+  answer: each mechanism's ``pinned``). Default: none.
+* optional ``pin(binding, announced)`` → the binding from :meth:`honest_binding` with the
+  ``announced`` parameters pinned instead of the default configuration's (``evidenced
+  submit`` calls it with what the daemon announced). Default: the binding unchanged.
 * optional ``catalog_metadata()`` → :class:`CatalogMetadata` (plain JSON-ready component
   declarations and packaging, which the catalog derives its registry from; never executed).
 * optional ``holdout_handler()`` → a :class:`HoldoutHandler` (how the holdout instrument views,
@@ -205,6 +212,14 @@ class MechanismProvider(abc.ABC, Generic[OptionsT]):
     @abc.abstractmethod
     def honest_binding(self, evidence: Sequence[bytes], options: OptionsT) -> BoundProposition:
         """The binding an honest client with only ``evidence`` pins (``ValueError`` if none)."""
+
+    def announce(self, mechanism: VerificationMechanism) -> Mapping[str, str]:
+        """What a client must pin to be answered by ``mechanism`` (module rules)."""
+        return {}
+
+    def pin(self, binding: BoundProposition, announced: Mapping[str, str]) -> BoundProposition:
+        """``binding`` with the ``announced`` parameters pinned (module rules)."""
+        return binding
 
     def catalog_metadata(self) -> CatalogMetadata | None:
         return None

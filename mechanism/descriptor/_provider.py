@@ -9,6 +9,11 @@
 * ``honest_binding((descriptor, payload), options)`` → :func:`descriptor_binding` for the
   mechanism those options create (the compiled catalog's operation for the pair;
   ``DescriptorError``, a ``ValueError``, when neither file is a compiled fixture's).
+* ``announce(mechanism)`` → ``{"authorization_policy", "policy_digest", "allowlist_digest"}``
+  of that mechanism's host configuration; ``pin(binding, announced)`` pins the announced
+  ``authorization_policy`` (the parameter, and in place of the default among the sorted trust
+  roots), so a client of a daemon
+  configured with another policy or allowlist binds to that configuration.
 * Catalog metadata: :mod:`._components`; holdout handler: :mod:`._holdout`; conformance samples:
   the packaged fixtures — the TISC program and the safetensors weights (PASS) and the TISC
   payload re-described as native weights (FAIL) — when they are installed.
@@ -16,7 +21,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from importlib.resources import files
 from typing import Final
 
@@ -30,6 +35,7 @@ from session import (
     HoldoutHandler,
     MechanismOutcome,
     MechanismProvider,
+    VerificationMechanism,
 )
 
 from ._codec import MAX_DESCRIPTOR_BYTES
@@ -82,6 +88,28 @@ class DescriptorProvider(MechanismProvider[DescriptorOptions]):
         if len(evidence) != 2:
             raise EvidenceCountError("a descriptor submission is DESCRIPTOR PAYLOAD (two files)")
         return descriptor_binding(evidence[0], evidence[1], mechanism=self.create(options))
+
+    def announce(self, mechanism: VerificationMechanism) -> Mapping[str, str]:
+        if not isinstance(mechanism, DescriptorAuthorizationMechanism):
+            return {}
+        record = mechanism.authorization.record
+        return {
+            "authorization_policy": mechanism.authorization_policy_digest,
+            "policy_digest": record["axion_policy"],
+            "allowlist_digest": record["allowlist"],
+        }
+
+    def pin(self, binding: BoundProposition, announced: Mapping[str, str]) -> BoundProposition:
+        policy = announced.get("authorization_policy")
+        pinned = binding.parameters.get("authorization_policy")
+        if not isinstance(policy, str) or policy == pinned:
+            return binding
+        roots = (set(binding.trust_roots) - {pinned}) | {policy}
+        return attrs.evolve(
+            binding,
+            parameters={**binding.parameters, "authorization_policy": policy},
+            trust_roots=tuple(sorted(roots)),
+        )
 
     def catalog_metadata(self) -> CatalogMetadata:
         from ._components import catalog_metadata

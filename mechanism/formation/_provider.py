@@ -7,6 +7,9 @@
   ``accepted_bounds`` ``EvidenceBounds(2, 524288)`` (two records of at most 262,144 bytes).
 * ``honest_binding((subject, certificate), options)`` → :func:`formation_binding` (declared
   context as parameters; ``FormationError``, a ``ValueError``, when it cannot bind).
+* ``announce`` → ``{"profile_digest"}``: the one typed-formation profile this mechanism checks
+  (a subject declaring another is UNKNOWN); the honest binding takes it from the subject, so
+  ``pin`` changes nothing.
 * Catalog metadata: :mod:`._components`; holdout handler: :mod:`._holdout`; conformance samples:
   the packaged example pairs ``compose`` (PASS), ``tampered`` (FAIL) and
   ``unsupported-profile`` (UNKNOWN), when the fixtures are installed.
@@ -14,7 +17,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from importlib.resources import files
 from typing import Final
 
@@ -28,10 +31,11 @@ from session import (
     HoldoutHandler,
     MechanismOutcome,
     MechanismProvider,
+    VerificationMechanism,
 )
 
 from ._mechanism import FormationPathCertificateMechanism, formation_binding
-from ._wire import MAX_DEPTH, MAX_NODES, MAX_PATH_STEPS, MECHANISM_ID
+from ._wire import MAX_DEPTH, MAX_NODES, MAX_PATH_STEPS, MECHANISM_ID, PROFILE_DIGEST
 
 __all__ = ["PROVIDER", "FormationOptions", "FormationProvider"]
 
@@ -64,6 +68,9 @@ class FormationProvider(MechanismProvider[FormationOptions]):
         if len(evidence) != 2:
             raise EvidenceCountError("a formation submission is SUBJECT CERTIFICATE (two files)")
         return formation_binding(evidence[0], evidence[1])
+
+    def announce(self, mechanism: VerificationMechanism) -> Mapping[str, str]:
+        return {"profile_digest": PROFILE_DIGEST}
 
     def catalog_metadata(self) -> CatalogMetadata:
         from ._components import catalog_metadata

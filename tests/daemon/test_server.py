@@ -163,6 +163,7 @@ async def test_list_and_health_describe_sessions_and_counters(config: dict[str, 
                     "mechanism_digest": BytesDigestMechanism.mechanism_digest,
                     "accepted_bounds": None,
                     "catalog_entry": sessions[0]["mechanisms"][0]["catalog_entry"],
+                    "pinned": {},
                 }
             ],
         }
