@@ -56,6 +56,7 @@ import cli
 from cli import CliError, Exit, RejectedInput, UsageError
 from session import BoundProposition, EvidenceCountError, providers_for_mechanism
 
+from . import _systemd as systemd
 from ._audit import (
     AuditLog,
     AuditLogCorrupt,
@@ -76,8 +77,10 @@ from ._client import (
     TransportError,
     open_client,
 )
-from ._config import ConfigError, load_config, parse_address
+from ._config import ConfigError, DaemonConfig, load_config, parse_address
+from ._hosting import ServerConfig
 from ._receipts import ReceiptUnavailable, fetch_receipt
+from ._reload import Reloader
 from ._report_cli import add_report_command
 from ._server import DEFAULT_PORT, Server
 from .retention import StoreError
@@ -159,18 +162,23 @@ def _client_failure(error: ClientError) -> CliError:
 # --------------------------------------------------------------------------- serve
 
 
+def _load(args: argparse.Namespace) -> tuple[DaemonConfig, ServerConfig]:
+    """The configuration and the server settings with the command line's overrides (at start,
+    and again for each SIGHUP reload); ``ConfigError`` when invalid."""
+    config = load_config(args.config)
+    changes: dict[str, Any] = {}
+    if args.address:
+        changes.update(tcp=parse_address(args.address), unix=None)
+    if args.socket:
+        changes.update(unix=args.socket, tcp=None)
+    if args.audit_log:
+        changes["audit_path"] = str(Path(args.audit_log).absolute())
+    return config, attrs.evolve(config.server, handle_signals=True, **changes)
+
+
 def _serve(args: argparse.Namespace) -> int:
     try:
-        config = load_config(args.config)
-        server_config = config.server
-        changes: dict[str, Any] = {}
-        if args.address:
-            changes.update(tcp=parse_address(args.address), unix=None)
-        if args.socket:
-            changes.update(unix=args.socket, tcp=None)
-        if args.audit_log:
-            changes["audit_path"] = str(Path(args.audit_log).absolute())
-        server_config = attrs.evolve(server_config, handle_signals=True, **changes)
+        config, server_config = _load(args)
         sessions, skipped = config.build_sessions()
     except ConfigError as error:
         raise RejectedInput(f"invalid configuration: {error}", code="CONFIG_INVALID") from None
@@ -196,37 +204,41 @@ def _serve(args: argparse.Namespace) -> int:
     origin = "--audit-log" if args.audit_log else config.source
     _make_parents(server_config.audit_path)
     server = Server(sessions, server_config)
+    server.inherited = systemd.listen_fds()
+    server.notify = systemd.notify
+
+    def load() -> tuple[DaemonConfig, ServerConfig]:
+        return _load(args)
+
+    reloader = (
+        Reloader(server, load, source=config.source, say=cli.say, notify=systemd.notify)
+        if args.config is not None
+        else None
+    )
+
+    async def run_server(task_status: trio.TaskStatus[Server]) -> None:
+        try:
+            await server.run(task_status=task_status)
+        finally:
+            stop.cancel()
+
+    stop = trio.CancelScope()
 
     async def main() -> None:
-        async with trio.open_nursery() as nursery:
-            await nursery.start(server.run)
-            _tune_collector()
-            cli.emit(
-                {
-                    "status": "serving",
-                    "tcp": None
-                    if server.tcp_address is None
-                    else f"{server.tcp_address[0]}:{server.tcp_address[1]}",
-                    "unix": server.unix_path,
-                    "audit_log": server_config.audit_path,
-                    "sessions": sorted(server.sessions),
-                    "skipped": skipped,
-                    "transparency": _transparency_summary(server),
-                }
-            )
-            if server.transparency is not None:
-                cli.say(
-                    f"transparency log {server.transparency.directory}: origin"
-                    f" {server.transparency.origin}, verifier key"
-                    f" {server.transparency.signer.verifier().encode()}"
+        with stop:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(run_server)
+                if reloader is not None:
+                    await nursery.start(reloader.run)
+                interval = systemd.watchdog_interval()
+                if interval is not None:
+                    nursery.start_soon(_watchdog, interval)
+                _announce(server, server_config, skipped, origin)
+                systemd.notify(
+                    f"READY=1\nMAINPID={os.getpid()}\nSTATUS=serving "
+                    f"{', '.join(sorted(server.sessions))}"
                 )
-            where = server.unix_path or (
-                f"{server.tcp_address[0]}:{server.tcp_address[1]}" if server.tcp_address else "?"
-            )
-            cli.say(
-                f"serving {', '.join(sorted(server.sessions))} on {where}; audit log "
-                f"{server_config.audit_path} (from {origin})"
-            )
+                await trio.sleep_forever()
 
     try:
         trio.run(main)
@@ -247,6 +259,47 @@ def _serve(args: argparse.Namespace) -> int:
         )
     cli.say("stopped; audit log flushed")
     return Exit.OK
+
+
+def _announce(server: Server, server_config: ServerConfig, skipped: list[str], origin: str) -> None:
+    """The ``serving`` document and the stderr lines, once the server listens."""
+    _tune_collector()
+    cli.emit(
+        {
+            "status": "serving",
+            "tcp": None
+            if server.tcp_address is None
+            else f"{server.tcp_address[0]}:{server.tcp_address[1]}",
+            "unix": server.unix_path,
+            "audit_log": server_config.audit_path,
+            "sessions": sorted(server.sessions),
+            "skipped": skipped,
+            "transparency": _transparency_summary(server),
+        }
+    )
+    if server.transparency is not None:
+        cli.say(
+            f"transparency log {server.transparency.directory}: origin"
+            f" {server.transparency.origin}, verifier key"
+            f" {server.transparency.signer.verifier().encode()}"
+        )
+    where = server.unix_path or (
+        f"{server.tcp_address[0]}:{server.tcp_address[1]}"
+        if server.tcp_address
+        else "inherited sockets"
+    )
+    cli.say(
+        f"serving {', '.join(sorted(server.sessions))} on {where}; audit log "
+        f"{server_config.audit_path} (from {origin})"
+    )
+
+
+async def _watchdog(interval: float) -> None:
+    """``WATCHDOG=1`` every ``interval`` seconds while the event loop runs (a stuck loop stops
+    the pings, and systemd restarts the service)."""
+    while True:
+        systemd.notify("WATCHDOG=1")
+        await trio.sleep(interval)
 
 
 def _transparency_summary(server: Server) -> dict[str, Any] | None:
