@@ -178,18 +178,61 @@ def test_embedded_serve_stops_gracefully_on_sigterm_by_default(short_dir: Path) 
     assert _last_event(log)["event"] == "daemon_stop"
 
 
-def test_notify_socket_activation_watchdog_reload_and_stop(short_dir: Path) -> None:
-    """The service manager's view: READY once serving on the inherited socket, WATCHDOG pings,
-    RELOADING/READY around SIGHUP, STOPPING on SIGTERM."""
+def _unit(name: str) -> dict[str, list[str]]:
+    """The ``Key=value`` settings of a packaged unit file (comments and sections dropped)."""
+    settings: dict[str, list[str]] = {}
+    for line in (ROOT / "packaging" / name).read_text().splitlines():
+        if "=" in line and not line.startswith(("#", "[")):
+            key, value = line.split("=", 1)
+            settings.setdefault(key.strip(), []).append(value.strip())
+    return settings
+
+
+def test_the_packaged_config_example_is_valid() -> None:
+    result = subprocess.run(
+        [*CLI, "config", "check", str(ROOT / "packaging" / "evidenced.toml")],
+        capture_output=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["sessions"] == ["descriptor", "formation"]
+
+
+def test_the_packaged_unit_runs_the_daemon_under_a_service_manager(short_dir: Path) -> None:
+    """The unit's ExecStart, run as systemd would run it (``/run/systemd/system`` is absent
+    here, so systemd-run cannot): Type=notify with NOTIFY_SOCKET, the socket unit's listener as
+    descriptor 3, STATE_DIRECTORY, WATCHDOG_USEC; ExecReload's SIGHUP; SIGTERM. What the
+    manager hears: READY once serving on the inherited socket, WATCHDOG pings,
+    RELOADING/READY around the reload, STOPPING."""
+    service, sockets = _unit("evidenced.service"), _unit("evidenced.socket")
+    assert service["Type"] == ["notify"] and service["StateDirectory"] == ["evidenced"]
+    assert service["ExecReload"] == ["/bin/kill -HUP $MAINPID"]
+    state, run = short_dir / "state", short_dir / "run"
+    state.mkdir(mode=0o700)
+    config = short_dir / "evidenced.toml"
+    config.write_text(
+        (ROOT / "packaging" / "evidenced.toml")
+        .read_text()
+        .replace("/var/lib/evidenced", str(state))
+        .replace("/run/evidenced", str(run))
+    )
+    command = service["ExecStart"][0].split()
+    assert command[:2] == ["/usr/bin/evidenced", "serve"]
+    argv = [*CLI, *command[1:]]
+    argv[argv.index("/etc/evidenced/evidenced.toml")] = str(config)
     notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     notify.bind(str(short_dir / "notify"))
     notify.settimeout(20)
+    assert sockets["ListenStream"] == ["/run/evidenced.sock"]
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(str(short_dir / "activated"))
     listener.listen(16)
-    config = short_dir / "evidenced.toml"
-    _config(config, 10)
-    env = {**os.environ, "NOTIFY_SOCKET": str(short_dir / "notify"), "WATCHDOG_USEC": "200000"}
+    env = {
+        **os.environ,
+        "NOTIFY_SOCKET": str(short_dir / "notify"),
+        "WATCHDOG_USEC": "200000",
+        "STATE_DIRECTORY": str(state),
+    }
     fd = listener.fileno()
     # What systemd does after its fork: the socket as descriptor 3, LISTEN_PID the service's
     # own pid (exec keeps it), then exec.
@@ -197,8 +240,7 @@ def test_notify_socket_activation_watchdog_reload_and_stop(short_dir: Path) -> N
         "import os, sys\n"
         f"os.dup2({fd}, 3)\n"
         "os.environ.update(LISTEN_PID=str(os.getpid()), LISTEN_FDS='1')\n"
-        "os.execv(sys.executable, [sys.executable, '-m', 'daemon.cli', 'serve', '--config', "
-        f"{str(config)!r}])\n"
+        f"os.execv(sys.executable, {argv!r})\n"
     )
     process = subprocess.Popen(
         [sys.executable, "-c", launcher],
@@ -209,17 +251,14 @@ def test_notify_socket_activation_watchdog_reload_and_stop(short_dir: Path) -> N
         pass_fds=(fd,),
     )
     try:
-        messages: list[str] = []
 
         def expect(state: str) -> str:
             while True:
                 message = notify.recv(4096).decode()
-                messages.append(message)
                 if state in message.split("\n"):
                     return message
 
-        ready = expect("READY=1")
-        assert f"MAINPID={process.pid}" in ready
+        assert f"MAINPID={process.pid}" in expect("READY=1")
         assert process.stdout is not None
         assert json.loads(process.stdout.readline())["status"] == "serving"
         health = subprocess.run(
@@ -228,14 +267,16 @@ def test_notify_socket_activation_watchdog_reload_and_stop(short_dir: Path) -> N
             timeout=60,
         )
         assert health.returncode == 0, health.stderr
+        assert (state / "audit.jsonl").is_file()
         expect("WATCHDOG=1")
-        process.send_signal(signal.SIGHUP)
+        process.send_signal(signal.SIGHUP)  # ExecReload
         expect("RELOADING=1")
         expect("READY=1")
-        process.send_signal(signal.SIGTERM)
+        process.send_signal(signal.SIGTERM)  # KillSignal
         expect("STOPPING=1")
         _, err = process.communicate(timeout=30)
         assert process.returncode == 0, err
+        assert _last_event(state / "audit.jsonl")["event"] == "daemon_stop"
         assert (short_dir / "activated").exists()  # systemd's socket: not ours to unlink
     finally:
         if process.poll() is None:
