@@ -5,9 +5,9 @@ Rules (docs/audit-log.md, "Noise"):
 1. **Noise** is a connection whose *first* frame does not start with this protocol's magic
    (``BAD_MAGIC`` before any ``hello``): an HTTP health probe, a port scanner, a TLS client.
    It made no request of this protocol, so it gets the ``BAD_MAGIC`` error frame and is
-   closed after the usual short bounded drain, and :meth:`NoiseLedger.record` counts it, per peer (a TCP
-   host, a Unix uid). It writes no audit line of its own: unauthenticated bytes cannot buy an
-   fsync each.
+   closed after the usual short bounded drain, and :meth:`NoiseLedger.record` counts it, per
+   peer (a TCP host, a Unix uid). It writes no audit line of its own: unauthenticated bytes
+   cannot buy an fsync each.
 2. Every ``interval`` seconds (60) in which noise arrived, and once more before ``daemon_stop``,
    one ``noise`` audit line summarises it: ``count`` (connections since the last summary),
    ``peers`` (the :data:`MAX_PEERS` noisiest, ``{peer: count}``), ``other_peers`` (how many
