@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from session import EvidenceStore, VerificationSession, accepted_bounds
+from session import EvidenceStore, VerificationMechanism, VerificationSession, accepted_bounds
 
 from ._hosting import HostedSession
 from ._protocol import encode_header
@@ -40,6 +40,25 @@ def catalog_entry(mechanism_id: str) -> dict[str, Any] | None:
         return None
 
 
+def announced(mechanism: VerificationMechanism) -> dict[str, str]:
+    """What the mechanism's provider says a client must pin (``MechanismProvider.announce``):
+    ``{}`` when no single installed provider makes this mechanism id, or it says nothing
+    usable (a provider's bug never keeps the daemon from starting)."""
+    from session import providers_for_mechanism
+
+    try:
+        found = providers_for_mechanism(mechanism.mechanism_id)
+        if len(found) != 1:
+            return {}
+        pinned = dict(found[0][1].announce(mechanism))
+        encode_header({"pinned": pinned})
+    except Exception:
+        return {}
+    if not all(type(key) is str and type(value) is str for key, value in pinned.items()):
+        return {}
+    return pinned
+
+
 def describe_sessions(sessions: dict[str, HostedSession]) -> list[dict[str, Any]]:
     """The ``sessions`` answer's list (rule 1)."""
     described = []
@@ -57,6 +76,7 @@ def describe_sessions(sessions: dict[str, HostedSession]) -> list[dict[str, Any]
                     "mechanism_digest": mechanism.mechanism_digest,
                     "accepted_bounds": None if accepted is None else accepted.to_dict(),
                     "catalog_entry": catalog_entry(mechanism.mechanism_id),
+                    "pinned": announced(mechanism),
                 }
             )
         described.append(

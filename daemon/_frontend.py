@@ -237,7 +237,14 @@ class FrontEnd:
                 )
                 return
             if isinstance(event, ProtocolError):
-                await self.refuse(stream, conn, requester, event.code, event.message)
+                # Bytes that never spoke this protocol: counted, summarised, no line each
+                # (daemon/_noise.py).
+                noise = event.code is ErrorCode.BAD_MAGIC and not conn.handshake_done
+                if noise:
+                    pipeline.noise.record(connection.peer)
+                await self.refuse(
+                    stream, conn, requester, event.code, event.message, audit=not noise
+                )
                 return
             if event is CLOSED:
                 return

@@ -38,7 +38,7 @@ import socket as stdlib_socket
 import sys
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final
 
 import attrs
@@ -89,9 +89,20 @@ class Listening:
                 os.unlink(self.unix_path)
 
 
-async def open_listeners(config: ServerConfig) -> Listening:
-    """Open what ``config`` names (rule 1)."""
+async def open_listeners(
+    config: ServerConfig, inherited: Sequence[stdlib_socket.socket] = ()
+) -> Listening:
+    """Open what ``config`` names (rule 1), or serve on ``inherited`` listening sockets
+    instead (systemd socket activation, :mod:`daemon._systemd`): their Unix socket files are
+    the service manager's, never unlinked here."""
     listening = Listening([])
+    if inherited:
+        for sock in inherited:
+            listening.listeners.append(trio.SocketListener(trio.socket.from_stdlib_socket(sock)))
+            if sock.family != stdlib_socket.AF_UNIX:
+                bound = sock.getsockname()
+                listening.tcp_address = (str(bound[0]), int(bound[1]))
+        return listening
     try:
         if config.tcp is not None:
             host, port = config.tcp

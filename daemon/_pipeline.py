@@ -78,6 +78,7 @@ from ._binding import BindingWireError, binding_from_wire
 from ._echo import bounded_message, echo
 from ._evaluation import Evaluator
 from ._hosting import HostedSession
+from ._noise import NoiseLedger
 from ._peers import PeerLedger
 from ._protocol import (
     Decision,
@@ -208,6 +209,11 @@ class Pipeline:
         self.health = health
         #: Set once the server stops accepting: new submits are refused ``SHUTTING_DOWN``.
         self.draining = False
+        #: Connections that never spoke this protocol (:mod:`daemon._noise`).
+        self.noise = NoiseLedger()
+        #: Sessions replaced by a reload whose requests may still be evaluating, with the
+        #: evaluator of their generation (:mod:`daemon._reload`).
+        self.previous: list[tuple[dict[str, HostedSession], Evaluator]] = []
         self._received_since_trim = 0
 
     # -- queries and refusals
@@ -378,8 +384,20 @@ class Pipeline:
     ) -> _Evaluated:
         """Stage 5: (result, its wire form, evaluation ns, the items' references) under the
         deadline, inline or in a worker (:mod:`daemon._evaluation`)."""
-        result, evaluate_ns, refs = await self.evaluator.evaluate(session, binding, items)
+        result, evaluate_ns, refs = await self.evaluator_of(session).evaluate(
+            session, binding, items
+        )
         return result, result.to_dict(), evaluate_ns, refs
+
+    def evaluator_of(self, session: HostedSession) -> Evaluator:
+        """The evaluator of the generation ``session`` was admitted in: a request admitted
+        before a reload finishes on the sessions and workers it was admitted by."""
+        if self.sessions.get(session.name) is session:
+            return self.evaluator
+        for sessions, evaluator in self.previous:
+            if sessions.get(session.name) is session:
+                return evaluator
+        return self.evaluator
 
     async def retain(
         self, retaining: _Retaining, binding: BoundProposition, evaluated: _Evaluated

@@ -10,11 +10,13 @@ Rules, in this order, for one reload:
    naming the keys. So is a change of a session's retention (``retain``/``store``: the stores
    are opened at start).
 3. The new sessions get a new pool of evaluation workers, forked before anything is swapped.
-   Then, in one step of the event loop, the server's sessions, its session list and its
-   evaluator are replaced: a request admitted after the swap is checked against the new bounds
-   and evaluated by the new mechanisms; one admitted before finishes on the old (its session
-   and evaluator were taken at admission). Connections are never closed by a reload. The old
-   pool is closed once its last job has answered.
+   Then, in one step of the event loop, the server's (and its pipeline's) sessions, session
+   list and evaluator are replaced: a request admitted after the swap is checked against the
+   new bounds and evaluated by the new mechanisms; one admitted before finishes on the old
+   (the pipeline finds the evaluator of the generation its session belongs to). Connections
+   are never closed by a reload. The old workers are closed once every request the old
+   generation admitted has ended (after the idle timeout plus the request deadline, and its
+   last job).
 4. Both outcomes are one audit line, ``config_reload``: ``status`` ``APPLIED`` (with
    ``source``, the new ``sessions`` list and ``session_config``, as ``daemon_start`` has them)
    or ``REFUSED`` (with ``source`` and ``reason``); the message goes to stderr too, and the
@@ -31,8 +33,10 @@ import attrs
 import trio
 
 from ._config import ConfigError, DaemonConfig
+from ._describe import describe_sessions
 from ._evaluation import Evaluator, worker_job_handler
 from ._hosting import HostedSession, ServerConfig
+from ._pipeline import Pipeline
 from ._server import Server, _remove_stale_snapshots
 from ._workers import WorkerPool
 
@@ -95,13 +99,28 @@ class Reloader:
             self.notify("READY=1")
             return
         server = self.server
-        old = server._evaluator
-        server.sessions = {session.name: session for session in sessions}
-        server._session_list = server._describe_sessions()
-        server._evaluator = evaluator
+        pipeline = server._pipeline
+        old_sessions, old = server.sessions, server._evaluator
+        new_sessions = {session.name: session for session in sessions}
+        session_list = describe_sessions(new_sessions)
+        # One step of the event loop: no request sees half of it (rule 3).
+        server.sessions, server._session_list, server._evaluator = (
+            new_sessions,
+            session_list,
+            evaluator,
+        )
+        if pipeline is not None:
+            if old is not None:
+                pipeline.previous.append((old_sessions, old))
+            pipeline.sessions, pipeline.session_list, pipeline.evaluator = (
+                new_sessions,
+                session_list,
+                evaluator,
+            )
         self.applied += 1
         if old is not None and self._nursery is not None:
-            self._nursery.start_soon(_drain, old.pool)
+            settle = server.config.idle_timeout + server.config.request_deadline
+            self._nursery.start_soon(_drain, old, pipeline, settle)
         self.say(f"SIGHUP: configuration reloaded from {config.source}: {sorted(server.sessions)}")
         await self._record(
             status="APPLIED",
@@ -154,8 +173,13 @@ class Reloader:
             self.say(f"config_reload not recorded: {error}")
 
 
-async def _drain(pool: WorkerPool) -> None:
-    """Close ``pool`` once its last job has answered (rule 3)."""
-    while pool.busy:
+async def _drain(old: Evaluator, pipeline: Pipeline | None, settle: float) -> None:
+    """Close the old generation's workers once every request it admitted has ended (rule 3):
+    after ``settle`` seconds (the idle timeout for its evidence plus the request deadline for
+    its evaluation bound any such request), and its last job has answered."""
+    await trio.sleep(settle)
+    while old.pool.busy:
         await trio.sleep(0.05)
-    pool.close()
+    if pipeline is not None:
+        pipeline.previous = [entry for entry in pipeline.previous if entry[1] is not old]
+    old.pool.close()

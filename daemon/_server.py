@@ -30,7 +30,8 @@ Rules (the contract):
    store's latest write failed; its reason) or ``draining``, with the connection, capacity,
    peer, evaluation, audit, transparency and retention figures and the
    decision/refusal/outcome counters.
-4. Shutdown (:meth:`Server.shutdown`, or SIGINT/SIGTERM when ``handle_signals``): stop
+4. Shutdown (:meth:`Server.shutdown`, or SIGINT/SIGTERM when ``handle_signals``; SIGHUP then
+   calls :attr:`Server.reloader`, :mod:`daemon._reload`, and never stops the server): stop
    accepting, close idle connections, let in-flight requests finish within
    ``shutdown_grace`` seconds (a second signal: at once), then cancel the rest (a cancelled
    request is still audited); write ``daemon_stop``; flush and fsync the audit log; stop the
@@ -43,10 +44,11 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket as stdlib_socket
 import sys
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -115,6 +117,12 @@ class Server:
         self._started_ns = time.monotonic_ns()
         self._start_recorded = False
         self.counters: Counter[str] = Counter()
+        #: Called on SIGHUP (when ``handle_signals``): :class:`daemon._reload.Reloader`.
+        self.reloader: Callable[[], Awaitable[None]] | None = None
+        #: Called with ``"STOPPING=1"`` when a signal begins a shutdown (``sd_notify``).
+        self.notify: Callable[[str], object] = _ignore
+        #: Listening sockets inherited from systemd (``LISTEN_FDS``), used instead of binding.
+        self.inherited: list[stdlib_socket.socket] = []
         self._session_list = describe_sessions(self.sessions)
         self._retention = Retention(self.sessions, deadline=config.request_deadline)
 
@@ -148,6 +156,7 @@ class Server:
             "audit": self.audit.status() if self.audit is not None else None,
             "transparency": transparency_status(self.transparency),
             "retention": self._retention.status(),
+            "noise": self._pipeline.noise.status() if self._pipeline is not None else None,
         }
 
     def limits(self) -> dict[str, Any]:
@@ -239,6 +248,7 @@ class Server:
                             # close() below writes the pending line itself.
                             with contextlib.suppress(AuditLogError), trio.move_on_after(2):
                                 await audit.recover()  # one last try during an outage
+                                await pipeline.noise.flush(audit.record)
                                 await audit.record(
                                     "daemon_stop",
                                     decisions=self.counters["decisions"],
@@ -251,7 +261,7 @@ class Server:
     async def _serve(
         self, audit: AuditLog, pipeline: Pipeline, task_status: trio.TaskStatus[Server]
     ) -> None:
-        listening = await open_listeners(self.config)
+        listening = await open_listeners(self.config, self.inherited)
         self.tcp_address, self.unix_path = listening.tcp_address, listening.unix_path
         try:
             await audit.record(
@@ -271,7 +281,9 @@ class Server:
             with contextlib.ExitStack() as stack:
                 # Installed before ``started`` so a signal sent right after readiness is ours.
                 signals = (
-                    stack.enter_context(trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM))
+                    stack.enter_context(
+                        trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+                    )
                     if self.config.handle_signals
                     else None
                 )
@@ -294,6 +306,7 @@ class Server:
         async with trio.open_nursery() as watchers:
             if signals is not None:
                 watchers.start_soon(self._watch_signals, signals)
+            watchers.start_soon(self._summarise_noise, pipeline)
             async with trio.open_nursery() as handlers:
                 self._handlers_scope = handlers.cancel_scope
                 acceptor = Acceptor(
@@ -318,18 +331,36 @@ class Server:
                 handlers.cancel_scope.deadline = trio.current_time() + self.config.shutdown_grace
             watchers.cancel_scope.cancel()
 
+    async def _summarise_noise(self, pipeline: Pipeline) -> None:
+        """One ``noise`` line per interval in which noise arrived (:mod:`daemon._noise`)."""
+        # An audit fault is the log's to report; noise is not worth more than that.
+        with contextlib.suppress(AuditLogError):
+            await pipeline.noise.run(pipeline.audit.record)
+
     async def _watch_signals(self, signals: AsyncIterator[int]) -> None:
         """First SIGINT/SIGTERM: graceful shutdown. A second one: cancel in-flight requests
-        now (their audit lines, if being written, still complete)."""
+        now (their audit lines, if being written, still complete). SIGHUP: the reloader, or
+        a message; never a stop."""
         async for signum in signals:
             name = signal.Signals(signum).name
+            if signum == signal.SIGHUP:
+                if self.reloader is None:
+                    sys.stderr.write("evidenced: SIGHUP received: no configuration to reload\n")
+                elif not self._shutdown.is_set():
+                    await self.reloader()
+                continue
             if not self._shutdown.is_set():
+                self.notify("STOPPING=1")
                 sys.stderr.write(f"evidenced: {name} received, shutting down\n")
                 self.shutdown()
             else:
                 sys.stderr.write(f"evidenced: second {name}: cancelling in-flight requests\n")
                 if self._handlers_scope is not None:
                     self._handlers_scope.cancel()
+
+
+def _ignore(state: str) -> None:
+    """The default :attr:`Server.notify`: no service manager to tell."""
 
 
 def _remove_stale_snapshots(pid: int | None = None) -> None:
@@ -348,6 +379,7 @@ async def serve(
     sessions: Sequence[HostedSession] | Mapping[str, Sequence[VerificationMechanism]],
     config: ServerConfig | None = None,
     *,
+    handle_signals: bool | None = None,
     task_status: trio.TaskStatus[Server] = trio.TASK_STATUS_IGNORED,
     **options: Any,
 ) -> None:
@@ -357,12 +389,22 @@ async def serve(
     (then each session admits 2 items / 524,288 bytes). ``config`` or keyword ``options``
     (fields of :class:`ServerConfig`) say where and how. ``task_status.started`` receives the
     :class:`Server` (its ``tcp_address``/``unix_path`` and ``shutdown()``).
+
+    Signals: with ``handle_signals`` (the default when called from the main thread, where
+    Python delivers signals; pass ``False`` to keep your own handlers) SIGINT and SIGTERM shut
+    the server down gracefully (a second one: at once) and SIGHUP is ignored with a message
+    (there is no configuration file to reload; ``evidenced serve`` reloads its own). Without
+    it, stop the server with ``server.shutdown()``.
     """
+    import threading
+
     hosted = _hosted(sessions)
+    if handle_signals is None:
+        handle_signals = threading.current_thread() is threading.main_thread()
     if config is None:
-        config = ServerConfig(**options)
-    elif options:
-        config = attrs.evolve(config, **options)
+        config = ServerConfig(**options, handle_signals=handle_signals)
+    else:
+        config = attrs.evolve(config, **options, handle_signals=handle_signals)
     server = Server(hosted, config)
     await server.run(task_status=task_status)
 
