@@ -100,6 +100,7 @@ class ErrorCode(enum.Enum):
     EVIDENCE_ITEMS_EXCEEDED = ("peer", "more evidence items than the session admits")
     EVIDENCE_BYTES_EXCEEDED = ("peer", "more evidence bytes than the session admits")
     IDLE_TIMEOUT = ("peer", "no complete request within the idle timeout")
+    UNAUTHENTICATED = ("peer", "no valid bearer token was presented")
     BUSY = ("service", "the server is at capacity; retry later")
     SHUTTING_DOWN = ("service", "the server is shutting down")
     REQUEST_TIMEOUT = ("service", "the request could not be answered within its deadline")
