@@ -9,7 +9,7 @@ bool``) and starts with the file:
    digits. A configuration file is read with :func:`session.read_capped` (more than 16 MiB is
    an ``OSError`` naming the cap) and must be UTF-8.
 2. The shape (:mod:`daemon._config_schema`, one cattrs converter): the tables ``[server]``,
-   ``[audit]``, ``[transparency]``, ``[sessions.<name>]``, ``[stores]``; unknown tables or keys
+   ``[http]``, ``[audit]``, ``[transparency]``, ``[sessions.<name>]``, ``[stores]``; unknown tables or keys
    are refused, and so are values of the wrong type (booleans are not numbers). Every key is
    optional except each session's ``mechanisms`` and the transparency ``key_file``. All
    violations are reported at once.
@@ -18,13 +18,18 @@ bool``) and starts with the file:
    group; empty: 0600), and the :class:`ServerConfig` limits of the same names (times in
    seconds, positive; rates in bytes per second). ``worker_threads`` (before evaluation moved
    to worker processes) is still read, as ``worker_processes``; both at once is an error.
+   ``tls_cert`` with ``tls_key``, ``tls_client_ca`` (needs them) and ``tokens_file`` secure
+   the TCP listener (:mod:`daemon._security`; ``""``: none).
+3a. ``[http]`` (optional; present means on): ``listen`` (default ``127.0.0.1:7434``), the
+   same four security keys for the HTTP listener, ``max_header_bytes``, ``max_headers``,
+   ``header_timeout`` (:mod:`daemon._http_config`).
 4. ``[audit]``: ``path``, ``durability`` (``fsync`` | ``write`` | ``none``), ``overflow``
    (``block`` | ``drop``), ``max_pending``, ``rotate_bytes`` (0: never rotate).
 4a. ``[transparency]`` (optional; present means on): ``key_file`` (required), ``origin``,
    ``directory``, ``checkpoint_interval`` (seconds), ``entry_bundles``
    (``docs/spec/transparency.md §6``).
 5. Relative paths (``socket``, ``audit.path``, the transparency ``key_file`` and
-   ``directory``, ``*_file`` options) resolve against the config
+   ``directory``, the TLS and tokens files, ``*_file`` options) resolve against the config
    file's directory; for the embedded default, against ``$STATE_DIRECTORY`` when systemd sets
    it (its first entry), else the working directory (:func:`default_base`).
 6. ``[sessions.<name>]``: ``mechanisms`` (a non-empty array of names of installed mechanism
@@ -67,8 +72,18 @@ import attrs
 
 from session import VerificationMechanism, load_provider, provider_entries, read_capped
 
-from ._config_schema import ConfigFile, SchemaError, structure_config, unstructure_config
+from ._config_schema import (
+    ConfigFile,
+    HttpTable,
+    SchemaError,
+    ServerTable,
+    structure_config,
+    unstructure_config,
+)
 from ._hosting import HostedSession, ServerConfig
+from ._http_config import HttpConfig
+from ._security import ListenerSecurity
+from ._tls import TlsConfig
 from ._transparency import TransparencyConfig
 from .retention._fields import session_config_entry
 from .retention._policy import (
@@ -237,6 +252,8 @@ def parse_config(text: str, *, base: Path, source: str) -> DaemonConfig:
             max_frame_bytes=server_table.max_frame_bytes,
             max_items=server_table.max_items,
             transparency=_transparency(file, base),
+            security=_security(server_table, base, f"{source}: server"),
+            http=_http(file.http, base, source),
         )
     except ValueError as error:  # includes ConfigError from parse_address
         message = str(error).removeprefix(f"{source}: ")
@@ -253,6 +270,35 @@ def parse_config(text: str, *, base: Path, source: str) -> DaemonConfig:
     except ValueError as error:
         raise ConfigError(str(error)) from None
     return DaemonConfig(server, tuple(specs), source, limits, file)
+
+
+def _security(table: ServerTable | HttpTable, base: Path, where: str) -> ListenerSecurity:
+    """A listener's TLS and tokens files (``tls_cert``, ``tls_key``, ``tls_client_ca``,
+    ``tokens_file``; daemon._security); paths resolve against ``base``."""
+
+    def path(value: str) -> str | None:
+        return str(base / value) if value else None
+
+    cert, key, client_ca = path(table.tls_cert), path(table.tls_key), path(table.tls_client_ca)
+    if (cert is None) != (key is None):
+        raise ConfigError(f"{where}: tls_cert and tls_key go together")
+    if client_ca is not None and cert is None:
+        raise ConfigError(f"{where}: tls_client_ca needs tls_cert and tls_key")
+    tls = None if cert is None or key is None else TlsConfig(cert, key, client_ca)
+    return ListenerSecurity(tls, path(table.tokens_file))
+
+
+def _http(table: HttpTable | None, base: Path, source: str) -> HttpConfig | None:
+    """``[http]`` (present means on; daemon._http_config)."""
+    if table is None:
+        return None
+    return HttpConfig(
+        listen=parse_address(table.listen),
+        security=_security(table, base, f"{source}: http"),
+        max_header_bytes=table.max_header_bytes,
+        max_headers=table.max_headers,
+        header_timeout=table.header_timeout,
+    )
 
 
 def _transparency(file: ConfigFile, base: Path) -> TransparencyConfig | None:

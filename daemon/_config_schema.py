@@ -5,8 +5,8 @@
 violation in the document is reported, each as ``<key path>: <problem>`` (joined by ``; `` in
 document order) in one :class:`SchemaError`:
 
-1. A table is exactly a TOML table (at the top: ``server``, ``audit``, ``transparency``,
-   ``sessions``, ``stores``); a key the table does not declare is refused
+1. A table is exactly a TOML table (at the top: ``server``, ``http``, ``audit``,
+   ``transparency``, ``sessions``, ``stores``); a key the table does not declare is refused
    (``server: unknown key 'listen_on'``; several: ``unknown keys [...]``).
 2. Every value has exactly its field's type: ``bool`` is not a number, an ``int`` is not a
    ``str``; a ``float`` field takes an ``int`` (not a ``bool``) or a ``float``; an array field
@@ -38,6 +38,7 @@ __all__ = [
     "CONFIG_CONVERTER",
     "AuditTable",
     "ConfigFile",
+    "HttpTable",
     "SchemaError",
     "ServerTable",
     "SessionTable",
@@ -74,6 +75,25 @@ class ServerTable:
     max_header_bytes: int = 65536
     max_frame_bytes: int = 2097152
     max_items: int = 16
+    # The TCP listener's TLS and bearer tokens ("": none; daemon._security).
+    tls_cert: str = ""
+    tls_key: str = ""
+    tls_client_ca: str = ""
+    tokens_file: str = ""
+
+
+@attrs.frozen
+class HttpTable:
+    """``[http]`` (optional; present means on): the HTTP/1.1 listener (daemon._http_config)."""
+
+    listen: str = "127.0.0.1:7434"
+    tls_cert: str = ""
+    tls_key: str = ""
+    tls_client_ca: str = ""
+    tokens_file: str = ""
+    max_header_bytes: int = 16384
+    max_headers: int = 100
+    header_timeout: float = 5.0
 
 
 @attrs.frozen
@@ -117,6 +137,7 @@ class ConfigFile:
     """The whole file."""
 
     server: ServerTable = ServerTable()
+    http: HttpTable | None = None
     audit: AuditTable = AuditTable()
     transparency: TransparencyTable | None = None
     sessions: dict[str, SessionTable] = attrs.field(factory=dict)

@@ -21,6 +21,9 @@ Rules (the contract):
 4. :class:`ServerConfig` validates every setting when built (``ValueError`` naming it). ``0``
    means "derive it" for the per-peer caps (:meth:`ServerConfig.peer_connection_cap`,
    :meth:`ServerConfig.peer_in_flight_cap`) and for ``worker_processes`` (the CPU count).
+   A TCP listener (``tcp`` with ``security``, ``http``) on an address that is not loopback
+   without TLS and authentication is refused unless ``insecure_listen``
+   (:mod:`daemon._security`).
 """
 
 from __future__ import annotations
@@ -40,7 +43,9 @@ from session import (
 )
 
 from ._audit import Durability, Overflow
+from ._http_config import HttpConfig
 from ._protocol import DEFAULT_MAX_FRAME_BYTES, DEFAULT_MAX_HEADER_BYTES, DEFAULT_MAX_ITEMS
+from ._security import ListenerSecurity, exposure_problem
 from ._transparency import TransparencyConfig
 from .retention._policy import RetentionPolicy
 
@@ -136,10 +141,21 @@ class ServerConfig:
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
     max_items: int = DEFAULT_MAX_ITEMS
     handle_signals: bool = False
+    #: The binary protocol's TCP listener's TLS and tokens (``docs/http.md``).
+    security: ListenerSecurity = attrs.field(factory=ListenerSecurity)
+    #: The HTTP/1.1 listener (``docs/http.md``); ``None``: no HTTP.
+    http: HttpConfig | None = None
+    #: Listen on a non-loopback address without TLS and authentication all the same.
+    insecure_listen: bool = False
 
     def __attrs_post_init__(self) -> None:
-        if self.tcp is None and self.unix is None:
-            raise ValueError("the server needs a TCP address or a Unix socket path")
+        if self.tcp is None and self.unix is None and self.http is None:
+            raise ValueError("the server needs a TCP address, a Unix socket path or [http]")
+        if type(self.insecure_listen) is not bool:
+            raise ValueError("insecure_listen must be true or false")
+        if not self.insecure_listen:
+            for problem in self.exposure_problems():
+                raise ValueError(problem)
         if type(self.socket_group) is not str:
             raise ValueError("socket_group must be a group name or number (a string)")
         Durability(self.audit_durability)
@@ -176,6 +192,16 @@ class ServerConfig:
             value = getattr(self, name)
             if type(value) is not int or value < 0:
                 raise ValueError(f"{name} must be a non-negative integer")
+
+    def exposure_problems(self) -> list[str]:
+        """Each TCP listener on a non-loopback address without TLS and authentication
+        (:func:`~daemon._security.exposure_problem`), whatever ``insecure_listen`` says."""
+        problems = []
+        if self.tcp is not None:
+            problems.append(exposure_problem("binary protocol", *self.tcp, self.security))
+        if self.http is not None:
+            problems.append(exposure_problem("http", *self.http.listen, self.http.security))
+        return [problem for problem in problems if problem is not None]
 
     def peer_connection_cap(self, max_connections: int) -> int:
         """Connections one peer may hold: as configured, else a quarter of ``max_connections``
