@@ -53,6 +53,7 @@ import errno
 import math
 import os
 import sys
+import time
 from collections.abc import Callable, Mapping, MutableMapping
 from pathlib import Path
 from typing import Any, Final, TypeVar
@@ -338,6 +339,9 @@ class AuditLog:
         self.dropped = 0
         self._dropped_unreported = 0
         self.fsyncs = 0
+        #: Called from the writer thread after each batch is written (and fsync-ed when
+        #: durable): ``(lines, seconds)`` (``daemon._metrics``).
+        self.on_batch: Callable[[int, float], None] | None = None
         self.rotations = 0
         self.recoveries = 0
         self.checkpoint_error: str | None = None
@@ -654,6 +658,7 @@ class AuditLog:
         fd = self._fd
         if fd is None:
             raise OSError(errno.EBADF, "audit log is closed")
+        began = time.perf_counter()
         try:
             _write_all(self._ops, fd, data)
             if sync:
@@ -662,6 +667,8 @@ class AuditLog:
         except OSError:
             self._truncated += _truncate_back(fd, self._size)
             raise
+        if self.on_batch is not None:
+            self.on_batch(len(batch.lines), time.perf_counter() - began)
         self._into_tree(batch.lines)
 
     def _into_tree(self, lines: list[bytes]) -> None:

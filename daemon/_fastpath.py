@@ -130,10 +130,10 @@ async def send(stream: trio.SocketStream, data: bytes, fd: int = -1) -> bool:
     return False
 
 
-def refuse_at_once(stream: trio.SocketStream, frame: bytes) -> None:
+def refuse_at_once(stream: trio.SocketStream, frame: bytes | None) -> None:
     """Write ``frame`` if the socket takes it now, then close the socket (rule 4)."""
     fd = stream_fd(stream)
     with contextlib.suppress(OSError):
-        if fd >= 0:
+        if fd >= 0 and frame:
             os.write(fd, frame)
     stream.socket.close()

@@ -22,6 +22,7 @@ Rules (the contract):
 from __future__ import annotations
 
 import base64
+import contextlib
 from collections.abc import Sequence
 from typing import Any, Final
 from urllib.parse import quote
@@ -97,10 +98,9 @@ class HttpClient(Client):
             payload += http.send(h11.Data(data=body)) or b""
         payload += http.send(h11.EndOfMessage()) or b""
         with trio.move_on_after(self._request_timeout):
-            try:
+            # The server may have answered early (a refusal) and closed: read its answer.
+            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
                 await self._stream.send_all(payload)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                pass  # the server may have answered early and closed: read its answer
             status, content_type_seen, data = await self._read_answer()
             if http.our_state is h11.DONE and http.their_state is h11.DONE:
                 http.start_next_cycle()
@@ -135,9 +135,7 @@ class HttpClient(Client):
             elif isinstance(event, h11.Data):
                 size += len(event.data)
                 if size > self._max_response_bytes:
-                    raise ServerProtocolError(
-                        f"answer body over {self._max_response_bytes} bytes"
-                    )
+                    raise ServerProtocolError(f"answer body over {self._max_response_bytes} bytes")
                 chunks.append(bytes(event.data))
             elif isinstance(event, h11.EndOfMessage):
                 return status, content_type, b"".join(chunks)

@@ -19,7 +19,8 @@ Rules (the contract):
    connection cap (in that order; :mod:`daemon._peers`). Admitted: registered and counted
    before the next accept, then served in its own task. Refused: ``BUSY``, not audited (it
    made no request), counted as a refusal — at once and synchronously, without a task, when
-   it has sent nothing yet; else through a draining refusal, at most
+   it has sent nothing yet (with the listener's own answer: an EVD1 ``error`` frame, an HTTP
+   ``503``, none on a TLS listener); else through a draining refusal, at most
    :data:`MAX_LINGERING_REFUSALS` draining at a time (beyond that, answered and closed at
    once).
 
@@ -169,6 +170,11 @@ async def open_unix_listener(path: str, group: str = "") -> trio.SocketListener:
     return trio.SocketListener(sock)
 
 
+def _busy_frame(stream: trio.SocketStream, message: str) -> bytes | None:
+    """The binary protocol's answer to a connection refused at accept."""
+    return ServerConnection.send(ErrorResponse(None, ErrorCode.BUSY.name, message, None))
+
+
 Serve = Callable[[trio.SocketStream, Connection, dict[str, Any]], Awaitable[None]]
 Refuse = Callable[[trio.SocketStream, dict[str, Any], str, bool], Awaitable[None]]
 
@@ -188,7 +194,11 @@ class Acceptor:
         handlers: trio.Nursery,
         serve: Serve,
         refuse: Refuse,
+        connection_factory: Callable[[str], Connection] = Connection,
+        refusal_bytes: Callable[[trio.SocketStream, str], bytes | None] | None = None,
     ) -> None:
+        self.connection_factory = connection_factory
+        self.refusal_bytes = refusal_bytes or _busy_frame
         self.connections = connections
         self.max_connections = max_connections
         self.peers = peers
@@ -225,7 +235,7 @@ class Acceptor:
         elif not self.peers.connect(peer):
             refusal = f"{self.peers.connection_cap} connections open from this peer; retry later"
         else:
-            connection = Connection(peer)
+            connection = self.connection_factory(peer)
             self.connections.add(connection)
             self.handlers.start_soon(self.serve, stream, connection, requester)
             return
@@ -234,9 +244,7 @@ class Acceptor:
             return
         self.counters["refusals"] += 1
         self.counters["refusal:BUSY"] += 1
-        refuse_at_once(
-            stream, ServerConnection.send(ErrorResponse(None, ErrorCode.BUSY.name, refusal, None))
-        )
+        refuse_at_once(stream, self.refusal_bytes(stream, refusal))
 
     async def _refuse_lingering(
         self, stream: trio.SocketStream, requester: dict[str, Any], message: str

@@ -14,7 +14,8 @@ Rules (the contract):
 3. Every labelled series exists from the start at zero (a counter that has never moved is
    exported as 0, not missing), so rates and alerts work from the first scrape.
 4. Gauges of the server's state (requests in flight, open connections, audit lines pending)
-   are read when scraped from the functions the server passes in; counters and histograms
+   and the refusal counts (the server's own ``refusal:<CODE>`` counters, which every
+   refusal on either listener increments) are read when scraped; decisions and histograms
    are plain integers updated on the request path by the ``observe_*``/``count_*`` methods
    (no lock, no I/O: each metric has one writer, the event loop or the audit writer
    thread) and turned into metric families by one collector when scraped. The exposition
@@ -42,14 +43,14 @@ from prometheus_client.core import (
     InfoMetricFamily,
     Metric,
 )
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 from ._protocol import PROTOCOL_VERSION, ErrorCode
 from ._version import __version__
 
 __all__ = ["CONTENT_TYPE", "LISTENERS", "OUTCOMES", "STAGES", "ServerMetrics"]
 
-CONTENT_TYPE: Final = CONTENT_TYPE_LATEST
+CONTENT_TYPE: Final = CONTENT_TYPE_PLAIN_0_0_4
 OUTCOMES: Final = ("PASS", "FAIL", "UNKNOWN")
 #: The stages of a decision timed per session: reading the evidence, the mechanism's
 #: evaluation, writing the audit line (durably, per the policy), and the whole request.
@@ -102,16 +103,17 @@ class ServerMetrics:
         in_flight: Callable[[], float] = lambda: 0,
         connections: Mapping[str, Callable[[], float]] | None = None,
         audit_pending: Callable[[], float] = lambda: 0,
+        counters: Mapping[str, int] | None = None,
         process: bool = True,
     ) -> None:
         self.sessions = tuple(sorted(sessions))
+        self._counters: Mapping[str, int] = counters if counters is not None else {}
         self._in_flight = in_flight
         self._connections = dict(connections or {})
         self._audit_pending = audit_pending
         # Rule 3: every series exists from the start.
         self._decisions = {(s, o): 0 for s in self.sessions for o in OUTCOMES}
-        self._refusals = {code.name: 0 for code in ErrorCode}
-        self.busy = 0
+        self._codes = tuple(code.name for code in ErrorCode)
         self._received = dict.fromkeys(self.sessions, 0)
         self._stages = {
             session: tuple(_Histogram(LATENCY_BUCKETS) for _ in STAGES) for session in self.sessions
@@ -151,12 +153,26 @@ class ServerMetrics:
         audit.observe(audit_ns / 1e9)
         total.observe(total_ns / 1e9)
 
-    def count_refusal(self, code: str) -> None:
-        """One refusal answered with ``code`` (``BUSY`` also counts in ``evidenced_busy``)."""
-        if code in self._refusals:
-            self._refusals[code] += 1
-        if code == "BUSY":
-            self.busy += 1
+    def on_decision(
+        self,
+        session: str,
+        outcome: str,
+        receive_ns: int,
+        evaluate_ns: int,
+        audit_ns: int,
+        total_ns: int,
+        evidence_bytes: int,
+    ) -> None:
+        """The pipeline's hook (``Pipeline.on_decision``): one decision answered."""
+        self.observe_decision(
+            session,
+            outcome,
+            receive_ns=receive_ns,
+            evaluate_ns=evaluate_ns,
+            audit_ns=audit_ns,
+            total_ns=total_ns,
+        )
+        self.count_received(session, evidence_bytes)
 
     def count_received(self, session: str, size: int) -> None:
         """``size`` evidence bytes received for ``session`` (hosted sessions only)."""
@@ -189,13 +205,14 @@ class ServerMetrics:
             "Requests refused, by error code (audited unless the connection made no request).",
             labels=["code"],
         )
-        for code, value in self._refusals.items():
-            refusals.add_metric([code], value)
+        counts = self._counters
+        for code in self._codes:
+            refusals.add_metric([code], counts.get(f"refusal:{code}", 0))
         yield refusals
         yield CounterMetricFamily(
             "evidenced_busy",
             "Requests and connections answered BUSY (server or peer at capacity).",
-            value=self.busy,
+            value=counts.get("refusal:BUSY", 0),
         )
         received = CounterMetricFamily(
             "evidenced_evidence_received_bytes",

@@ -214,6 +214,9 @@ class Pipeline:
         #: Sessions replaced by a reload whose requests may still be evaluating, with the
         #: evaluator of their generation (:mod:`daemon._reload`).
         self.previous: list[tuple[dict[str, HostedSession], Evaluator]] = []
+        #: Called once per decision answered, after its audit line (``daemon._metrics``):
+        #: ``(session, outcome, receive_ns, evaluate_ns, audit_ns, total_ns, evidence_bytes)``.
+        self.on_decision: Callable[[str, str, int, int, int, int, int], None] | None = None
         self._received_since_trim = 0
 
     # -- queries and refusals
@@ -277,10 +280,13 @@ class Pipeline:
         transport: SubmitTransport,
         requester: dict[str, Any],
         peer: str,
+        *,
+        started: int | None = None,
     ) -> bool:
         """Run one submit through the stages (rule 1); True when the transport may carry
-        another request."""
-        started = time.perf_counter_ns()
+        another request. ``started`` (``perf_counter_ns``): when the request began, if its
+        transport read part of it before (HTTP reads the body first); default now."""
+        started = time.perf_counter_ns() if started is None else started
         request = _Request(submit, requester, peer)
         try:
             session = self.bounds(request)
@@ -459,6 +465,7 @@ class Pipeline:
                 )
             )
 
+        writing = time.perf_counter_ns()
         try:
             _, frame = await audit.record_answer(
                 "decision",
@@ -489,6 +496,17 @@ class Pipeline:
             raise Refused(ErrorCode.AUDIT_FAILED, str(error)) from None
         self.counters["decisions"] += 1
         self.counters[f"outcome:{wire_result['outcome']}"] += 1
+        if self.on_decision is not None:
+            done = time.perf_counter_ns()
+            self.on_decision(
+                session.name,
+                wire_result["outcome"],
+                metrics["receive_ns"],
+                evaluate_ns,
+                done - writing,
+                done - started,
+                sum(len(item) for item in items),
+            )
         return frame
 
     def send_answer(self, frame: bytes, transport: SubmitTransport) -> Awaitable[bool]:

@@ -6,6 +6,9 @@ The server is assembled from parts with one job each; this module is their lifec
   loop, and admission against the connection caps.
 * :mod:`daemon._frontend`: one EVD1 connection's conversation (timeouts, dispatch, refusals
   with a drain), over :mod:`daemon._fastpath` (the raw-socket fast paths).
+* :mod:`daemon._http_server`: one HTTP/1.1 connection's requests, over the same pipeline
+  (``[http]``; ``docs/http.md``); :mod:`daemon._security`: TLS and bearer tokens of the TCP
+  listeners; :mod:`daemon._metrics`: the server's Prometheus registry.
 * :mod:`daemon._pipeline`: the transport-neutral core — the submit pipeline, one function per
   stage (bounds, binding, capacity, read, evaluate, retain, audit, answer), refusals, queries.
 * :mod:`daemon._evaluation` / :mod:`daemon._workers`: where a pair is evaluated (docs/adr/0009).
@@ -16,11 +19,13 @@ Rules (the contract):
 
 1. Start (:meth:`Server.run`): raise the descriptor soft limit to the hard limit and size
    ``max_connections`` to fit it with headroom (:mod:`daemon._resources`); remove stale
-   snapshot folders of dead processes of this user (:mod:`mechanism.snapshots`); open the
+   snapshot folders of dead processes of this user (:mod:`mechanism.snapshots`); load the
+   listeners' TLS and token files (a bad one stops the start, naming it); open the
    audit log (and the transparency log, when configured); fork the evaluation workers
    before the audit writer or any connection exists; open the evidence stores of the
    sessions that retain evidence (:mod:`daemon.retention`); open the listeners; record
-   ``daemon_start``; then report readiness (``task_status.started``).
+   ``daemon_start`` (with each TCP listener's security and whether ``insecure_listen`` was
+   given); then report readiness (``task_status.started``).
 2. Each request gets a fresh :class:`EvidenceStore` and :class:`VerificationSession`, so
    requests share no state; every decision and every refusal of a request is audited before
    it is answered (:mod:`daemon._pipeline`). Every client-chosen value in a message, an audit
@@ -28,8 +33,10 @@ Rules (the contract):
    escaped prefix with its length and digest (:mod:`daemon._echo`).
 3. ``health`` reports ``serving``, ``degraded`` (the audit log cannot write, or an evidence
    store's latest write failed; its reason) or ``draining``, with the connection, capacity,
-   peer, evaluation, audit, transparency and retention figures and the
-   decision/refusal/outcome counters.
+   peer, evaluation, audit, transparency and retention figures, the
+   decision/refusal/outcome counters, the noise summary, and ``metrics``: the samples of
+   ``/metrics`` (:meth:`daemon._metrics.ServerMetrics.snapshot`). ``/ready`` is 200
+   exactly when the status is ``serving``.
 4. Shutdown (:meth:`Server.shutdown`, or SIGINT/SIGTERM when ``handle_signals``; SIGHUP then
    calls :attr:`Server.reloader`, :mod:`daemon._reload`, and never stops the server): stop
    accepting, close idle connections, let in-flight requests finish within
@@ -62,11 +69,15 @@ from ._describe import describe_sessions
 from ._evaluation import DEADLINE_DETAILS, WORKER_FAILED_DETAILS, Evaluator, worker_job_handler
 from ._frontend import Connection, FrontEnd
 from ._hosting import DEFAULT_PORT, HostedSession, ServerConfig
+from ._http_config import HttpConfig
+from ._http_server import HttpConnection, HttpFrontEnd, busy_answer
 from ._listeners import Acceptor, Listening, open_listeners
+from ._metrics import ServerMetrics
 from ._peers import PeerLedger
 from ._pipeline import Pipeline
 from ._protocol import PROTOCOL_VERSION
 from ._resources import connection_capacity, raise_descriptor_limit
+from ._security import LoadedSecurity
 from ._transparency import open_transparency
 from ._transparency import status as transparency_status
 from ._version import __version__
@@ -102,6 +113,10 @@ class Server:
         self.transparency: TransparencyLog | None = None
         self.tcp_address: tuple[str, int] | None = None
         self.unix_path: str | None = None
+        #: The HTTP listener's address, once listening (``config.http``).
+        self.http_address: tuple[str, int] | None = None
+        self._security = LoadedSecurity()
+        self._http_security = LoadedSecurity()
         self._capacity = trio.CapacityLimiter(config.max_in_flight)
         # Sized for real in run(), once the descriptor limit is known.
         self.max_connections = config.max_connections
@@ -125,6 +140,13 @@ class Server:
         self.inherited: list[stdlib_socket.socket] = []
         self._session_list = describe_sessions(self.sessions)
         self._retention = Retention(self.sessions, deadline=config.request_deadline)
+        self.metrics = ServerMetrics(
+            self.sessions,
+            in_flight=lambda: self._capacity.borrowed_tokens,
+            connections={"binary": self._binary_connections, "http": self._http_connections},
+            audit_pending=lambda: self.audit.pending if self.audit is not None else 0,
+            counters=self.counters,
+        )
 
     # -- introspection
 
@@ -133,11 +155,24 @@ class Server:
         """Whether the server has stopped accepting (rule 4)."""
         return self._pipeline is not None and self._pipeline.draining
 
-    def health(self) -> dict[str, Any]:
+    def _http_connections(self) -> int:
+        return sum(1 for connection in self._connections if isinstance(connection, HttpConnection))
+
+    def _binary_connections(self) -> int:
+        return len(self._connections) - self._http_connections()
+
+    def readiness(self) -> tuple[str, str | None]:
+        """(``serving`` | ``degraded`` | ``draining``, the reason) (rule 3)."""
         reason = self.audit.failure_reason if self.audit is not None else None
         reason = reason or self._retention.failure_reason()
+        if self.draining:
+            return "draining", reason
+        return ("degraded", reason) if reason else ("serving", None)
+
+    def health(self) -> dict[str, Any]:
+        status, reason = self.readiness()
         return {
-            "status": "draining" if self.draining else "degraded" if reason else "serving",
+            "status": status,
             "reason": reason,
             "server": SERVER_NAME,
             "protocol_version": PROTOCOL_VERSION,
@@ -157,6 +192,7 @@ class Server:
             "transparency": transparency_status(self.transparency),
             "retention": self._retention.status(),
             "noise": self._pipeline.noise.status() if self._pipeline is not None else None,
+            "metrics": self.metrics.snapshot(),
         }
 
     def limits(self) -> dict[str, Any]:
@@ -183,6 +219,9 @@ class Server:
             config.max_connections, raise_descriptor_limit(), workers
         )
         self._peers.connection_cap = config.peer_connection_cap(self.max_connections)
+        self._security = config.security.load()
+        if config.http is not None:
+            self._http_security = config.http.security.load()
         _remove_stale_snapshots()
         audit = AuditLog.open(
             config.audit_path,
@@ -227,6 +266,8 @@ class Server:
                 session_list=self._session_list,
                 health=self.health,
             )
+            self._pipeline.on_decision = self.metrics.on_decision
+            audit.on_batch = self.metrics.observe_audit_batch
             async with self._retention.running():  # opens the evidence stores
                 await self._run_with_audit(audit, self._pipeline, task_status)
         finally:
@@ -263,12 +304,20 @@ class Server:
     ) -> None:
         listening = await open_listeners(self.config, self.inherited)
         self.tcp_address, self.unix_path = listening.tcp_address, listening.unix_path
+        http_listeners: list[trio.SocketListener] = []
         try:
+            http = self.config.http
+            if http is not None:
+                http_listeners = await trio.open_tcp_listeners(http.listen[1], host=http.listen[0])
+                bound = http_listeners[0].socket.getsockname()
+                self.http_address = (str(bound[0]), int(bound[1]))
             await audit.record(
                 "daemon_start",
                 server=SERVER_NAME,
                 pid=os.getpid(),
-                listen=listening.addresses(),
+                listen={**listening.addresses(), "http": self._http_text()},
+                security=self._describe_security(),
+                insecure_listen=self.config.insecure_listen,
                 sessions=self._session_list,
                 session_config={
                     name: dict(session.recipe)
@@ -288,12 +337,33 @@ class Server:
                     else None
                 )
                 task_status.started(self)
-                await self._serve_until_shutdown(listening, pipeline, signals)
+                await self._serve_until_shutdown(listening, http_listeners, pipeline, signals)
         finally:
+            for listener in http_listeners:
+                with contextlib.suppress(Exception):
+                    await listener.aclose()
             await listening.aclose()
 
+    def _http_text(self) -> str | None:
+        address = self.http_address
+        return None if address is None else f"{address[0]}:{address[1]}"
+
+    def _describe_security(self) -> dict[str, Any]:
+        """Each TCP listener's TLS and authentication, for ``daemon_start`` (rule 1)."""
+        config = self.config
+        described: dict[str, Any] = {}
+        if config.tcp is not None:
+            described["tcp"] = config.security.describe()
+        if config.http is not None:
+            described["http"] = config.http.security.describe()
+        return described
+
     async def _serve_until_shutdown(
-        self, listening: Listening, pipeline: Pipeline, signals: AsyncIterator[int] | None
+        self,
+        listening: Listening,
+        http_listeners: list[trio.SocketListener],
+        pipeline: Pipeline,
+        signals: AsyncIterator[int] | None,
     ) -> None:
         front = FrontEnd(
             config=self.config,
@@ -318,13 +388,19 @@ class Server:
                     serve=front.handle,
                     refuse=front.refuse_connection,
                 )
+                http_acceptor = self._http_acceptor(pipeline, handlers)
                 async with trio.open_nursery() as acceptors:
                     for listener in listening.listeners:
                         acceptors.start_soon(acceptor.accept_loop, listener)
+                    for listener in http_listeners:
+                        acceptors.start_soon(http_acceptor.accept_loop, listener)
                     await self._shutdown.wait()
                     acceptors.cancel_scope.cancel()
                 pipeline.draining = True
                 await listening.close_listeners()
+                for listener in http_listeners:
+                    with contextlib.suppress(Exception):
+                        await listener.aclose()
                 for connection in list(self._connections):
                     if connection.idle() and connection.idle_scope is not None:
                         connection.idle_scope.cancel()
@@ -336,6 +412,33 @@ class Server:
         # An audit fault is the log's to report; noise is not worth more than that.
         with contextlib.suppress(AuditLogError):
             await pipeline.noise.run(pipeline.audit.record)
+
+    def _http_acceptor(self, pipeline: Pipeline, handlers: trio.Nursery) -> Acceptor:
+        """The HTTP listener's acceptor: the same connection registry and caps as the
+        binary protocol's."""
+        http = self.config.http or HttpConfig()
+        front = HttpFrontEnd(
+            config=self.config,
+            http=http,
+            pipeline=pipeline,
+            peers=self._peers,
+            connections=self._connections,
+            security=self._http_security,
+            metrics=self.metrics,
+            readiness=self.readiness,
+        )
+        tls = self._http_security.ssl_context is not None
+        return Acceptor(
+            connections=self._connections,
+            max_connections=self.max_connections,
+            peers=self._peers,
+            counters=self.counters,
+            handlers=handlers,
+            serve=front.handle,
+            refuse=front.refuse_connection,
+            connection_factory=HttpConnection,
+            refusal_bytes=lambda stream, message: None if tls else busy_answer(message),
+        )
 
     async def _watch_signals(self, signals: AsyncIterator[int]) -> None:
         """First SIGINT/SIGTERM: graceful shutdown. A second one: cancel in-flight requests
