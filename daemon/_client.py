@@ -2,10 +2,15 @@
 
 Rules (the contract):
 
-1. ``async with open_client(tcp=(host, port) | unix=path) as client`` connects within
-   ``connect_timeout`` and completes the ``hello`` handshake; every request then has
-   ``request_timeout`` seconds to be answered. One request at a time per client (a lock
-   serialises concurrent callers).
+1. ``async with open_client(url | tcp=(host, port) | unix=path) as client`` connects within
+   ``connect_timeout`` (the TLS handshake included) and completes the ``hello`` handshake;
+   every request then has ``request_timeout`` seconds to be answered. One request at a time
+   per client (a lock serialises concurrent callers). ``url`` (:mod:`daemon._targets`):
+   ``tcp://``, ``tls://`` (the binary protocol over TLS), ``unix:``, or ``http://`` /
+   ``https://`` (the HTTP/JSON API: a :class:`~daemon._http_client.HttpClient`, the same
+   methods). TLS verifies the server against ``tls_ca`` (a PEM bundle) or the system's
+   store, or uses ``ssl_context``; ``tls_cert``/``tls_key`` present a client certificate.
+   ``token`` is sent in the ``hello`` (binary) or as ``Authorization: Bearer`` (HTTP).
 2. Typed exceptions, all :class:`ClientError`:
    :class:`TransportError` (cannot connect, connection lost; CLI exit 69),
    :class:`ClientTimeout` (connect or request timeout; a :class:`TransportError`; exit 75),
@@ -34,6 +39,7 @@ import binascii
 import contextlib
 import itertools
 import math
+import ssl
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -70,6 +76,8 @@ from ._protocol import (
     SessionList,
     Submit,
 )
+from ._targets import Target, parse_target
+from ._tls import client_context
 
 CLIENT_NAME = "evidenced-client/0.1.0"
 
@@ -152,8 +160,14 @@ class Client:
     """A connected client; create with :func:`open_client`."""
 
     def __init__(
-        self, stream: trio.abc.Stream, *, request_timeout: float, max_response_header_bytes: int
+        self,
+        stream: trio.abc.Stream,
+        *,
+        request_timeout: float,
+        max_response_header_bytes: int,
+        token: str | None = None,
     ) -> None:
+        self._token = token
         self._stream = stream
         self._conn = ClientConnection(max_header_bytes=max_response_header_bytes)
         self._request_timeout = request_timeout
@@ -210,7 +224,7 @@ class Client:
         raise ClientTimeout(f"no answer within {self._request_timeout} s")
 
     async def _hello(self) -> HelloAccepted:
-        response = await self._exchange(Hello(SUPPORTED_VERSIONS, CLIENT_NAME))
+        response = await self._exchange(Hello(SUPPORTED_VERSIONS, CLIENT_NAME, self._token))
         if not isinstance(response, HelloAccepted):
             raise ServerProtocolError("the server did not answer hello")
         self.server = response
@@ -313,44 +327,90 @@ def _decode_proof(proof: Sequence[str]) -> list[bytes]:
 
 @contextlib.asynccontextmanager
 async def open_client(
+    url: str | None = None,
     *,
     tcp: tuple[str, int] | None = None,
     unix: str | None = None,
+    token: str | None = None,
+    tls_ca: str | None = None,
+    tls_cert: str | None = None,
+    tls_key: str | None = None,
+    ssl_context: ssl.SSLContext | None = None,
     connect_timeout: float = 5.0,
     request_timeout: float = 60.0,
     max_response_header_bytes: int = 16 * 1024 * 1024,
 ) -> AsyncIterator[Client]:
-    """Connect (TCP or Unix socket), handshake, yield a :class:`Client`, close on exit."""
-    if (tcp is None) == (unix is None):
-        raise ValueError("give exactly one of tcp=(host, port) or unix=path")
+    """Connect (rule 1), handshake, yield a :class:`Client`, close on exit."""
+    if sum(value is not None for value in (url, tcp, unix)) != 1:
+        raise ValueError("give exactly one of url, tcp=(host, port) or unix=path")
     for value in (connect_timeout, request_timeout):
         if not math.isfinite(value) or value <= 0:
             raise ValueError("timeouts must be positive numbers of seconds")
+    if url is not None:
+        target = parse_target(url)
+    elif tcp is not None:
+        target = Target("tcp", tcp[0], tcp[1])
+    else:
+        assert unix is not None
+        target = Target("unix", path=unix)
+    if target.tls and ssl_context is None:
+        ssl_context = client_context(ca=tls_ca, cert=tls_cert, key=tls_key)
     stream: trio.abc.Stream | None = None
     with trio.move_on_after(connect_timeout):
-        try:
-            if tcp is not None:
-                stream = await trio.open_tcp_stream(tcp[0], tcp[1])
-            else:
-                assert unix is not None
-                stream = await trio.open_unix_socket(unix)
-        except OSError as error:
-            target = f"{tcp[0]}:{tcp[1]}" if tcp is not None else unix
-            raise TransportError(f"cannot connect to {target}: {error.strerror or error}") from None
+        stream = await _connect(target, ssl_context)
     if stream is None:
         raise ClientTimeout(f"no connection within {connect_timeout} s")
-    client = Client(
-        stream, request_timeout=request_timeout, max_response_header_bytes=max_response_header_bytes
-    )
+    client: Client
+    if target.http:
+        from ._http_client import HttpClient
+
+        host = target.host or "localhost"
+        client = HttpClient(
+            stream,
+            host=f"[{host}]:{target.port}" if ":" in host else f"{host}:{target.port}",
+            token=token,
+            request_timeout=request_timeout,
+            max_response_bytes=max_response_header_bytes,
+        )
+    else:
+        client = Client(
+            stream,
+            request_timeout=request_timeout,
+            max_response_header_bytes=max_response_header_bytes,
+            token=token,
+        )
     try:
-        handshake = connect_timeout
-        client._request_timeout, saved = handshake, request_timeout
-        await client._hello()
-        client._request_timeout = saved
+        if not target.http:
+            handshake = connect_timeout
+            client._request_timeout, saved = handshake, request_timeout
+            await client._hello()
+            client._request_timeout = saved
         yield client
     finally:
         with trio.CancelScope(shield=True):
             await client.aclose()
+
+
+async def _connect(target: Target, context: ssl.SSLContext | None) -> trio.abc.Stream:
+    """The connected (and, for TLS, handshaken) stream to ``target``."""
+    try:
+        if target.scheme == "unix":
+            assert target.path is not None
+            return await trio.open_unix_socket(target.path)
+        assert target.host is not None and target.port is not None
+        stream = await trio.open_tcp_stream(target.host, target.port)
+    except OSError as error:
+        raise TransportError(f"cannot connect to {target}: {error.strerror or error}") from None
+    if context is None:
+        return stream
+    tls = trio.SSLStream(stream, context, server_hostname=target.host, https_compatible=target.http)
+    try:
+        await tls.do_handshake()
+    except trio.BrokenResourceError as error:
+        await trio.aclose_forcefully(tls)
+        cause = error.__cause__ or error
+        raise TransportError(f"TLS handshake with {target} failed: {cause}") from None
+    return tls
 
 
 class SyncClient:
@@ -358,17 +418,29 @@ class SyncClient:
 
     def __init__(
         self,
+        url: str | None = None,
         *,
         tcp: tuple[str, int] | None = None,
         unix: str | None = None,
+        token: str | None = None,
+        tls_ca: str | None = None,
+        tls_cert: str | None = None,
+        tls_key: str | None = None,
         connect_timeout: float = 5.0,
         request_timeout: float = 60.0,
     ) -> None:
-        if (tcp is None) == (unix is None):
-            raise ValueError("give exactly one of tcp=(host, port) or unix=path")
+        if sum(value is not None for value in (url, tcp, unix)) != 1:
+            raise ValueError("give exactly one of url, tcp=(host, port) or unix=path")
+        if url is not None:
+            parse_target(url)  # a malformed URL fails here, not at the first call
         self._options: dict[str, Any] = {
+            "url": url,
             "tcp": tcp,
             "unix": unix,
+            "token": token,
+            "tls_ca": tls_ca,
+            "tls_cert": tls_cert,
+            "tls_key": tls_key,
             "connect_timeout": connect_timeout,
             "request_timeout": request_timeout,
         }

@@ -43,11 +43,13 @@ RECEIVE_CHUNK: Final = 256 * 1024
 SEND_TIMEOUT: Final = 5.0
 
 
-def stream_fd(stream: trio.SocketStream) -> int:
+def stream_fd(stream: trio.abc.Stream) -> int:
     """The stream's socket descriptor for the synchronous fast paths (-1: none)."""
+    if not isinstance(stream, trio.SocketStream):  # e.g. TLS: no raw socket to use
+        return -1
     try:
         return int(stream.socket.fileno())
-    except (AttributeError, OSError, ValueError):
+    except (OSError, ValueError):
         return -1
 
 
@@ -87,18 +89,18 @@ def receive_ready(conn: ServerConnection, fd: int) -> Any:
         conn.receive_data(data)
 
 
-async def receive_some(stream: trio.SocketStream, conn: ServerConnection, fd: int) -> None:
+async def receive_some(stream: trio.abc.Stream, conn: ServerConnection, fd: int) -> None:
     """Wait until bytes can be read: with a descriptor, for readability (the bytes are then
     read by :func:`receive_ready`); without one, read at most what the codec wants."""
     if fd >= 0:
         await trio.lowlevel.wait_readable(fd)
     else:
         conn.receive_data(
-            await stream.receive_some(max(1, min(conn.bytes_wanted(), RECEIVE_CHUNK)))
+            bytes(await stream.receive_some(max(1, min(conn.bytes_wanted(), RECEIVE_CHUNK))))
         )
 
 
-async def next_event(stream: trio.SocketStream, conn: ServerConnection, fd: int) -> Any:
+async def next_event(stream: trio.abc.Stream, conn: ServerConnection, fd: int) -> Any:
     """The next event, receiving at most what the codec wants (never more). Called when the
     codec needs bytes the socket does not have yet: waits first."""
     while True:
@@ -108,7 +110,7 @@ async def next_event(stream: trio.SocketStream, conn: ServerConnection, fd: int)
             return event
 
 
-async def send(stream: trio.SocketStream, data: bytes, fd: int = -1) -> bool:
+async def send(stream: trio.abc.Stream, data: bytes, fd: int = -1) -> bool:
     """Send ``data``: what the socket takes at once without a wait, the rest through trio
     within :data:`SEND_TIMEOUT` seconds. False when the peer is gone or too slow."""
     if fd >= 0:  # what the socket takes at once needs no scope and no wait

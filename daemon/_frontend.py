@@ -29,6 +29,13 @@ Rules (the contract):
 5. One bad connection never kills the server: the handler has a catch-all that logs to
    stderr, audits ``INTERNAL`` when a request was in progress, and closes. However it ends,
    the connection leaves the server's registry and its peer's count exactly once.
+6. Security of the TCP listener (:mod:`daemon._security`): with TLS, a TCP connection's
+   handshake must complete within the pre-hello deadline (a failed handshake is closed
+   unanswered and unaudited: it made no request; a timeout is also a strike); a verified
+   client certificate adds ``requester.tls_client``. With a ``tokens_file``, a TCP
+   connection's ``hello`` must carry one of its tokens (``UNAUTHENTICATED``, audited), and
+   the token's name becomes ``requester.token`` for the connection's requests. Unix-socket
+   connections keep their peer-credential identity and need no token.
 """
 
 from __future__ import annotations
@@ -61,6 +68,8 @@ from ._protocol import (
     State,
     Submit,
 )
+from ._security import LoadedSecurity
+from ._tls import peer_identity
 from ._transparency import TransparencyRequest
 
 __all__ = ["Connection", "FrontEnd"]
@@ -100,7 +109,9 @@ class FrontEnd:
         connections: set[Connection],
         server_name: str,
         limits: dict[str, Any],
+        security: LoadedSecurity | None = None,
     ) -> None:
+        self.security = security or LoadedSecurity()
         self.config = config
         self.pipeline = pipeline
         self.peers = peers
@@ -113,8 +124,13 @@ class FrontEnd:
     ) -> None:
         """Serve one admitted connection (registered in ``connections`` and counted against
         its peer by the acceptor) until it closes (rule 5)."""
+        transport: trio.abc.Stream = stream
         try:
-            await self._converse(stream, connection, requester)
+            secured = await self._secure(stream, connection, requester)
+            if secured is None:
+                return
+            transport = secured
+            await self._converse(transport, connection, requester)
         except Exception as error:  # the catch-all: one bad connection never kills the server
             sys.stderr.write(
                 f"evidenced: connection {echo(requester)} failed: {type(error).__name__}: "
@@ -122,7 +138,7 @@ class FrontEnd:
             )
             with contextlib.suppress(Exception):
                 await self.refuse(
-                    stream,
+                    transport,
                     ServerConnection(),
                     requester,
                     ErrorCode.INTERNAL,
@@ -133,14 +149,43 @@ class FrontEnd:
             self.connections.discard(connection)
             self.peers.disconnect(connection.peer)
             with trio.CancelScope(shield=True), trio.move_on_after(1):
-                await stream.aclose()
+                await transport.aclose()
+
+    async def _secure(
+        self, stream: trio.SocketStream, connection: Connection, requester: dict[str, Any]
+    ) -> trio.abc.Stream | None:
+        """Rule 6: the TLS handshake of a TCP connection under the pre-hello deadline (None:
+        it failed or timed out; nothing to answer or audit), or the stream as it is."""
+        context = self.security.ssl_context
+        if context is None or requester.get("transport") != "tcp":
+            return stream
+        tls = trio.SSLStream(stream, context, server_side=True)
+        timeout = min(self.config.idle_timeout, self.config.pre_hello_timeout)
+        with trio.move_on_after(timeout) as scope:
+            connection.idle_scope = scope  # shutdown may close it meanwhile
+            try:
+                await tls.do_handshake()
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                return None
+            finally:
+                connection.idle_scope = None
+            identity = peer_identity(tls)
+            if identity is not None:
+                requester["tls_client"] = identity
+            return tls
+        if not self.pipeline.draining:
+            self.peers.strike(connection.peer)
+        return None
 
     async def refuse_connection(
         self, stream: trio.SocketStream, requester: dict[str, Any], message: str, linger: bool
     ) -> None:
         """A connection over a cap that already sent bytes: answered ``BUSY`` (not audited:
-        it made no request), drained briefly when ``linger``, and closed."""
+        it made no request), drained briefly when ``linger``, and closed (over TLS: closed,
+        the handshake is not worth finishing)."""
         try:
+            if self.security.ssl_context is not None and requester.get("transport") == "tcp":
+                return
             await self.refuse(
                 stream,
                 ServerConnection(),
@@ -158,7 +203,7 @@ class FrontEnd:
 
     async def refuse(
         self,
-        stream: trio.SocketStream,
+        stream: trio.abc.Stream,
         conn: ServerConnection,
         requester: dict[str, Any],
         code: ErrorCode,
@@ -179,7 +224,7 @@ class FrontEnd:
         await _send_refusal(stream, conn, answer, linger=linger)
 
     async def _converse(
-        self, stream: trio.SocketStream, connection: Connection, requester: dict[str, Any]
+        self, stream: trio.abc.Stream, connection: Connection, requester: dict[str, Any]
     ) -> None:
         config = self.config
         pipeline = self.pipeline
@@ -259,6 +304,21 @@ class FrontEnd:
                         f"server speaks protocol versions {[PROTOCOL_VERSION]}",
                     )
                     return
+                tokens = self.security.tokens
+                if tokens is not None and requester.get("transport") == "tcp":
+                    name = tokens.name_of(event.token)
+                    if name is None:
+                        await self.refuse(
+                            stream,
+                            conn,
+                            requester,
+                            ErrorCode.UNAUTHENTICATED,
+                            "this listener requires a token of its tokens_file in hello"
+                            if event.token is None
+                            else "the hello's token is not one of this listener's tokens",
+                        )
+                        return
+                    requester = {**requester, "token": name}
                 answer: Any = HelloAccepted(version, self.server_name, self.limits)
             elif isinstance(event, Submit):
                 connection.in_request = True  # stays set if submit raises: the catch-all audits
@@ -284,7 +344,7 @@ class FrontEnd:
             deadline = trio.current_time() + config.idle_timeout
 
     async def _broken_mid_frame(
-        self, stream: trio.SocketStream, connection: Connection, requester: dict[str, Any]
+        self, stream: trio.abc.Stream, connection: Connection, requester: dict[str, Any]
     ) -> None:
         """The connection broke (a reset, not an end of stream): a frame it cut is audited
         ``TRUNCATED_FRAME`` as a normal close inside a frame is (nothing can be sent)."""
@@ -301,14 +361,15 @@ class FrontEnd:
 
 
 async def _send_refusal(
-    stream: trio.SocketStream, conn: ServerConnection, answer: ErrorResponse, *, linger: bool
+    stream: trio.abc.Stream, conn: ServerConnection, answer: ErrorResponse, *, linger: bool
 ) -> None:
     """Send an error frame, then (``linger``) half-close and drain briefly (rule 4)."""
     if not await send(stream, conn.send(answer)) or not linger:
         return
     with trio.move_on_after(LINGER_SECONDS):
         try:
-            await stream.send_eof()
+            if isinstance(stream, trio.abc.HalfCloseableStream):  # TLS has no half-close
+                await stream.send_eof()
             drained = 0
             while drained < LINGER_BYTES:
                 data = await stream.receive_some(RECEIVE_CHUNK)
@@ -328,7 +389,7 @@ class _SocketSubmit:
     def __init__(
         self,
         front: FrontEnd,
-        stream: trio.SocketStream,
+        stream: trio.abc.Stream,
         conn: ServerConnection,
         deadline: float,
         fd: int,

@@ -22,8 +22,8 @@ Rules (the contract):
    means "derive it" for the per-peer caps (:meth:`ServerConfig.peer_connection_cap`,
    :meth:`ServerConfig.peer_in_flight_cap`) and for ``worker_processes`` (the CPU count).
    A TCP listener (``tcp`` with ``security``, ``http``) on an address that is not loopback
-   without TLS and authentication is refused unless ``insecure_listen``
-   (:mod:`daemon._security`).
+   without TLS and authentication is refused when the server starts, unless
+   ``insecure_listen`` (:meth:`ServerConfig.exposure_problems`, :mod:`daemon._security`).
 """
 
 from __future__ import annotations
@@ -153,9 +153,6 @@ class ServerConfig:
             raise ValueError("the server needs a TCP address, a Unix socket path or [http]")
         if type(self.insecure_listen) is not bool:
             raise ValueError("insecure_listen must be true or false")
-        if not self.insecure_listen:
-            for problem in self.exposure_problems():
-                raise ValueError(problem)
         if type(self.socket_group) is not str:
             raise ValueError("socket_group must be a group name or number (a string)")
         Durability(self.audit_durability)

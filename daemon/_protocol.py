@@ -237,25 +237,44 @@ def _exact_keys(header: Mapping[str, Any], keys: frozenset[str]) -> None:
 
 @attrs.frozen
 class Hello:
-    """Client → server, first frame. ``versions``: protocol versions the client speaks."""
+    """Client → server, first frame. ``versions``: protocol versions the client speaks.
+    ``token``: a bearer token for a listener with a ``tokens_file`` (``docs/http.md``); the
+    key is absent when there is none (an older client's hello is unchanged)."""
 
     KIND: ClassVar[str] = "hello"
     versions: tuple[int, ...]
     client: str
+    token: str | None = None
 
     def to_header(self) -> dict[str, Any]:
-        return {"kind": self.KIND, "versions": list(self.versions), "client": self.client}
+        header: dict[str, Any] = {
+            "kind": self.KIND,
+            "versions": list(self.versions),
+            "client": self.client,
+        }
+        if self.token is not None:
+            header["token"] = self.token
+        return header
 
     @classmethod
     def from_header(cls, header: Mapping[str, Any]) -> Hello:
-        _exact_keys(header, frozenset({"kind", "versions", "client"}))
+        keys = _HELLO_KEYS | {"token"} if "token" in header else _HELLO_KEYS
+        _exact_keys(header, keys)
         versions = _exact_list(header, "versions")
         if not versions or len(versions) > 16:
             raise ProtocolError(ErrorCode.HEADER_INVALID, "versions must list 1..16 versions")
         for version in versions:
             if type(version) is not int or not 0 <= version <= 65535:
                 raise ProtocolError(ErrorCode.HEADER_INVALID, "versions must be integers")
-        return cls(tuple(versions), _exact_str(header, "client"))
+        token = None
+        if "token" in header:
+            token = _exact_str(header, "token")
+            if not 1 <= len(token) <= 4096:
+                raise ProtocolError(ErrorCode.HEADER_INVALID, "token must be 1..4096 characters")
+        return cls(tuple(versions), _exact_str(header, "client"), token)
+
+
+_HELLO_KEYS: Final = frozenset({"kind", "versions", "client"})
 
 
 @attrs.frozen

@@ -37,7 +37,17 @@ import attrs
 from ._tls import TlsConfig, server_context
 from ._tokens import TokenStore
 
-__all__ = ["ListenerSecurity", "LoadedSecurity", "exposure_problem", "is_loopback"]
+__all__ = [
+    "ExposureRefused",
+    "ListenerSecurity",
+    "LoadedSecurity",
+    "exposure_problem",
+    "is_loopback",
+]
+
+
+class ExposureRefused(ValueError):
+    """A TCP listener would be exposed without TLS and authentication (rule 2)."""
 
 
 @attrs.frozen

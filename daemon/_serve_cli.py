@@ -3,13 +3,17 @@
 The :mod:`cli` contract applies (one JSON document on stdout on every path, errors as
 ``{"error": {"code", "message", "exit"}}``, one-line messages on stderr); per command:
 
-* ``serve [--listen HOST:PORT | --socket PATH] [--config FILE] [--audit-log PATH]`` prints
-  ``{"status": "serving", "tcp", "unix", "audit_log", "sessions", "skipped"}`` once it listens,
+* ``serve [--listen HOST:PORT | --socket PATH] [--config FILE] [--audit-log PATH]
+  [--http HOST:PORT] [--insecure-listen]`` prints ``{"status": "serving", "tcp", "unix",
+  "http", "insecure_listen", "audit_log", "sessions", "skipped"}`` once it listens,
   serves until SIGINT/SIGTERM, then shuts down gracefully. Exit 0 after a clean shutdown;
-  65 for an invalid configuration (``CONFIG_INVALID``) or a corrupt or unsafe audit log (never
-  truncated); 75 when another daemon holds the audit log (``AUDIT_LOG_IN_USE``); 69 when it
+  65 for an invalid configuration (``CONFIG_INVALID``: also an unusable TLS or tokens file, or
+  a non-loopback TCP listener without TLS and authentication unless ``--insecure-listen``)
+  or a corrupt or unsafe audit log (never truncated); 75 when another daemon holds the audit log (``AUDIT_LOG_IN_USE``); 69 when it
   cannot listen; 70 (not 0) when it stops while its audit log cannot be written.
-* ``submit [--connect HOST:PORT | --socket PATH] --session NAME FILE... [--binding FILE]``
+* ``submit [--connect URL | --socket PATH] --session NAME FILE... [--binding FILE]``
+  (``URL``: ``HOST:PORT``, ``tcp://``, ``tls://``, ``http://``, ``https://``; with
+  ``--token-file FILE``, ``--tls-ca``, ``--tls-cert``, ``--tls-key``)
   prints the decision (``decision_id``, ``session``, the ``EvaluatedProposition`` fields and
   the audit line's ``seq`` and ``line_digest``).
   Without ``--binding`` it asks the server for the session's mechanism and builds the honest
@@ -54,7 +58,7 @@ import trio
 
 import cli
 from cli import CliError, Exit, RejectedInput, UsageError
-from session import BoundProposition, EvidenceCountError, providers_for_mechanism
+from session import BoundProposition, EvidenceCountError, providers_for_mechanism, read_capped
 
 from . import _systemd as systemd
 from ._audit import (
@@ -79,10 +83,15 @@ from ._client import (
 )
 from ._config import ConfigError, DaemonConfig, load_config, parse_address
 from ._hosting import ServerConfig
+from ._http_config import HttpConfig
 from ._receipts import ReceiptUnavailable, fetch_receipt
 from ._reload import Reloader
 from ._report_cli import add_report_command
+from ._security import ExposureRefused
 from ._server import DEFAULT_PORT, Server
+from ._targets import parse_target
+from ._tls import TlsConfigError
+from ._tokens import TokenFileError
 from .retention import StoreError
 from .tlog import encode_receipt
 
@@ -107,13 +116,31 @@ def _positive_seconds(text: str) -> float:
 
 def _add_address(parser: argparse.ArgumentParser, *, verb: str) -> None:
     group = parser.add_mutually_exclusive_group()
-    group.add_argument(
-        "--connect" if verb == "connect" else "--listen",
-        dest="address",
-        metavar="HOST:PORT",
-        help=f"TCP address (default: 127.0.0.1:{DEFAULT_PORT})",
-    )
+    if verb == "connect":
+        group.add_argument(
+            "--connect",
+            dest="address",
+            metavar="URL",
+            help=f"HOST:PORT, or a tcp://, tls://, http:// or https:// URL (default: "
+            f"127.0.0.1:{DEFAULT_PORT})",
+        )
+    else:
+        group.add_argument(
+            "--listen",
+            dest="address",
+            metavar="HOST:PORT",
+            help=f"TCP address (default: 127.0.0.1:{DEFAULT_PORT})",
+        )
     group.add_argument("--socket", metavar="PATH", help="Unix socket path (instead of TCP)")
+    if verb == "connect":
+        parser.add_argument(
+            "--token-file",
+            metavar="FILE",
+            help="a file whose first line is the bearer token (docs/http.md)",
+        )
+        parser.add_argument("--tls-ca", metavar="FILE", help="CA bundle to verify the server")
+        parser.add_argument("--tls-cert", metavar="FILE", help="client certificate (PEM)")
+        parser.add_argument("--tls-key", metavar="FILE", help="client certificate's key (PEM)")
 
 
 def _add_timeout(parser: argparse.ArgumentParser, default: float) -> None:
@@ -127,12 +154,30 @@ def _add_timeout(parser: argparse.ArgumentParser, default: float) -> None:
 
 
 def _client_target(args: argparse.Namespace) -> dict[str, Any]:
+    """``open_client`` keywords from the address, token and TLS flags."""
+    options: dict[str, Any] = {
+        "tls_ca": args.tls_ca,
+        "tls_cert": args.tls_cert,
+        "tls_key": args.tls_key,
+        "token": _read_token(args.token_file) if args.token_file else None,
+    }
     if args.socket:
-        return {"unix": args.socket}
+        return {"unix": args.socket, **options}
+    address = args.address or f"127.0.0.1:{DEFAULT_PORT}"
     try:
-        return {"tcp": parse_address(args.address or f"127.0.0.1:{DEFAULT_PORT}")}
-    except ConfigError as error:
+        parse_target(address)
+    except ValueError as error:
         raise UsageError(str(error)) from None
+    return {"url": address, **options}
+
+
+def _read_token(path: str) -> str:
+    """The first line of ``path``, stripped (``--token-file``)."""
+    lines = read_capped(path).decode("utf-8", "replace").splitlines()
+    token = lines[0].strip() if lines else ""
+    if not token:
+        raise UsageError(f"--token-file {path}: no token on its first line")
+    return token
 
 
 def _client_failure(error: ClientError) -> CliError:
@@ -173,6 +218,11 @@ def _load(args: argparse.Namespace) -> tuple[DaemonConfig, ServerConfig]:
         changes.update(unix=args.socket, tcp=None)
     if args.audit_log:
         changes["audit_path"] = str(Path(args.audit_log).absolute())
+    if args.http:
+        http = config.server.http or HttpConfig()
+        changes["http"] = attrs.evolve(http, listen=parse_address(args.http))
+    if args.insecure_listen:
+        changes["insecure_listen"] = True
     return config, attrs.evolve(config.server, handle_signals=True, **changes)
 
 
@@ -180,7 +230,7 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         config, server_config = _load(args)
         sessions, skipped = config.build_sessions()
-    except ConfigError as error:
+    except (ConfigError, ValueError) as error:
         raise RejectedInput(f"invalid configuration: {error}", code="CONFIG_INVALID") from None
     if args.check:
         effective = config.effective()
@@ -271,6 +321,10 @@ def _announce(server: Server, server_config: ServerConfig, skipped: list[str], o
             if server.tcp_address is None
             else f"{server.tcp_address[0]}:{server.tcp_address[1]}",
             "unix": server.unix_path,
+            "http": None
+            if server.http_address is None
+            else f"{server.http_address[0]}:{server.http_address[1]}",
+            "insecure_listen": server_config.insecure_listen,
             "audit_log": server_config.audit_path,
             "sessions": sorted(server.sessions),
             "skipped": skipped,
@@ -345,6 +399,8 @@ def _make_parents(path: str) -> None:
 def _start_failure(error: BaseException) -> BaseException:
     """Why ``serve`` could not start: a log held by another daemon is busy (75), a corrupt or
     unsafe log is rejected input (65), a socket that cannot be bound is 69."""
+    if isinstance(error, ExposureRefused | TlsConfigError | TokenFileError):
+        return RejectedInput(f"invalid configuration: {error}", code="CONFIG_INVALID")
     if isinstance(error, AuditLogInUse):
         return CliError(f"{error}; refusing to start", exit=Exit.BUSY, code="AUDIT_LOG_IN_USE")
     if isinstance(error, AuditLogCorrupt):
@@ -606,6 +662,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="audit log file, overriding the configuration (missing parent directories are "
         "created with mode 0700); default: the configuration's [audit] path, for the embedded "
         "one evidenced-audit.jsonl in $STATE_DIRECTORY when set, else the working directory",
+    )
+    serve.add_argument(
+        "--http",
+        metavar="HOST:PORT",
+        help="serve the HTTP/JSON API here too (overrides [http] listen; docs/http.md)",
+    )
+    serve.add_argument(
+        "--insecure-listen",
+        action="store_true",
+        help="listen on a non-loopback address without TLS and authentication all the same "
+        "(recorded in the daemon_start audit line)",
     )
     serve.add_argument(
         "--check",

@@ -75,9 +75,9 @@ from ._listeners import Acceptor, Listening, open_listeners
 from ._metrics import ServerMetrics
 from ._peers import PeerLedger
 from ._pipeline import Pipeline
-from ._protocol import PROTOCOL_VERSION
+from ._protocol import PROTOCOL_VERSION, ErrorCode, ErrorResponse, ServerConnection
 from ._resources import connection_capacity, raise_descriptor_limit
-from ._security import LoadedSecurity
+from ._security import ExposureRefused, LoadedSecurity
 from ._transparency import open_transparency
 from ._transparency import status as transparency_status
 from ._version import __version__
@@ -219,6 +219,9 @@ class Server:
             config.max_connections, raise_descriptor_limit(), workers
         )
         self._peers.connection_cap = config.peer_connection_cap(self.max_connections)
+        exposed = config.exposure_problems()
+        if exposed and not config.insecure_listen:
+            raise ExposureRefused("; ".join(exposed))
         self._security = config.security.load()
         if config.http is not None:
             self._http_security = config.http.security.load()
@@ -372,6 +375,7 @@ class Server:
             connections=self._connections,
             server_name=SERVER_NAME,
             limits=self.limits(),
+            security=self._security,
         )
         async with trio.open_nursery() as watchers:
             if signals is not None:
@@ -387,6 +391,7 @@ class Server:
                     handlers=handlers,
                     serve=front.handle,
                     refuse=front.refuse_connection,
+                    refusal_bytes=self._binary_refusal,
                 )
                 http_acceptor = self._http_acceptor(pipeline, handlers)
                 async with trio.open_nursery() as acceptors:
@@ -412,6 +417,12 @@ class Server:
         # An audit fault is the log's to report; noise is not worth more than that.
         with contextlib.suppress(AuditLogError):
             await pipeline.noise.run(pipeline.audit.record)
+
+    def _binary_refusal(self, stream: trio.SocketStream, message: str) -> bytes | None:
+        """A binary connection refused at accept: an ``error`` frame, none over TLS."""
+        if self._security.ssl_context is not None and stream.socket.family != stdlib_socket.AF_UNIX:
+            return None
+        return ServerConnection.send(ErrorResponse(None, ErrorCode.BUSY.name, message, None))
 
     def _http_acceptor(self, pipeline: Pipeline, handlers: trio.Nursery) -> Acceptor:
         """The HTTP listener's acceptor: the same connection registry and caps as the

@@ -16,7 +16,9 @@ from daemon._tokens import (
     token_line,
 )
 
-ALICE, BOB = new_token(), new_token()
+# Fixed tokens: test ids must be the same in every xdist worker.
+ALICE = "Ysq1c6mQ8l0Zr3d3bXq0m2bH1V2u9Yk4nR7tW5eA1zE"
+BOB = "b0b-T0ken-of-the-ci-runner-0000000000000000"
 
 
 def store_file(tmp_path: Path, text: str, mode: int = 0o600) -> Path:
@@ -95,6 +97,11 @@ def test_bearer_token_is_taken_from_the_authorization_header(
     header: str | None, token: str | None
 ) -> None:
     assert bearer_token(header) == token
+
+
+def test_new_tokens_are_long_and_distinct() -> None:
+    tokens = {new_token() for _ in range(100)}
+    assert len(tokens) == 100 and all(len(token) == 43 for token in tokens)
 
 
 def test_token_names_are_checked_when_written() -> None:

@@ -1,0 +1,79 @@
+"""Where a client connects: daemon addresses as URLs.
+
+Rules (the contract):
+
+1. :func:`parse_target` reads ``tcp://HOST:PORT`` (the binary protocol), ``tls://HOST:PORT``
+   (the binary protocol over TLS), ``unix:PATH`` or ``unix:///ABSOLUTE/PATH`` (a Unix
+   socket), ``http://HOST[:PORT]`` and ``https://HOST[:PORT]`` (the HTTP/JSON API; ``/`` as
+   the only path). A bare ``HOST:PORT`` is ``tcp://HOST:PORT``. IPv6 hosts are bracketed
+   (``tcp://[::1]:7433``). Default ports: 7433 for ``tcp``/``tls``, 7434 for
+   ``http``/``https``.
+2. Anything else (another scheme, a path, a query, user information, a port outside
+   0..65535, an empty host) is a :class:`ValueError` naming the URL.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+from urllib.parse import urlsplit
+
+import attrs
+
+__all__ = ["SCHEMES", "Target", "parse_target"]
+
+SCHEMES: Final = ("tcp", "tls", "unix", "http", "https")
+_DEFAULT_PORTS: Final = {"tcp": 7433, "tls": 7433, "http": 7434, "https": 7434}
+
+
+@attrs.frozen
+class Target:
+    """A parsed daemon address."""
+
+    scheme: str
+    host: str | None = None
+    port: int | None = None
+    path: str | None = None
+
+    @property
+    def tls(self) -> bool:
+        return self.scheme in ("tls", "https")
+
+    @property
+    def http(self) -> bool:
+        return self.scheme in ("http", "https")
+
+    def __str__(self) -> str:
+        if self.scheme == "unix":
+            return f"unix:{self.path}"
+        host = f"[{self.host}]" if self.host and ":" in self.host else self.host
+        return f"{self.scheme}://{host}:{self.port}"
+
+
+def parse_target(url: str) -> Target:
+    """The target ``url`` names (module rules)."""
+    if url.startswith("unix:"):
+        path = url[len("unix:") :]
+        if path.startswith("//"):
+            path = path[2:]
+            if not path.startswith("/"):
+                raise ValueError(f"{url!r}: unix:// needs an absolute path (unix:///run/x.sock)")
+        if not path:
+            raise ValueError(f"{url!r}: no socket path")
+        return Target("unix", path=path)
+    if "://" not in url:
+        url = f"tcp://{url}"
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as error:
+        raise ValueError(f"{url!r} is not a daemon address: {error}") from None
+    scheme = parts.scheme.lower()
+    if scheme not in _DEFAULT_PORTS:
+        raise ValueError(f"{url!r}: the scheme must be one of {', '.join(SCHEMES)}")
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
+        raise ValueError(f"{url!r}: a daemon address has no path, query or fragment")
+    if parts.username is not None or parts.password is not None:
+        raise ValueError(f"{url!r}: a daemon address has no user information (use a token)")
+    if not parts.hostname:
+        raise ValueError(f"{url!r}: no host")
+    return Target(scheme, parts.hostname, _DEFAULT_PORTS[scheme] if port is None else port)
