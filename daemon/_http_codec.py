@@ -153,6 +153,18 @@ def route(method: str, path: str) -> tuple[Route, str | None]:
     return known[0], None
 
 
+def _named_session(target: bytes) -> str | None:
+    """The session a request target's path names, if it is a submit path (rule 3)."""
+    path = target.split(b"?", 1)[0].decode("ascii", "replace")
+    match = _SUBMIT_PATH.match(path)
+    if match is None:
+        return None
+    try:
+        return unquote_to_bytes(match.group(1)).decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
 def _wrong_method(method: str, allowed: str) -> HttpRefusal:
     return HttpRefusal(
         ErrorCode.UNKNOWN_KIND,
@@ -203,6 +215,9 @@ class HttpServerCodec:
         self._closed = False
         #: Requests whose head arrived on this connection (keep-alive counts them).
         self.requests = 0
+        #: The session the last parsed head's path names (a submit path, whatever its
+        #: method or framing), so a refusal of that head can be audited with it; else None.
+        self.named_session: str | None = None
 
     # -- state
 
@@ -285,6 +300,7 @@ class HttpServerCodec:
         if not isinstance(event, h11.Request):  # a complete head always parses to one
             raise HttpRefusal(ErrorCode.HEADER_INVALID, "malformed request head")
         self.requests += 1
+        self.named_session = _named_session(bytes(event.target))
         self._head = self._checked(event, head)
         return self._head
 
@@ -456,6 +472,7 @@ class HttpServerCodec:
         self._eof = closed
         self._h11 = None
         self._head = None
+        self.named_session = None
         self._body_limit = None
         self._body_bytes = 0
         return True

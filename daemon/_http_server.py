@@ -284,7 +284,10 @@ class HttpFrontEnd:
                     return None
                 event = codec.next_event()
         except HttpRefusal as refusal:
-            await self._refuse(stream, codec, requester, refusal)
+            fields: dict[str, Any] = {}
+            if codec.named_session is not None:  # it named a session: audited with it
+                fields["session"] = echo(codec.named_session)
+            await self._refuse(stream, codec, requester, refusal, **fields)
             return None
         if event is CLOSED:
             return None
