@@ -123,6 +123,8 @@ class HttpClient(Client):
                     data = await self._stream.receive_some(_RECEIVE)
                 except (trio.BrokenResourceError, trio.ClosedResourceError) as error:
                     raise TransportError(f"connection lost: {error}") from None
+                if not data and status == 0:  # e.g. a TLS client certificate was refused
+                    raise TransportError("the server closed the connection before answering")
                 http.receive_data(bytes(data))
                 continue
             if isinstance(event, h11.InformationalResponse):

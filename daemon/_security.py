@@ -122,5 +122,5 @@ def exposure_problem(listener: str, host: str, port: int, security: ListenerSecu
     return (
         f"refusing to listen ({listener}) on {where}, which is not a loopback address, "
         f"without {' and '.join(missing)}; configure them, or pass --insecure-listen "
-        "(insecure_listen) to do it anyway"
+        "to do it anyway"
     )
