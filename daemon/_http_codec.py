@@ -30,12 +30,16 @@ Rules (the contract):
    (:meth:`~HttpServerCodec.continue_bytes`). A ``GET`` body is refused (limit 0). The
    stream ending inside a head or a body is ``TRUNCATED_FRAME``; ending between requests is
    :data:`CLOSED`.
-5. Answers. :meth:`~HttpServerCodec.respond` frames a complete answer with
-   ``Content-Length``; :meth:`~HttpServerCodec.refuse` frames a refusal
+5. Answers. h11 parses; answers are framed here, from fixed fields only (status line,
+   ``Content-Type``, ``Content-Length``, ``Server``, the refusal's own fields):
+   :meth:`~HttpServerCodec.respond` frames one complete answer per request (a second is a
+   ``RuntimeError``, our bug); :meth:`~HttpServerCodec.refuse` frames a refusal
    (:mod:`daemon._http_errors`) with ``Connection: close`` and puts the codec in its closed
    state. After an answer, :meth:`~HttpServerCodec.next_cycle` is True when the connection
-   may carry another request (HTTP/1.1 keep-alive unless either side said ``close``); bytes
-   the client already sent for that request (pipelining) are kept, in order.
+   may carry another request: HTTP/1.1, no ``Connection: close`` from the client, and the
+   request read to its end when it was answered (else the answer says ``Connection:
+   close``); bytes the client already sent for the next request (pipelining) are kept, in
+   order.
 6. The codec raises :class:`~daemon._http_errors.HttpRefusal` for every peer error and
    nothing else for peer bytes.
 """
@@ -104,7 +108,6 @@ _HEAD_END: Final = re.compile(rb"\r?\n\r?\n")
 _SINGLE: Final = frozenset(
     {b"content-length", b"transfer-encoding", b"host", b"authorization", b"content-type"}
 )
-_FIELD_NAME: Final = re.compile(rb"\n([^:\r\n]*):")
 
 
 @attrs.frozen
@@ -213,6 +216,8 @@ class HttpServerCodec:
         self._body_message = ""
         self._body_bytes = 0
         self._closed = False
+        self._answered = False
+        self._keep_alive = True
         #: Requests whose head arrived on this connection (keep-alive counts them).
         self.requests = 0
         #: The session the last parsed head's path names (a submit path, whatever its
@@ -306,16 +311,16 @@ class HttpServerCodec:
 
     def _checked(self, request: h11.Request, head: bytes) -> RequestHead:
         """Rules 2-3 on a parsed head (``head``: its raw bytes, for what h11 merges)."""
+        lowered = head.lower()
         seen: set[bytes] = set()
-        for name in _FIELD_NAME.findall(head):
-            lower = name.strip().lower()
-            if lower in _SINGLE:
-                if lower in seen:
-                    raise HttpRefusal(
-                        ErrorCode.HEADER_INVALID,
-                        f"header {_short(lower.decode('latin-1'))} given more than once",
-                    )
-                seen.add(lower)
+        for name in _SINGLE:
+            count = lowered.count(b"\n" + name + b":")
+            if count > 1:
+                raise HttpRefusal(
+                    ErrorCode.HEADER_INVALID, f"header {name.decode()} given more than once"
+                )
+            if count:
+                seen.add(name)
         authorization = None
         content_type = ""
         expects_continue = False
@@ -327,6 +332,10 @@ class HttpServerCodec:
                 content_type = value.decode("latin-1")
             elif lower == b"expect" and value.lower() == b"100-continue":
                 expects_continue = True
+            elif lower == b"connection" and b"close" in value.lower():
+                self._keep_alive = False
+        if request.http_version != b"1.1":
+            self._keep_alive = False
         if b"content-length" in seen and b"transfer-encoding" in seen:
             raise HttpRefusal(
                 ErrorCode.HEADER_INVALID, "both Content-Length and Transfer-Encoding given"
@@ -419,27 +428,15 @@ class HttpServerCodec:
         content_type: str = "application/json",
         headers: Sequence[tuple[str, str]] = (),
     ) -> bytes:
-        """A complete answer to the current request, framed by h11 (rule 5)."""
-        connection = self._h11
-        assert connection is not None
-        fields = [
-            ("Content-Type", content_type),
-            ("Content-Length", str(len(body))),
-            ("Server", SERVER_HEADER),
-            *headers,
-        ]
-        try:
-            out = connection.send(
-                h11.Response(
-                    status_code=status, headers=fields, reason=_reason(status).encode("ascii")
-                )
-            )
-            out = (out or b"") + (connection.send(h11.Data(data=body)) or b"")
-            out += connection.send(h11.EndOfMessage()) or b""
-        except h11.LocalProtocolError:  # an answer was already sent on this cycle
-            self._closed = True
-            return b""
-        return out
+        """A complete answer to the current request (rule 5): our own fixed fields and
+        ``Content-Length``, ``Connection: close`` when the connection will not go on."""
+        if self._answered or self._h11 is None:
+            raise RuntimeError("respond() needs a request that has no answer yet")
+        self._answered = True
+        finished = self._h11.their_state is h11.DONE
+        return _frame(
+            status, body, content_type, headers, close=not (self._keep_alive and finished)
+        )
 
     def refuse(self, refusal: HttpRefusal, decision_id: str | None, message: str) -> bytes:
         """A refusal's answer (rule 5), framed here rather than by h11 (there may be no
@@ -447,16 +444,7 @@ class HttpServerCodec:
         fields, ``Connection: close``; the codec is closed afterwards."""
         self._closed = True
         body = error_document(refusal.code.name, message, decision_id)
-        fields = [
-            ("Content-Type", "application/json"),
-            ("Content-Length", str(len(body))),
-            ("Server", SERVER_HEADER),
-            *refusal.headers,
-            ("Connection", "close"),
-        ]
-        lines = [f"HTTP/1.1 {refusal.status} {_reason(refusal.status)}"]
-        lines.extend(f"{name}: {value}" for name, value in fields)
-        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+        return _frame(refusal.status, body, "application/json", refusal.headers, close=True)
 
     def next_cycle(self) -> bool:
         """After an answer: prepare for the next request on this connection (rule 5); False
@@ -464,7 +452,7 @@ class HttpServerCodec:
         connection = self._h11
         if self._closed or connection is None:
             return False
-        if connection.our_state is not h11.DONE or connection.their_state is not h11.DONE:
+        if not (self._answered and self._keep_alive and connection.their_state is h11.DONE):
             self._closed = True
             return False
         trailing, closed = connection.trailing_data
@@ -475,10 +463,33 @@ class HttpServerCodec:
         self.named_session = None
         self._body_limit = None
         self._body_bytes = 0
+        self._answered = False
+        self._keep_alive = True
         return True
 
     def close(self) -> None:
         self._closed = True
+
+
+def _frame(
+    status: int,
+    body: bytes,
+    content_type: str,
+    headers: Sequence[tuple[str, str]],
+    *,
+    close: bool,
+) -> bytes:
+    """An HTTP/1.1 answer: status line, our fields, ``Content-Length``, the body."""
+    lines = [
+        f"HTTP/1.1 {status} {_reason(status)}",
+        f"Content-Type: {content_type}",
+        f"Content-Length: {len(body)}",
+        f"Server: {SERVER_HEADER}",
+    ]
+    lines.extend(f"{name}: {value}" for name, value in headers)
+    if close:
+        lines.append("Connection: close")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
 
 
 def _reason(status: int) -> str:

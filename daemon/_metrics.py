@@ -57,7 +57,7 @@ OUTCOMES: Final = ("PASS", "FAIL", "UNKNOWN")
 STAGES: Final = ("receive", "evaluate", "audit", "total")
 LISTENERS: Final = ("binary", "http")
 #: Stage latencies, seconds: from an inline minimal pair (under a millisecond) to a deadline.
-LATENCY_BUCKETS: Final = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 0.5, 2.5, 10.0)
+LATENCY_BUCKETS: Final = (0.001, 0.0025, 0.01, 0.025, 0.1, 0.5, 2.5)
 #: One group commit's write and fsync, seconds.
 AUDIT_WRITE_BUCKETS: Final = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.25, 1)
 #: Lines per group commit.

@@ -197,7 +197,7 @@ async def test_a_non_loopback_listener_without_tls_and_auth_is_refused(short_dir
         {"tcp": ("0.0.0.0", 0)},
         {"tcp": None, "unix": str(short_dir / "s"), "http": HttpConfig(listen=("0.0.0.0", 0))},
     ):
-        config = ServerConfig(audit_path=str(log), worker_processes=1, **options)  # type: ignore[arg-type]
+        config = ServerConfig(audit_path=str(log), worker_processes=1, **options)
         refused: list[ExposureRefused] = []
         try:
             async with open_server(default_sessions(), config):
