@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 
@@ -130,3 +131,17 @@ def test_every_exposed_metric_is_documented_and_every_documented_one_exposed() -
     exposed = {name + "_info" if name == "evidenced_build" else name for name in exposed}
     documented = set(re.findall(r"^\| `(evidenced_[a-z_]+)` \|", DOC, re.MULTILINE))
     assert exposed == documented
+
+
+def test_the_grafana_dashboard_queries_only_metrics_that_exist() -> None:
+    dashboard = json.loads(
+        (testdata.REPO / "packaging" / "grafana" / "evidenced.json").read_text("utf-8")
+    )
+    exprs = [target["expr"] for panel in dashboard["panels"] for target in panel["targets"]]
+    used = {name for expr in exprs for name in re.findall(r"\b(evidenced_[a-z_]+)", expr)}
+    exposed = set()
+    for family in text_string_to_metric_families(ServerMetrics(["s"]).exposition().decode()):
+        exposed.update(sample.name for sample in family.samples)
+    assert used and used <= exposed, used - exposed
+    for name in ("evidenced_decisions_total", "evidenced_refusals_total", "evidenced_busy_total"):
+        assert name in used
