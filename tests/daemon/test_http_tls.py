@@ -247,3 +247,30 @@ def test_serve_refuses_an_exposed_listener_with_exit_65(short_dir: Path) -> None
     assert done.returncode == 65, done.stderr
     assert "not a loopback address" in done.stderr and "--insecure-listen" in done.stderr
     assert done.stdout == ""
+
+
+async def test_the_cli_connects_by_url_with_a_token_file(ca: trustme.CA, short_dir: Path) -> None:
+    files = tls_files(ca, short_dir)
+    token_file = short_dir / "token"
+    token_file.write_text(TOKEN + "\n")
+    async with secured(short_dir, files) as server:
+        for target in (url("https", server.http_address), url("tls", server.tcp_address)):
+            base = [sys.executable, "-m", "daemon.cli", "sessions", "--connect", target]
+            good = await trio.run_process(
+                [*base, "--tls-ca", files["ca"], "--token-file", str(token_file)],
+                capture_stdout=True,
+                capture_stderr=True,
+                check=False,
+                cwd=ROOT,
+            )
+            assert good.returncode == 0, good.stderr
+            assert "formation" in [s["name"] for s in json.loads(good.stdout)["sessions"]]
+            bad = await trio.run_process(
+                [*base, "--tls-ca", files["ca"]],
+                capture_stdout=True,
+                capture_stderr=True,
+                check=False,
+                cwd=ROOT,
+            )
+            assert bad.returncode == 65
+            assert json.loads(bad.stdout)["error"]["code"] == "UNAUTHENTICATED"
