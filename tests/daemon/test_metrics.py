@@ -139,7 +139,7 @@ def test_the_grafana_dashboard_queries_only_metrics_that_exist() -> None:
     )
     exprs = [target["expr"] for panel in dashboard["panels"] for target in panel["targets"]]
     used = {name for expr in exprs for name in re.findall(r"\b(evidenced_[a-z_]+)", expr)}
-    exposed = set()
+    exposed: set[str] = set()
     for family in text_string_to_metric_families(ServerMetrics(["s"]).exposition().decode()):
         exposed.update(sample.name for sample in family.samples)
     assert used and used <= exposed, used - exposed
