@@ -9,9 +9,9 @@ bool``) and starts with the file:
    digits. A configuration file is read with :func:`session.read_capped` (more than 16 MiB is
    an ``OSError`` naming the cap) and must be UTF-8.
 2. The shape (:mod:`daemon._config_schema`, one cattrs converter): the tables ``[server]``,
-   ``[http]``, ``[audit]``, ``[transparency]``, ``[sessions.<name>]``, ``[stores]``; unknown tables or keys
-   are refused, and so are values of the wrong type (booleans are not numbers). Every key is
-   optional except each session's ``mechanisms`` and the transparency ``key_file``. All
+   ``[http]``, ``[audit]``, ``[transparency]``, ``[sessions.<name>]``, ``[stores]``; unknown
+   tables or keys are refused, and so are values of the wrong type (booleans are not
+   numbers). Every key is optional except each session's ``mechanisms`` and the transparency ``key_file``. All
    violations are reported at once.
 3. ``[server]``: ``listen = "HOST:PORT"`` (empty string: no TCP), ``socket = "PATH"`` (empty:
    none), ``socket_group`` (a group name or number: the socket is then mode 0660 for that

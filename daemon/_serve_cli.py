@@ -9,8 +9,9 @@ The :mod:`cli` contract applies (one JSON document on stdout on every path, erro
   serves until SIGINT/SIGTERM, then shuts down gracefully. Exit 0 after a clean shutdown;
   65 for an invalid configuration (``CONFIG_INVALID``: also an unusable TLS or tokens file, or
   a non-loopback TCP listener without TLS and authentication unless ``--insecure-listen``)
-  or a corrupt or unsafe audit log (never truncated); 75 when another daemon holds the audit log (``AUDIT_LOG_IN_USE``); 69 when it
-  cannot listen; 70 (not 0) when it stops while its audit log cannot be written.
+  or a corrupt or unsafe audit log (never truncated); 75 when another daemon holds the audit
+  log (``AUDIT_LOG_IN_USE``); 69 when it cannot listen; 70 (not 0) when it stops while its
+  audit log cannot be written.
 * ``submit [--connect URL | --socket PATH] --session NAME FILE... [--binding FILE]``
   (``URL``: ``HOST:PORT``, ``tcp://``, ``tls://``, ``http://``, ``https://``; with
   ``--token-file FILE``, ``--tls-ca``, ``--tls-cert``, ``--tls-key``)
@@ -58,7 +59,7 @@ import trio
 
 import cli
 from cli import CliError, Exit, RejectedInput, UsageError
-from session import BoundProposition, EvidenceCountError, providers_for_mechanism, read_capped
+from session import BoundProposition, EvidenceCountError, providers_for_mechanism
 
 from . import _systemd as systemd
 from ._audit import (
@@ -173,7 +174,7 @@ def _client_target(args: argparse.Namespace) -> dict[str, Any]:
 
 def _read_token(path: str) -> str:
     """The first line of ``path``, stripped (``--token-file``)."""
-    lines = read_capped(path).decode("utf-8", "replace").splitlines()
+    lines = cli.read_input(path).decode("utf-8", "replace").splitlines()
     token = lines[0].strip() if lines else ""
     if not token:
         raise UsageError(f"--token-file {path}: no token on its first line")
