@@ -11,8 +11,8 @@ bool``) and starts with the file:
 2. The shape (:mod:`daemon._config_schema`, one cattrs converter): the tables ``[server]``,
    ``[http]``, ``[audit]``, ``[transparency]``, ``[sessions.<name>]``, ``[stores]``; unknown
    tables or keys are refused, and so are values of the wrong type (booleans are not
-   numbers). Every key is optional except each session's ``mechanisms`` and the transparency ``key_file``. All
-   violations are reported at once.
+   numbers). Every key is optional except each session's ``mechanisms`` and the transparency
+   ``key_file``. All violations are reported at once.
 3. ``[server]``: ``listen = "HOST:PORT"`` (empty string: no TCP), ``socket = "PATH"`` (empty:
    none), ``socket_group`` (a group name or number: the socket is then mode 0660 for that
    group; empty: 0600), and the :class:`ServerConfig` limits of the same names (times in
