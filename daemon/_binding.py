@@ -7,14 +7,24 @@ fewer; ``subject_id``, ``predicate``, ``mechanism_id``, ``mechanism_digest`` exa
 not integers); ``parameters`` an object of string values; ``expected`` any JSON value. Then the
 session's own constructor rules apply. Every refusal is :class:`BindingWireError` with a
 message; nothing else escapes.
+
+Checked in this order, the first failure reported: the value is an object; its key set; then
+``bounds``, ``parameters``, ``subject_id``, ``predicate``, ``mechanism_id``,
+``mechanism_digest``, ``evidence_refs``, ``trust_roots``; then the constructor. The binding
+converter (:data:`BINDINGS`, :mod:`daemon._exact`) structures the fields; the session's
+``to_dict()`` is the other direction (a digest preimage: ``docs/adr/0012``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, Final
 
+from cattrs.errors import ClassValidationError
+from cattrs.gen import make_dict_structure_fn
+
 from session import BoundProposition, EvidenceBindingError, EvidenceBounds
+
+from ._exact import FieldError, Rule, exact_converter, exact_keys, first_failure, rule_override
 
 BINDING_KEYS: Final = frozenset(
     {
@@ -30,59 +40,98 @@ BINDING_KEYS: Final = frozenset(
     }
 )
 _BOUNDS_KEYS: Final = frozenset({"max_evidence_items", "max_evidence_bytes"})
+_CHECK_ORDER: Final = (
+    "bounds",
+    "parameters",
+    "subject_id",
+    "predicate",
+    "mechanism_id",
+    "mechanism_digest",
+    "evidence_refs",
+    "trust_roots",
+)
+_NAMES: Final = {name: name for name in (*_CHECK_ORDER, "expected")}
 
 
 class BindingWireError(ValueError):
     """The wire form is not a valid bound proposition."""
 
 
-def _string(data: Mapping[str, Any], key: str) -> str:
-    value = data[key]
+def _string(value: Any, _: Any = None) -> str:
     if type(value) is not str:
-        raise BindingWireError(f"binding {key} must be a string")
+        raise FieldError("binding {key} must be a string")
     return value
 
 
-def _strings(data: Mapping[str, Any], key: str) -> tuple[str, ...]:
-    value = data[key]
+def _strings(value: Any, _: Any = None) -> tuple[str, ...]:
     if type(value) is not list or any(type(item) is not str for item in value):
-        raise BindingWireError(f"binding {key} must be an array of strings")
+        raise FieldError("binding {key} must be an array of strings")
     return tuple(value)
+
+
+def _json(value: Any, _: Any = None) -> Any:
+    return value
+
+
+def _bounds(value: Any, _: Any = None) -> EvidenceBounds:
+    if type(value) is not dict or value.keys() != _BOUNDS_KEYS:
+        raise FieldError(f"binding bounds must have exactly {sorted(_BOUNDS_KEYS)}", keyed=False)
+    for key in sorted(_BOUNDS_KEYS):
+        if type(value[key]) is not int or value[key] < 0:
+            raise FieldError(f"binding bounds.{key} must be a non-negative integer", keyed=False)
+    return EvidenceBounds(value["max_evidence_items"], value["max_evidence_bytes"])
+
+
+def _parameters(value: Any, _: Any = None) -> dict[str, str]:
+    if type(value) is not dict or any(type(item) is not str for item in value.values()):
+        raise FieldError("binding parameters must be an object of strings", keyed=False)
+    return dict(value)
+
+
+#: The converter of the binding's wire form (a format of its own: submit headers carry it).
+BINDINGS: Final = exact_converter()
+BINDINGS.register_structure_hook(
+    BoundProposition,
+    make_dict_structure_fn(
+        BoundProposition,
+        BINDINGS,
+        _cattrs_forbid_extra_keys=True,
+        _cattrs_detailed_validation=True,
+        subject_id=rule_override(Rule(_string)),
+        predicate=rule_override(Rule(_string)),
+        expected=rule_override(Rule(_json)),
+        mechanism_id=rule_override(Rule(_string)),
+        mechanism_digest=rule_override(Rule(_string)),
+        evidence_refs=rule_override(Rule(_strings)),
+        trust_roots=rule_override(Rule(_strings)),
+        bounds=rule_override(Rule(_bounds)),
+        parameters=rule_override(Rule(_parameters)),
+    ),
+)
+_STRUCTURE: Final = BINDINGS.get_structure_hook(BoundProposition)
 
 
 def binding_from_wire(data: object) -> BoundProposition:
     """Build the bound proposition a client sent, or raise :class:`BindingWireError`."""
     if type(data) is not dict:
         raise BindingWireError("binding must be an object")
-    if set(data) != BINDING_KEYS:
+    if exact_keys(data, BINDING_KEYS) is not None:
         raise BindingWireError(
             f"binding keys must be exactly {sorted(BINDING_KEYS)}; got {sorted(data)}"
         )
-    bounds = data["bounds"]
-    if type(bounds) is not dict or set(bounds) != _BOUNDS_KEYS:
-        raise BindingWireError(f"binding bounds must have exactly {sorted(_BOUNDS_KEYS)}")
-    for key in sorted(_BOUNDS_KEYS):
-        if type(bounds[key]) is not int or bounds[key] < 0:
-            raise BindingWireError(f"binding bounds.{key} must be a non-negative integer")
-    parameters = data["parameters"]
-    if type(parameters) is not dict or any(type(value) is not str for value in parameters.values()):
-        raise BindingWireError("binding parameters must be an object of strings")
     try:
-        return BoundProposition(
-            subject_id=_string(data, "subject_id"),
-            predicate=_string(data, "predicate"),
-            expected=data["expected"],
-            mechanism_id=_string(data, "mechanism_id"),
-            mechanism_digest=_string(data, "mechanism_digest"),
-            evidence_refs=_strings(data, "evidence_refs"),
-            trust_roots=_strings(data, "trust_roots"),
-            bounds=EvidenceBounds(bounds["max_evidence_items"], bounds["max_evidence_bytes"]),
-            parameters=dict(parameters),
-        )
-    except EvidenceBindingError as error:
-        raise BindingWireError(str(error)) from None
+        binding: BoundProposition = _STRUCTURE(data, BoundProposition)
+    except ClassValidationError as error:
+        key, failure = first_failure(error, _NAMES, _CHECK_ORDER)
+        if key is not None and isinstance(failure, FieldError):
+            raise BindingWireError(failure.words(key)) from None
+        if isinstance(failure, EvidenceBindingError):
+            raise BindingWireError(str(failure)) from None
+        raise failure from None
+    return binding
 
 
 def binding_to_wire(binding: BoundProposition) -> dict[str, Any]:
     """The wire form: ``binding.to_dict()``."""
-    return binding.to_dict()
+    wire: dict[str, Any] = binding.to_dict()
+    return wire

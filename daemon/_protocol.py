@@ -44,25 +44,47 @@ Rules (the contract):
 from __future__ import annotations
 
 import enum
-import re
 import struct
 import types
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, Concatenate, Final, Generic, ParamSpec, cast
+from typing import Annotated, Any, ClassVar, Concatenate, Final, Generic, ParamSpec, Self, cast
 
 import attrs
 import orjson
+from cattrs.errors import ClassValidationError
+from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from canon import network_json
 from mechanism.canonical import CanonicalError, CanonicalLimitError, scan_structure
 
 from ._protocol_state import ClientSendState, ServerSendState
+from ._exact import FieldError, Rule, exact_keys, first_failure, wire_names
+from ._header_fields import (
+    HEADERS,
+    LINE_DIGEST_RE,
+    MAX_AUDIT_SEQ,
+    AuditLine,
+    AuditSeq,
+    ItemSizes,
+    JsonObject,
+    LineDigest,
+    LogIndex,
+    OptionalRequestId,
+    OptionalText,
+    Proof,
+    RequestId,
+    Sessions,
+    Size,
+    Text,
+    Version,
+    Versions,
+)
+from ._header_fields import MAX_REQUEST_ID as MAX_REQUEST_ID
 
 MAGIC: Final = b"EVD1"
 PREFIX_SIZE: Final = 8
 PROTOCOL_VERSION: Final = 1
 SUPPORTED_VERSIONS: Final = (PROTOCOL_VERSION,)
-MAX_REQUEST_ID: Final = 2**53 - 1
 #: The deepest header, the root object counting as one: exactly what orjson, the canonical
 #: encoder, encodes (it refuses one level more), so no deeper header has a canonical form.
 #: Pinned by a test on both sides of the limit, so a change in orjson cannot move it silently.
@@ -188,229 +210,204 @@ def encode_frame(header: Mapping[str, Any], items: tuple[bytes, ...] = ()) -> by
     return b"".join((MAGIC, struct.pack(">I", len(raw)), raw, *items))
 
 
-# --------------------------------------------------------------------------- field checks
-
-
-def _exact_int(header: Mapping[str, Any], key: str, *, maximum: int = MAX_REQUEST_ID) -> int:
-    value = header.get(key)
-    if type(value) is not int or not 0 <= value <= maximum:
-        raise ProtocolError(ErrorCode.HEADER_INVALID, f"{key} must be an integer 0..{maximum}")
-    return value
-
-
-def _exact_str(header: Mapping[str, Any], key: str) -> str:
-    value = header.get(key)
-    if type(value) is not str:
-        raise ProtocolError(ErrorCode.HEADER_INVALID, f"{key} must be a string")
-    return value
-
-
-def _exact_dict(header: Mapping[str, Any], key: str) -> dict[str, Any]:
-    value = header.get(key)
-    if type(value) is not dict:
-        raise ProtocolError(ErrorCode.HEADER_INVALID, f"{key} must be an object")
-    return value
-
-
-def _exact_list(header: Mapping[str, Any], key: str) -> list[Any]:
-    value = header.get(key)
-    if type(value) is not list:
-        raise ProtocolError(ErrorCode.HEADER_INVALID, f"{key} must be an array")
-    return value
-
-
-def _exact_keys(header: Mapping[str, Any], keys: frozenset[str]) -> None:
-    if set(header) != keys:
-        extra = sorted(set(header) - keys)
-        missing = sorted(keys - set(header))
-        raise ProtocolError(
-            ErrorCode.HEADER_INVALID,
-            f"{header.get('kind')!r} header: unexpected keys {extra}, missing keys {missing}",
-        )
-
-
 # --------------------------------------------------------------------------- events
 #
-# Each event is a frozen attrs class with ``KIND`` (the wire ``kind``), ``to_header()`` and a
-# classmethod ``from_header(header)`` that checks exact keys and exact types.
+# Each event is a frozen attrs class whose fields are the header's keys (``kind`` aside, the
+# class's ``KIND``), typed with the exact field types of :mod:`daemon._header_fields`. The
+# header converter (:data:`HEADERS`) structures and unstructures them; :class:`_Header` gives
+# every event ``to_header()`` and ``from_header(header)``, which checks, in this order: the
+# exact key set (one refusal naming unexpected and missing keys), the class's cross-field rule
+# (:class:`Decision` only), then each field's type (when several fail, the first in the
+# class's ``CHECK_ORDER``, then in field order, is reported). Every refusal is
+# ``HEADER_INVALID``.
 
 
-@attrs.frozen
-class Hello:
-    """Client → server, first frame. ``versions``: protocol versions the client speaks.
-    ``token``: a bearer token for a listener with a ``tokens_file`` (``docs/http.md``); the
-    key is absent when there is none (an older client's hello is unchanged)."""
+class _Header:
+    """The wire form of an event: its fields through :data:`HEADERS`, plus ``kind``."""
 
-    KIND: ClassVar[str] = "hello"
-    versions: tuple[int, ...]
-    client: str
-    token: str | None = None
+    __slots__ = ()
+    KIND: ClassVar[str]
+    #: Fields whose refusal is reported first when several fail (then field order).
+    CHECK_ORDER: ClassVar[tuple[str, ...]] = ()
+    #: Header keys other than ``kind`` whose wire name differs from the field's name.
+    RENAMES: ClassVar[Mapping[str, str]] = {}
 
     def to_header(self) -> dict[str, Any]:
-        header: dict[str, Any] = {
-            "kind": self.KIND,
-            "versions": list(self.versions),
-            "client": self.client,
-        }
-        if self.token is not None:
-            header["token"] = self.token
+        header: dict[str, Any] = _unstructure(self)
+        header["kind"] = self.KIND
         return header
 
     @classmethod
-    def from_header(cls, header: Mapping[str, Any]) -> Hello:
-        keys = _HELLO_KEYS | {"token"} if "token" in header else _HELLO_KEYS
-        _exact_keys(header, keys)
-        versions = _exact_list(header, "versions")
-        if not versions or len(versions) > 16:
-            raise ProtocolError(ErrorCode.HEADER_INVALID, "versions must list 1..16 versions")
-        for version in versions:
-            if type(version) is not int or not 0 <= version <= 65535:
-                raise ProtocolError(ErrorCode.HEADER_INVALID, "versions must be integers")
-        token = None
-        if "token" in header:
-            token = _exact_str(header, "token")
-            if not 1 <= len(token) <= 4096:
-                raise ProtocolError(ErrorCode.HEADER_INVALID, "token must be 1..4096 characters")
-        return cls(tuple(versions), _exact_str(header, "client"), token)
+    def from_header(cls, header: Mapping[str, Any]) -> Self:
+        plan = _plan(cls)
+        wrong = exact_keys(header, cls._expected_keys(header, plan.keys))
+        if wrong is not None:
+            raise ProtocolError(
+                ErrorCode.HEADER_INVALID,
+                f"{header.get('kind')!r} header: unexpected keys {wrong[0]}, "
+                f"missing keys {wrong[1]}",
+            )
+        cls._check_header(header)
+        fields = dict(header)
+        del fields["kind"]
+        try:
+            event: Self = plan.structure(fields, cls)
+        except ClassValidationError as error:
+            key, failure = first_failure(error, plan.names, cls.CHECK_ORDER)
+            if key is None or not isinstance(failure, FieldError):
+                raise failure from None  # our bug: a field rule raised something else
+            raise ProtocolError(ErrorCode.HEADER_INVALID, failure.words(key)) from None
+        return event
 
+    @classmethod
+    def _expected_keys(cls, header: Mapping[str, Any], keys: frozenset[str]) -> frozenset[str]:
+        return keys
 
-_HELLO_KEYS: Final = frozenset({"kind", "versions", "client"})
+    @classmethod
+    def _check_header(cls, header: Mapping[str, Any]) -> None:
+        """A rule across fields, checked after the keys and before the fields' own rules."""
 
 
 @attrs.frozen
-class HelloAccepted:
+class _Plan:
+    """How one event class is (un)structured: its hook, wire names and expected keys."""
+
+    structure: Any
+    names: dict[str, str]
+    keys: frozenset[str]
+
+
+_PLANS: Final[dict[type, _Plan]] = {}
+
+
+def _plan(cls: type[_Header]) -> _Plan:
+    plan = _PLANS.get(cls)
+    if plan is None:
+        names = wire_names(cls, cls.RENAMES)
+        if cls.RENAMES:
+            renames: dict[str, Any] = {
+                name: override(rename=wire) for name, wire in cls.RENAMES.items()
+            }
+            HEADERS.register_structure_hook(
+                cls,
+                make_dict_structure_fn(
+                    cls,
+                    HEADERS,
+                    _cattrs_forbid_extra_keys=True,
+                    _cattrs_detailed_validation=True,
+                    **renames,
+                ),
+            )
+            HEADERS.register_unstructure_hook(
+                cls, make_dict_unstructure_fn(cls, HEADERS, **renames)
+            )
+        plan = _Plan(HEADERS.get_structure_hook(cls), names, frozenset({"kind", *names.values()}))
+        _PLANS[cls] = plan
+    return plan
+
+
+def _unstructure(event: _Header) -> dict[str, Any]:
+    _plan(type(event))
+    header: dict[str, Any] = HEADERS.unstructure(event)
+    return header
+
+
+def _token(value: Any, _: Any = None) -> str | None:
+    if type(value) is not str:
+        raise FieldError("{key} must be a string")
+    if not 1 <= len(value) <= 4096:
+        raise FieldError("{key} must be 1..4096 characters")
+    return value
+
+
+Token = Annotated[str | None, Rule(_token)]
+
+
+@attrs.frozen
+class Hello(_Header):
+    """Client → server, first frame. ``versions``: the protocol versions the client speaks
+    (1 to 16 integers 0..65535); ``client``: its name; ``token``: a bearer token for a
+    listener with a ``tokens_file`` (``docs/http.md``), the key absent when there is none."""
+
+    KIND: ClassVar[str] = "hello"
+    CHECK_ORDER: ClassVar[tuple[str, ...]] = ("versions", "token")
+    versions: Versions
+    client: Text
+    token: Token = None
+
+    def to_header(self) -> dict[str, Any]:
+        header = super().to_header()
+        if self.token is None:
+            del header["token"]
+        return header
+
+    @classmethod
+    def _expected_keys(cls, header: Mapping[str, Any], keys: frozenset[str]) -> frozenset[str]:
+        """``token`` is sent only when there is one (an older client's hello is unchanged)."""
+        return keys if "token" in header else keys - {"token"}
+
+
+@attrs.frozen
+class HelloAccepted(_Header):
     """Server → client: the chosen ``version``, the ``server`` name and its global ``limits``."""
 
     KIND: ClassVar[str] = "hello"
-    version: int
-    server: str
-    limits: dict[str, Any]
-
-    def to_header(self) -> dict[str, Any]:
-        return {
-            "kind": self.KIND,
-            "version": self.version,
-            "server": self.server,
-            "limits": dict(self.limits),
-        }
-
-    @classmethod
-    def from_header(cls, header: Mapping[str, Any]) -> HelloAccepted:
-        _exact_keys(header, frozenset({"kind", "version", "server", "limits"}))
-        return cls(
-            _exact_int(header, "version", maximum=65535),
-            _exact_str(header, "server"),
-            _exact_dict(header, "limits"),
-        )
+    version: Version
+    server: Text
+    limits: JsonObject
 
 
 @attrs.frozen
-class ListSessions:
+class ListSessions(_Header):
     """Client → server: which sessions are hosted, with their mechanisms and bounds."""
 
     KIND: ClassVar[str] = "list"
-    request_id: int
-
-    def to_header(self) -> dict[str, Any]:
-        return {"kind": self.KIND, "request_id": self.request_id}
-
-    @classmethod
-    def from_header(cls, header: Mapping[str, Any]) -> ListSessions:
-        _exact_keys(header, frozenset({"kind", "request_id"}))
-        return cls(_exact_int(header, "request_id"))
+    request_id: RequestId
 
 
 @attrs.frozen
-class SessionList:
+class SessionList(_Header):
     """Server → client: ``sessions`` is a list of session descriptions (see docs)."""
 
     KIND: ClassVar[str] = "sessions"
-    request_id: int
-    sessions: list[dict[str, Any]]
-
-    def to_header(self) -> dict[str, Any]:
-        return {"kind": self.KIND, "request_id": self.request_id, "sessions": self.sessions}
-
-    @classmethod
-    def from_header(cls, header: Mapping[str, Any]) -> SessionList:
-        _exact_keys(header, frozenset({"kind", "request_id", "sessions"}))
-        sessions = _exact_list(header, "sessions")
-        if any(type(item) is not dict for item in sessions):
-            raise ProtocolError(ErrorCode.HEADER_INVALID, "sessions must be objects")
-        return cls(_exact_int(header, "request_id"), sessions)
+    CHECK_ORDER: ClassVar[tuple[str, ...]] = ("sessions",)
+    request_id: RequestId
+    sessions: Sessions
 
 
 @attrs.frozen
-class HealthRequest:
+class HealthRequest(_Header):
     """Client → server: liveness and counters."""
 
     KIND: ClassVar[str] = "health"
-    request_id: int
-
-    def to_header(self) -> dict[str, Any]:
-        return {"kind": self.KIND, "request_id": self.request_id}
-
-    @classmethod
-    def from_header(cls, header: Mapping[str, Any]) -> HealthRequest:
-        _exact_keys(header, frozenset({"kind", "request_id"}))
-        return cls(_exact_int(header, "request_id"))
+    request_id: RequestId
 
 
 @attrs.frozen
-class HealthReport:
+class HealthReport(_Header):
     """Server → client: ``status`` is an object of counters (see docs)."""
 
     KIND: ClassVar[str] = "health"
-    request_id: int
-    status: dict[str, Any]
-
-    def to_header(self) -> dict[str, Any]:
-        return {"kind": self.KIND, "request_id": self.request_id, "status": self.status}
-
-    @classmethod
-    def from_header(cls, header: Mapping[str, Any]) -> HealthReport:
-        _exact_keys(header, frozenset({"kind", "request_id", "status"}))
-        return cls(_exact_int(header, "request_id"), _exact_dict(header, "status"))
+    request_id: RequestId
+    status: JsonObject
 
 
 @attrs.frozen
-class Submit:
+class Submit(_Header):
     """Client → server: evaluate ``binding`` in ``session`` over evidence of ``item_sizes``.
 
     ``binding`` is the wire form of a bound proposition (``BoundProposition.to_dict()``);
-    the evidence items follow the header as raw bytes, ``item_sizes[i]`` bytes each.
+    the evidence items follow the header as raw bytes, ``item_sizes[i]`` bytes each (the
+    header's ``items``).
     """
 
     KIND: ClassVar[str] = "submit"
-    request_id: int
-    session: str
-    binding: dict[str, Any]
-    item_sizes: tuple[int, ...]
-
-    def to_header(self) -> dict[str, Any]:
-        return {
-            "kind": self.KIND,
-            "request_id": self.request_id,
-            "session": self.session,
-            "binding": self.binding,
-            "items": list(self.item_sizes),
-        }
-
-    @classmethod
-    def from_header(cls, header: Mapping[str, Any]) -> Submit:
-        _exact_keys(header, frozenset({"kind", "request_id", "session", "binding", "items"}))
-        items = _exact_list(header, "items")
-        sizes = []
-        for size in items:
-            if type(size) is not int or size < 0:
-                raise ProtocolError(ErrorCode.HEADER_INVALID, "items must be byte counts")
-            sizes.append(size)
-        return cls(
-            _exact_int(header, "request_id"),
-            _exact_str(header, "session"),
-            _exact_dict(header, "binding"),
-            tuple(sizes),
-        )
+    CHECK_ORDER: ClassVar[tuple[str, ...]] = ("item_sizes",)
+    RENAMES: ClassVar[Mapping[str, str]] = {"item_sizes": "items"}
+    request_id: RequestId
+    session: Text
+    binding: JsonObject
+    item_sizes: ItemSizes
 
 
 @attrs.frozen
@@ -422,7 +419,7 @@ class Evidence:
 
 
 @attrs.frozen
-class Decision:
+class Decision(_Header):
     """Server → client: ``result`` is ``EvaluatedProposition.to_dict()``; ``decision_id`` is
     the key of its audit line; ``seq`` and ``line_digest`` are that line's place in the hash
     chain (``seq:line_digest`` is an anchor for ``audit verify``). Both are ``None`` only when
@@ -435,36 +432,27 @@ class Decision:
     dropped; a header without the two keys is read as both ``None``."""
 
     KIND: ClassVar[str] = "decision"
-    request_id: int
-    decision_id: str
-    session: str
-    result: dict[str, Any]
-    seq: int | None = None
-    line_digest: str | None = None
-    log_index: int | None = None
-    audit_line: str | None = None
-
-    def to_header(self) -> dict[str, Any]:
-        return {
-            "kind": self.KIND,
-            "request_id": self.request_id,
-            "decision_id": self.decision_id,
-            "session": self.session,
-            "result": self.result,
-            "seq": self.seq,
-            "line_digest": self.line_digest,
-            "log_index": self.log_index,
-            "audit_line": self.audit_line,
-        }
+    request_id: RequestId
+    decision_id: Text
+    session: Text
+    result: JsonObject
+    seq: AuditSeq = None
+    line_digest: LineDigest = None
+    log_index: LogIndex = None
+    audit_line: AuditLine = None
 
     @classmethod
-    def from_header(cls, header: Mapping[str, Any]) -> Decision:
-        allowed = _DECISION_KEYS
+    def _expected_keys(cls, header: Mapping[str, Any], keys: frozenset[str]) -> frozenset[str]:
+        """Each pair of chain keys is sent together or not at all (an older server)."""
+        expected = _DECISION_KEYS
         if "seq" in header or "line_digest" in header:
-            allowed = allowed | {"seq", "line_digest"}
+            expected = expected | {"seq", "line_digest"}
         if "log_index" in header or "audit_line" in header:
-            allowed = allowed | {"log_index", "audit_line"}
-        _exact_keys(header, allowed)
+            expected = expected | {"log_index", "audit_line"}
+        return expected
+
+    @classmethod
+    def _check_header(cls, header: Mapping[str, Any]) -> None:
         seq, line_digest = header.get("seq"), header.get("line_digest")
         if (seq is None) != (line_digest is None) or (
             seq is not None
@@ -472,7 +460,7 @@ class Decision:
                 type(seq) is not int
                 or not 1 <= seq <= MAX_AUDIT_SEQ
                 or type(line_digest) is not str
-                or _LINE_DIGEST_RE.match(line_digest) is None
+                or LINE_DIGEST_RE.match(line_digest) is None
             )
         ):
             raise ProtocolError(
@@ -493,219 +481,102 @@ class Decision:
                 ErrorCode.HEADER_INVALID,
                 "log_index and audit_line must both be null, or seq - 1 and the line's text",
             )
-        return cls(
-            _exact_int(header, "request_id"),
-            _exact_str(header, "decision_id"),
-            _exact_str(header, "session"),
-            _exact_dict(header, "result"),
-            seq,
-            line_digest,
-            log_index,
-            audit_line,
-        )
 
 
 _DECISION_KEYS: Final = frozenset({"kind", "request_id", "decision_id", "session", "result"})
-_LINE_DIGEST_RE: Final = re.compile(r"sha256:[0-9a-f]{64}\Z")
-#: The largest audit ``seq`` a decision may carry (a signed 64-bit integer).
-MAX_AUDIT_SEQ: Final = 2**63 - 1
+
+
+def _error_code(value: Any, _: Any = None) -> str:
+    if type(value) is not str:
+        raise FieldError("{key} must be a string")
+    if value not in ERROR_CODES:
+        raise FieldError(f"unknown error code {value!r}", keyed=False)
+    return value
+
+
+ErrorCodeName = Annotated[str, Rule(_error_code)]
 
 
 @attrs.frozen
-class ErrorResponse:
+class ErrorResponse(_Header):
     """Server → client, always the last frame of the connection. ``request_id`` is ``None``
-    when the failing frame had none (or could not be parsed); ``decision_id`` names the
-    refusal's audit line when one was written (else ``None``)."""
+    when the failing frame had none (or could not be parsed); ``code`` is a member of
+    :data:`ERROR_CODES`; ``decision_id`` names the refusal's audit line when one was written
+    (else ``None``)."""
 
     KIND: ClassVar[str] = "error"
-    request_id: int | None
-    code: str
-    message: str
-    decision_id: str | None = None
+    CHECK_ORDER: ClassVar[tuple[str, ...]] = ("request_id", "code", "decision_id")
+    request_id: OptionalRequestId
+    code: ErrorCodeName
+    message: Text
+    decision_id: OptionalText = None
 
     @property
     def fault(self) -> Fault:
         return ErrorCode[self.code].fault
-
-    def to_header(self) -> dict[str, Any]:
-        return {
-            "kind": self.KIND,
-            "request_id": self.request_id,
-            "code": self.code,
-            "message": self.message,
-            "decision_id": self.decision_id,
-        }
-
-    @classmethod
-    def from_header(cls, header: Mapping[str, Any]) -> ErrorResponse:
-        _exact_keys(header, frozenset({"kind", "request_id", "code", "message", "decision_id"}))
-        request_id = None if header["request_id"] is None else _exact_int(header, "request_id")
-        code = _exact_str(header, "code")
-        if code not in ERROR_CODES:
-            raise ProtocolError(ErrorCode.HEADER_INVALID, f"unknown error code {code!r}")
-        decision_id = None if header["decision_id"] is None else _exact_str(header, "decision_id")
-        return cls(request_id, code, _exact_str(header, "message"), decision_id)
 
 
 # Transparency-log requests (docs/spec/transparency.md §10). Proof hashes travel as standard
 # base64 strings; the checkpoint as its exact note text.
 
 
-def _size(header: Mapping[str, Any], key: str) -> int:
-    value = _exact_int(header, key, maximum=2**63 - 1)
-    if value < 0:
-        raise ProtocolError(ErrorCode.HEADER_INVALID, f"{key} must be >= 0")
-    return value
-
-
-def _hashes(header: Mapping[str, Any]) -> tuple[str, ...]:
-    proof = _exact_list(header, "proof")
-    if any(type(item) is not str for item in proof):
-        raise ProtocolError(ErrorCode.HEADER_INVALID, "proof must be base64 strings")
-    return tuple(proof)
-
-
 @attrs.frozen
-class CheckpointRequest:
+class CheckpointRequest(_Header):
     """Client → server: the latest signed checkpoint."""
 
     KIND: ClassVar[str] = "checkpoint"
-    request_id: int
-
-    def to_header(self) -> dict[str, Any]:
-        return {"kind": self.KIND, "request_id": self.request_id}
-
-    @classmethod
-    def from_header(cls, header: Mapping[str, Any]) -> CheckpointRequest:
-        _exact_keys(header, frozenset({"kind", "request_id"}))
-        return cls(_exact_int(header, "request_id"))
+    request_id: RequestId
 
 
 @attrs.frozen
-class CheckpointNote:
+class CheckpointNote(_Header):
     """Server → client: ``note`` is the signed checkpoint's exact text."""
 
     KIND: ClassVar[str] = "checkpoint"
-    request_id: int
-    note: str
-
-    def to_header(self) -> dict[str, Any]:
-        return {"kind": self.KIND, "request_id": self.request_id, "note": self.note}
-
-    @classmethod
-    def from_header(cls, header: Mapping[str, Any]) -> CheckpointNote:
-        _exact_keys(header, frozenset({"kind", "request_id", "note"}))
-        return cls(_exact_int(header, "request_id"), _exact_str(header, "note"))
+    request_id: RequestId
+    note: Text
 
 
 @attrs.frozen
-class InclusionProofRequest:
+class InclusionProofRequest(_Header):
     """Client → server: the inclusion proof of leaf ``index`` in the tree of ``tree_size``."""
 
     KIND: ClassVar[str] = "inclusion_proof"
-    request_id: int
-    index: int
-    tree_size: int
-
-    def to_header(self) -> dict[str, Any]:
-        return {
-            "kind": self.KIND,
-            "request_id": self.request_id,
-            "index": self.index,
-            "tree_size": self.tree_size,
-        }
-
-    @classmethod
-    def from_header(cls, header: Mapping[str, Any]) -> InclusionProofRequest:
-        _exact_keys(header, frozenset({"kind", "request_id", "index", "tree_size"}))
-        return cls(
-            _exact_int(header, "request_id"), _size(header, "index"), _size(header, "tree_size")
-        )
+    request_id: RequestId
+    index: Size
+    tree_size: Size
 
 
 @attrs.frozen
-class InclusionProof:
+class InclusionProof(_Header):
     """Server → client: RFC 9162 inclusion proof hashes (base64), leaf sibling first."""
 
     KIND: ClassVar[str] = "inclusion_proof"
-    request_id: int
-    index: int
-    tree_size: int
-    proof: tuple[str, ...]
-
-    def to_header(self) -> dict[str, Any]:
-        return {
-            "kind": self.KIND,
-            "request_id": self.request_id,
-            "index": self.index,
-            "tree_size": self.tree_size,
-            "proof": list(self.proof),
-        }
-
-    @classmethod
-    def from_header(cls, header: Mapping[str, Any]) -> InclusionProof:
-        _exact_keys(header, frozenset({"kind", "request_id", "index", "tree_size", "proof"}))
-        return cls(
-            _exact_int(header, "request_id"),
-            _size(header, "index"),
-            _size(header, "tree_size"),
-            _hashes(header),
-        )
+    request_id: RequestId
+    index: Size
+    tree_size: Size
+    proof: Proof
 
 
 @attrs.frozen
-class ConsistencyProofRequest:
+class ConsistencyProofRequest(_Header):
     """Client → server: the consistency proof from ``old_size`` to ``new_size``."""
 
     KIND: ClassVar[str] = "consistency_proof"
-    request_id: int
-    old_size: int
-    new_size: int
-
-    def to_header(self) -> dict[str, Any]:
-        return {
-            "kind": self.KIND,
-            "request_id": self.request_id,
-            "old_size": self.old_size,
-            "new_size": self.new_size,
-        }
-
-    @classmethod
-    def from_header(cls, header: Mapping[str, Any]) -> ConsistencyProofRequest:
-        _exact_keys(header, frozenset({"kind", "request_id", "old_size", "new_size"}))
-        return cls(
-            _exact_int(header, "request_id"), _size(header, "old_size"), _size(header, "new_size")
-        )
+    request_id: RequestId
+    old_size: Size
+    new_size: Size
 
 
 @attrs.frozen
-class ConsistencyProof:
+class ConsistencyProof(_Header):
     """Server → client: RFC 9162 consistency proof hashes (base64)."""
 
     KIND: ClassVar[str] = "consistency_proof"
-    request_id: int
-    old_size: int
-    new_size: int
-    proof: tuple[str, ...]
-
-    def to_header(self) -> dict[str, Any]:
-        return {
-            "kind": self.KIND,
-            "request_id": self.request_id,
-            "old_size": self.old_size,
-            "new_size": self.new_size,
-            "proof": list(self.proof),
-        }
-
-    @classmethod
-    def from_header(cls, header: Mapping[str, Any]) -> ConsistencyProof:
-        _exact_keys(header, frozenset({"kind", "request_id", "old_size", "new_size", "proof"}))
-        return cls(
-            _exact_int(header, "request_id"),
-            _size(header, "old_size"),
-            _size(header, "new_size"),
-            _hashes(header),
-        )
+    request_id: RequestId
+    old_size: Size
+    new_size: Size
+    proof: Proof
 
 
 ClientRequest = (
