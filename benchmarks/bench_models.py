@@ -12,7 +12,8 @@ Figures, each a ratio to a true floor measured in the same interleaved rounds
 * decision answer encode: the :class:`Decision` event to frame bytes
   (:meth:`ServerConnection.send`), against ``orjson.dumps`` of its header with sorted keys;
 * audit line read: one sealed ``decision`` line checked (:func:`parse_sealed`: seal, JSON,
-  canonical form), against ``orjson.loads`` of the line;
+  canonical form), against ``orjson.loads`` of the line; and the same line read on as its
+  typed record (:func:`read_record`: exact keys and types of every member);
 * catalog load: the reference registry read back from its canonical dict
   (:meth:`ComponentRegistry.from_dict`), against ``json.loads`` of its canonical JSON.
 
@@ -30,6 +31,7 @@ from _harness import Report, main
 
 from catalog import ComponentRegistry, reference_registry
 from daemon._audit_format import parse_sealed, render_line
+from daemon._audit_records import read_record
 from daemon._binding import binding_from_wire
 from daemon._protocol import ClientConnection, Decision, ServerConnection, Submit, encode_frame
 from mechanism.formation import FormationPathCertificateMechanism, formation_binding
@@ -131,6 +133,13 @@ def run(report: Report, args: argparse.Namespace) -> None:
     report.compare(
         "audit decision line read",
         lambda: parse_sealed(line),
+        lambda: orjson.loads(line),
+        floor_name="orjson.loads of the line",
+        rounds=31,
+    )
+    report.compare(
+        "audit decision line read as a typed record",
+        lambda: read_record(parse_sealed(line)[1]),  # type: ignore[arg-type]
         lambda: orjson.loads(line),
         floor_name="orjson.loads of the line",
         rounds=31,
