@@ -18,9 +18,13 @@ Rules (the contract):
    ``render_line(fields without line_digest)`` of ``record_fields(read_record(fields))`` is
    the line's exact bytes (tested on a real daemon's log, every kind).
 4. Optional members are written only when present: a refusal's ``session``,
-   ``declared_items``, ``binding_digest`` and ``mechanism_id`` (a refused submit); a Unix
-   requester's ``pid``, ``uid``, ``gid`` (peer credentials). A refusal's ``request_id`` is
-   always written, ``null`` when the frame had none.
+   ``declared_items``, ``binding_digest`` and ``mechanism_id`` (a refused submit); a
+   decision's ``binding``, ``result_digest``, ``retained`` and ``store`` (a session that
+   retains evidence, ``docs/retention.md``); ``daemon_start``'s ``session_config`` (absent
+   in lines written before replay support); a Unix requester's ``pid``, ``uid``, ``gid``
+   (peer credentials). A refusal's ``request_id`` is always written, ``null`` when the frame
+   had none. A decision's ``binding`` is read as the :class:`session.BoundProposition` the
+   daemon admitted (:func:`daemon._binding.binding_from_wire`, its refusals' words).
 """
 
 from __future__ import annotations
@@ -33,8 +37,12 @@ import attrs
 from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
+from session import BoundProposition
+
+from ._binding import BindingWireError, binding_from_wire
 from ._exact import Check, FieldError, Rule, exact_converter, json_list
 from ._protocol import ERROR_CODES
+from .retention._fields import RETAIN_MODES
 
 __all__ = [
     "AUDIT_LINES",
@@ -52,7 +60,9 @@ __all__ = [
     "Listen",
     "MechanismDescription",
     "Metrics",
+    "Provider",
     "RefusalLine",
+    "SessionConfig",
     "SessionDescription",
     "TcpRequester",
     "TornTailRemovedLine",
@@ -153,6 +163,39 @@ def _counts_by_name(value: Any, _: Any = None) -> dict[str, int]:
     return value
 
 
+def _flag(value: Any, _: Any = None) -> bool:
+    if type(value) is not bool:
+        raise FieldError("{key} must be true or false")
+    return value
+
+
+def _optional_flag(value: Any, _: Any = None) -> bool | None:
+    return None if value is None else _flag(value)
+
+
+def _optional_digest(value: Any, _: Any = None) -> str | None:
+    return None if value is None else _digest(value)
+
+
+def _binding(value: Any, _: Any = None) -> BoundProposition | None:
+    if value is None:
+        return None
+    try:
+        return binding_from_wire(value)
+    except BindingWireError as error:
+        raise FieldError(str(error), keyed=False) from None
+
+
+def _binding_dump(binding: BoundProposition | None) -> Any:
+    return None if binding is None else binding.to_dict()
+
+
+def _objects_by_name(value: Any, _: Any = None) -> dict[str, dict[str, Any]]:
+    if type(value) is not dict or any(type(item) is not dict for item in value.values()):
+        raise FieldError("{key} must be an object of objects")
+    return value
+
+
 def _object_or_null(value: Any, _: Any = None) -> dict[str, Any] | None:
     if value is not None and type(value) is not dict:
         raise FieldError("{key} must be an object or null")
@@ -183,6 +226,11 @@ Outcome = Annotated[str, Rule(_one_of(frozenset({"PASS", "FAIL", "UNKNOWN"})))]
 ErrorCodeName = Annotated[str, Rule(_one_of(ERROR_CODES))]
 FaultName = Annotated[str, Rule(_one_of(frozenset({"peer", "service"})))]
 DurabilityName = Annotated[str, Rule(_one_of(frozenset({"fsync", "write", "none"})))]
+RetainMode = Annotated[str, Rule(_one_of(frozenset(RETAIN_MODES)))]
+OptionalFlag = Annotated[bool | None, Rule(_optional_flag)]
+OptionalDigest = Annotated[str | None, Rule(_optional_digest)]
+Binding = Annotated[BoundProposition | None, Rule(_binding, _binding_dump)]
+ObjectsByName = Annotated[dict[str, dict[str, Any]], Rule(_objects_by_name)]
 
 #: The converter of the audit-line format (rule 2).
 AUDIT_LINES: Final = exact_converter()
@@ -202,6 +250,15 @@ class _AtIndex(Exception):
     def __init__(self, index: int, error: BaseException) -> None:
         super().__init__(index, error)
         self.index = index
+        self.error = error
+
+
+class _AtKey(Exception):
+    """The member ``key`` of an object of models failed (``error`` says how)."""
+
+    def __init__(self, key: str, error: BaseException) -> None:
+        super().__init__(key, error)
+        self.key = key
         self.error = error
 
 
@@ -337,6 +394,62 @@ class SessionDescription:
 
 
 @attrs.frozen
+class Provider:
+    """The installed provider entry point that built a mechanism."""
+
+    value: Text
+    distribution: OptionalText
+    version: OptionalText
+
+
+def _providers(value: Any, _: Any = None) -> dict[str, Provider]:
+    if type(value) is not dict:
+        raise FieldError("{key} must be an object")
+    providers = {}
+    for name, item in value.items():
+        try:
+            providers[name] = _model(item, Provider)
+        except (FieldError, ClassValidationError) as error:
+            raise _AtKey(name, error) from None
+    return providers
+
+
+def _providers_dump(providers: dict[str, Provider]) -> dict[str, Any]:
+    return {name: AUDIT_LINES.unstructure(item) for name, item in providers.items()}
+
+
+@attrs.frozen
+class SessionConfig:
+    """How ``daemon_start`` says a session was built from the configuration (for replay)."""
+
+    mechanisms: Texts
+    options: ObjectsByName
+    providers: Annotated[dict[str, Provider], Rule(_providers, _providers_dump)]
+    retain: RetainMode
+    store: OptionalText
+
+
+def _session_configs(value: Any, _: Any = None) -> dict[str, SessionConfig] | None:
+    if value is None:
+        return None
+    if type(value) is not dict:
+        raise FieldError("{key} must be an object")
+    configs = {}
+    for name, item in value.items():
+        try:
+            configs[name] = _model(item, SessionConfig)
+        except (FieldError, ClassValidationError) as error:
+            raise _AtKey(name, error) from None
+    return configs
+
+
+def _session_configs_dump(configs: dict[str, SessionConfig] | None) -> Any:
+    if configs is None:
+        return None
+    return {name: AUDIT_LINES.unstructure(item) for name, item in configs.items()}
+
+
+@attrs.frozen
 class Listen:
     """Where the daemon listened: ``host:port`` and the socket path (``null`` when off)."""
 
@@ -376,6 +489,10 @@ class DecisionLine(_Line):
     observed_evidence_bytes: Count
     metrics: Annotated[Metrics, _nested(Metrics)]
     requester: RequesterField
+    binding: Binding = None
+    result_digest: OptionalDigest = None
+    retained: OptionalFlag = None
+    store: OptionalText = None
 
 
 @attrs.frozen
@@ -407,6 +524,9 @@ class DaemonStartLine(_Line):
         tuple[SessionDescription, ...], Rule(_models(SessionDescription), _models_dump)
     ]
     durability: DurabilityName
+    session_config: Annotated[
+        dict[str, SessionConfig] | None, Rule(_session_configs, _session_configs_dump)
+    ] = None
 
 
 @attrs.frozen
@@ -492,6 +612,8 @@ def _register() -> None:
     when absent (rule 4)."""
     omitted = {
         RefusalLine: ("session", "declared_items", "binding_digest", "mechanism_id"),
+        DecisionLine: ("binding", "result_digest", "retained", "store"),
+        DaemonStartLine: ("session_config",),
         UnixRequester: ("pid", "uid", "gid"),
     }
     models = (
@@ -504,6 +626,8 @@ def _register() -> None:
         Bounds,
         MechanismDescription,
         SessionDescription,
+        Provider,
+        SessionConfig,
         Listen,
     )
     for model in models:
@@ -544,7 +668,7 @@ def read_record(fields: Mapping[str, Any]) -> AuditRecord:
     del body["event"]
     try:
         record: AuditRecord = AUDIT_LINES.structure(body, kind)
-    except (ClassValidationError, FieldError, _AtIndex) as error:
+    except (ClassValidationError, FieldError, _AtIndex, _AtKey) as error:
         raise AuditRecordError(_explain(error, "")) from None
     return record
 
@@ -566,6 +690,8 @@ def _explain(error: BaseException, path: str) -> str:
         return error.words(path or "line")
     if isinstance(error, _AtIndex):
         return _explain(error.error, f"{path}[{error.index}]")
+    if isinstance(error, _AtKey):
+        return _explain(error.error, f"{path}[{error.key!r}]")
     if isinstance(error, ClassValidationError):
         failures, others = error.group_exceptions()
         extra = sorted(

@@ -27,6 +27,7 @@ from daemon._audit_records import (
     LINE_KINDS,
     AuditRecordError,
     AuditRotatedLine,
+    DaemonStartLine,
     DecisionLine,
     RefusalLine,
     TcpRequester,
@@ -34,6 +35,7 @@ from daemon._audit_records import (
     read_record,
     record_fields,
 )
+from daemon._config import parse_config
 from session import BytesDigestMechanism
 
 
@@ -100,6 +102,25 @@ async def _daemon_lines(folder: Path) -> Path:
     return audit
 
 
+async def _retaining_daemon_lines(folder: Path) -> Path:
+    """A daemon built from configuration whose session retains evidence: the decision lines
+    carry what replay needs, ``daemon_start`` says how the session was built."""
+    audit = folder / "retaining.jsonl"
+    text = (
+        f'[server]\nlisten = ""\nsocket = "{folder}/r"\n[audit]\npath = "{audit}"\n'
+        '[sessions.kept]\nmechanisms = ["bytes-sha256"]\nmax_evidence_items = 1\n'
+        'retain = "all"\nstore = "fs:evidence"\n'
+    )
+    config = parse_config(text, base=folder, source="test.toml")
+    sessions, _ = config.build_sessions()
+    async with (
+        open_server(sessions, config.server) as server,
+        open_client(unix=server.unix_path) as client,
+    ):
+        await client.submit("kept", bytes_binding(b"k"), [b"k"])
+    return audit
+
+
 async def _writer_lines(folder: Path) -> list[Path]:
     """The log's own lines: overflow (drop), recovery after an outage, rotation, torn tail."""
     stop = {"decisions": 0, "refusals": 0}
@@ -149,7 +170,11 @@ async def _writer_lines(folder: Path) -> list[Path]:
 async def test_every_line_kind_the_daemon_writes_reads_back_byte_for_byte(
     short_dir: Path,
 ) -> None:
-    files = [await _daemon_lines(short_dir), *await _writer_lines(short_dir)]
+    files = [
+        await _daemon_lines(short_dir),
+        await _retaining_daemon_lines(short_dir),
+        *await _writer_lines(short_dir),
+    ]
     records = [_read_back(raw) for path in files for raw in _lines(path)]
     assert {record.EVENT for record in records} == set(LINE_KINDS)
     requesters = {type(r.requester) for r in records if isinstance(r, DecisionLine)}
@@ -159,6 +184,11 @@ async def test_every_line_kind_the_daemon_writes_reads_back_byte_for_byte(
     assert refusals[0].session == "nowhere" and refusals[0].binding_digest is None
     assert refusals[1].binding_digest is not None and refusals[1].mechanism_id is not None
     assert refusals[2].request_id is None and refusals[2].session is None
+    (kept,) = [r for r in records if isinstance(r, DecisionLine) and r.binding is not None]
+    assert kept.retained is True and kept.store is not None and kept.result_digest is not None
+    assert kept.binding is not None and kept.binding.digest() == kept.binding_digest
+    starts = [r for r in records if isinstance(r, DaemonStartLine)]
+    assert [sorted(start.session_config or {}) for start in starts] == [[], ["kept"]]
     rotated = [r for r in records if isinstance(r, AuditRotatedLine)]
     assert len(rotated) == 1 and rotated[0].previous_seq == rotated[0].seq - 1
 
