@@ -99,31 +99,41 @@ def _plain(value: object) -> bool:
     """True when ``value`` is built only of exact ``dict`` (``str`` keys), ``list``, ``tuple``,
     ``str``, ``int``, ``bool``, ``None`` and finite ``float``. False means "re-check" (the
     re-check, not this walk, decides and words any refusal). Called only after orjson encoded
-    ``value``, so it is acyclic and of bounded depth."""
+    ``value``, so it is acyclic and of bounded depth.
+
+    It runs on every answer that holds a ``null`` (every decision does), so members are judged
+    where they are met and only containers (and anything inexact) are stacked."""
+    isfinite = math.isfinite
     stack = [value]
+    pop, push = stack.pop, stack.append
     while stack:
-        item = stack.pop()
+        item = pop()
         kind = type(item)
-        if kind in _PLAIN_SCALARS:
-            continue
         if kind is dict:
             assert isinstance(item, dict)
-            for key, member in item.items():
+            for key in item:
                 if type(key) is not str:
                     return False
-                if type(member) is not str:
-                    stack.append(member)
+            members: Any = item.values()
         elif kind is list or kind is tuple:
-            assert isinstance(item, list | tuple)
-            for member in item:
-                if type(member) is not str:
-                    stack.append(member)
+            members = item
         elif kind is float:
-            assert isinstance(item, float)
-            if not math.isfinite(item):
+            if not isfinite(item):  # type: ignore[arg-type]
                 return False
+            continue
+        elif kind in _PLAIN_SCALARS:
+            continue
         else:
             return False
+        for member in members:
+            kind = type(member)
+            if kind is str or kind is int or kind is bool or member is None:
+                continue
+            if kind is float:
+                if not isfinite(member):
+                    return False
+                continue
+            push(member)
     return True
 
 

@@ -13,7 +13,8 @@ Rules (the contract):
    deadline and its worker killed. An inline evaluation cannot be interrupted, so it is
    measured: one that overran the deadline (wall clock) is answered as an overrun all the
    same, and one that used more than :data:`INLINE_BUDGET_NS` of CPU (the thread's CPU time,
-   so a busy machine preempting the loop demotes nothing) demotes its session to workers for
+   so a busy machine preempting the loop demotes nothing; read again only when more wall time
+   than that passed, since CPU time cannot exceed it) demotes its session to workers for
    :data:`DEMOTION_SECONDS` (an input that is slow in a small pair stalls the loop once, not
    again). Either way the bound on a stall is the budget, not the input.
 4. An overrun is the ``UNKNOWN`` decision :data:`DEADLINE_DETAILS`; a worker that died (killed
@@ -133,7 +134,13 @@ class Evaluator:
             cpu_begin = time.thread_time_ns()
             evaluated = evaluate_pair(session, binding, items)
             elapsed = evaluated[1]
-            if time.thread_time_ns() - cpu_begin > INLINE_BUDGET_NS:
+            # A thread never uses more CPU than the wall time that passed (since ``started``,
+            # read before ``cpu_begin``): the CPU clock, a system call, is read again only
+            # for an evaluation that took longer than the budget.
+            if (
+                time.perf_counter_ns() - started > INLINE_BUDGET_NS
+                and time.thread_time_ns() - cpu_begin > INLINE_BUDGET_NS
+            ):
                 self.demotions += 1
                 self._demoted_until[session.name] = time.monotonic() + DEMOTION_SECONDS
             if elapsed > self.deadline * 1e9:

@@ -57,7 +57,6 @@ from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, overrid
 from canon import network_json
 from mechanism.canonical import CanonicalError, CanonicalLimitError, scan_structure
 
-from ._protocol_state import ClientSendState, ServerSendState
 from ._exact import FieldError, Rule, exact_keys, first_failure, wire_names
 from ._header_fields import (
     HEADERS,
@@ -80,6 +79,7 @@ from ._header_fields import (
     Versions,
 )
 from ._header_fields import MAX_REQUEST_ID as MAX_REQUEST_ID
+from ._protocol_state import ClientSendState, ServerSendState
 
 MAGIC: Final = b"EVD1"
 PREFIX_SIZE: Final = 8

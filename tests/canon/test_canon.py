@@ -6,6 +6,7 @@ JSON values; refusals are checked on the exact inputs each one must refuse.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -82,6 +83,43 @@ def test_non_finite_numbers_are_refused_by_both_variants(bad: float) -> None:
     for encode in (network_json, core_json):
         with pytest.raises(ValueError):
             encode({"x": [None, bad]})
+
+
+class _Text(str):
+    pass
+
+
+class _Float(float):
+    pass
+
+
+_ANY_FLOAT = st.floats() | st.builds(_Float, st.floats())
+_TUPLES_TOO = st.recursive(
+    _FLOAT_FREE | _ANY_FLOAT | st.builds(_Text, st.text()),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.lists(inner, max_size=3).map(tuple)
+        | st.dictionaries(st.text() | st.builds(_Text, st.text()), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_TUPLES_TOO, min_size=1, max_size=3).map(lambda items: [None, *items]))
+def test_network_json_refuses_a_non_finite_number_exactly_when_json_dumps_does(
+    value: list[Any],
+) -> None:
+    """The answer-frame check (``null`` in the output, then the walk or the re-check) refuses
+    NaN and the infinities wherever they sit (float subclasses too) and nothing else."""
+    try:
+        json.dumps(value, allow_nan=False)
+    except ValueError:  # NaN or an infinity somewhere (orjson refuses a float subclass itself)
+        with pytest.raises((ValueError, TypeError)):
+            network_json(value)
+        return
+    with contextlib.suppress(TypeError):  # orjson's own refusal of a subclass, not the walk's
+        network_json(value)
 
 
 def test_digest_form() -> None:
