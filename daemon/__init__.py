@@ -37,11 +37,10 @@ from ._client import (
     ServerProtocolError,
     ServiceUnavailable,
     SubmitResult,
-    SyncClient,
     TransportError,
-    open_client,
 )
 from ._config import ConfigError, DaemonConfig, default_sessions, load_config
+from ._connect import SyncClient, open_client
 from ._receipts import ReceiptUnavailable, fetch_receipt
 from ._server import (
     DEADLINE_DETAILS,

@@ -4,8 +4,9 @@ Rules (the contract):
 
 1. Every line the daemon writes is exactly one of :data:`LINE_KINDS`, chosen by its ``event``:
    :class:`DecisionLine`, :class:`RefusalLine`, :class:`DaemonStartLine`,
-   :class:`DaemonStopLine`, :class:`AuditOverflowLine`, :class:`AuditRecoveredLine`,
-   :class:`TornTailRemovedLine`, :class:`AuditRotatedLine`. Each has the chain fields
+   :class:`DaemonStopLine`, :class:`ConfigReloadLine`, :class:`NoiseLine`,
+   :class:`AuditOverflowLine`, :class:`AuditRecoveredLine`, :class:`TornTailRemovedLine`,
+   :class:`AuditRotatedLine`. Each has the chain fields
    (``timestamp``, ``seq``, ``prev``, ``line_digest``) and its own, documented in §1.
 2. :func:`read_record` structures a parsed line with :data:`AUDIT_LINES`
    (``forbid_extra_keys``, exact types: booleans are not integers, digests are
@@ -21,14 +22,19 @@ Rules (the contract):
    ``declared_items``, ``binding_digest`` and ``mechanism_id`` (a refused submit); a
    decision's ``binding``, ``result_digest``, ``retained`` and ``store`` (a session that
    retains evidence, ``docs/retention.md``); ``daemon_start``'s ``session_config`` (absent
-   in lines written before replay support); a Unix requester's ``pid``, ``uid``, ``gid``
-   (peer credentials). A refusal's ``request_id`` is always written, ``null`` when the frame
-   had none. A decision's ``binding`` is read as the :class:`session.BoundProposition` the
-   daemon admitted (:func:`daemon._binding.binding_from_wire`, its refusals' words).
+   in lines written before replay support), ``security`` and ``insecure_listen`` (absent
+   before TLS support), ``listen.http`` (the HTTP listener is on); a ``config_reload``'s
+   ``sessions`` and ``session_config`` (``APPLIED``) or ``reason`` (``REFUSED``); a Unix
+   requester's ``pid``, ``uid``, ``gid`` (peer credentials); a TCP requester's
+   ``protocol``, ``token`` and ``tls_client``. A refusal's ``request_id`` is always written,
+   ``null`` when the frame had none. A decision's ``binding`` is read as the
+   :class:`session.BoundProposition` the daemon admitted
+   (:func:`daemon._binding.binding_from_wire`, its refusals' words).
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any, ClassVar, Final, TypeVar
@@ -169,6 +175,13 @@ def _flag(value: Any, _: Any = None) -> bool:
     return value
 
 
+def _number(value: Any, _: Any = None) -> float | int:
+    if type(value) not in (int, float) or not math.isfinite(value):
+        raise FieldError("{key} must be a number")
+    number: float | int = value
+    return number
+
+
 def _optional_flag(value: Any, _: Any = None) -> bool | None:
     return None if value is None else _flag(value)
 
@@ -188,6 +201,14 @@ def _binding(value: Any, _: Any = None) -> BoundProposition | None:
 
 def _binding_dump(binding: BoundProposition | None) -> Any:
     return None if binding is None else binding.to_dict()
+
+
+def _texts_by_name(value: Any, _: Any = None) -> dict[str, str] | None:
+    if value is None:
+        return None
+    if type(value) is not dict or any(type(item) is not str for item in value.values()):
+        raise FieldError("{key} must be an object of strings")
+    return value
 
 
 def _objects_by_name(value: Any, _: Any = None) -> dict[str, dict[str, Any]]:
@@ -228,6 +249,12 @@ FaultName = Annotated[str, Rule(_one_of(frozenset({"peer", "service"})))]
 DurabilityName = Annotated[str, Rule(_one_of(frozenset({"fsync", "write", "none"})))]
 RetainMode = Annotated[str, Rule(_one_of(frozenset(RETAIN_MODES)))]
 OptionalFlag = Annotated[bool | None, Rule(_optional_flag)]
+Flag = Annotated[bool, Rule(_flag)]
+Number = Annotated[float | int, Rule(_number)]
+OptionalProtocol = Annotated[
+    str | None, Rule(lambda v, _=None: None if v is None else _one_of(frozenset({"http"}))(v))
+]
+ReloadStatus = Annotated[str, Rule(_one_of(frozenset({"APPLIED", "REFUSED"})))]
 OptionalDigest = Annotated[str | None, Rule(_optional_digest)]
 Binding = Annotated[BoundProposition | None, Rule(_binding, _binding_dump)]
 ObjectsByName = Annotated[dict[str, dict[str, Any]], Rule(_objects_by_name)]
@@ -313,11 +340,25 @@ class Metrics:
 
 
 @attrs.frozen
+class TlsClient:
+    """A verified client certificate: its subject's common name and the SHA-256 (hex) of its
+    DER bytes."""
+
+    subject_cn: Text
+    sha256: BareHex
+
+
+@attrs.frozen
 class TcpRequester:
-    """A TCP peer: ``host:port`` as the daemon saw it."""
+    """A TCP peer: ``host:port`` as the daemon saw it; ``protocol`` ``"http"`` for the HTTP
+    listener, the ``token``'s name on a listener with a ``tokens_file``, ``tls_client`` for a
+    verified client certificate (each absent otherwise)."""
 
     TRANSPORT: ClassVar[str] = "tcp"
     peer: Text
+    protocol: OptionalProtocol = None
+    token: OptionalText = None
+    tls_client: Annotated[TlsClient | None, _nested_or_null(TlsClient)] = None
 
 
 @attrs.frozen
@@ -335,6 +376,7 @@ class UnknownRequester:
     """A peer whose address could not be read."""
 
     TRANSPORT: ClassVar[str] = "unknown"
+    protocol: OptionalProtocol = None
 
 
 Requester = TcpRequester | UnixRequester | UnknownRequester
@@ -379,6 +421,8 @@ class MechanismDescription:
     mechanism_digest: Text
     accepted_bounds: Annotated[Bounds | None, _nested_or_null(Bounds)]
     catalog_entry: JsonObjectOrNull
+    #: What a client must pin (``MechanismProvider.announce``); absent before it was written.
+    pinned: Annotated[dict[str, str] | None, Rule(_texts_by_name)] = None
 
 
 @attrs.frozen
@@ -451,10 +495,41 @@ def _session_configs_dump(configs: dict[str, SessionConfig] | None) -> Any:
 
 @attrs.frozen
 class Listen:
-    """Where the daemon listened: ``host:port`` and the socket path (``null`` when off)."""
+    """Where the daemon listened: ``host:port`` and the socket path (``null`` when off), and
+    the HTTP listener's ``host:port`` (absent when off)."""
 
     tcp: OptionalText
     unix: OptionalText
+    http: OptionalText = None
+
+
+@attrs.frozen
+class ListenerSecurity:
+    """One TCP listener's security as ``daemon_start`` records it."""
+
+    tls: Flag
+    client_certificates: Flag
+    tokens: Flag
+
+
+def _securities(value: Any, _: Any = None) -> dict[str, ListenerSecurity]:
+    if type(value) is not dict:
+        raise FieldError("{key} must be an object")
+    described: dict[str, ListenerSecurity] = {}
+    for name, item in value.items():
+        if name not in ("tcp", "http"):
+            raise FieldError(f"{{key}} names listener {name!r}, not tcp or http")
+        try:
+            described[name] = _model(item, ListenerSecurity)
+        except (FieldError, ClassValidationError) as error:
+            raise _AtKey(name, error) from None
+    return described
+
+
+def _securities_dump(value: dict[str, ListenerSecurity] | None) -> Any:
+    if value is None:
+        return None
+    return {name: AUDIT_LINES.unstructure(item) for name, item in value.items()}
 
 
 # --------------------------------------------------------------------------- line kinds
@@ -527,6 +602,48 @@ class DaemonStartLine(_Line):
     session_config: Annotated[
         dict[str, SessionConfig] | None, Rule(_session_configs, _session_configs_dump)
     ] = None
+    security: Annotated[dict[str, ListenerSecurity] | None, Rule(_securities, _securities_dump)] = (
+        None
+    )
+    insecure_listen: OptionalFlag = None
+
+
+def _optional_session_descriptions(
+    value: Any, _: Any = None
+) -> tuple[SessionDescription, ...] | None:
+    return None if value is None else _models(SessionDescription)(value)
+
+
+OptionalSessionDescriptions = Annotated[
+    tuple[SessionDescription, ...] | None,
+    Rule(_optional_session_descriptions, _optional_dump(_models_dump)),
+]
+
+
+@attrs.frozen
+class ConfigReloadLine(_Line):
+    """A SIGHUP reload (``docs/operations.md`` §4): ``APPLIED`` with the new sessions (as
+    ``daemon_start`` has them) and their ``session_config``, or ``REFUSED`` with ``reason``."""
+
+    EVENT: ClassVar[str] = "config_reload"
+    source: Text
+    status: ReloadStatus
+    sessions: OptionalSessionDescriptions = None
+    session_config: Annotated[
+        dict[str, SessionConfig] | None, Rule(_session_configs, _session_configs_dump)
+    ] = None
+    reason: OptionalText = None
+
+
+@attrs.frozen
+class NoiseLine(_Line):
+    """Connections that never spoke the protocol, summarised (``docs/audit-log.md``, Noise)."""
+
+    EVENT: ClassVar[str] = "noise"
+    count: Count
+    peers: CountsByName
+    other_peers: Count
+    interval_s: Number
 
 
 @attrs.frozen
@@ -587,6 +704,8 @@ AuditRecord = (
     | RefusalLine
     | DaemonStartLine
     | DaemonStopLine
+    | ConfigReloadLine
+    | NoiseLine
     | AuditOverflowLine
     | AuditRecoveredLine
     | TornTailRemovedLine
@@ -599,6 +718,8 @@ LINE_KINDS: Final[dict[str, type[AuditRecord]]] = {
         RefusalLine,
         DaemonStartLine,
         DaemonStopLine,
+        ConfigReloadLine,
+        NoiseLine,
         AuditOverflowLine,
         AuditRecoveredLine,
         TornTailRemovedLine,
@@ -613,8 +734,13 @@ def _register() -> None:
     omitted = {
         RefusalLine: ("session", "declared_items", "binding_digest", "mechanism_id"),
         DecisionLine: ("binding", "result_digest", "retained", "store"),
-        DaemonStartLine: ("session_config",),
+        DaemonStartLine: ("session_config", "security", "insecure_listen"),
+        ConfigReloadLine: ("sessions", "session_config", "reason"),
         UnixRequester: ("pid", "uid", "gid"),
+        TcpRequester: ("protocol", "token", "tls_client"),
+        UnknownRequester: ("protocol",),
+        Listen: ("http",),
+        MechanismDescription: ("pinned",),
     }
     models = (
         *LINE_KINDS.values(),
@@ -629,6 +755,8 @@ def _register() -> None:
         Provider,
         SessionConfig,
         Listen,
+        ListenerSecurity,
+        TlsClient,
     )
     for model in models:
         AUDIT_LINES.register_structure_hook(

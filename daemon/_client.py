@@ -1,4 +1,5 @@
-"""The client library: an async trio client and a synchronous facade.
+"""The client library: the binary protocol's async trio client and its typed errors
+(:func:`daemon._connect.open_client` connects and picks this client or the HTTP one).
 
 Rules (the contract):
 
@@ -28,19 +29,16 @@ Rules (the contract):
    and decoded proof hashes as the daemon sent them; nothing is verified here (the caller
    holds the log key: :mod:`daemon.tlog`). ``PROOF_RANGE`` and ``TRANSPARENCY_DISABLED`` are
    :class:`RejectedError`.
-5. The synchronous facade (:class:`SyncClient`) opens one connection per call inside
-   ``trio.run``; it is for scripts and the CLI, not for throughput.
+5. The synchronous facade (:class:`daemon._connect.SyncClient`) opens one connection per call
+   inside ``trio.run``; it is for scripts and the CLI, not for throughput.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import contextlib
 import itertools
-import math
-import ssl
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
@@ -76,8 +74,6 @@ from ._protocol import (
     SessionList,
     Submit,
 )
-from ._targets import Target, parse_target
-from ._tls import client_context
 
 CLIENT_NAME = "evidenced-client/0.1.0"
 
@@ -323,157 +319,3 @@ def _decode_proof(proof: Sequence[str]) -> list[bytes]:
         return [base64.b64decode(item, validate=True) for item in proof]
     except binascii.Error:
         raise ServerProtocolError("a proof hash is not base64") from None
-
-
-@contextlib.asynccontextmanager
-async def open_client(
-    url: str | None = None,
-    *,
-    tcp: tuple[str, int] | None = None,
-    unix: str | None = None,
-    token: str | None = None,
-    tls_ca: str | None = None,
-    tls_cert: str | None = None,
-    tls_key: str | None = None,
-    ssl_context: ssl.SSLContext | None = None,
-    connect_timeout: float = 5.0,
-    request_timeout: float = 60.0,
-    max_response_header_bytes: int = 16 * 1024 * 1024,
-) -> AsyncIterator[Client]:
-    """Connect (rule 1), handshake, yield a :class:`Client`, close on exit."""
-    if sum(value is not None for value in (url, tcp, unix)) != 1:
-        raise ValueError("give exactly one of url, tcp=(host, port) or unix=path")
-    for value in (connect_timeout, request_timeout):
-        if not math.isfinite(value) or value <= 0:
-            raise ValueError("timeouts must be positive numbers of seconds")
-    if url is not None:
-        target = parse_target(url)
-    elif tcp is not None:
-        target = Target("tcp", tcp[0], tcp[1])
-    else:
-        assert unix is not None
-        target = Target("unix", path=unix)
-    if target.tls and ssl_context is None:
-        ssl_context = client_context(ca=tls_ca, cert=tls_cert, key=tls_key)
-    stream: trio.abc.Stream | None = None
-    with trio.move_on_after(connect_timeout):
-        stream = await _connect(target, ssl_context)
-    if stream is None:
-        raise ClientTimeout(f"no connection within {connect_timeout} s")
-    client: Client
-    if target.http:
-        from ._http_client import HttpClient
-
-        host = target.host or "localhost"
-        client = HttpClient(
-            stream,
-            host=f"[{host}]:{target.port}" if ":" in host else f"{host}:{target.port}",
-            token=token,
-            request_timeout=request_timeout,
-            max_response_bytes=max_response_header_bytes,
-        )
-    else:
-        client = Client(
-            stream,
-            request_timeout=request_timeout,
-            max_response_header_bytes=max_response_header_bytes,
-            token=token,
-        )
-    try:
-        if not target.http:
-            handshake = connect_timeout
-            client._request_timeout, saved = handshake, request_timeout
-            await client._hello()
-            client._request_timeout = saved
-        yield client
-    finally:
-        with trio.CancelScope(shield=True):
-            await client.aclose()
-
-
-async def _connect(target: Target, context: ssl.SSLContext | None) -> trio.abc.Stream:
-    """The connected (and, for TLS, handshaken) stream to ``target``."""
-    try:
-        if target.scheme == "unix":
-            assert target.path is not None
-            return await trio.open_unix_socket(target.path)
-        assert target.host is not None and target.port is not None
-        stream = await trio.open_tcp_stream(target.host, target.port)
-    except OSError as error:
-        raise TransportError(f"cannot connect to {target}: {error.strerror or error}") from None
-    if context is None:
-        return stream
-    tls = trio.SSLStream(stream, context, server_hostname=target.host, https_compatible=target.http)
-    try:
-        await tls.do_handshake()
-    except trio.BrokenResourceError as error:
-        await trio.aclose_forcefully(tls)
-        cause = error.__cause__ or error
-        raise TransportError(f"TLS handshake with {target} failed: {cause}") from None
-    return tls
-
-
-class SyncClient:
-    """Synchronous facade: each call connects, performs one request and closes."""
-
-    def __init__(
-        self,
-        url: str | None = None,
-        *,
-        tcp: tuple[str, int] | None = None,
-        unix: str | None = None,
-        token: str | None = None,
-        tls_ca: str | None = None,
-        tls_cert: str | None = None,
-        tls_key: str | None = None,
-        connect_timeout: float = 5.0,
-        request_timeout: float = 60.0,
-    ) -> None:
-        if sum(value is not None for value in (url, tcp, unix)) != 1:
-            raise ValueError("give exactly one of url, tcp=(host, port) or unix=path")
-        if url is not None:
-            parse_target(url)  # a malformed URL fails here, not at the first call
-        self._options: dict[str, Any] = {
-            "url": url,
-            "tcp": tcp,
-            "unix": unix,
-            "token": token,
-            "tls_ca": tls_ca,
-            "tls_cert": tls_cert,
-            "tls_key": tls_key,
-            "connect_timeout": connect_timeout,
-            "request_timeout": request_timeout,
-        }
-
-    def _run(self, method: str, *args: Any) -> Any:
-        async def call() -> Any:
-            async with open_client(**self._options) as client:
-                return await getattr(client, method)(*args)
-
-        return trio.run(call)
-
-    def list_sessions(self) -> list[dict[str, Any]]:
-        result: list[dict[str, Any]] = self._run("list_sessions")
-        return result
-
-    def health(self) -> dict[str, Any]:
-        result: dict[str, Any] = self._run("health")
-        return result
-
-    def submit(
-        self, session: str, binding: BoundProposition | dict[str, Any], evidence: Sequence[bytes]
-    ) -> SubmitResult:
-        result: SubmitResult = self._run("submit", session, binding, list(evidence))
-        return result
-
-    def checkpoint(self) -> bytes:
-        result: bytes = self._run("checkpoint")
-        return result
-
-    def inclusion_proof(self, index: int, tree_size: int) -> list[bytes]:
-        result: list[bytes] = self._run("inclusion_proof", index, tree_size)
-        return result
-
-    def consistency_proof(self, old_size: int, new_size: int) -> list[bytes]:
-        result: list[bytes] = self._run("consistency_proof", old_size, new_size)
-        return result

@@ -287,8 +287,9 @@ class _Unreachable(CliError):
 def _remote_source(
     args: argparse.Namespace,
 ) -> tuple[Callable[[], bytes], Callable[[int, int], list[bytes]]]:
-    from ._client import ClientError, SyncClient, TransportError
+    from ._client import ClientError, TransportError
     from ._config import ConfigError, parse_address
+    from ._connect import SyncClient
 
     if args.socket:
         client = SyncClient(unix=args.socket, request_timeout=args.timeout)

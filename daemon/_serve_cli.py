@@ -80,9 +80,9 @@ from ._client import (
     ServiceUnavailable,
     SubmitResult,
     TransportError,
-    open_client,
 )
 from ._config import ConfigError, DaemonConfig, load_config, parse_address
+from ._connect import open_client
 from ._hosting import ServerConfig
 from ._http_config import HttpConfig
 from ._receipts import ReceiptUnavailable, fetch_receipt

@@ -318,7 +318,7 @@ class Server:
                 "daemon_start",
                 server=SERVER_NAME,
                 pid=os.getpid(),
-                listen={**listening.addresses(), "http": self._http_text()},
+                listen=self._listen_addresses(listening),
                 security=self._describe_security(),
                 insecure_listen=self.config.insecure_listen,
                 sessions=self._session_list,
@@ -347,9 +347,13 @@ class Server:
                     await listener.aclose()
             await listening.aclose()
 
-    def _http_text(self) -> str | None:
-        address = self.http_address
-        return None if address is None else f"{address[0]}:{address[1]}"
+    def _listen_addresses(self, listening: Listening) -> dict[str, str | None]:
+        """``daemon_start``'s ``listen``: ``tcp`` and ``unix`` (null when off), and ``http``
+        only when the HTTP listener is on."""
+        addresses: dict[str, str | None] = dict(listening.addresses())
+        if self.http_address is not None:
+            addresses["http"] = f"{self.http_address[0]}:{self.http_address[1]}"
+        return addresses
 
     def _describe_security(self) -> dict[str, Any]:
         """Each TCP listener's TLS and authentication, for ``daemon_start`` (rule 1)."""

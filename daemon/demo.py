@@ -48,7 +48,8 @@ import attrs
 import trio
 
 from daemon._audit import verify_log
-from daemon._client import ClientError, RejectedError, open_client
+from daemon._client import ClientError, RejectedError
+from daemon._connect import open_client
 from session import load_provider
 
 FIXTURES = files("evidenced_fixtures")

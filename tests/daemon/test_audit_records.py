@@ -27,8 +27,10 @@ from daemon._audit_records import (
     LINE_KINDS,
     AuditRecordError,
     AuditRotatedLine,
+    ConfigReloadLine,
     DaemonStartLine,
     DecisionLine,
+    NoiseLine,
     RefusalLine,
     TcpRequester,
     UnixRequester,
@@ -36,6 +38,7 @@ from daemon._audit_records import (
     record_fields,
 )
 from daemon._config import parse_config
+from daemon._reload import Reloader
 from session import BytesDigestMechanism
 
 
@@ -104,7 +107,8 @@ async def _daemon_lines(folder: Path) -> Path:
 
 async def _retaining_daemon_lines(folder: Path) -> Path:
     """A daemon built from configuration whose session retains evidence: the decision lines
-    carry what replay needs, ``daemon_start`` says how the session was built."""
+    carry what replay needs, ``daemon_start`` says how the session was built; then two
+    reloads, one applied (a new bound) and one refused (retention changed)."""
     audit = folder / "retaining.jsonl"
     text = (
         f'[server]\nlisten = ""\nsocket = "{folder}/r"\n[audit]\npath = "{audit}"\n'
@@ -113,11 +117,29 @@ async def _retaining_daemon_lines(folder: Path) -> Path:
     )
     config = parse_config(text, base=folder, source="test.toml")
     sessions, _ = config.build_sessions()
-    async with (
-        open_server(sessions, config.server) as server,
-        open_client(unix=server.unix_path) as client,
-    ):
-        await client.submit("kept", bytes_binding(b"k"), [b"k"])
+    versions = iter(
+        (
+            text.replace("max_evidence_items = 1", "max_evidence_items = 2"),
+            text.replace('retain = "all"\nstore = "fs:evidence"\n', ""),
+        )
+    )
+
+    def load() -> tuple[Any, Any]:
+        again = parse_config(next(versions), base=folder, source="test.toml")
+        return again, server.config  # the running server's settings: only sessions change
+
+    async with open_server(sessions, config.server) as server:
+        async with open_client(unix=server.unix_path) as client:
+            await client.submit("kept", bytes_binding(b"k"), [b"k"])
+        reloader = Reloader(
+            server, load, source="test.toml", say=lambda _: None, notify=lambda _: None
+        )
+        async with trio.open_nursery() as nursery:
+            await nursery.start(reloader.run)
+            await reloader.reload()
+            await reloader.reload()
+            nursery.cancel_scope.cancel()
+        assert (reloader.applied, reloader.refused) == (1, 1)
     return audit
 
 
@@ -180,10 +202,15 @@ async def test_every_line_kind_the_daemon_writes_reads_back_byte_for_byte(
     requesters = {type(r.requester) for r in records if isinstance(r, DecisionLine)}
     assert requesters == {TcpRequester, UnixRequester}
     refusals = [r for r in records if isinstance(r, RefusalLine)]
-    assert [r.code for r in refusals] == ["UNKNOWN_SESSION", "TRUNCATED_FRAME", "BAD_MAGIC"]
+    assert [r.code for r in refusals] == ["UNKNOWN_SESSION", "TRUNCATED_FRAME"]
     assert refusals[0].session == "nowhere" and refusals[0].binding_digest is None
     assert refusals[1].binding_digest is not None and refusals[1].mechanism_id is not None
-    assert refusals[2].request_id is None and refusals[2].session is None
+    (noise,) = [r for r in records if isinstance(r, NoiseLine)]  # BAD_MAGIC: counted, no line
+    assert noise.count == 1 and list(noise.peers.values()) == [1]
+    reloads = [r for r in records if isinstance(r, ConfigReloadLine)]
+    assert [r.status for r in reloads] == ["APPLIED", "REFUSED"]
+    assert reloads[0].sessions is not None and reloads[0].session_config is not None
+    assert reloads[1].reason is not None and "retention" in reloads[1].reason
     (kept,) = [r for r in records if isinstance(r, DecisionLine) and r.binding is not None]
     assert kept.retained is True and kept.store is not None and kept.result_digest is not None
     assert kept.binding is not None and kept.binding.digest() == kept.binding_digest
@@ -251,8 +278,8 @@ def _with(path: tuple[Any, ...], value: Any) -> dict[str, Any]:
         (_with(("reason_codes",), ["A", 1]), "reason_codes must be an array of strings"),
         (_with(("bytes",), "..."), "line: unexpected keys ['bytes'], missing keys []"),
         (_with(("event",), "decisions"), "event must be one of ['audit_overflow', "
-         "'audit_recovered', 'audit_rotated', 'daemon_start', 'daemon_stop', 'decision', "
-         "'refusal', 'torn_tail_removed'], not 'decisions'"),
+         "'audit_recovered', 'audit_rotated', 'config_reload', 'daemon_start', 'daemon_stop', "
+         "'decision', 'noise', 'refusal', 'torn_tail_removed'], not 'decisions'"),
     ],
 )  # fmt: skip
 def test_a_damaged_line_is_refused_naming_the_key_path(

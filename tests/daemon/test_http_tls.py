@@ -246,7 +246,9 @@ def test_serve_refuses_an_exposed_listener_with_exit_65(short_dir: Path) -> None
     )
     assert done.returncode == 65, done.stderr
     assert "not a loopback address" in done.stderr and "--insecure-listen" in done.stderr
-    assert done.stdout == ""
+    error = json.loads(done.stdout)["error"]  # the CLI contract: one JSON document on stdout
+    assert (error["code"], error["exit"]) == ("CONFIG_INVALID", 65)
+    assert "--insecure-listen" in error["message"]
 
 
 async def test_the_cli_connects_by_url_with_a_token_file(ca: trustme.CA, short_dir: Path) -> None:
