@@ -54,7 +54,7 @@ import math
 import os
 import sys
 import time
-from collections.abc import Callable, Mapping, MutableMapping
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
@@ -407,6 +407,11 @@ class AuditLog:
         return self._chain.head
 
     @property
+    def in_tree(self) -> bool:
+        """Whether a transparency log takes every line (answers then carry ``log_index``)."""
+        return self.transparency is not None
+
+    @property
     def last_seq(self) -> int:
         """The ``seq`` of the last line rendered (written or pending)."""
         return self._chain.seq
@@ -542,6 +547,71 @@ class AuditLog:
         if batch.error is not None:
             raise AuditLogError(f"audit log write failed: {_describe(batch.error)}")
         return ref, built
+
+    async def record_batch(self, lines: Sequence[tuple[str, Mapping[str, Any]]]) -> list[Any]:
+        """Append the lines of another process (the sequencer, :mod:`daemon._sequencer`):
+        each is checked and rendered into the current batch exactly as :meth:`record_shielded`
+        would, then the call waits (uncancellably) until every batch they went into met the
+        durability policy. Per line, in order: ``(ref, rendered bytes)``, ``None`` when the
+        overflow policy dropped it, an :class:`AuditLogError` (an outage, a failed write, the
+        log closed), or a ``ValueError`` (a field that cannot be rendered: nothing logged)."""
+        results: list[Any] = []
+        waits: list[tuple[int, _Batch]] = []
+        for event, fields in lines:
+            if self._outage is not None:
+                results.append(self._refuse(self._outage, event))
+                continue
+            if self._closed:
+                results.append(AuditLogError("audit log is closed"))
+                continue
+            dropped = False
+            while len(self._batch.lines) >= self.max_pending:
+                if self.overflow is Overflow.DROP:
+                    self.dropped += 1
+                    self._dropped_unreported += 1
+                    dropped = True
+                    break
+                await self._room.wait(cancellable=False)
+                if self._outage is not None or self._closed:
+                    break
+            if dropped:
+                results.append(None)
+                continue
+            if self._outage is not None:
+                results.append(self._refuse(self._outage, event))
+                continue
+            if self._closed:
+                results.append(AuditLogError("audit log is closed"))
+                continue
+            if self._dropped_unreported:
+                count, self._dropped_unreported = self._dropped_unreported, 0
+                self._batch.lines.append(
+                    self._render(
+                        "audit_overflow", {"dropped": count, "dropped_total": self.dropped}
+                    )
+                )
+            if self._file_bytes >= self._rotate_at:
+                self._begin_rotation()
+            chain = self._chain
+            before = (chain.seq, chain.head, self._file_bytes)
+            try:
+                rendered = self._render(event, fields)
+            except (ValueError, TypeError) as error:
+                chain.seq, chain.head, self._file_bytes = before
+                results.append(ValueError(str(error)))
+                continue
+            self._batch.lines.append(rendered)
+            waits.append((len(results), self._batch))
+            results.append((AuditRef(chain.seq, chain.head), rendered))
+        if waits:
+            self._wakeup.set()
+        if self.durability is Durability.NONE:
+            return results
+        for index, batch in waits:
+            await batch.done.wait(cancellable=False)
+            if batch.error is not None:
+                results[index] = AuditLogError(f"audit log write failed: {_describe(batch.error)}")
+        return results
 
     # -- rotation
 

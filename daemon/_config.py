@@ -246,6 +246,7 @@ def parse_config(text: str, *, base: Path, source: str) -> DaemonConfig:
             max_in_flight_per_peer=server_table.max_in_flight_per_peer,
             max_connections=server_table.max_connections,
             max_connections_per_peer=server_table.max_connections_per_peer,
+            workers=server_table.workers,
             worker_processes=workers,
             inline_max_bytes=server_table.inline_max_bytes,
             max_header_bytes=server_table.max_header_bytes,

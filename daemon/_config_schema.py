@@ -69,6 +69,7 @@ class ServerTable:
     max_in_flight_per_peer: int = 0
     max_connections: int = 1024
     max_connections_per_peer: int = 0
+    workers: int | str = 1  # serving processes: N or "auto" (daemon._supervisor)
     worker_processes: int = 2
     worker_threads: int | None = None  # the former name of worker_processes
     inline_max_bytes: int = 4096
@@ -203,6 +204,15 @@ def _raw_table(value: object, _: object) -> dict[str, Any]:
 for _kind in (str, int, bool):
     CONFIG_CONVERTER.register_structure_hook(_kind, _exact(_kind))
 CONFIG_CONVERTER.register_structure_hook(float, _number)
+
+
+def _count_or_word(value: object, _: object) -> int | str:
+    if type(value) is not int and type(value) is not str:
+        raise _Mismatch("int or str", value)
+    return value
+
+
+CONFIG_CONVERTER.register_structure_hook_func(lambda cl: cl == int | str, _count_or_word)
 CONFIG_CONVERTER.register_structure_hook_func(lambda cl: cl == tuple[str, ...], _strings)
 CONFIG_CONVERTER.register_structure_hook_func(lambda cl: cl == dict[str, Any], _raw_table)
 

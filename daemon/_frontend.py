@@ -331,7 +331,7 @@ class FrontEnd:
                 continue
             elif isinstance(event, ListSessions | HealthRequest | TransparencyRequest):
                 try:
-                    answer = pipeline.answer(event)
+                    answer = await pipeline.query(event)
                 except Refused as refused:
                     await self.refuse(stream, conn, requester, refused.code, refused.message)
                     return

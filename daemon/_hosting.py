@@ -134,6 +134,8 @@ class ServerConfig:
     max_in_flight_per_peer: int = 0
     max_connections: int = 1024
     max_connections_per_peer: int = 0
+    #: Serving processes (``--workers``; ``"auto"``: one per CPU; ``daemon._supervisor``).
+    workers: int | str = 1
     worker_processes: int = 2
     inline_max_bytes: int = 4096
     shutdown_grace: float = 10.0
@@ -189,6 +191,15 @@ class ServerConfig:
             value = getattr(self, name)
             if type(value) is not int or value < 0:
                 raise ValueError(f"{name} must be a non-negative integer")
+
+        if self.workers != "auto" and (type(self.workers) is not int or self.workers < 1):
+            raise ValueError('workers must be a positive integer or "auto"')
+
+    def serving_count(self) -> int:
+        """Serving processes: as configured, one per CPU for ``"auto"``."""
+        if self.workers == "auto":
+            return max(1, os.cpu_count() or 1)
+        return int(self.workers)
 
     def exposure_problems(self) -> list[str]:
         """Each TCP listener on a non-loopback address without TLS and authentication

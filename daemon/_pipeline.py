@@ -63,6 +63,7 @@ placements inside ``evaluate``, another front end as another :class:`SubmitTrans
 from __future__ import annotations
 
 import contextlib
+import os
 import random
 import time
 from collections import Counter
@@ -74,6 +75,7 @@ import trio
 from session import BoundProposition, EvaluatedProposition
 
 from ._audit import AuditLog, AuditLogError, AuditRef
+from ._audit_client import PLACEHOLDER_REF, AuditClient
 from ._binding import BindingWireError, binding_from_wire
 from ._echo import bounded_message, echo
 from ._evaluation import Evaluator
@@ -89,6 +91,7 @@ from ._protocol import (
     ListSessions,
     SessionList,
     Submit,
+    encode_header,
 )
 from ._resources import trim_heap
 from ._transparency import RequestRefused, TransparencyRequest
@@ -102,6 +105,8 @@ __all__ = ["Pipeline", "Refused", "SubmitTransport", "decision_id"]
 TRIM_AFTER_BYTES: Final = 16 * 1024 * 1024
 
 _ID_RANDOM = random.Random()  # seeded once from os.urandom; ids need uniqueness, not secrecy
+# ... and again in every forked process (serving workers), which would else repeat the ids.
+os.register_at_fork(after_in_child=_ID_RANDOM.seed)
 _UUID4_CLEAR: Final = ~((0xC000 << 48) | (0xF000 << 64))
 _UUID4_SET: Final = (0x8000 << 48) | (4 << 76)
 
@@ -187,7 +192,7 @@ class Pipeline:
         self,
         *,
         sessions: dict[str, HostedSession],
-        audit: AuditLog,
+        audit: AuditLog | AuditClient,
         transparency: TransparencyLog | None,
         evaluator: Evaluator,
         retention: Retention,
@@ -218,6 +223,9 @@ class Pipeline:
         #: ``(session, outcome, receive_ns, evaluate_ns, audit_ns, total_ns, evidence_bytes)``.
         self.on_decision: Callable[[str, str, int, int, int, int, int], None] | None = None
         self._received_since_trim = 0
+        #: A worker of a multi-process daemon answers transparency requests from its
+        #: parent's log (:meth:`daemon._audit_client.AuditClient.transparency_answer`).
+        self.remote_transparency: Callable[[TransparencyRequest], Awaitable[Any]] | None = None
 
     # -- queries and refusals
 
@@ -232,6 +240,17 @@ class Pipeline:
             raise AssertionError(f"not a query: {request!r}")
         try:
             return transparency_answer(self.transparency, request)
+        except RequestRefused as refused:
+            raise Refused(ErrorCode[refused.code], str(refused)) from None
+
+    async def query(self, request: ListSessions | HealthRequest | TransparencyRequest) -> Any:
+        """:meth:`answer`, with a transparency request answered by the parent's log in a
+        worker of a multi-process daemon."""
+        remote = self.remote_transparency
+        if remote is None or isinstance(request, ListSessions | HealthRequest):
+            return self.answer(request)
+        try:
+            return await remote(request)
         except RequestRefused as refused:
             raise Refused(ErrorCode[refused.code], str(refused)) from None
 
@@ -446,24 +465,35 @@ class Pipeline:
             codes = []
         submit = request.submit
         audit = self.audit
-        in_tree = self.transparency is not None
+        in_tree = audit.in_tree
+
+        def decision(line: AuditRef | None) -> Decision:
+            return Decision(
+                submit.request_id,
+                decided,
+                session.name,
+                wire_result,
+                None if line is None else line.seq,
+                None if line is None else line.line_digest,
+                # the transparency log's leaf (docs/spec/transparency.md §10.1)
+                None if line is None or not in_tree else line.seq - 1,
+                None if line is None or not in_tree else audit.last_rendered,
+            )
 
         def answer(line: AuditRef | None) -> bytes:
             # Encoded once, right after the line is rendered and before it is written:
             # an unencodable decision is withdrawn from the log (ValueError below).
-            return transport.encode(
-                Decision(
-                    submit.request_id,
-                    decided,
-                    session.name,
-                    wire_result,
-                    None if line is None else line.seq,
-                    None if line is None else line.line_digest,
-                    # the transparency log's leaf (docs/spec/transparency.md §10.1)
-                    None if line is None or not in_tree else line.seq - 1,
-                    None if line is None or not in_tree else audit.last_rendered,
-                )
-            )
+            return transport.encode(decision(line))
+
+        if isinstance(audit, AuditClient):
+            # A worker's line is rendered by the sequencer and answered once durable: the
+            # answer is tried (statelessly) first, so an unencodable one is never logged.
+            try:
+                encode_header(decision(PLACEHOLDER_REF).to_header())
+            except ValueError as error:
+                raise Refused(
+                    ErrorCode.INTERNAL, f"the mechanism's decision cannot be encoded: {error}"
+                ) from None
 
         writing = time.perf_counter_ns()
         try:

@@ -83,13 +83,14 @@ from ._client import (
 )
 from ._config import ConfigError, DaemonConfig, load_config, parse_address
 from ._connect import open_client
-from ._hosting import ServerConfig
+from ._hosting import HostedSession, ServerConfig
 from ._http_config import HttpConfig
 from ._receipts import ReceiptUnavailable, fetch_receipt
 from ._reload import Reloader
 from ._report_cli import add_report_command
 from ._security import ExposureRefused
 from ._server import DEFAULT_PORT, Server
+from ._supervisor import Supervisor, WorkersFailed, run_workers
 from ._targets import parse_target
 from ._tls import TlsConfigError
 from ._tokens import TokenFileError
@@ -224,6 +225,8 @@ def _load(args: argparse.Namespace) -> tuple[DaemonConfig, ServerConfig]:
         changes["http"] = attrs.evolve(http, listen=parse_address(args.http))
     if args.insecure_listen:
         changes["insecure_listen"] = True
+    if args.workers is not None:
+        changes["workers"] = args.workers
     return config, attrs.evolve(config.server, handle_signals=True, **changes)
 
 
@@ -254,6 +257,8 @@ def _serve(args: argparse.Namespace) -> int:
         cli.say(message)
     origin = "--audit-log" if args.audit_log else config.source
     _make_parents(server_config.audit_path)
+    if server_config.serving_count() > 1:
+        return _serve_workers(sessions, server_config, skipped, origin)
     server = Server(sessions, server_config)
     server.inherited = systemd.listen_fds()
     server.notify = systemd.notify
@@ -301,6 +306,69 @@ def _serve(args: argparse.Namespace) -> int:
     except (AuditLogError, StoreError, OSError) as error:
         raise _start_failure(error) from None
     failure = server.audit.failure_reason if server.audit is not None else None
+    if failure is not None:
+        raise CliError(
+            f"stopped, but the audit log could not be written ({failure}); daemon_stop is "
+            "not recorded and requests answered AUDIT_FAILED have no line",
+            exit=Exit.INTERNAL,
+            code="AUDIT_FAILED",
+        )
+    cli.say("stopped; audit log flushed")
+    return Exit.OK
+
+
+def _serve_workers(
+    sessions: list[HostedSession], server_config: ServerConfig, skipped: list[str], origin: str
+) -> int:
+    """``serve`` with ``--workers N`` (N > 1): the parent sequences, N workers serve
+    (:mod:`daemon._supervisor`)."""
+
+    def ready(supervisor: Supervisor) -> None:
+        _tune_collector()
+        listen = supervisor.bound.listen
+        tlog = supervisor.transparency
+        cli.emit(
+            {
+                "status": "serving",
+                "tcp": listen.get("tcp"),
+                "unix": listen.get("unix"),
+                "http": listen.get("http"),
+                "insecure_listen": server_config.insecure_listen,
+                "audit_log": server_config.audit_path,
+                "sessions": sorted(session.name for session in sessions),
+                "skipped": skipped,
+                "transparency": None
+                if tlog is None
+                else {
+                    "origin": tlog.origin,
+                    "verifier_key": tlog.signer.verifier().encode(),
+                    "directory": str(tlog.directory),
+                    "checkpoint_size": None if tlog.checkpoint is None else tlog.checkpoint.size,
+                },
+                "workers": supervisor.count,
+            }
+        )
+        where = listen.get("unix") or listen.get("tcp") or "inherited sockets"
+        cli.say(
+            f"serving {', '.join(sorted(s.name for s in sessions))} on {where} with "
+            f"{supervisor.count} workers; audit log {server_config.audit_path} (from {origin})"
+        )
+        systemd.notify(
+            f"READY=1\nMAINPID={os.getpid()}\nSTATUS=serving ({supervisor.count} workers)"
+        )
+
+    try:
+        supervisor = run_workers(
+            sessions, server_config, inherited=systemd.listen_fds(), on_ready=ready
+        )
+    except BaseExceptionGroup as group:
+        first: BaseException = group
+        while isinstance(first, BaseExceptionGroup):
+            first = first.exceptions[0]
+        raise _start_failure(first) from None
+    except (AuditLogError, StoreError, OSError, WorkersFailed) as error:
+        raise _start_failure(error) from None
+    failure = supervisor.audit.failure_reason if supervisor.audit is not None else None
     if failure is not None:
         raise CliError(
             f"stopped, but the audit log could not be written ({failure}); daemon_stop is "
@@ -631,6 +699,18 @@ def _audit_rotate(args: argparse.Namespace) -> int:
     return Exit.OK
 
 
+def _workers(text: str) -> int | str:
+    if text == "auto":
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f'not a number of workers or "auto": {text!r}') from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
+    return value
+
+
 def _non_negative(text: str) -> int:
     try:
         value = int(text, 10)
@@ -674,6 +754,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         action="store_true",
         help="listen on a non-loopback address without TLS and authentication all the same "
         "(recorded in the daemon_start audit line)",
+    )
+    serve.add_argument(
+        "--workers",
+        type=_workers,
+        metavar="N",
+        help='serving processes sharing the listeners and one audit log ("auto": one per '
+        "CPU); overrides [server] workers (docs/operations.md)",
     )
     serve.add_argument(
         "--check",

@@ -65,6 +65,7 @@ import trio
 from session import VerificationMechanism
 
 from ._audit import AuditLog, AuditLogError, Durability
+from ._audit_client import AuditClient
 from ._describe import describe_sessions
 from ._evaluation import DEADLINE_DETAILS, WORKER_FAILED_DETAILS, Evaluator, worker_job_handler
 from ._frontend import Connection, FrontEnd
@@ -99,6 +100,17 @@ __all__ = [
 SERVER_NAME: Final = f"evidenced/{__version__}"
 
 
+@attrs.frozen
+class WorkerRole:
+    """The server is worker ``index`` of a multi-process daemon (:mod:`daemon._supervisor`):
+    its audit log is ``client`` (the parent's sequencer), it records neither ``daemon_start``
+    nor ``daemon_stop``, leaves SIGINT to the parent, and its ``health`` aggregates the
+    workers'."""
+
+    client: AuditClient
+    index: int
+
+
 class Server:
     """Serves ``sessions`` with ``config``. Use :meth:`run` in a nursery (``await
     nursery.start(server.run)``) or :func:`serve`; stop with :meth:`shutdown`."""
@@ -109,7 +121,9 @@ class Server:
             raise ValueError("session names must be unique")
         self.sessions: dict[str, HostedSession] = {s.name: s for s in sessions}
         self.config = config
-        self.audit: AuditLog | None = None
+        self.audit: AuditLog | AuditClient | None = None
+        #: Set when this server is one worker of a multi-process daemon (:class:`WorkerRole`).
+        self.role: WorkerRole | None = None
         self.transparency: TransparencyLog | None = None
         self.tcp_address: tuple[str, int] | None = None
         self.unix_path: str | None = None
@@ -138,6 +152,8 @@ class Server:
         self.notify: Callable[[str], object] = _ignore
         #: Listening sockets inherited from systemd (``LISTEN_FDS``), used instead of binding.
         self.inherited: list[stdlib_socket.socket] = []
+        #: Listening sockets of the HTTP listener bound by a parent (``--workers``).
+        self.inherited_http: list[stdlib_socket.socket] = []
         self._session_list = describe_sessions(self.sessions)
         self._retention = Retention(self.sessions, deadline=config.request_deadline)
         self.metrics = ServerMetrics(
@@ -171,7 +187,7 @@ class Server:
 
     def health(self) -> dict[str, Any]:
         status, reason = self.readiness()
-        return {
+        report = {
             "status": status,
             "reason": reason,
             "server": SERVER_NAME,
@@ -193,6 +209,21 @@ class Server:
             "retention": self._retention.status(),
             "noise": self._pipeline.noise.status() if self._pipeline is not None else None,
             "metrics": self.metrics.snapshot(),
+        }
+        return report if self.role is None else _aggregate(report, self.role, self.figures())
+
+    def figures(self) -> dict[str, Any]:
+        """This server's own figures, as a worker reports them to the sequencer."""
+        return {
+            "pid": os.getpid(),
+            "status": self.readiness()[0],
+            "connections": len(self._connections),
+            "in_flight": self._capacity.borrowed_tokens,
+            "decisions": self.counters["decisions"],
+            "refusals": self.counters["refusals"],
+            "outcomes": {
+                key: self.counters[f"outcome:{key}"] for key in ("PASS", "FAIL", "UNKNOWN")
+            },
         }
 
     def limits(self) -> dict[str, Any]:
@@ -226,15 +257,21 @@ class Server:
         if config.http is not None:
             self._http_security = config.http.security.load()
         _remove_stale_snapshots()
-        audit = AuditLog.open(
-            config.audit_path,
-            durability=config.audit_durability,
-            overflow=config.audit_overflow,
-            max_pending=max(1, config.audit_max_pending),
-            rotate_bytes=config.audit_rotate_bytes,
-        )
+        audit: AuditLog | AuditClient
+        if self.role is not None:  # a worker: the parent's sequencer keeps the logs
+            audit = self.role.client
+            audit.on_gone = self.shutdown
+            audit.stats = self.figures
+        else:
+            audit = AuditLog.open(
+                config.audit_path,
+                durability=config.audit_durability,
+                overflow=config.audit_overflow,
+                max_pending=max(1, config.audit_max_pending),
+                rotate_bytes=config.audit_rotate_bytes,
+            )
         self.audit = audit
-        if config.transparency is not None:
+        if config.transparency is not None and isinstance(audit, AuditLog):
             try:
                 self.transparency = open_transparency(
                     config.transparency,
@@ -270,6 +307,8 @@ class Server:
                 health=self.health,
             )
             self._pipeline.on_decision = self.metrics.on_decision
+            if self.role is not None:
+                self._pipeline.remote_transparency = self.role.client.transparency_answer
             audit.on_batch = self.metrics.observe_audit_batch
             async with self._retention.running():  # opens the evidence stores
                 await self._run_with_audit(audit, self._pipeline, task_status)
@@ -278,7 +317,10 @@ class Server:
             audit.close_sync()
 
     async def _run_with_audit(
-        self, audit: AuditLog, pipeline: Pipeline, task_status: trio.TaskStatus[Server]
+        self,
+        audit: AuditLog | AuditClient,
+        pipeline: Pipeline,
+        task_status: trio.TaskStatus[Server],
     ) -> None:
         try:
             async with trio.open_nursery() as audit_nursery:
@@ -293,49 +335,48 @@ class Server:
                             with contextlib.suppress(AuditLogError), trio.move_on_after(2):
                                 await audit.recover()  # one last try during an outage
                                 await pipeline.noise.flush(audit.record)
-                                await audit.record(
-                                    "daemon_stop",
-                                    decisions=self.counters["decisions"],
-                                    refusals=self.counters["refusals"],
-                                )
+                                if self.role is None:  # a worker's parent writes it
+                                    await audit.record(
+                                        "daemon_stop",
+                                        decisions=self.counters["decisions"],
+                                        refusals=self.counters["refusals"],
+                                    )
                         await audit.close()
         finally:
             audit.close_sync()
 
     async def _serve(
-        self, audit: AuditLog, pipeline: Pipeline, task_status: trio.TaskStatus[Server]
+        self,
+        audit: AuditLog | AuditClient,
+        pipeline: Pipeline,
+        task_status: trio.TaskStatus[Server],
     ) -> None:
         listening = await open_listeners(self.config, self.inherited)
         self.tcp_address, self.unix_path = listening.tcp_address, listening.unix_path
         http_listeners: list[trio.SocketListener] = []
         try:
             http = self.config.http
-            if http is not None:
+            if self.inherited_http:
+                http_listeners = [
+                    trio.SocketListener(trio.socket.from_stdlib_socket(sock))
+                    for sock in self.inherited_http
+                ]
+            elif http is not None:
                 http_listeners = await trio.open_tcp_listeners(http.listen[1], host=http.listen[0])
+            if http_listeners:
                 bound = http_listeners[0].socket.getsockname()
                 self.http_address = (str(bound[0]), int(bound[1]))
-            await audit.record(
-                "daemon_start",
-                server=SERVER_NAME,
-                pid=os.getpid(),
-                listen=self._listen_addresses(listening),
-                security=self._describe_security(),
-                insecure_listen=self.config.insecure_listen,
-                sessions=self._session_list,
-                session_config={
-                    name: dict(session.recipe)
-                    for name, session in sorted(self.sessions.items())
-                    if session.recipe is not None
-                },
-                durability=audit.durability.value,
-            )
+            if self.role is None:
+                await self._record_start(audit, listening)
             self._start_recorded = True
             with contextlib.ExitStack() as stack:
-                # Installed before ``started`` so a signal sent right after readiness is ours.
+                # Installed before ``started`` so a signal sent right after readiness is ours;
+                # a worker leaves SIGINT to its parent (daemon._supervisor rule 4).
+                wanted = [signal.SIGTERM, signal.SIGHUP]
+                if self.role is None:
+                    wanted.insert(0, signal.SIGINT)
                 signals = (
-                    stack.enter_context(
-                        trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-                    )
+                    stack.enter_context(trio.open_signal_receiver(*wanted))
                     if self.config.handle_signals
                     else None
                 )
@@ -346,6 +387,27 @@ class Server:
                 with contextlib.suppress(Exception):
                     await listener.aclose()
             await listening.aclose()
+
+    async def _record_start(self, audit: AuditLog | AuditClient, listening: Listening) -> None:
+        """Rule 1's ``daemon_start``."""
+        await audit.record("daemon_start", **self.start_fields(self._listen_addresses(listening)))
+
+    def start_fields(self, listen: Mapping[str, str | None]) -> dict[str, Any]:
+        """``daemon_start``'s fields for a daemon listening at ``listen``."""
+        return {
+            "server": SERVER_NAME,
+            "pid": os.getpid(),
+            "listen": dict(listen),
+            "security": self._describe_security(),
+            "insecure_listen": self.config.insecure_listen,
+            "sessions": self._session_list,
+            "session_config": {
+                name: dict(session.recipe)
+                for name, session in sorted(self.sessions.items())
+                if session.recipe is not None
+            },
+            "durability": Durability(self.config.audit_durability).value,
+        }
 
     def _listen_addresses(self, listening: Listening) -> dict[str, str | None]:
         """``daemon_start``'s ``listen``: ``tcp`` and ``unix`` (null when off), and ``http``
@@ -475,6 +537,35 @@ class Server:
                 sys.stderr.write(f"evidenced: second {name}: cancelling in-flight requests\n")
                 if self._handlers_scope is not None:
                     self._handlers_scope.cancel()
+
+
+def _aggregate(report: dict[str, Any], role: WorkerRole, own: dict[str, Any]) -> dict[str, Any]:
+    """A worker's ``health``: the sequencer's audit and transparency status, the counters
+    and connection figures summed over every worker (this one's live, the others' as last
+    pushed), and ``workers`` (daemon._supervisor rule 5)."""
+    cluster = role.client.cluster
+    workers: list[dict[str, Any]] = []
+    for entry in cluster.get("workers", []):
+        if entry.get("index") == role.index:
+            entry = {**entry, **own, "alive": True}
+        workers.append(entry)
+    if not any(entry.get("index") == role.index for entry in workers):
+        workers.append({"index": role.index, "alive": True, "restarts": 0, **own})
+    live = [entry for entry in workers if entry.get("alive")]
+    for key in ("connections", "in_flight", "decisions", "refusals"):
+        report[key] = sum(int(entry.get(key, 0)) for entry in live)
+    report["outcomes"] = {
+        key: sum(int(entry.get("outcomes", {}).get(key, 0)) for entry in live)
+        for key in ("PASS", "FAIL", "UNKNOWN")
+    }
+    report["max_connections"] *= len(workers)
+    report["max_in_flight"] *= len(workers)
+    if "audit" in cluster:
+        report["audit"] = cluster["audit"]
+        report["transparency"] = cluster.get("transparency")
+    report["worker"] = role.index
+    report["workers"] = sorted(workers, key=lambda entry: int(entry.get("index", 0)))
+    return report
 
 
 def _ignore(state: str) -> None:
