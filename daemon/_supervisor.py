@@ -83,9 +83,12 @@ class Bound:
     unix_path: str | None
     owns_unix: bool
 
-    def close(self) -> None:
+    def close_sockets(self) -> None:
         for sock in (*self.binary, *self.http):
             sock.close()
+
+    def close(self) -> None:
+        self.close_sockets()
         if self.owns_unix and self.unix_path is not None:
             with contextlib.suppress(OSError):
                 os.unlink(self.unix_path)
@@ -127,7 +130,7 @@ WorkerMain = Callable[[int, stdlib_socket.socket], None]
 class Spawner:
     """The single-threaded process that forks the workers (rule 1)."""
 
-    def __init__(self, worker_main: WorkerMain) -> None:
+    def __init__(self, worker_main: WorkerMain, release: Callable[[], None]) -> None:
         ours, theirs = stdlib_socket.socketpair(stdlib_socket.AF_UNIX, stdlib_socket.SOCK_STREAM)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)
@@ -136,7 +139,7 @@ class Spawner:
             code = 0
             try:
                 ours.close()
-                _spawner_main(theirs, worker_main)
+                _spawner_main(theirs, worker_main, release)
             except BaseException:
                 code = 70
             finally:
@@ -172,8 +175,11 @@ class Spawner:
             os.waitpid(self.pid, 0)
 
 
-def _spawner_main(control: stdlib_socket.socket, worker_main: WorkerMain) -> None:
-    """Fork a worker per request; reap the dead ones; stop when the parent's end closes."""
+def _spawner_main(
+    control: stdlib_socket.socket, worker_main: WorkerMain, release: Callable[[], None]
+) -> None:
+    """Fork a worker per request; reap the dead ones. When the parent's end closes: close the
+    listeners (``release``), wait for every worker to exit, and return."""
     with contextlib.suppress(ValueError, OSError):
         signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -188,6 +194,10 @@ def _spawner_main(control: stdlib_socket.socket, worker_main: WorkerMain) -> Non
             continue
         data = control.recv(_SPAWN.size)
         if len(data) < _SPAWN.size:
+            release()
+            with contextlib.suppress(ChildProcessError):
+                while True:
+                    os.waitpid(-1, 0)
             return
         (index,) = _SPAWN.unpack(data)
         parent_end, worker_end = stdlib_socket.socketpair(
@@ -460,12 +470,11 @@ def run_workers(
         config.http.security.load()
     bound = bind(config, inherited)
     try:
-        spawner = Spawner(worker_main_for(sessions, config, bound))
+        spawner = Spawner(worker_main_for(sessions, config, bound), bound.close_sockets)
     except BaseException:
         bound.close()
         raise
-    for sock in (*bound.binary, *bound.http):  # the spawner keeps them for the workers
-        sock.close()
+    bound.close_sockets()  # the spawner keeps them for the workers
     holder: list[Server] = []
 
     def describe() -> dict[str, Any]:
