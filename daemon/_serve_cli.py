@@ -359,7 +359,11 @@ def _serve_workers(
 
     try:
         supervisor = run_workers(
-            sessions, server_config, inherited=systemd.listen_fds(), on_ready=ready
+            sessions,
+            server_config,
+            inherited=systemd.listen_fds(),
+            on_ready=ready,
+            notify=systemd.notify,
         )
     except BaseExceptionGroup as group:
         first: BaseException = group

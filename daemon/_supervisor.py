@@ -256,6 +256,8 @@ class Supervisor:
         self._draining = False
         self._signals = 0
         self._nursery: trio.Nursery | None = None
+        #: Called with ``"STOPPING=1"`` when a signal begins the drain (``sd_notify``).
+        self.notify: Callable[[str], object] = lambda state: None
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         config = self.config
@@ -314,6 +316,7 @@ class Supervisor:
                             continue
                         self._signals += 1
                         if self._signals == 1:
+                            self.notify("STOPPING=1")
                             sys.stderr.write(
                                 f"evidenced: {signal.Signals(signum).name} received, "
                                 f"draining {self.count} workers\n"
@@ -455,6 +458,7 @@ def run_workers(
     *,
     inherited: Sequence[stdlib_socket.socket],
     on_ready: Callable[[Supervisor], None],
+    notify: Callable[[str], object] = lambda state: None,
 ) -> Supervisor:
     """Run a daemon of ``config.serving_count()`` workers until it stops (module rules);
     ``on_ready`` is called once every worker serves. Call from a process without a running
@@ -483,6 +487,7 @@ def run_workers(
     supervisor = Supervisor(
         sessions, config, bound, config.serving_count(), spawner, describe=describe
     )
+    supervisor.notify = notify
 
     async def main() -> None:
         holder.append(Server(sessions, config))
