@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Final, TypeVar
 
 import orjson
@@ -75,11 +76,19 @@ class AuditClient:
     """One serving worker's end of the sequencer's stream (module rules)."""
 
     def __init__(
-        self, stream: trio.abc.Stream, *, durability: Durability, in_tree: bool, index: int
+        self,
+        stream: trio.abc.Stream,
+        *,
+        path: Path,
+        durability: Durability,
+        in_tree: bool,
+        index: int,
     ) -> None:
         self._reader = FrameReader(stream)
         self._writer = FrameWriter(stream)
         self._stream = stream
+        #: The sequencer's log file.
+        self.path = path
         self.durability = durability
         #: Whether the daemon keeps a transparency log (answers carry ``log_index``).
         self.in_tree = in_tree

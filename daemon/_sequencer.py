@@ -63,6 +63,7 @@ class Link:
         self.alive = True
         self.figures: dict[str, Any] = {}
         self.lines = 0
+        self.frames = 0
 
     def entry(self, restarts: int) -> dict[str, Any]:
         """This worker in ``health``'s ``workers``."""
@@ -72,6 +73,7 @@ class Link:
             "alive": self.alive,
             "restarts": restarts,
             "lines": self.lines,
+            "frames": self.frames,
             **self.figures,
         }
 
@@ -136,6 +138,7 @@ class Sequencer:
                 text = rendered[:-1].decode("utf-8") if in_tree else None
                 acks.append([ident, "ok", ref.seq, ref.line_digest, text])
         link.lines += len(lines)
+        link.frames += 1
         await link.writer.send(["a", acks])
 
     def _query(self, message: list[Any]) -> list[Any]:

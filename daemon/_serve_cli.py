@@ -364,6 +364,7 @@ def _serve_workers(
             inherited=systemd.listen_fds(),
             on_ready=ready,
             notify=systemd.notify,
+            serving=_tune_collector,
         )
     except BaseExceptionGroup as group:
         first: BaseException = group

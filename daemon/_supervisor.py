@@ -419,7 +419,10 @@ SERVER_NAME: Final = f"evidenced/{__version__}"
 
 
 def worker_main_for(
-    sessions: Sequence[HostedSession], config: ServerConfig, bound: Bound
+    sessions: Sequence[HostedSession],
+    config: ServerConfig,
+    bound: Bound,
+    serving: Callable[[], None] = lambda: None,
 ) -> WorkerMain:
     """What a forked worker runs: one :class:`~daemon._server.Server` on the inherited
     listeners whose audit log is an :class:`AuditClient` (rule 4). Never returns normally
@@ -438,6 +441,7 @@ def worker_main_for(
             stream = trio.SocketStream(trio.socket.from_stdlib_socket(sock))
             client = AuditClient(
                 stream,
+                path=Path(config.audit_path),
                 durability=Durability(config.audit_durability),
                 in_tree=config.transparency is not None,
                 index=index,
@@ -445,6 +449,7 @@ def worker_main_for(
             server.role = WorkerRole(client, index)
             async with trio.open_nursery() as nursery:
                 await nursery.start(server.run)
+                serving()
                 await client.ready()
 
         trio.run(run)
@@ -459,9 +464,11 @@ def run_workers(
     inherited: Sequence[stdlib_socket.socket],
     on_ready: Callable[[Supervisor], None],
     notify: Callable[[str], object] = lambda state: None,
+    serving: Callable[[], None] = lambda: None,
 ) -> Supervisor:
     """Run a daemon of ``config.serving_count()`` workers until it stops (module rules);
-    ``on_ready`` is called once every worker serves. Call from a process without a running
+    ``on_ready`` is called once every worker serves, ``serving`` in each worker once it
+    serves. Call from a process without a running
     event loop (the spawner is forked first)."""
     from ._security import ExposureRefused
     from ._server import Server
@@ -474,7 +481,7 @@ def run_workers(
         config.http.security.load()
     bound = bind(config, inherited)
     try:
-        spawner = Spawner(worker_main_for(sessions, config, bound), bound.close_sockets)
+        spawner = Spawner(worker_main_for(sessions, config, bound, serving), bound.close_sockets)
     except BaseException:
         bound.close()
         raise
