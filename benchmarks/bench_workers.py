@@ -11,7 +11,7 @@ processes (the one process of ``--workers 1``; the two workers of ``--workers 2`
 evaluation workers), the sequencer (the parent of ``--workers 2``, which owns the audit log;
 inside the one process for ``--workers 1``), and this load generator; then the median of the
 per-round throughput ratios ``workers 2 / workers 1`` with its spread, and the load average.
-Goals (issue 14 item 5): ratio >= 1.5, >= 3,000 decisions/s and p99 < 50 ms for workers 2.
+Goals: ratio >= 1.5, >= 3,000 decisions/s and p99 < 50 ms for workers 2.
 The load generator shares the machine's cores with the daemons: on a 2-core machine its CPU
 is part of what the daemons cannot use. Never asserts on time.
 
