@@ -254,6 +254,7 @@ class Supervisor:
         self.sequencer: Sequencer | None = None
         self._slots = [_Slot() for _ in range(count)]
         self._draining = False
+        self._serving = False  # every first worker said it serves (rule 1 is over)
         self._signals = 0
         self._nursery: trio.Nursery | None = None
         #: Called with ``"STOPPING=1"`` when a signal begins the drain (``sd_notify``).
@@ -306,6 +307,7 @@ class Supervisor:
                         self._stop_workers()
                         raise WorkersFailed("a worker exited before it could serve (see above)")
                     nursery.start_soon(self._push_state)
+                    self._serving = True
                     task_status.started()
                     async for signum in signals:
                         if signum == signal.SIGHUP:
@@ -377,7 +379,7 @@ class Supervisor:
         """Serve one worker's link; restart the worker if it ends early (rule 2)."""
         assert self.sequencer is not None
         await self.sequencer.serve(link)
-        if self._draining or not link.ready.is_set():
+        if self._draining or not self._serving:  # a start that failed is rule 1's
             return
         sys.stderr.write(f"evidenced: worker {link.index} (pid {link.pid}) exited; restarting it\n")
         if time.monotonic() - slot.started < STABLE_SECONDS:
