@@ -13,9 +13,10 @@ Rules (the contract):
    acknowledges only then), ``None`` when its overflow policy dropped it, or
    :class:`AuditLogError` (an outage, a failed write, the sequencer gone). Fields that cannot
    be encoded raise ``ValueError`` before anything is sent (nothing logged).
-2. Batching: lines recorded while a frame is being sent go out together in the next frame, so
-   one round trip carries many lines; the sequencer commits each frame's lines in one group
-   commit.
+2. Batching: at most one frame is in flight; lines recorded while the sequencer commits it go
+   out together in the next frame once it is acknowledged, so one round trip carries many
+   lines (and they would wait for the next group commit anyway); the sequencer commits each
+   frame's lines in one group commit.
 3. :meth:`AuditClient.record_answer` calls ``answer`` with the acknowledged reference and
    line (:attr:`last_rendered`) once the line is durable; the in-process log calls it right
    after rendering, before the write, so an answer that cannot be encoded withdraws its line.
@@ -98,6 +99,7 @@ class AuditClient:
         self._waiting: dict[int, _Pending] = {}
         self._next_id = 0
         self._wakeup = trio.Event()
+        self._acked = trio.Event()
         self._last_rendered = ""
         self._closed = False
         self._gone = False
@@ -251,13 +253,17 @@ class AuditClient:
                 await self._send_batches()
 
     async def _send_batches(self) -> None:
+        """One frame in flight at a time (rule 2): lines recorded while the sequencer commits
+        a frame go out together once it is acknowledged, the next group commit's lines."""
         while not self._gone:
             await self._wakeup.wait()
             self._wakeup = trio.Event()
             if self._outgoing:
                 lines, self._outgoing = self._outgoing, []
+                self._acked = trio.Event()
                 if not await self._writer.send(["r", lines]):
                     self._lost()
+                await self._acked.wait()
 
     async def _push_stats(self) -> None:
         while not self._gone:
@@ -273,6 +279,7 @@ class AuditClient:
             kind = message[0]
             if kind == "a":
                 self._acknowledged(message[1])
+                self._acked.set()
             elif kind == "c":
                 self.cluster = message[1]
             elif kind == "q":
@@ -287,6 +294,7 @@ class AuditClient:
             return
         self._gone = True
         self._wakeup.set()
+        self._acked.set()
         for ident in list(self._waiting):
             self._settle(ident, AuditLogError(_GONE))
         for done, _ in self._queries.values():
