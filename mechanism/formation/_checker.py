@@ -48,6 +48,7 @@ from mechanism.formation._wire import (
     MAX_DEPTH,
     MAX_NODES,
     MAX_PATH_STEPS,
+    NODE_KEYS,
     NODE_REFERENCE_FIELDS,
     PROFILE_DIGEST,
     RESIDUAL_OBLIGATIONS,
@@ -56,6 +57,8 @@ from mechanism.formation._wire import (
     UnsupportedFormation,
     admit_certificate,
     admit_subject,
+    admit_subject_head,
+    all_digests,
     validate_ceilings,
 )
 
@@ -171,6 +174,11 @@ def _expected_certificate(nodes: list[dict[str, Any]], root: int, subject_digest
                 + index_text[node[fields[1]]]
                 + _STEP_TAIL[tag]
             )
+    return _certificate_bytes(root, steps, subject_digest)
+
+
+def _certificate_bytes(root: int, steps: list[str], subject_digest: str) -> bytes:
+    """The certificate's canonical bytes around its step texts (one per node, in order)."""
     return (
         f"{_CERTIFICATE_HEAD}{root}{_CERTIFICATE_STEPS}{','.join(steps)}"
         f'],"subject_digest":"{subject_digest}"}}'
@@ -377,6 +385,12 @@ def _check(
     trace: CheckTrace | None = None,
     admitted: tuple[dict[str, Any] | FormationError, str] | None = None,
 ) -> dict[str, Any]:
+    if trace is None:
+        checked = _checked_pair(
+            subject_bytes, certificate_bytes, max_nodes, max_depth, max_path_steps, admitted
+        )
+        if checked is not None:
+            return checked
     if admitted is None:
         try:
             subject: dict[str, Any] | FormationError = admit_subject(
@@ -468,7 +482,13 @@ class _Denotations:
         self.nodes = nodes
         self.forms: dict[int, str] = {}
         self.apply_arguments: dict[int, int] = {}  # APPLY origin -> argument FORM origin
-        self.closures: list[int] = []
+        self.closures: list[int] = []  # filled by _infer; the fast path leaves it empty
+
+    def dependency_nodes(self, index: int) -> list[int]:
+        """The sorted dependency closure of node ``index`` (itself included)."""
+        if index < len(self.closures):
+            return _members(self.closures[index])
+        return _dependency_nodes(self.nodes, index)
 
     def form(self, origin: int) -> str:
         known = self.forms.get(origin)
@@ -493,8 +513,28 @@ class _Denotations:
             )
         quoted_node = value[1]
         return _code_denotation(
-            self.subject_digest, quoted_node, _members(self.closures[quoted_node])
+            self.subject_digest, quoted_node, self.dependency_nodes(quoted_node)
         )
+
+
+def _dependency_nodes(nodes: list[dict[str, Any]], start: int) -> list[int]:
+    """The sorted dependency closure of node ``start`` of an admitted subject (references
+    point to earlier nodes), by a walk of the nodes it reaches."""
+    seen = bytearray(start + 1)
+    stack = [start]
+    found: list[int] = []
+    fields_of = _FIELDS
+    while stack:
+        index = stack.pop()
+        if seen[index]:
+            continue
+        seen[index] = 1
+        found.append(index)
+        node = nodes[index]
+        for field in fields_of[node["tag"]]:
+            stack.append(node[field])
+    found.sort()
+    return found
 
 
 def _infer(
@@ -569,7 +609,14 @@ def _infer(
                 raise _Stop("INVALID", RULE_INVALID, "APPLY_STEP_TARGET")
             if max_path_steps < 1:
                 raise _Stop("UNKNOWN", LIMIT_EXCEEDED, "PATH_STEPS_LIMIT")
-            value = (_PATH, source_origin, target_origin, ((source_origin, target_origin),), index)
+            value = (
+                _PATH,
+                source_origin,
+                target_origin,
+                ((source_origin, target_origin),),
+                index,
+                1,
+            )
         elif tag == "COMPOSE":
             right = values[second]
             if argument[0] != _PATH or right[0] != _PATH:
@@ -593,7 +640,19 @@ def _infer(
         ranks.append(rank)
         closures.append(closure)
         origins.append(origin)
-    result = values[root]
+    return _observation(denotations, values[root], root, ranks[root], depths[root], origins[root])
+
+
+def _observation(
+    denotations: _Denotations,
+    result: tuple[Any, ...],
+    root: int,
+    rank: int,
+    depth: int,
+    origins: int,
+) -> dict[str, Any]:
+    """The §3.5 root observation of the root's typed value."""
+    form = denotations.form
     is_path = result[0] == _PATH
     return {
         "type": result[0],
@@ -605,9 +664,243 @@ def _infer(
             if is_path
             else []
         ),
-        "quote_rank": ranks[root],
-        "required_depth": depths[root],
-        "formation_digest": _formation_digest(subject_digest, root),
-        "dependency_nodes": _members(closures[root]),
-        "quote_origins": _members(origins[root]),
+        "quote_rank": rank,
+        "required_depth": depth,
+        "formation_digest": _formation_digest(denotations.subject_digest, root),
+        "dependency_nodes": denotations.dependency_nodes(root),
+        "quote_origins": _members(origins),
     }
+
+
+# The one-pass path's tables: each tag's key count, its one reference field (the one-field
+# tags) and its step text after the premises.
+_KEY_COUNT: Final = {tag: len(keys) for tag, keys in NODE_KEYS.items()}
+_FIELD: Final = {tag: fields[0] for tag, fields in _FIELDS.items() if len(fields) == 1}
+_TAILS: Final = _STEP_TAIL
+
+# --- the exact-pair fast path -----------------------------------------------------------------
+#
+# An honest pair (the subject and the one certificate that binds it, typed without a stop) is
+# checked in one pass over the nodes: the subject's per-node grammar rules, the expected
+# certificate's step texts and inference together, where the ordered path of _check makes
+# three passes (admission's grammar, the expected certificate, inference). It answers only
+# CHECKED, and only when every step of the ordered path would pass: the subject passed steps
+# 1-6 and the record-level grammar (admit_subject_head), every per-node rule holds, the
+# certificate is byte for byte the expected one (so steps 3, 5 and 6 hold), the profile is the
+# compiled one (step 4) and inference never stopped (step 7). Anything else returns None and
+# the ordered path decides, with its order of refusals untouched. Dependency closures are
+# walked for the root alone (inference does not need them), not kept as bit sets per node.
+
+
+def _checked_pair(
+    subject_bytes: bytes,
+    certificate_bytes: bytes,
+    max_nodes: int,
+    max_depth: int,
+    max_path_steps: int,
+    admitted: tuple[dict[str, Any] | FormationError, str] | None,
+) -> dict[str, Any] | None:
+    """The CHECKED report of an honest pair, or ``None`` (the ordered path decides)."""
+    if type(certificate_bytes) is not bytes or max_depth < 1:
+        return None  # no certificate bytes to compare; node 0 (an ATOM) would stop on depth
+    if admitted is None:
+        subject = admit_subject_head(subject_bytes, max_nodes=max_nodes)
+        node_rules = True
+    else:
+        subject = admitted[0] if type(admitted[0]) is dict else None
+        node_rules = False  # admit_subject applied them
+    if subject is None or subject["profile_digest"] != PROFILE_DIGEST:
+        return None
+    subject_digest = digest_bytes(subject_bytes) if admitted is None else admitted[1]
+    try:
+        return _checked_nodes(
+            subject["nodes"],
+            subject["root"],
+            subject_digest,
+            certificate_bytes,
+            max_depth,
+            max_path_steps,
+            node_rules,
+        )
+    except (KeyError, TypeError, IndexError):  # a node the rules refuse: the ordered path says
+        return None
+
+
+def _checked_nodes(
+    nodes: list[Any],
+    root: int,
+    subject_digest: str,
+    certificate_bytes: bytes,
+    max_depth: int,
+    max_path_steps: int,
+    node_rules: bool,
+) -> dict[str, Any] | None:
+    """One pass: per-node grammar (``node_rules``), step texts and inference, in the same rules
+    as ``_subject_grammar``, ``_expected_certificate`` and ``_infer``; ``None`` at the first
+    thing any of them would not pass.
+
+    The per-node grammar, exactly: a node that is not a ``dict`` raises ``TypeError`` at
+    ``node["tag"]``; a missing tag or reference raises ``KeyError``; an unhashable tag raises
+    ``TypeError`` and an unknown one has no key count; a node whose tag and references are
+    present and whose key count is its tag's has exactly its tag's keys; a reference is an
+    exact ``int`` below the node's index; the ATOM payloads are checked together at the end.
+    (An unknown tag has no key count, so ``len(node)`` never equals it.)
+    The caller turns each of those exceptions into ``None``.
+    """
+    key_count = _KEY_COUNT
+    atom_step, step_head, index_text = _ATOM_STEP, _STEP_HEAD, _INDEX
+    steps: list[str] = []
+    step = steps.append
+    payloads: list[object] = []
+    payload = payloads.append
+    denotations = _Denotations(subject_digest, nodes)
+    apply_arguments = denotations.apply_arguments
+    form = denotations.form
+    values: list[tuple[Any, ...]] = []
+    depths: list[int] = []
+    ranks: list[int] = []
+    origins: list[int] = []  # quotation origins of each node, as a bit set
+    value_of, depth_of, rank_of, origin_of = (
+        values.append,
+        depths.append,
+        ranks.append,
+        origins.append,
+    )
+    for index, node in enumerate(nodes):
+        tag = node["tag"]
+        if node_rules and len(node) != key_count.get(tag):
+            return None
+        if tag == "ATOM":
+            payload(node["payload_digest"])
+            step(atom_step[index])
+            value_of((_FORM, index))
+            depth_of(1)
+            rank_of(0)
+            origin_of(0)
+            continue
+        if tag == "APPLY_STEP" or tag == "COMPOSE":
+            if tag == "COMPOSE":
+                first, second = node["left"], node["right"]
+            else:
+                first, second = node["source"], node["target"]
+            if (
+                type(first) is not int
+                or type(second) is not int
+                or not 0 <= first < index
+                or not 0 <= second < index
+            ):
+                return None
+            step(step_head[index] + index_text[first] + "," + index_text[second] + _TAILS[tag])
+            depth = depths[first]
+            other = depths[second]
+            if other > depth:
+                depth = other
+            depth += 1
+            if depth > max_depth:
+                return None
+            rank = ranks[first]
+            other = ranks[second]
+            if other > rank:
+                rank = other
+            argument = values[first]
+            target = values[second]
+            if tag == "APPLY_STEP":
+                if argument[0] != _FORM or target[0] != _FORM or max_path_steps < 1:
+                    return None
+                source_origin, target_origin = argument[1], target[1]
+                if apply_arguments.get(target_origin) != source_origin and form(
+                    target_origin
+                ) != _apply_denotation(form(source_origin)):
+                    return None
+                value: tuple[Any, ...] = (
+                    _PATH,
+                    source_origin,
+                    target_origin,
+                    ((source_origin, target_origin),),
+                    index,
+                    1,
+                )
+            else:
+                if argument[0] != _PATH or target[0] != _PATH:
+                    return None
+                joint_left, joint_right = argument[2], target[1]
+                if joint_left != joint_right and form(joint_left) != form(joint_right):
+                    return None
+                count = argument[5] + target[5]
+                if count > max_path_steps:
+                    return None
+                # Steps are read back for the root observation only: a COMPOSE keeps its two
+                # non-empty halves as a [left, right] pair (at most count - 1 pairs under one
+                # value, whatever the sharing) instead of copying their concatenation.
+                if not target[5]:
+                    halves = argument[3]
+                elif not argument[5]:
+                    halves = target[3]
+                else:
+                    halves = [argument[3], target[3]]
+                value = (_PATH, argument[1], target[2], halves, index, count)
+            value_of(value)
+            depth_of(depth)
+            rank_of(rank)
+            origin_of(origins[first] | origins[second])
+            continue
+        first = node[_FIELD[tag]]
+        if type(first) is not int or not 0 <= first < index:
+            return None
+        step(step_head[index] + index_text[first] + _TAILS[tag])
+        depth = depths[first] + 1
+        if depth > max_depth:
+            return None
+        rank = ranks[first]
+        origin = origins[first]
+        argument = values[first]
+        if tag == "APPLY":
+            if argument[0] != _FORM:
+                return None
+            apply_arguments[index] = argument[1]
+            value = (_FORM, index)
+        elif tag == "ID":
+            if argument[0] != _FORM:
+                return None
+            point = argument[1]
+            value = (_PATH, point, point, (), index, 0)
+        elif tag == "QUOTE":
+            rank += 1
+            origin |= 1 << index
+            value = ("CODE(" + argument[0] + ")", first, argument, index)
+        else:  # READ
+            if argument[0][:5] != "CODE(":
+                return None
+            value = argument[2]
+        value_of(value)
+        depth_of(depth)
+        rank_of(rank)
+        origin_of(origin)
+    if node_rules and not all_digests(payloads):
+        return None
+    if certificate_bytes != _certificate_bytes(root, steps, subject_digest):
+        return None
+    result = values[root]
+    if result[0] == _PATH:
+        result = (_PATH, result[1], result[2], _flat_steps(result[3]), result[4])
+    return _report(
+        "CHECKED",
+        None,
+        subject_digest,
+        root,
+        _observation(denotations, result, root, ranks[root], depths[root], origins[root]),
+    )
+
+
+def _flat_steps(tree: tuple[tuple[int, int], ...] | list[Any]) -> tuple[tuple[int, int], ...]:
+    """The steps of a fast-path path value, in order (its ``[left, right]`` pairs undone)."""
+    flat: list[tuple[int, int]] = []
+    stack = [tree]
+    while stack:
+        item = stack.pop()
+        if type(item) is list:
+            stack.append(item[1])
+            stack.append(item[0])
+        else:
+            flat.extend(item)
+    return tuple(flat)

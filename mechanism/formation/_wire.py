@@ -60,6 +60,7 @@ from mechanism.canonical import (
     check_value_model,
     digest_bytes,
     is_digest,
+    parse_unscanned,
 )
 from session import CeilingError, lower_only
 
@@ -72,6 +73,7 @@ __all__ = [
     "MAX_PATH_STEPS",
     "MAX_RECORD_BYTES",
     "MECHANISM_ID",
+    "NODE_KEYS",
     "NODE_REFERENCE_FIELDS",
     "PROFILE_DIGEST",
     "PROFILE_SCHEMA",
@@ -84,6 +86,8 @@ __all__ = [
     "UnsupportedFormation",
     "admit_certificate",
     "admit_subject",
+    "admit_subject_head",
+    "all_digests",
     "node_references",
     "profile_bytes",
     "profile_digest",
@@ -134,6 +138,8 @@ _NODE_KEYS: Final[dict[str, frozenset[str]]] = {
         if tag != "ATOM"
     },
 }
+#: Exactly the keys of a node with each tag (the per-node rules of the subject grammar).
+NODE_KEYS: Final = _NODE_KEYS
 _SUBJECT_KEYS: Final = frozenset({"schema_version", "profile_digest", "context", "nodes", "root"})
 _CONTEXT_KEYS: Final = frozenset({"ground_artifact_digest", "authority_axiom_agency_digest"})
 _CERTIFICATE_KEYS: Final = frozenset(
@@ -271,6 +277,10 @@ def _all_digests(values: list[object]) -> bool:
     return data.translate(None, _LOWER_HEX) == _PREFIX_NON_HEX * count
 
 
+#: The checker's fast path checks ATOM payloads with the very same test.
+all_digests: Final = _all_digests
+
+
 def _is_index(value: object, bound: int) -> bool:
     return type(value) is int and 0 <= value < bound
 
@@ -294,7 +304,24 @@ def admit_subject(data: object, *, max_nodes: int = MAX_NODES) -> dict[str, Any]
     return record
 
 
-def _subject_grammar(record: dict[str, Any], max_nodes: int) -> None:
+def admit_subject_head(data: object, *, max_nodes: int) -> dict[str, Any] | None:
+    """Internal (the checker's exact-pair fast path): the subject grammar up to, not including,
+    the per-node rules, on exact canonical bytes (:func:`~mechanism.canonical.parse_unscanned`:
+    steps 3 and 4's value-model scan hold once the grammar does); ``None`` for any refusal, or
+    anything that fast parse does not take. A caller that acts on the
+    record must apply every per-node rule itself (the module rules; :data:`NODE_KEYS`,
+    :func:`all_digests`) and take :func:`admit_subject`'s answer whenever one does not hold."""
+    record = parse_unscanned(data, max_bytes=MAX_RECORD_BYTES)
+    if type(record) is not dict or record.get("schema_version") != SUBJECT_SCHEMA:
+        return None
+    try:
+        _subject_head(record, max_nodes)
+    except FormationError:
+        return None
+    return record
+
+
+def _subject_head(record: dict[str, Any], max_nodes: int) -> None:
     if record.keys() != _SUBJECT_KEYS:
         raise FormationError("subject must have exactly the five subject keys")
     if not is_digest(record["profile_digest"]):
@@ -314,6 +341,11 @@ def _subject_grammar(record: dict[str, Any], max_nodes: int) -> None:
         raise FormationLimitError(f"subject declares more than {max_nodes} nodes")
     if not _is_index(record["root"], len(nodes)):
         raise FormationError("subject root must select a node")
+
+
+def _subject_grammar(record: dict[str, Any], max_nodes: int) -> None:
+    _subject_head(record, max_nodes)
+    nodes = record["nodes"]
     payloads: list[object] = []
     node_keys = _NODE_KEYS
     fields_of = NODE_REFERENCE_FIELDS

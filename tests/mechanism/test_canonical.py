@@ -23,6 +23,7 @@ from mechanism.canonical import (
     canonical_digest,
     digest_bytes,
     is_digest,
+    parse_unscanned,
     scan_structure,
     validate_value,
 )
@@ -423,3 +424,42 @@ def test_fast_and_escaped_admission_paths_agree(value: object) -> None:
     escaped = canonical_bytes([value, "\\"])
     assert admit(escaped) == [value, "\\"]
     assert admit(encoded) == value
+
+
+# ---- the unscanned fast parse (only an answer together with a grammar) --------------------
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"[" * 2000 + b"]" * 2000,  # deeper than orjson parses: refused, no crash
+        b"[" * 300 + b"]" * 300,  # parsed, deeper than orjson encodes: refused, no crash
+        b'{"a":"\\u0041"}',  # any backslash: the ordered admission decides
+        b'{"b":1,"a":2}',  # not canonical
+        b"\xff",
+        bytearray(b"{}"),
+        b"[1]" + b" " * 300,  # over the byte bound below
+    ],
+)
+def test_unscanned_parse_leaves_every_doubtful_input_to_admission(data: object) -> None:
+    assert parse_unscanned(data, max_bytes=256) is None
+
+
+def test_unscanned_parse_returns_values_outside_the_model_for_the_grammar_to_refuse() -> None:
+    assert parse_unscanned(b'{"a":1.5}', max_bytes=256) == {"a": 1.5}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=64) | st.sampled_from([b'{"a":[1,{"b":null}]}', b'"x"', b"[]"]))
+def test_unscanned_parse_agrees_with_admission_where_it_answers(data: bytes) -> None:
+    parsed = parse_unscanned(data, max_bytes=262144)
+    if parsed is not None:
+        assert not _in_model(parsed) or canonical_bytes(parsed) == data
+
+
+def _in_model(value: object) -> bool:
+    try:
+        validate_value(value)
+    except CanonicalError:
+        return False
+    return True

@@ -96,10 +96,14 @@ def test_expected_certificate_is_the_canonical_naive_certificate(
     assert expected == naive == canonical_bytes(certificate_record(subject_bytes, record))
 
 
-def _slow(monkeypatch: pytest.MonkeyPatch, subject: bytes, certificate: bytes) -> dict[str, Any]:
+def _slow(
+    monkeypatch: pytest.MonkeyPatch, subject: bytes, certificate: bytes, **ceilings: int
+) -> dict[str, Any]:
+    """The ordered path alone: neither the exact-bytes nor the one-pass fast path."""
     with monkeypatch.context() as patch:
         patch.setattr(checker, "_expected_certificate", lambda *args: b"")
-        return check_formation(subject, certificate)
+        patch.setattr(checker, "_checked_pair", lambda *args: None)
+        return check_formation(subject, certificate, **ceilings)
 
 
 @SETTINGS
@@ -114,6 +118,98 @@ def test_exact_certificate_fast_path_answers_like_the_ordered_path(
         for certificate in (certificate_bytes, mutated):
             fast = check_formation(subject_bytes, certificate)
             assert fast == _slow(patch, subject_bytes, certificate)
+
+
+@SETTINGS
+@given(
+    valid_pairs(),
+    st.integers(0),
+    st.sampled_from([b"", b"0", b"1", b"9", b",", b'"', b"}", b"-", b"\\", b"\xc3\xa9"]),
+    st.integers(0, 2),
+    st.sampled_from([{}, {"max_nodes": 2}, {"max_depth": 2}, {"max_path_steps": 1}]),
+)
+def test_one_pass_path_answers_like_the_ordered_path_on_mutated_subjects(
+    pair_: tuple[bytes, bytes],
+    position: int,
+    inserted: bytes,
+    removed: int,
+    ceilings: dict[str, int],
+) -> None:
+    subject_bytes, certificate_bytes = pair_
+    at = position % (len(subject_bytes) + 1)
+    mutated = subject_bytes[:at] + inserted + subject_bytes[at + removed :]
+    with pytest.MonkeyPatch.context() as patch:
+        for subject in (subject_bytes, mutated):
+            fast = check_formation(subject, certificate_bytes, **ceilings)
+            assert fast == _slow(patch, subject, certificate_bytes, **ceilings)
+
+
+@pytest.mark.parametrize(
+    "nodes",
+    [
+        [atom(), apply(0), {"tag": "APPLY", "argument": 1, "at": 0}],  # extra key
+        [atom(), apply(0), {"tag": "APPLY", "argument": 2}],  # reference to itself
+        [atom(), apply(0), {"tag": "APPLY", "argument": True}],  # a bool is not an index
+        [atom(), apply(0), {"tag": "ID", "at": 1}, {"tag": "READ", "code": 1}],  # rule
+        [atom(), {"tag": "ATOM", "payload_digest": "sha256:" + "A" * 64}],  # not a digest
+        [atom(), apply(0), {"tag": "apply", "argument": 1}],  # unknown tag
+        [atom(), apply(0), {"tag": 1, "argument": 1}],  # tag not a string
+    ],
+)
+def test_forged_certificate_for_a_refused_subject_is_refused_in_order(
+    monkeypatch: pytest.MonkeyPatch, nodes: list[dict[str, Any]]
+) -> None:
+    """A certificate written for exactly these (refused) nodes does not let the one-pass path
+    answer CHECKED: the ordered path's refusal is the one reported."""
+    subject_bytes = canonical_bytes(subject_record(nodes, 1))
+    forged = canonical_bytes(
+        {
+            "schema_version": "VSTD-TYPED-FORMATION-CERTIFICATE-0.1",
+            "subject_digest": digest(subject_bytes),
+            "profile_digest": checker.PROFILE_DIGEST,
+            "root": 1,
+            "steps": [
+                {
+                    "node": index,
+                    "rule": node["tag"],
+                    "premises": [v for k, v in sorted(node.items()) if k not in ("tag",)][:1]
+                    if node["tag"] != "ATOM"
+                    else [],
+                }
+                for index, node in enumerate(nodes)
+            ],
+        }
+    )
+    report = check_formation(subject_bytes, forged)
+    assert report["status"] in ("INVALID", "UNKNOWN")
+    assert report == _slow(monkeypatch, subject_bytes, forged)
+
+
+def test_shared_compositions_of_identities_stay_cheap() -> None:
+    """1,000 COMPOSE nodes each composing the one before with itself: the unfolded tree of
+    halves would have 2**1000 leaves; the one-pass path keeps only non-empty halves."""
+    nodes = [atom(), {"tag": "ID", "at": 0}]
+    nodes += [{"tag": "COMPOSE", "left": i, "right": i} for i in range(1, 1001)]
+    subject_bytes, certificate_bytes = pair(nodes, len(nodes) - 1)
+    report = check_formation(subject_bytes, certificate_bytes, max_depth=64)
+    assert report["status"] == "UNKNOWN"  # depth 1001 > 64, found by the ordered path
+    shallow = nodes[:60]
+    subject_bytes, certificate_bytes = pair(shallow, len(shallow) - 1)
+    report = check_formation(subject_bytes, certificate_bytes)
+    assert report["status"] == "CHECKED"
+    assert report["observation"]["path_steps"] == []
+
+
+def test_path_steps_of_compositions_come_back_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    nodes = [atom(), apply(0), apply(1), apply(2)]
+    nodes += [{"tag": "APPLY_STEP", "source": i, "target": i + 1} for i in range(3)]
+    nodes += [{"tag": "COMPOSE", "left": 4, "right": 5}, {"tag": "COMPOSE", "left": 7, "right": 6}]
+    nodes += [{"tag": "ID", "at": 0}, {"tag": "COMPOSE", "left": 9, "right": 8}]
+    subject_bytes, certificate_bytes = pair(nodes, len(nodes) - 1)
+    report = check_formation(subject_bytes, certificate_bytes)
+    assert report["status"] == "CHECKED"
+    assert len(report["observation"]["path_steps"]) == 3
+    assert report == _slow(monkeypatch, subject_bytes, certificate_bytes)
 
 
 @pytest.mark.parametrize("case", pure_cases(), ids=[c["case_id"] for c in pure_cases()])
