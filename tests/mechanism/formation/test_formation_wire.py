@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 import mechanism.formation._checker as checker
 from mechanism.canonical import canonical_bytes, canonical_digest, is_digest
 from mechanism.formation import (
+    PROFILE_DIGEST,
     FormationError,
     FormationLimitError,
     UnsupportedFormation,
@@ -166,7 +167,7 @@ def test_forged_certificate_for_a_refused_subject_is_refused_in_order(
         {
             "schema_version": "VSTD-TYPED-FORMATION-CERTIFICATE-0.1",
             "subject_digest": digest(subject_bytes),
-            "profile_digest": checker.PROFILE_DIGEST,
+            "profile_digest": PROFILE_DIGEST,
             "root": 1,
             "steps": [
                 {
