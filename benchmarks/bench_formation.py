@@ -12,7 +12,7 @@ Two references, each measured in its own interleaved rounds (benchmarks/_harness
   both: the report carries the subject digest, and orjson is its parser) plus one comparison
   of the certificate with an equal copy (every check reads each certificate byte). No check
   can go below it; no goal is set against it, it shows what the checker costs beyond reading;
-* the issue-14 **reference** — SHA-256 and ``json.loads`` of both records, which the goals
+* the **goal reference** — SHA-256 and ``json.loads`` of both records, which the goals
   (≤ 1.6× on (b), ≤ 2× on (a)) were written against. It is a *baseline*, not a floor: the
   checker never parses or hashes an honest certificate (it compares it with the one expected
   certificate) and parses the subject with orjson, so a ratio below 1 would be real.
@@ -107,7 +107,7 @@ def _floor(subject: bytes, certificate: bytes, copy: bytes) -> None:
 
 
 def _reference(subject: bytes, certificate: bytes) -> None:
-    """The issue-14 reference (a baseline): hash and parse both records with json.loads."""
+    """The goal reference (a baseline): hash and parse both records with json.loads."""
     hashlib.sha256(subject).digest()
     hashlib.sha256(certificate).digest()
     json.loads(subject)
@@ -122,7 +122,7 @@ def run(report: Report, args: argparse.Namespace) -> None:
         ("(c) 64-deep chain", chain_64(), 63, None),
     ]
     print("true floor = sha256(subject) + orjson.loads(subject) + certificate == an equal copy")
-    print("reference  = sha256 + json.loads of both records (issue 14's goals; a baseline)")
+    print("reference  = sha256 + json.loads of both records (the goals' reference; a baseline)")
     for name, nodes, root, goal in cases:
         subject = _subject(nodes, root)
         certificate = produce_formation_certificate(subject)
@@ -147,7 +147,7 @@ def run(report: Report, args: argparse.Namespace) -> None:
             rounds=args.rounds,
         )  # fmt: skip
         report.compare(
-            f"check_formation {name} (issue-14 goal)",
+            f"check_formation {name} (goal reference)",
             check,
             functools.partial(_reference, subject, certificate),
             floor_name="sha256 + json.loads of both",
