@@ -371,7 +371,15 @@ def _serve_workers(
         while isinstance(first, BaseExceptionGroup):
             first = first.exceptions[0]
         raise _start_failure(first) from None
-    except (AuditLogError, StoreError, OSError, WorkersFailed) as error:
+    except (
+        AuditLogError,
+        StoreError,
+        OSError,
+        WorkersFailed,
+        ExposureRefused,
+        TlsConfigError,
+        TokenFileError,
+    ) as error:
         raise _start_failure(error) from None
     failure = supervisor.audit.failure_reason if supervisor.audit is not None else None
     if failure is not None:
@@ -490,6 +498,8 @@ def _start_failure(error: BaseException) -> BaseException:
         return RejectedInput(f"{error}; refusing to start", code="AUDIT_LOG_REFUSED")
     if isinstance(error, StoreError):
         return RejectedInput(f"{error}; refusing to start", code="STORE_REFUSED")
+    if isinstance(error, WorkersFailed):
+        return CliError(str(error), exit=Exit.INTERNAL, code="WORKERS_FAILED")
     if isinstance(error, OSError):
         return CliError(
             f"cannot listen: {error.strerror or error}", exit=Exit.UNREACHABLE, code="CANNOT_LISTEN"

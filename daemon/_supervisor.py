@@ -12,7 +12,9 @@ Rules (the contract):
    that never runs an event loop and forks the workers on request, so a worker restarted
    later starts from the same clean state as the first ones); open the audit log and the
    transparency log; record ``daemon_start`` (the parent's pid); start the N workers; report
-   readiness once every worker said it serves. A worker that cannot start (it exits before
+   readiness once every worker said it serves. The exposure check, the TLS and token files
+   and the evidence stores are checked in the parent first, so they fail the start as in one
+   process (with the same codes). A worker that cannot start (it exits before
    saying so) stops the start: ``daemon_stop`` is written, the workers stopped, the start
    fails with :class:`WorkersFailed`.
 2. A worker whose stream ends while the daemon is not draining (it crashed or was killed)
@@ -37,13 +39,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-import select
 import signal
 import socket as stdlib_socket
-import struct
 import sys
 import time
-import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
@@ -56,6 +55,7 @@ from ._audit_client import PUSH_INTERVAL, AuditClient
 from ._hosting import HostedSession, ServerConfig
 from ._listeners import open_listeners
 from ._sequencer import Link, Sequencer
+from ._spawner import Spawner, WorkerMain
 from ._transparency import open_transparency
 from ._version import __version__
 from .tlog import TransparencyLog
@@ -65,8 +65,6 @@ __all__ = ["Bound", "Supervisor", "WorkersFailed", "bind"]
 RESTART_DELAY: Final = 0.1
 RESTART_DELAY_MAX: Final = 5.0
 STABLE_SECONDS: Final = 10.0
-_SPAWN: Final = struct.Struct(">I")
-_PID: Final = struct.Struct(">q")
 
 
 class WorkersFailed(RuntimeError):
@@ -120,103 +118,6 @@ def bind(config: ServerConfig, inherited: Sequence[stdlib_socket.socket]) -> Bou
         )
 
     return trio.run(opening)
-
-
-# --------------------------------------------------------------------------- the spawner
-
-WorkerMain = Callable[[int, stdlib_socket.socket], None]
-
-
-class Spawner:
-    """The single-threaded process that forks the workers (rule 1)."""
-
-    def __init__(self, worker_main: WorkerMain, release: Callable[[], None]) -> None:
-        ours, theirs = stdlib_socket.socketpair(stdlib_socket.AF_UNIX, stdlib_socket.SOCK_STREAM)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)
-            pid = os.fork()
-        if pid == 0:  # pragma: no cover - the child's coverage is not collected
-            code = 0
-            try:
-                ours.close()
-                _spawner_main(theirs, worker_main, release)
-            except BaseException:
-                code = 70
-            finally:
-                os._exit(code)
-        theirs.close()
-        self.pid = pid
-        self._control = ours
-        self._lock = trio.Lock()
-
-    async def spawn(self, index: int) -> tuple[int, stdlib_socket.socket]:
-        """A new worker in slot ``index``: (its pid, the parent's end of its stream)."""
-        async with self._lock:
-            return await trio.to_thread.run_sync(self._spawn_sync, index)
-
-    def _spawn_sync(self, index: int) -> tuple[int, stdlib_socket.socket]:
-        self._control.sendall(_SPAWN.pack(index))
-        data, fds, _, _ = stdlib_socket.recv_fds(self._control, _PID.size, 1)
-        if len(data) != _PID.size or len(fds) != 1:
-            raise WorkersFailed("the worker spawner stopped")
-        (pid,) = _PID.unpack(data)
-        return pid, stdlib_socket.socket(fileno=fds[0])
-
-    def stop(self) -> None:
-        """No more workers: the spawner exits (closing its copies of the listeners)."""
-        with contextlib.suppress(OSError):
-            self._control.shutdown(stdlib_socket.SHUT_RDWR)
-
-    def close(self) -> None:
-        """Stop the spawner (its workers are the supervisor's to stop) and reap it."""
-        self.stop()
-        self._control.close()
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(self.pid, 0)
-
-
-def _spawner_main(
-    control: stdlib_socket.socket, worker_main: WorkerMain, release: Callable[[], None]
-) -> None:
-    """Fork a worker per request; reap the dead ones. When the parent's end closes: close the
-    listeners (``release``), wait for every worker to exit, and return."""
-    with contextlib.suppress(ValueError, OSError):
-        signal.set_wakeup_fd(-1)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    while True:
-        readable, _, _ = select.select([control], [], [], 0.5)
-        with contextlib.suppress(ChildProcessError):
-            while os.waitpid(-1, os.WNOHANG)[0] > 0:
-                pass
-        if not readable:
-            continue
-        data = control.recv(_SPAWN.size)
-        if len(data) < _SPAWN.size:
-            release()
-            with contextlib.suppress(ChildProcessError):
-                while True:
-                    os.waitpid(-1, 0)
-            return
-        (index,) = _SPAWN.unpack(data)
-        parent_end, worker_end = stdlib_socket.socketpair(
-            stdlib_socket.AF_UNIX, stdlib_socket.SOCK_STREAM
-        )
-        pid = os.fork()
-        if pid == 0:
-            code = 0
-            try:
-                control.close()
-                parent_end.close()
-                worker_main(index, worker_end)
-            except BaseException:
-                code = 70
-            finally:
-                os._exit(code)
-        worker_end.close()
-        stdlib_socket.send_fds(control, [_PID.pack(pid)], [parent_end.fileno()])
-        parent_end.close()
 
 
 # --------------------------------------------------------------------------- the parent
@@ -459,6 +360,17 @@ def worker_main_for(
     return main
 
 
+def _open_stores(sessions: Sequence[HostedSession]) -> None:
+    """The evidence stores open here as in a worker (a store that cannot be opened stops the
+    start as in one process, not each worker); after the spawner's fork, so no client or
+    thread a store makes is inherited."""
+    from .retention._open import open_store
+
+    for session in sessions:
+        if session.retention is not None:
+            open_store(session.retention.store)
+
+
 def run_workers(
     sessions: Sequence[HostedSession],
     config: ServerConfig,
@@ -488,6 +400,12 @@ def run_workers(
         bound.close()
         raise
     bound.close_sockets()  # the spawner keeps them for the workers
+    try:
+        _open_stores(sessions)
+    except BaseException:
+        spawner.close()
+        bound.close()
+        raise
     holder: list[Server] = []
 
     def describe() -> dict[str, Any]:

@@ -284,6 +284,27 @@ def test_sigterm_drains_both_workers_and_writes_one_daemon_stop(
     assert not (short_dir / "s").exists()
 
 
+def test_exposed_listener_with_workers_is_refused_before_anything_starts(
+    short_dir: Path,
+) -> None:
+    config = short_dir / "exposed.toml"
+    config.write_text(
+        '[server]\nlisten = "0.0.0.0:0"\nworkers = 2\n'
+        f'[audit]\npath = "{short_dir / "audit.jsonl"}"\n'
+        '[sessions.bytes]\nmechanisms = ["bytes-sha256"]\n'
+    )
+    result = subprocess.run(
+        [*CLI, "serve", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert result.returncode == 65, result.stderr
+    assert json.loads(result.stdout)["error"]["code"] == "CONFIG_INVALID"
+    assert not (short_dir / "audit.jsonl").exists()  # nothing opened, nothing recorded
+
+
 @pytest.mark.parametrize("value", ["0", "-1", '"many"', "true", "1.5"])
 def test_workers_that_are_not_a_count_or_auto_are_refused(value: str, tmp_path: Path) -> None:
     text = f'[server]\nworkers = {value}\n[sessions.b]\nmechanisms = ["bytes-sha256"]\n'
