@@ -14,6 +14,9 @@ Figures, each a ratio to a true floor measured in the same interleaved rounds
 * audit line read: one sealed ``decision`` line checked (:func:`parse_sealed`: seal, JSON,
   canonical form), against ``orjson.loads`` of the line; and the same line read on as its
   typed record (:func:`read_record`: exact keys and types of every member);
+* receipt read: a decision receipt's JSON read as its typed :class:`Receipt` (exact keys and
+  types, ``daemon.tlog._receipt._parse``: the first step of ``evidenced log verify-receipt``),
+  against ``json.loads`` of the same bytes;
 * catalog load: the reference registry read back from its canonical dict
   (:meth:`ComponentRegistry.from_dict`), against ``json.loads`` of its canonical JSON.
 
@@ -34,6 +37,8 @@ from daemon._audit_format import parse_sealed, render_line
 from daemon._audit_records import read_record
 from daemon._binding import binding_from_wire
 from daemon._protocol import ClientConnection, Decision, ServerConnection, Submit, encode_frame
+from daemon.tlog import encode_receipt, make_receipt
+from daemon.tlog._receipt import _parse as read_receipt_bytes
 from mechanism.formation import FormationPathCertificateMechanism, formation_binding
 from session import EvidenceStore, VerificationSession
 
@@ -106,6 +111,9 @@ def run(report: Report, args: argparse.Namespace) -> None:
     }  # fmt: skip
     line = render_line(decision_fields)
     assert parse_sealed(line)[1] is not None
+    receipt = encode_receipt(
+        make_receipt(line.rstrip(b"\n"), 1, 9, [b"\x17" * 32] * 4, b"origin\n9\nroot\n\n- sig\n")
+    )
     registry = reference_registry().canonical_dict()
     registry_json = json.dumps(registry)
 
@@ -142,6 +150,13 @@ def run(report: Report, args: argparse.Namespace) -> None:
         lambda: read_record(parse_sealed(line)[1]),  # type: ignore[arg-type]
         lambda: orjson.loads(line),
         floor_name="orjson.loads of the line",
+        rounds=31,
+    )
+    report.compare(
+        "receipt read",
+        lambda: read_receipt_bytes(receipt),
+        lambda: json.loads(receipt),
+        floor_name="json.loads of its JSON",
         rounds=31,
     )
     report.compare(

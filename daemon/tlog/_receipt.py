@@ -16,38 +16,103 @@ Rules (the contract):
    ``RECEIPT_PROOF`` when the proof does not place the line's leaf hash at ``log_index``
    under the checkpoint's root.
 3. Verification never raises for a bad receipt: it returns a :class:`ReceiptReport`.
+4. The receipt is the typed :class:`Receipt`, read and written through one converter
+   (:data:`RECEIPTS`, :func:`daemon._exact.exact_converter`): :func:`read_receipt` checks the
+   exact key set first (one refusal naming the keys), then the fields, and when several fail
+   names the first in :data:`Receipt.CHECK_ORDER` (``format``, ``log_index``, ``tree_size``,
+   ``inclusion_proof``, then ``line``/``checkpoint``). Integers are exact (booleans and
+   floats are refused). :func:`make_receipt` writes the keys in field order, the order
+   :func:`encode_receipt`'s bytes keep.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import Annotated, Any, ClassVar, Final
 
 import attrs
+from cattrs.errors import ClassValidationError
 
+from .._exact import FieldError, Rule, exact_converter, exact_keys, first_failure, wire_names
 from ._checkpoint import CheckpointError, SignedCheckpoint, count_cosignatures, open_checkpoint
 from ._merkle import leaf_hash, verify_inclusion
 from ._note import VerifierKey, b64decode, b64encode
 
 RECEIPT_FORMAT: Final = "evidenced-receipt-v1"
 MAX_RECEIPT_BYTES: Final = 8 * 1024 * 1024
-_KEYS: Final = frozenset(
-    {"format", "log_index", "tree_size", "line", "inclusion_proof", "checkpoint"}
-)
+
+
+def _format(value: Any, _: Any = None) -> str:
+    if value != RECEIPT_FORMAT:
+        raise FieldError(f"unknown receipt format {value!r}", keyed=False)
+    return RECEIPT_FORMAT
+
+
+def _count(value: Any, _: Any = None) -> int:
+    if type(value) is not int or value < 0:
+        raise FieldError("{key} is not a non-negative integer")
+    return value
+
+
+def _hashes(value: Any, _: Any = None) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise FieldError("{key} is not a list of base64 strings")
+    return value
+
+
+def _text(value: Any, _: Any = None) -> str:
+    if not isinstance(value, str):
+        raise FieldError("line and checkpoint are strings", keyed=False)
+    return value
+
+
+@attrs.frozen
+class Receipt:
+    """One decision receipt (rule 1), fields in the order its JSON keeps them."""
+
+    #: Which field a refusal names when several fail (rule 4).
+    CHECK_ORDER: ClassVar[tuple[str, ...]] = ("format", "log_index", "tree_size", "inclusion_proof")
+
+    format: Annotated[str, Rule(_format)]
+    log_index: Annotated[int, Rule(_count)]
+    tree_size: Annotated[int, Rule(_count)]
+    line: Annotated[str, Rule(_text)]
+    inclusion_proof: Annotated[list[str], Rule(_hashes)]
+    checkpoint: Annotated[str, Rule(_text)]
+
+
+RECEIPTS: Final = exact_converter()
+_NAMES: Final = wire_names(Receipt)
+_KEYS: Final = frozenset(_NAMES.values())
+
+
+def read_receipt(value: Any) -> Receipt | str:
+    """A parsed JSON value as a :class:`Receipt`, or the refusal's words (rule 4)."""
+    if not isinstance(value, dict) or exact_keys(value, _KEYS) is not None:
+        return f"a receipt is an object with exactly the keys {sorted(_KEYS)}"
+    try:
+        return RECEIPTS.structure(value, Receipt)
+    except ClassValidationError as error:
+        key, failure = first_failure(error, _NAMES, Receipt.CHECK_ORDER)
+        if key is None or not isinstance(failure, FieldError):  # pragma: no cover - defensive
+            raise
+        return failure.words(key)
 
 
 def make_receipt(
     line: bytes, log_index: int, tree_size: int, proof: Sequence[bytes], checkpoint: bytes
 ) -> dict[str, Any]:
-    return {
-        "format": RECEIPT_FORMAT,
-        "log_index": log_index,
-        "tree_size": tree_size,
-        "line": line.decode("utf-8"),
-        "inclusion_proof": [b64encode(item) for item in proof],
-        "checkpoint": checkpoint.decode("utf-8"),
-    }
+    receipt = Receipt(
+        RECEIPT_FORMAT,
+        log_index,
+        tree_size,
+        line.decode("utf-8"),
+        [b64encode(item) for item in proof],
+        checkpoint.decode("utf-8"),
+    )
+    fields: dict[str, Any] = RECEIPTS.unstructure(receipt)
+    return fields
 
 
 def encode_receipt(receipt: dict[str, Any]) -> bytes:
@@ -85,26 +150,14 @@ def _refuse(code: str, message: str, **known: Any) -> ReceiptReport:
     return ReceiptReport(False, code, message, **known)
 
 
-def _parse(data: bytes) -> dict[str, Any] | str:
+def _parse(data: bytes) -> Receipt | str:
     if len(data) > MAX_RECEIPT_BYTES:
         return f"a receipt is at most {MAX_RECEIPT_BYTES} bytes"
     try:
         value = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):
         return "not a JSON document"
-    if not isinstance(value, dict) or set(value) != _KEYS:
-        return f"a receipt is an object with exactly the keys {sorted(_KEYS)}"
-    if value["format"] != RECEIPT_FORMAT:
-        return f"unknown receipt format {value['format']!r}"
-    for key in ("log_index", "tree_size"):
-        if type(value[key]) is not int or value[key] < 0:
-            return f"{key} is not a non-negative integer"
-    proof = value["inclusion_proof"]
-    if not isinstance(proof, list) or not all(isinstance(item, str) for item in proof):
-        return "inclusion_proof is not a list of base64 strings"
-    if not isinstance(value["line"], str) or not isinstance(value["checkpoint"], str):
-        return "line and checkpoint are strings"
-    return value
+    return read_receipt(value)
 
 
 def verify_receipt(
@@ -118,11 +171,11 @@ def verify_receipt(
     parsed = _parse(data)
     if isinstance(parsed, str):
         return _refuse("RECEIPT_MALFORMED", parsed)
-    index, size = parsed["log_index"], parsed["tree_size"]
+    index, size = parsed.log_index, parsed.tree_size
     known: dict[str, Any] = {"log_index": index, "tree_size": size}
     try:
         signed: SignedCheckpoint = open_checkpoint(
-            parsed["checkpoint"].encode("utf-8"), log_key, witnesses
+            parsed.checkpoint.encode("utf-8"), log_key, witnesses
         )
     except CheckpointError as error:
         return _refuse(error.code, str(error), **known)
@@ -141,7 +194,7 @@ def verify_receipt(
             f"tree_size {size} is not the checkpoint's size {signed.checkpoint.size}",
             **known,
         )
-    line = parsed["line"].encode("utf-8")
+    line = parsed.line.encode("utf-8")
     try:
         fields = json.loads(line)
     except ValueError:
@@ -156,7 +209,7 @@ def verify_receipt(
             **known,
         )
     try:
-        proof = [b64decode(item) for item in parsed["inclusion_proof"]]
+        proof = [b64decode(item) for item in parsed.inclusion_proof]
     except ValueError:
         return _refuse("RECEIPT_MALFORMED", "an inclusion proof hash is not base64", **known)
     if not verify_inclusion(leaf_hash(line), index, size, proof, signed.checkpoint.root):

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
+import clirun
 import pytest
 import trio
-from daemon_testkit import ROOT, UnencodableMechanism, binding_for, bytes_binding
+from daemon_testkit import UnencodableMechanism, binding_for, bytes_binding
 
 from daemon import (
     AuditLog,
@@ -31,11 +31,11 @@ from daemon._protocol import (
 )
 from session import BytesDigestMechanism
 
-CLI = [sys.executable, "-m", "daemon.cli"]
-
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    """An ``evidenced`` command, in-process (``tests/test_cli_contract.py`` and
+    ``tests/daemon/test_process.py`` keep the real-process smoke tests)."""
+    return clirun.in_process_text(args)
 
 
 async def write_log(path: Path, count: int) -> None:

@@ -8,12 +8,11 @@ import itertools
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
+import clirun
 import pytest
 import trio
-from daemon_testkit import ROOT
 
 from daemon import (
     AuditLog,
@@ -27,8 +26,6 @@ from daemon import (
 )
 from session import BytesDigestMechanism
 
-CLI = [sys.executable, "-m", "daemon.cli"]
-
 
 async def write_log(path: Path, count: int, **options: object) -> AuditLog:
     log = AuditLog.open(path, **options)  # type: ignore[arg-type]
@@ -41,7 +38,9 @@ async def write_log(path: Path, count: int, **options: object) -> AuditLog:
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    """An ``evidenced`` command, in-process (``tests/test_cli_contract.py`` and
+    ``tests/daemon/test_process.py`` keep the real-process smoke tests)."""
+    return clirun.in_process_text(args)
 
 
 def listing(folder: Path) -> dict[str, bytes]:
@@ -269,7 +268,7 @@ async def test_cli_audit_rotate_starts_a_linked_file(tmp_path: Path) -> None:
     path = tmp_path / "audit.jsonl"
     await write_log(path, 3)
     head = verify_log(path)
-    result = run_cli("audit", "rotate", str(path))
+    result = await trio.to_thread.run_sync(run_cli, "audit", "rotate", str(path))
     assert result.returncode == 0, result.stderr
     document = json.loads(result.stdout)
     assert document["status"] == "ROTATED"
@@ -281,7 +280,7 @@ async def test_cli_audit_rotate_starts_a_linked_file(tmp_path: Path) -> None:
     assert json.loads(verified.stdout)["last_seq"] == 4
     locked = AuditLog.open(path)
     try:
-        busy = run_cli("audit", "rotate", str(path))
+        busy = await trio.to_thread.run_sync(run_cli, "audit", "rotate", str(path))
     finally:
         locked.close_sync()
     assert busy.returncode == 75 and "in use" in busy.stderr
