@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import clirun
 import pytest
 import trio
 from daemon_testkit import ROOT, formation_pair
@@ -249,11 +250,9 @@ def test_client_sees_audit_failed_as_a_service_fault_not_a_decision(short_dir: P
             ROOT / "fixtures" / "formation" / "atom.subject.json",
             ROOT / "fixtures" / "formation" / "atom.certificate.json",
         )
-        result = subprocess.run(
-            [*CLI, "submit", "--socket", str(short_dir / "s"), "--session", "formation",
-             str(subject), str(certificate)],
-            capture_output=True, text=True, cwd=ROOT, timeout=60,
-        )  # fmt: skip
+        result = clirun.in_process_text(
+            ["submit", "--socket", short_dir / "s", "--session", "formation", subject, certificate]
+        )
         disk.free()
     assert result.returncode == 70, result.stderr
     error = json.loads(result.stdout)["error"]

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 import tracemalloc
 from collections import Counter, defaultdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import clirun
 import pytest
-from daemon_testkit import ROOT, bytes_binding, sha
+from daemon_testkit import bytes_binding, sha
 
 from daemon import HostedSession, open_client, open_server, verify_log
 from daemon._report import (
@@ -164,14 +163,10 @@ def test_a_broken_chain_is_reported_and_every_line_still_counted(tmp_path: Path)
     assert result["lines"]["read"] == 500 and result["lines"]["unparseable"] == 1
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [sys.executable, "-m", "daemon.cli", "audit", *args],
-        capture_output=True,
-        timeout=120,
-        check=False,
-        cwd=ROOT,
-    )
+def _cli(*args: str) -> clirun.CliResult:
+    """``evidenced audit ARGS`` in-process (``tests/test_cli_contract.py`` runs the real
+    process)."""
+    return clirun.in_process(["audit", *args])
 
 
 async def test_report_of_the_real_daemons_log_counts_what_it_answered(short_dir: Path) -> None:

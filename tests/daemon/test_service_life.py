@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import clirun
 import pytest
 from daemon_testkit import ROOT, bytes_binding
 
@@ -138,9 +139,7 @@ def test_sighup_without_a_config_file_does_not_stop_the_daemon(short_dir: Path) 
         for directory in (log.parent, log.parent.parent):
             assert stat.S_IMODE(directory.stat().st_mode) == 0o700
         process.send_signal(signal.SIGHUP)
-        health = subprocess.run(
-            [*CLI, "health", "--socket", ready["unix"]], capture_output=True, timeout=60
-        )
+        health = clirun.in_process(["health", "--socket", ready["unix"]])
         assert health.returncode == 0, health.stderr
         assert process.poll() is None
     finally:
@@ -189,11 +188,7 @@ def _unit(name: str) -> dict[str, list[str]]:
 
 
 def test_the_packaged_config_example_is_valid() -> None:
-    result = subprocess.run(
-        [*CLI, "config", "check", str(ROOT / "packaging" / "evidenced.toml")],
-        capture_output=True,
-        timeout=120,
-    )
+    result = clirun.in_process(["config", "check", ROOT / "packaging" / "evidenced.toml"])
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["sessions"] == ["descriptor", "formation"]
 
@@ -261,11 +256,7 @@ def test_the_packaged_unit_runs_the_daemon_under_a_service_manager(short_dir: Pa
         assert f"MAINPID={process.pid}" in expect("READY=1")
         assert process.stdout is not None
         assert json.loads(process.stdout.readline())["status"] == "serving"
-        health = subprocess.run(
-            [*CLI, "health", "--socket", str(short_dir / "activated")],
-            capture_output=True,
-            timeout=60,
-        )
+        health = clirun.in_process(["health", "--socket", short_dir / "activated"])
         assert health.returncode == 0, health.stderr
         assert (state / "audit.jsonl").is_file()
         expect("WATCHDOG=1")

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import clirun
 import pytest
 import trio
 from daemon_testkit import ROOT, bytes_binding
@@ -182,13 +183,7 @@ def test_serve_refuses_a_world_readable_key_with_exit_65(
 ) -> None:
     config, _ = setup(short_dir, capsys)
     os.chmod(short_dir / "log.key", 0o644)
-    result = subprocess.run(
-        [*CLI, "serve", "--config", str(config)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=60,
-    )
+    result = clirun.in_process_text(["serve", "--config", config])
     assert result.returncode == 65
     assert "group or others" in result.stderr
     assert json.loads(result.stdout)["error"]["code"] == "TRANSPARENCY_REFUSED"

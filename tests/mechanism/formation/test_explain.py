@@ -13,10 +13,9 @@ import copy
 import json
 import re
 import shutil
-import subprocess
-import sys
 from typing import Any
 
+import clirun
 import pytest
 import testdata
 from hypothesis import HealthCheck, given, settings
@@ -291,14 +290,19 @@ def test_html_is_self_contained() -> None:
 # --------------------------------------------------------------------------- the command
 
 
-def cli(*args: str) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [sys.executable, "-m", "daemon.cli", "formation", "explain", *args],
-        capture_output=True,
-        timeout=120,
-        check=False,
-        cwd=testdata.REPO,
-    )
+def cli(*args: str) -> clirun.CliResult:
+    """``evidenced formation explain ARGS`` in-process."""
+    return clirun.in_process(["formation", "explain", *args])
+
+
+def test_the_real_process_explains_as_in_process() -> None:
+    """One real process: the entry point, the exit status and the streams."""
+    folder = testdata.fixture("formation", directory=True)
+    args = ["formation", "explain", folder / "tampered.subject.json"]
+    args += [folder / "tampered.certificate.json", "--format", "json"]
+    real = clirun.subprocess_run(args, cwd=testdata.REPO)
+    assert real.returncode == 1, real.err
+    assert real == clirun.in_process(args)
 
 
 @pytest.mark.parametrize(
