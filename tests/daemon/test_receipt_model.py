@@ -45,7 +45,7 @@ def test_oversized_and_undecodable_receipts_are_refused_before_json() -> None:
 
 
 def test_a_written_receipt_keeps_its_bytes_and_reads_back_unchanged() -> None:
-    receipt = make_receipt(b'{"seq":1}', 0, 1, [b"\x00" * 32], "origin\n1\nroot\n".encode())
+    receipt = make_receipt(b'{"seq":1}', 0, 1, [b"\x00" * 32], b"origin\n1\nroot\n")
     assert list(receipt) == ["format", "log_index", "tree_size", "line", "inclusion_proof",
                              "checkpoint"]  # fmt: skip
     data = encode_receipt(receipt)

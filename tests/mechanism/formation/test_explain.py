@@ -13,6 +13,7 @@ import copy
 import json
 import re
 import shutil
+from pathlib import Path
 from typing import Any
 
 import clirun
@@ -298,7 +299,7 @@ def cli(*args: str) -> clirun.CliResult:
 def test_the_real_process_explains_as_in_process() -> None:
     """One real process: the entry point, the exit status and the streams."""
     folder = testdata.fixture("formation", directory=True)
-    args = ["formation", "explain", folder / "tampered.subject.json"]
+    args: list[str | Path] = ["formation", "explain", folder / "tampered.subject.json"]
     args += [folder / "tampered.certificate.json", "--format", "json"]
     real = clirun.subprocess_run(args, cwd=testdata.REPO)
     assert real.returncode == 1, real.err
