@@ -21,3 +21,13 @@ def short_dir() -> Iterator[Path]:
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def module_short_dir() -> Iterator[Path]:
+    """:func:`short_dir` for a module's shared fixtures (one daemon for the module's tests)."""
+    path = Path(tempfile.mkdtemp(prefix="evm", dir="/tmp"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)

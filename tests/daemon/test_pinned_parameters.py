@@ -31,8 +31,10 @@ PAYLOAD = FIXTURES / "tisc-fixture.bin"
 POLICY = DEFAULT_POLICY.decode("utf-8") + "\n"
 
 
-@pytest.fixture
-def daemon(short_dir: Path) -> Iterator[dict[str, Any]]:
+@pytest.fixture(scope="module")
+def daemon(module_short_dir: Path) -> Iterator[dict[str, Any]]:
+    """One daemon for the module: both tests only read from it (sessions, submits)."""
+    short_dir = module_short_dir
     (short_dir / "policy.apl").write_text(POLICY)
     config = short_dir / "evidenced.toml"
     config.write_text(
