@@ -17,6 +17,9 @@ Figures, each a ratio to a true floor measured in the same interleaved rounds
 * receipt read: a decision receipt's JSON read as its typed :class:`Receipt` (exact keys and
   types, ``daemon.tlog._receipt._parse``: the first step of ``evidenced log verify-receipt``),
   against ``json.loads`` of the same bytes;
+* holdout corpus index read: the packaged ``INDEX.json`` read as its cases
+  (:meth:`holdout._corpus.Corpus.from_index`: the strict reader, then each case through its
+  converter), against the strict reader alone (``holdout._reader.read_json``);
 * catalog load: the reference registry read back from its canonical dict
   (:meth:`ComponentRegistry.from_dict`), against ``json.loads`` of its canonical JSON.
 
@@ -39,6 +42,9 @@ from daemon._binding import binding_from_wire
 from daemon._protocol import ClientConnection, Decision, ServerConnection, Submit, encode_frame
 from daemon.tlog import encode_receipt, make_receipt
 from daemon.tlog._receipt import _parse as read_receipt_bytes
+from holdout._commitment import corpus_dir
+from holdout._corpus import Corpus
+from holdout._reader import read_json
 from mechanism.formation import FormationPathCertificateMechanism, formation_binding
 from session import EvidenceStore, VerificationSession
 
@@ -114,6 +120,8 @@ def run(report: Report, args: argparse.Namespace) -> None:
     receipt = encode_receipt(
         make_receipt(line.rstrip(b"\n"), 1, 9, [b"\x17" * 32] * 4, b"origin\n9\nroot\n\n- sig\n")
     )
+    corpus_folder = corpus_dir()
+    corpus_index = (corpus_folder / "INDEX.json").read_bytes()
     registry = reference_registry().canonical_dict()
     registry_json = json.dumps(registry)
 
@@ -157,6 +165,13 @@ def run(report: Report, args: argparse.Namespace) -> None:
         lambda: read_receipt_bytes(receipt),
         lambda: json.loads(receipt),
         floor_name="json.loads of its JSON",
+        rounds=31,
+    )
+    report.compare(
+        "holdout corpus index read",
+        lambda: Corpus.from_index(corpus_folder, corpus_index),
+        lambda: read_json(corpus_index),
+        floor_name="the strict reader alone",
         rounds=31,
     )
     report.compare(

@@ -13,6 +13,13 @@ filed under, reads ``cas/<root>`` and refuses (:class:`CorpusError`) unless the 
 to that root. A root filed under two roles or two cases makes the index invalid. Files are
 read with :func:`session.read_capped` (16 MiB; a larger one is unreadable: ``index-invalid``
 or ``unresolvable``).
+
+Reading the index: the document must be of :data:`CORPUS_TYPE` with a ``cases`` array; each
+case is read by one cattrs converter (:data:`CASES`): members other than ``name``,
+``mechanism``, ``artifact``, ``leaf`` and ``note`` are refused first, an absent member reads as
+``null``, then the first failing member in that order is named (``bad case name``, ``unknown
+mechanism``, ``bad root``); ``note`` is free text and not kept. Then a repeated name, then a
+root filed twice.
 """
 
 from __future__ import annotations
@@ -23,6 +30,8 @@ from pathlib import Path
 from typing import Any, Final
 
 import attrs
+import cattrs
+from cattrs.gen import make_dict_structure_fn, override
 
 from session import read_capped
 
@@ -124,23 +133,72 @@ class Corpus:
         raise KeyError(name)
 
 
+class _Refused(ValueError):
+    """A case member breaks its rule; ``named`` messages are prefixed with the case's name."""
+
+    def __init__(self, message: str, *, named: bool = True) -> None:
+        super().__init__(message)
+        self.named = named
+
+
+def _name(value: Any, _: Any = None) -> str:
+    if not (isinstance(value, str) and _NAME_RE.match(value)):
+        raise _Refused(f"bad case name {value!r}", named=False)
+    return value
+
+
+def _mechanism(value: Any, _: Any = None) -> str:
+    if value not in MECHANISMS:
+        raise _Refused(f"unknown mechanism {value!r}")
+    return str(value)
+
+
+def _root(value: Any, _: Any = None) -> str:
+    if not (isinstance(value, str) and _ROOT_RE.match(value)):
+        raise _Refused(f"bad root {value!r}")
+    return value
+
+
+@attrs.frozen
+class _IndexCase:
+    """The members of an ``INDEX.json`` case the scorer uses (``note`` is free text)."""
+
+    name: str
+    mechanism: str
+    artifact: str
+    leaf: str
+
+
+_REQUIRED: Final = tuple(field.name for field in attrs.fields(_IndexCase))
+_CASE_KEYS: Final = frozenset({*_REQUIRED, "note"})
+#: Fields are structured in order and the first refusal is raised as is (no detailed
+#: validation: the first failing member is the one named, and a valid index pays nothing for
+#: collecting failures).
+CASES: Final = cattrs.Converter(forbid_extra_keys=True, detailed_validation=False)
+CASES.register_structure_hook(
+    _IndexCase,
+    make_dict_structure_fn(
+        _IndexCase,
+        CASES,
+        _cattrs_forbid_extra_keys=True,
+        name=override(struct_hook=_name),
+        mechanism=override(struct_hook=_mechanism),
+        artifact=override(struct_hook=_root),
+        leaf=override(struct_hook=_root),
+    ),
+)
+_STRUCTURE_CASE: Final = CASES.get_structure_hook(_IndexCase)  # one lookup, not one per case
+
+
 def _case(raw: Any) -> Case:
-    if not isinstance(raw, dict) or not set(raw) <= {
-        "name",
-        "mechanism",
-        "artifact",
-        "leaf",
-        "note",
-    }:
+    if not isinstance(raw, dict) or not raw.keys() <= _CASE_KEYS:
         raise CorpusError("index-invalid", "a case has unknown members")
-    name, mechanism = raw.get("name"), raw.get("mechanism")
-    artifact, leaf = raw.get("artifact"), raw.get("leaf")
-    if not (isinstance(name, str) and _NAME_RE.match(name)):
-        raise CorpusError("index-invalid", f"bad case name {name!r}")
-    if mechanism not in MECHANISMS:
-        raise CorpusError("index-invalid", f"{name}: unknown mechanism {mechanism!r}")
-    for root in (artifact, leaf):
-        if not (isinstance(root, str) and _ROOT_RE.match(root)):
-            raise CorpusError("index-invalid", f"{name}: bad root {root!r}")
-    assert isinstance(artifact, str) and isinstance(leaf, str) and isinstance(mechanism, str)
-    return Case(name=name, mechanism=mechanism, artifact=artifact, leaf=leaf)
+    stored = {key: raw.get(key) for key in _REQUIRED}
+    try:
+        record = _STRUCTURE_CASE(stored, _IndexCase)
+    except _Refused as refused:
+        prefix = f"{stored['name']}: " if refused.named else ""
+        raise CorpusError("index-invalid", f"{prefix}{refused}") from None
+    return Case(
+        name=record.name, mechanism=record.mechanism, artifact=record.artifact, leaf=record.leaf
+    )
