@@ -722,7 +722,9 @@ def _checked_pair(
             max_path_steps,
             node_rules,
         )
-    except (KeyError, TypeError, IndexError):  # a node the rules refuse: the ordered path says
+    except (KeyError, TypeError, IndexError, ValueError):
+        # A node the rules refuse (a non-ASCII payload digest fails its denotation's ASCII encoding
+        # before the payloads are checked): the ordered path says which rule and where.
         return None
 
 

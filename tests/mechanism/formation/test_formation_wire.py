@@ -327,3 +327,18 @@ def test_report_denotation_oracle_for_a_shared_subexpression() -> None:
     a0 = h_atom(atom()["payload_digest"])
     assert observation["path_steps"] == [{"source_digest": a0, "target_digest": h_apply(a0)}]
     assert canonical_digest({"x": 1}) != observation["denotation_digest"]
+
+
+def test_non_ascii_payload_digest_met_by_the_one_pass_path_is_refused_not_raised() -> None:
+    """An APPLY_STEP compares the forms of two ATOMs before the payloads are checked; a
+    payload digest with a non-ASCII character must reach the ordered path's refusal, not
+    escape as ``UnicodeEncodeError`` (found by the mutation property above)."""
+    nodes = [atom(), atom(), apply(0), {"tag": "APPLY_STEP", "source": 1, "target": 2}]
+    subject_bytes, certificate_bytes = pair(nodes, 0)
+    second = subject_bytes.index(b'"payload_digest":"sha256:', subject_bytes.index(b"nodes"))
+    second = subject_bytes.index(b'"payload_digest":"sha256:', second + 1) + 30
+    mutated = subject_bytes[:second] + "é".encode() + subject_bytes[second:]
+    report = check_formation(mutated, certificate_bytes)
+    assert report["status"] == "INVALID"
+    with pytest.MonkeyPatch.context() as patch:
+        assert report == _slow(patch, mutated, certificate_bytes)
