@@ -566,21 +566,46 @@ def _submit(args: argparse.Namespace) -> int:
                     receipt["error"] = str(error)
             return result
 
+    async def honest_wire(client: Client) -> dict[str, Any]:
+        sessions = {item["name"]: item for item in await client.list_sessions()}
+        session = sessions.get(args.session)
+        if session is None:
+            raise RejectedInput(
+                f"the server hosts no session {args.session!r} (it hosts {sorted(sessions)})",
+                code="UNKNOWN_SESSION",
+            )
+        mechanisms = session["mechanisms"]
+        if len(mechanisms) != 1:
+            raise UsageError("the session hosts several mechanisms; pass --binding FILE")
+        return _honest_binding(mechanisms[0], files).to_dict()
+
     async def submit_once(client: Client) -> SubmitResult:
-        wire = binding_wire
-        if wire is None:
-            sessions = {item["name"]: item for item in await client.list_sessions()}
-            session = sessions.get(args.session)
-            if session is None:
-                raise RejectedInput(
-                    f"the server hosts no session {args.session!r} (it hosts {sorted(sessions)})",
-                    code="UNKNOWN_SESSION",
-                )
-            mechanisms = session["mechanisms"]
-            if len(mechanisms) != 1:
-                raise UsageError("the session hosts several mechanisms; pass --binding FILE")
-            wire = _honest_binding(mechanisms[0], files).to_dict()
+        wire = binding_wire if binding_wire is not None else await honest_wire(client)
         return await client.submit(args.session, wire, files)
+
+    if args.print_binding:
+        if args.binding or args.receipt:
+            raise UsageError("--print-binding builds the binding: no --binding or --receipt")
+
+        async def build() -> dict[str, Any]:
+            async with open_client(
+                **target, connect_timeout=args.timeout, request_timeout=args.timeout
+            ) as client:
+                return await honest_wire(client)
+
+        try:
+            wire = trio.run(build)
+        except ClientError as error:
+            raise _client_failure(error) from None
+        except CliError:
+            raise
+        except ValueError as error:
+            raise RejectedInput(
+                f"cannot build the honest binding: {type(error).__name__}: {error}",
+                code="BINDING_UNBUILDABLE",
+            ) from None
+        cli.emit(wire)
+        return Exit.OK
 
     try:
         result = trio.run(main)
@@ -802,6 +827,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--receipt", metavar="FILE", help="save a transparency-log receipt of the decision"
     )
     submit.add_argument("--key", metavar="VKEY", help="verify the receipt under this log key")
+    submit.add_argument(
+        "--print-binding",
+        action="store_true",
+        help="print the honest binding of the files, pinned to what the session announces "
+        "(the JSON an HTTP client sends as 'binding'), and submit nothing",
+    )
     submit.set_defaults(handler=_submit)
 
     for name, help_text in (("sessions", "list hosted sessions"), ("health", "server health")):

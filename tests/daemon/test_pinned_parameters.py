@@ -88,3 +88,31 @@ def test_submit_pins_the_announced_policy_and_passes(
     )  # fmt: skip
     assert refused.returncode == 3
     assert refused.document()["details"] == "DESCRIPTOR_AUTHORIZATION_POLICY_UNSUPPORTED"
+
+
+def test_print_binding_gives_an_http_client_the_pinned_binding(
+    daemon: dict[str, Any], short_dir: Path
+) -> None:
+    """A client without this CLI's submit (curl against the HTTP API) needs the binding the
+    session pins: ``submit --print-binding`` prints it and submits nothing."""
+    socket = daemon["unix"]
+    printed = clirun.in_process(
+        ["submit", "--socket", socket, "--session", "descriptor", "--print-binding",
+         DESCRIPTOR, PAYLOAD]
+    )  # fmt: skip
+    assert printed.returncode == 0, printed.err
+    binding = printed.document()
+    host = DescriptorAuthorizationMechanism(POLICY)
+    assert binding["parameters"]["authorization_policy"] == host.authorization_policy_digest
+    saved = short_dir / "printed.json"
+    saved.write_text(json.dumps(binding))
+    passed = clirun.in_process(
+        ["submit", "--socket", socket, "--session", "descriptor", "--binding", saved,
+         DESCRIPTOR, PAYLOAD]
+    )  # fmt: skip
+    assert passed.returncode == 0 and passed.document()["outcome"] == "PASS"
+    both = clirun.in_process(
+        ["submit", "--socket", socket, "--session", "descriptor", "--print-binding",
+         "--binding", saved, DESCRIPTOR, PAYLOAD]
+    )  # fmt: skip
+    assert both.returncode == 2 and both.document()["error"]["code"] == "USAGE"
