@@ -207,6 +207,14 @@ def test_full_disk_refuses_then_recovers_and_the_log_counts_every_refusal(
     assert [r["event"] for r in records][-1] == "daemon_stop"
 
 
+def _daemon_part(err: str) -> str:
+    """The daemon's stderr without coverage.py's own failure to save its data at exit: under
+    ``make coverage`` the child is measured too, and under RLIMIT_FSIZE its data file cannot
+    be written either (that traceback is coverage's, printed after the daemon has exited)."""
+    head, marker, tail = err.partition("Exception ignored in atexit callback")
+    return head if marker and "coverage/control.py" in tail else err
+
+
 def test_sigterm_during_an_outage_exits_70_and_does_not_claim_flushed(
     disk: TmpfsDisk | RlimitDisk, short_dir: Path
 ) -> None:
@@ -226,7 +234,7 @@ def test_sigterm_during_an_outage_exits_70_and_does_not_claim_flushed(
         _, err = process.communicate(timeout=30)
     assert process.returncode == 70, err
     assert "flushed" not in err and "could not be written" in err
-    assert "Traceback" not in err
+    assert "Traceback" not in _daemon_part(err)
     assert log.read_bytes() == before  # nothing torn, no daemon_stop pretending
     assert verify_log(log).intact
     assert tail(log, 1)[0]["event"] != "daemon_stop"
