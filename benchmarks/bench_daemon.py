@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import os
 import shutil
 import signal
@@ -412,6 +413,7 @@ def retention_cost(report: Report, directory: Path) -> None:
     binding = formation_binding(
         subject, certificate, mechanism_digest=FormationPathCertificateMechanism().mechanism_digest
     )
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no access-log line per request
     moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     moto.start()
     host, port = moto.get_host_and_port()

@@ -63,8 +63,7 @@ def stage_breakdown(
     mechanism: Any, binding: Any, evidence: tuple[bytes, bytes], runs: int
 ) -> dict[str, float]:
     names = [
-        "_preflight_binding",
-        "_admit_storage",
+        "_admit",  # the pair pre-check pipeline (binding steps, then storage admission)
         "_descriptor_stage",
         "_discovery_stage",
         "_authorization_stage",
