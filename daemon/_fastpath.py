@@ -23,6 +23,9 @@ Rules (the contract):
    it synchronously: no task, no wait (an idle connection flood costs an accept, a write and a
    close each). :func:`has_unread` says whether the peer already sent bytes (then the caller
    must drain before closing, so the peer reads the answer rather than a reset).
+5. :func:`half_close_and_drain` is that drain after a refusal was sent: half-close when the
+   stream can (TLS cannot), then read and discard at most :data:`LINGER_BYTES` within
+   :data:`LINGER_SECONDS`, never buffering them; it never raises for the peer's behaviour.
 """
 
 from __future__ import annotations
@@ -41,6 +44,9 @@ from ._protocol import NEED_DATA, ServerConnection
 RECEIVE_CHUNK: Final = 256 * 1024
 #: How long an answer may take to leave once the socket buffer is full.
 SEND_TIMEOUT: Final = 5.0
+#: After a refusal: how long, and how many bytes, the peer's unread bytes are drained.
+LINGER_SECONDS: Final = 1.0
+LINGER_BYTES: Final = 8 * 1024 * 1024
 
 
 def stream_fd(stream: trio.abc.Stream) -> int:
@@ -130,6 +136,22 @@ async def send(stream: trio.abc.Stream, data: bytes, fd: int = -1) -> bool:
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             return False
     return False
+
+
+async def half_close_and_drain(stream: trio.abc.Stream) -> None:
+    """Half-close (when possible) and drain the peer's bytes briefly (rule 5)."""
+    with trio.move_on_after(LINGER_SECONDS):
+        try:
+            if isinstance(stream, trio.abc.HalfCloseableStream):  # TLS has no half-close
+                await stream.send_eof()
+            drained = 0
+            while drained < LINGER_BYTES:
+                data = await stream.receive_some(RECEIVE_CHUNK)
+                if not data:
+                    break
+                drained += len(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, trio.BusyResourceError):
+            pass
 
 
 def refuse_at_once(stream: trio.SocketStream, frame: bytes | None) -> None:

@@ -21,8 +21,8 @@ Rules (the contract):
    limits (``VERSION_UNSUPPORTED`` otherwise); ``list``, ``health`` and the transparency
    requests by :meth:`Pipeline.answer`; ``submit`` by :meth:`Pipeline.submit` with this
    front end's :class:`SubmitTransport`. A protocol violation is refused with its code.
-4. Every ``error`` frame is followed by a half-close and a short bounded drain (bytes are
-   discarded, not buffered: at most :data:`LINGER_BYTES` within :data:`LINGER_SECONDS`),
+4. Every ``error`` frame is followed by a half-close and a short bounded drain
+   (:func:`daemon._fastpath.half_close_and_drain`: bytes are discarded, not buffered),
    then the connection closes, so the client reads the error rather than a reset. A
    connection broken by a reset inside a frame is audited ``TRUNCATED_FRAME`` (nothing can
    be sent).
@@ -42,12 +42,19 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from typing import Any, Final
+from typing import Any
 
 import trio
 
 from ._echo import echo
-from ._fastpath import RECEIVE_CHUNK, next_event, receive_ready, receive_some, send, stream_fd
+from ._fastpath import (
+    half_close_and_drain,
+    next_event,
+    receive_ready,
+    receive_some,
+    send,
+    stream_fd,
+)
 from ._hosting import ServerConfig
 from ._peers import PeerLedger
 from ._pipeline import Pipeline, Refused
@@ -73,9 +80,6 @@ from ._tls import peer_identity
 from ._transparency import TransparencyRequest
 
 __all__ = ["Connection", "FrontEnd"]
-
-LINGER_SECONDS: Final = 1.0
-LINGER_BYTES: Final = 8 * 1024 * 1024
 
 
 class Connection:
@@ -364,20 +368,8 @@ async def _send_refusal(
     stream: trio.abc.Stream, conn: ServerConnection, answer: ErrorResponse, *, linger: bool
 ) -> None:
     """Send an error frame, then (``linger``) half-close and drain briefly (rule 4)."""
-    if not await send(stream, conn.send(answer)) or not linger:
-        return
-    with trio.move_on_after(LINGER_SECONDS):
-        try:
-            if isinstance(stream, trio.abc.HalfCloseableStream):  # TLS has no half-close
-                await stream.send_eof()
-            drained = 0
-            while drained < LINGER_BYTES:
-                data = await stream.receive_some(RECEIVE_CHUNK)
-                if not data:
-                    break
-                drained += len(data)
-        except (trio.BrokenResourceError, trio.ClosedResourceError, trio.BusyResourceError):
-            pass
+    if await send(stream, conn.send(answer)) and linger:
+        await half_close_and_drain(stream)
 
 
 class _SocketSubmit:

@@ -55,7 +55,8 @@ from typing import Any, Final
 import trio
 
 from ._echo import echo
-from ._frontend import LINGER_BYTES, LINGER_SECONDS, Connection
+from ._fastpath import RECEIVE_CHUNK, half_close_and_drain, send, stream_fd
+from ._frontend import Connection
 from ._hosting import ServerConfig
 from ._http_body import BodyParser, body_limit, body_parser
 from ._http_codec import CLOSED, END_OF_BODY, NEED_DATA, HttpServerCodec, RequestHead, Route
@@ -80,8 +81,6 @@ from ._tokens import bearer_token
 
 __all__ = ["HttpConnection", "HttpFrontEnd", "busy_answer"]
 
-_RECEIVE_CHUNK: Final = 256 * 1024
-_SEND_TIMEOUT: Final = 5.0
 #: Routes a probe may ask without a token (they disclose a status, nothing more).
 _OPEN_ROUTES: Final = frozenset({Route.HEALTH, Route.READY})
 
@@ -476,14 +475,14 @@ class HttpFrontEnd:
 
     async def _receive(self, stream: trio.abc.Stream, codec: HttpServerCodec) -> None:
         """Receive what is there (waiting for it); a broken stream is its end."""
-        fd = _fd(stream)
+        fd = stream_fd(stream)
         if fd >= 0:
             try:
-                data = os.read(fd, _RECEIVE_CHUNK)
+                data = os.read(fd, RECEIVE_CHUNK)
             except BlockingIOError:
                 await trio.lowlevel.wait_readable(fd)
                 try:
-                    data = os.read(fd, _RECEIVE_CHUNK)
+                    data = os.read(fd, RECEIVE_CHUNK)
                 except BlockingIOError:
                     return
                 except OSError as error:
@@ -493,7 +492,7 @@ class HttpFrontEnd:
             codec.receive_data(data)
             return
         try:
-            data = bytes(await stream.receive_some(_RECEIVE_CHUNK))
+            data = bytes(await stream.receive_some(RECEIVE_CHUNK))
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             data = b""
         codec.receive_data(data)
@@ -509,25 +508,8 @@ class HttpFrontEnd:
         )
 
     async def _send(self, stream: trio.abc.Stream, data: bytes) -> bool:
-        """Send ``data`` within :data:`_SEND_TIMEOUT`; False when the peer is gone."""
-        fd = _fd(stream)
-        if fd >= 0:
-            try:
-                sent = os.write(fd, data)
-            except BlockingIOError:
-                sent = 0
-            except OSError:
-                return False
-            if sent == len(data):
-                return True
-            data = data[sent:]
-        with trio.move_on_after(_SEND_TIMEOUT):
-            try:
-                await stream.send_all(data)
-                return True
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                return False
-        return False
+        """Send ``data`` (:func:`daemon._fastpath.send`); False when the peer is gone."""
+        return await send(stream, data, stream_fd(stream))
 
     # -- refusals (rule 4)
 
@@ -562,20 +544,8 @@ class HttpFrontEnd:
         if refusal is None or refusal.code is not code:  # e.g. became AUDIT_FAILED
             refusal = HttpRefusal(code, answer.message)
         data = codec.refuse(refusal, answer.decision_id, answer.message)
-        if not await self._send(stream, data) or not linger:
-            return
-        with trio.move_on_after(LINGER_SECONDS):
-            try:
-                if isinstance(stream, trio.SocketStream):
-                    await stream.send_eof()
-                drained = 0
-                while drained < LINGER_BYTES:
-                    chunk = await stream.receive_some(_RECEIVE_CHUNK)
-                    if not chunk:
-                        break
-                    drained += len(chunk)
-            except (trio.BrokenResourceError, trio.ClosedResourceError, trio.BusyResourceError):
-                pass
+        if await self._send(stream, data) and linger:
+            await half_close_and_drain(stream)
 
 
 class _HttpSubmit:
@@ -608,17 +578,6 @@ class _HttpSubmit:
 
     async def refuse(self, answer: ErrorResponse) -> None:
         await self.front._send_refusal(self.stream, self.codec, answer)
-
-
-def _fd(stream: trio.abc.Stream) -> int:
-    """A plain socket stream's descriptor for the synchronous fast paths (-1: none, e.g.
-    TLS)."""
-    if not isinstance(stream, trio.SocketStream):
-        return -1
-    try:
-        return int(stream.socket.fileno())
-    except (OSError, ValueError):
-        return -1
 
 
 def _broken(error: OSError) -> bytes:

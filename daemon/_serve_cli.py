@@ -51,8 +51,9 @@ import gc
 import json
 import math
 import os
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import attrs
 import trio
@@ -534,6 +535,25 @@ def _honest_binding(mechanism: dict[str, Any], files: list[bytes]) -> BoundPropo
     return attrs.evolve(binding, mechanism_digest=mechanism["mechanism_digest"])
 
 
+T = TypeVar("T")
+
+
+def _run_submitting(main: Callable[[], Awaitable[T]]) -> T:
+    """``trio.run(main)`` for ``submit``: a client failure as its exit, a CLI error as is, and
+    a ``ValueError`` (the honest binding cannot be built from these files) as rejected input."""
+    try:
+        return trio.run(main)
+    except ClientError as error:
+        raise _client_failure(error) from None
+    except CliError:
+        raise
+    except ValueError as error:
+        raise RejectedInput(
+            f"cannot build the honest binding: {type(error).__name__}: {error}",
+            code="BINDING_UNBUILDABLE",
+        ) from None
+
+
 def _submit(args: argparse.Namespace) -> int:
     target = _client_target(args)
     files = [cli.read_input(name) for name in args.files]
@@ -593,31 +613,10 @@ def _submit(args: argparse.Namespace) -> int:
             ) as client:
                 return await honest_wire(client)
 
-        try:
-            wire = trio.run(build)
-        except ClientError as error:
-            raise _client_failure(error) from None
-        except CliError:
-            raise
-        except ValueError as error:
-            raise RejectedInput(
-                f"cannot build the honest binding: {type(error).__name__}: {error}",
-                code="BINDING_UNBUILDABLE",
-            ) from None
-        cli.emit(wire)
+        cli.emit(_run_submitting(build))
         return Exit.OK
 
-    try:
-        result = trio.run(main)
-    except ClientError as error:
-        raise _client_failure(error) from None
-    except CliError:
-        raise
-    except ValueError as error:  # the honest binding cannot be built from these files
-        raise RejectedInput(
-            f"cannot build the honest binding: {type(error).__name__}: {error}",
-            code="BINDING_UNBUILDABLE",
-        ) from None
+    result = _run_submitting(main)
     cli.emit(result.to_dict())
     outcome = result.outcome
     details = result.result.get("details") or ""
