@@ -30,9 +30,9 @@ from pathlib import Path
 from _harness import Op, Report, main
 
 from daemon import AuditLog, verify_log
-from daemon._audit import DEFAULT_CHECKPOINT_BYTES
-from daemon._audit_files import Checkpoint, sidecar_path
-from daemon._audit_format import GENESIS, render_body, seal
+from daemon.audit._audit import DEFAULT_CHECKPOINT_BYTES
+from daemon.audit._audit_files import Checkpoint, sidecar_path
+from daemon.audit._audit_format import GENESIS, render_body, seal
 
 
 def generate(path: Path, megabytes: int) -> list[tuple[int, str, int]]:

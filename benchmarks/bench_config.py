@@ -1,8 +1,8 @@
-"""Configuration parsing benchmark: ``daemon._config.parse_config`` against its true floor.
+"""Configuration parsing benchmark: ``daemon.config._config.parse_config`` against its true floor.
 
 Figures (interleaved rounds, median of per-round ratios; nothing asserted):
 
-1. The embedded default configuration (``daemon/default.toml``): validating and building the
+1. The embedded default configuration (``daemon/config/default.toml``): validating and building the
    typed configuration, as a ratio to ``tomllib.loads`` of the same text (work every parse
    does), and as an absolute time per parse.
 2. A configuration of 64 sessions (each with mechanism options): the same ratio, so a
@@ -22,7 +22,7 @@ from pathlib import Path
 
 from _harness import Report, main
 
-from daemon._config import default_config_text, parse_config
+from daemon.config._config import default_config_text, parse_config
 
 _SESSION = """
 [sessions.s{n}]

@@ -36,12 +36,12 @@ import orjson
 from _harness import Report, main
 
 from catalog import ComponentRegistry, reference_registry
-from daemon._audit_format import parse_sealed, render_line
-from daemon._audit_records import read_record
-from daemon._binding import binding_from_wire
-from daemon._protocol import ClientConnection, Decision, ServerConnection, Submit, encode_frame
+from daemon.audit._audit_format import parse_sealed, render_line
+from daemon.audit._audit_records import read_record
 from daemon.tlog import encode_receipt, make_receipt
 from daemon.tlog._receipt import _parse as read_receipt_bytes
+from daemon.wire._binding import binding_from_wire
+from daemon.wire._protocol import ClientConnection, Decision, ServerConnection, Submit, encode_frame
 from holdout._commitment import corpus_dir
 from holdout._corpus import Corpus
 from holdout._reader import read_json

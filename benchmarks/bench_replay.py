@@ -7,7 +7,7 @@ answered 10,000 decisions (1,000 with ``--quick``). Then, in interleaved rounds
 
 * floor: the same decisions evaluated in this process exactly as the daemon evaluates them
   (fresh evidence store + session + evaluate, evidence already in memory), one process;
-* replay with 2 workers: :func:`daemon.retention._replay_run.run_replay` as the CLI runs it
+* replay with 2 workers: :func:`daemon.replay._replay_run.run_replay` as the CLI runs it
   (verify the log, stream it, fetch and re-hash every item from the store, rebuild and
   evaluate each decision in a pool of two processes, compare) — wall-clock time;
 * replay with 1 worker (the same, in this process).
@@ -38,7 +38,7 @@ import trio
 from _harness import Op, Report, main
 
 from daemon import open_client
-from daemon.retention._replay_run import ReplayRequest, run_replay
+from daemon.replay._replay_run import ReplayRequest, run_replay
 from mechanism.formation import FormationPathCertificateMechanism, formation_binding
 from session import BoundProposition, EvidenceStore, VerificationSession
 

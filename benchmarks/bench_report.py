@@ -9,7 +9,7 @@ Figures:
 2. Peak RSS and wall time of ``evidenced audit report --format json`` in a fresh process on
    logs of ``--lines`` (default 1,000,000, ~0.95 GB) and a tenth of that: bounded memory
    means the two peaks are close (their ratio is printed; the goal is <= 1.2x) while the line
-   counts differ tenfold. Both logs are generated (``daemon._synthetic``) into a temporary
+   counts differ tenfold. Both logs are generated (``daemon.audit._synthetic``) into a temporary
    directory and removed. ``--quick`` uses 100,000 lines.
 Nothing asserted. Run: ``python benchmarks/bench_report.py [--quick] [--lines N] [--json PATH]``.
 """
@@ -27,9 +27,9 @@ from pathlib import Path
 import orjson
 from _harness import Report, at_most, main
 
-from daemon import _report
-from daemon._report import Aggregator
-from daemon._synthetic import write_synthetic_log
+from daemon.audit._synthetic import write_synthetic_log
+from daemon.commands import _report
+from daemon.commands._report import Aggregator
 
 REPO = Path(__file__).resolve().parents[1]
 

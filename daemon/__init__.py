@@ -16,41 +16,89 @@ Public API (everything else lives in private modules):
 * Protocol: the sans-IO codec, :mod:`daemon.protocol` (``docs/protocol.md``).
 """
 
-from ._audit import (
-    GENESIS,
-    AuditLog,
-    AuditLogCorrupt,
-    AuditLogError,
-    AuditRef,
-    Durability,
-    Overflow,
-    VerifyReport,
-    parse_anchor,
-    tail,
-    verify_log,
-)
-from ._client import (
-    Client,
-    ClientError,
-    ClientTimeout,
-    RejectedError,
-    ServerProtocolError,
-    ServiceUnavailable,
-    SubmitResult,
-    TransportError,
-)
-from ._config import ConfigError, DaemonConfig, default_sessions, load_config
-from ._connect import SyncClient, open_client
-from ._receipts import ReceiptUnavailable, fetch_receipt
-from ._server import (
-    DEADLINE_DETAILS,
-    DEFAULT_PORT,
-    HostedSession,
-    Server,
-    ServerConfig,
-    open_server,
-    serve,
-)
+from typing import TYPE_CHECKING, Any
+
+# Every public name is loaded on first use: importing a client never loads the server, and
+# ``evidenced --help`` loads neither (tests/test_architecture.py holds both).
+_LAZY: dict[str, str] = {
+    "GENESIS": "daemon.audit._audit",
+    "AuditLog": "daemon.audit._audit",
+    "AuditLogCorrupt": "daemon.audit._audit",
+    "AuditLogError": "daemon.audit._audit",
+    "AuditRef": "daemon.audit._audit",
+    "Durability": "daemon.audit._audit",
+    "Overflow": "daemon.audit._audit",
+    "VerifyReport": "daemon.audit._audit",
+    "parse_anchor": "daemon.audit._audit",
+    "tail": "daemon.audit._audit",
+    "verify_log": "daemon.audit._audit",
+    "Client": "daemon.client._client",
+    "ClientError": "daemon.client._client",
+    "ClientTimeout": "daemon.client._client",
+    "RejectedError": "daemon.client._client",
+    "ServerProtocolError": "daemon.client._client",
+    "ServiceUnavailable": "daemon.client._client",
+    "SubmitResult": "daemon.client._client",
+    "TransportError": "daemon.client._client",
+    "ConfigError": "daemon.config._config",
+    "DaemonConfig": "daemon.config._config",
+    "default_sessions": "daemon.config._config",
+    "load_config": "daemon.config._config",
+    "SyncClient": "daemon.client._connect",
+    "open_client": "daemon.client._connect",
+    "ReceiptUnavailable": "daemon.client._receipts",
+    "fetch_receipt": "daemon.client._receipts",
+    "DEADLINE_DETAILS": "daemon.server._evaluation",
+    "DEFAULT_PORT": "daemon.config._hosting",
+    "HostedSession": "daemon.config._hosting",
+    "Server": "daemon.server._server",
+    "ServerConfig": "daemon.config._hosting",
+    "open_server": "daemon.server._server",
+    "serve": "daemon.server._server",
+}
+
+if TYPE_CHECKING:
+    from daemon.audit._audit import (
+        GENESIS,
+        AuditLog,
+        AuditLogCorrupt,
+        AuditLogError,
+        AuditRef,
+        Durability,
+        Overflow,
+        VerifyReport,
+        parse_anchor,
+        tail,
+        verify_log,
+    )
+    from daemon.client._client import (
+        Client,
+        ClientError,
+        ClientTimeout,
+        RejectedError,
+        ServerProtocolError,
+        ServiceUnavailable,
+        SubmitResult,
+        TransportError,
+    )
+    from daemon.client._connect import SyncClient, open_client
+    from daemon.client._receipts import ReceiptUnavailable, fetch_receipt
+    from daemon.config._config import ConfigError, DaemonConfig, default_sessions, load_config
+    from daemon.config._hosting import DEFAULT_PORT, HostedSession, ServerConfig
+    from daemon.server._evaluation import DEADLINE_DETAILS
+    from daemon.server._server import Server, open_server, serve
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'daemon' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "DEADLINE_DETAILS",

@@ -29,22 +29,22 @@ import cli
 # Top-level command → the module contributing it, in help order. Only the module of the command
 # being run is imported (the others pull in numpy, jsonschema, ...); ``--help`` imports all.
 _COMMANDS = {
-    "serve": "daemon._serve_cli",
-    "submit": "daemon._serve_cli",
-    "sessions": "daemon._serve_cli",
-    "health": "daemon._serve_cli",
-    "audit": "daemon._serve_cli",
-    "config": "daemon._config_cli",
-    "log": "daemon._log_cli",
-    "replay": "daemon.retention._cli",
-    "store": "daemon.retention._cli",
-    "mechanisms": "daemon._mechanisms_cli",
-    "mechanism": "daemon._mechanisms_cli",
+    "serve": "daemon.commands._serve_cli",
+    "submit": "daemon.commands._serve_cli",
+    "sessions": "daemon.commands._serve_cli",
+    "health": "daemon.commands._serve_cli",
+    "audit": "daemon.commands._serve_cli",
+    "config": "daemon.commands._config_cli",
+    "log": "daemon.commands._log_cli",
+    "replay": "daemon.commands._retention_cli",
+    "store": "daemon.commands._retention_cli",
+    "mechanisms": "daemon.commands._mechanisms_cli",
+    "mechanism": "daemon.commands._mechanisms_cli",
     "formation": "mechanism.formation.cli",
     "descriptor": "mechanism.descriptor.cli",
     "catalog": "catalog.cli",
     "holdout": "holdout.cli",
-    "demo": "daemon.demo",
+    "demo": "daemon.commands.demo",
 }
 
 

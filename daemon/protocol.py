@@ -1,11 +1,11 @@
-"""The sans-IO wire protocol (public names; the implementation is :mod:`daemon._protocol`).
+"""The sans-IO wire protocol (public names; the implementation is :mod:`daemon.wire._protocol`).
 
 ``ServerConnection`` / ``ClientConnection`` turn bytes into events and events into bytes
 without any I/O; see ``docs/protocol.md`` for the byte format and the rules. A connection's
 ``send`` raises :class:`LocalProtocolError` for what its side may not send in its state.
 """
 
-from ._protocol import (
+from daemon.wire._protocol import (
     CLOSED,
     DEFAULT_MAX_FRAME_BYTES,
     DEFAULT_MAX_HEADER_BYTES,
@@ -38,7 +38,7 @@ from ._protocol import (
     encode_frame,
     encode_header,
 )
-from ._protocol_state import LocalProtocolError
+from daemon.wire._protocol_state import LocalProtocolError
 
 __all__ = [
     "CLOSED",

@@ -4,7 +4,7 @@
    shipped ``compose`` fixture with node 4 tampered to ``APPLY_STEP(source=1, target=1)`` and its
    certificate re-issued step for step (so only the typing rule fails, at node 4).
 2. ``docs/img/audit-report.png``: ``evidenced audit report`` of a demo-style log (the daemon's
-   line format, written by ``daemon._synthetic``: 12,000 lines, three restarts, BUSY bursts).
+   line format, written by ``daemon.audit._synthetic``: 12,000 lines, three restarts, BUSY bursts).
 
 Both pages are rendered by headless Chromium (tests/browser/driver/headless.py). The inputs are kept
 next to the pictures' commands in the README, so anyone can rerun them.
@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT / "tests" / "browser" / "driver"))
 
 from headless import Chromium  # noqa: E402
 
-from daemon._synthetic import write_synthetic_log  # noqa: E402
+from daemon.audit._synthetic import write_synthetic_log  # noqa: E402
 from mechanism.canonical import canonical_bytes  # noqa: E402
 
 IMAGES = ROOT / "docs" / "img"

@@ -21,10 +21,11 @@ checked against these contracts:
   are annotations, not run, and do not count; lazy ones do);
 * the formation mechanism's digest (its source inventory) covers every module of the
   ``mechanism`` package its evaluation imports, transitively;
-* the daemon's request core (``daemon._pipeline``) imports no transport: no front end, no
+* the daemon's request core (``daemon.server._pipeline``) imports no transport: no front end, no
   listener, no raw-socket fast path, no server lifecycle, no socket; the codec's state table
-  (``daemon._protocol_state``) imports nothing of the project; the configuration
-  (``daemon._config``, ``daemon._hosting``) imports no part of the running server (ADR 0013).
+  (``daemon.wire._protocol_state``) imports nothing of the project; the configuration
+  (``daemon.config._config``, ``daemon.config._hosting``) imports no part of the running server
+  (ADR 0013).
 
 Providers are loaded through entry points at run time: no static arrow points from the session,
 the daemon or the holdout adapter to a mechanism's package, or to a plugin.
@@ -288,17 +289,27 @@ def test_the_formation_digest_covers_every_module_its_evaluation_imports() -> No
 
 
 _TRANSPORT = frozenset(
-    {"daemon._frontend", "daemon._fastpath", "daemon._listeners", "daemon._server", "socket"}
+    {
+        "daemon.server._frontend",
+        "daemon.server._fastpath",
+        "daemon.server._listeners",
+        "daemon.server._server",
+        "socket",
+    }
 )
-_RUNNING_SERVER = _TRANSPORT | {"daemon._pipeline", "daemon._evaluation", "daemon._workers"}
+_RUNNING_SERVER = _TRANSPORT | {
+    "daemon.server._pipeline",
+    "daemon.server._evaluation",
+    "daemon.server._workers",
+}
 
 
 @pytest.mark.parametrize(
     ("module", "refused"),
     [
-        ("daemon._pipeline", _TRANSPORT | {"trio.socket"}),
-        ("daemon._config", _RUNNING_SERVER),
-        ("daemon._hosting", _RUNNING_SERVER),
+        ("daemon.server._pipeline", _TRANSPORT | {"trio.socket"}),
+        ("daemon.config._config", _RUNNING_SERVER),
+        ("daemon.config._hosting", _RUNNING_SERVER),
     ],
 )
 def test_the_daemon_keeps_its_seams(module: str, refused: frozenset[str]) -> None:
@@ -307,6 +318,89 @@ def test_the_daemon_keeps_its_seams(module: str, refused: frozenset[str]) -> Non
 
 
 def test_the_codec_state_table_imports_nothing_of_the_project() -> None:
-    path = ROOT / "daemon" / "_protocol_state.py"
-    imported = _runtime_imports(path, "daemon._protocol_state")
+    path = ROOT / "daemon" / "wire" / "_protocol_state.py"
+    imported = _runtime_imports(path, "daemon.wire._protocol_state")
     assert not {name for name in imported if name.split(".")[0] in (*PACKAGES, "cli")}
+
+
+# -- the daemon's rooms (docs/architecture.md)
+
+ROOMS = ("wire", "tlog", "audit", "retention", "config", "client", "server", "replay", "commands")
+# Each room and the rooms it may import; anything else is refused. The floors, top to bottom:
+# commands → replay → server, client → config → retention → audit → tlog → wire.
+ROOM_ARROWS: dict[str, frozenset[str]] = {
+    "wire": frozenset(),
+    "tlog": frozenset({"wire"}),
+    "audit": frozenset({"wire", "tlog"}),
+    "retention": frozenset({"wire", "audit"}),
+    "config": frozenset({"wire", "tlog", "audit", "retention"}),
+    "client": frozenset({"wire", "tlog", "config"}),
+    "server": frozenset({"wire", "tlog", "audit", "retention", "config"}),
+    "replay": frozenset({"wire", "tlog", "audit", "retention", "config"}),
+    "commands": frozenset(
+        {"wire", "tlog", "audit", "retention", "config", "client", "server", "replay"}
+    ),
+}
+# The public faces at the top of ``daemon/``: what users import, and the version the package
+# metadata is built from. Every other module lives in a room.
+FACES = frozenset({"__init__", "cli", "conformance", "protocol", "_version"})
+
+
+def _room(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[0] != "daemon" or len(parts) < 2:
+        return None
+    return parts[1] if parts[1] in ROOMS else None
+
+
+def test_every_daemon_module_lives_in_a_room_or_is_a_public_face() -> None:
+    loose = sorted(path.stem for path in (ROOT / "daemon").glob("*.py") if path.stem not in FACES)
+    folders = sorted(
+        path.name for path in (ROOT / "daemon").iterdir() if (path / "__init__.py").is_file()
+    )
+    assert loose == []
+    assert folders == sorted(ROOMS)
+
+
+@pytest.mark.parametrize("room", ROOMS)
+def test_a_room_imports_only_the_rooms_below_it(room: str) -> None:
+    for path in sorted((ROOT / "daemon" / room).rglob("*.py")):
+        for line, imported in _imports(path):
+            target = _room(imported)
+            if target is not None and target != room:
+                assert target in ROOM_ARROWS[room], f"{path}:{line}: {room} imports {imported}"
+
+
+def test_every_room_states_its_job_and_what_it_may_import() -> None:
+    for room in ROOMS:
+        doc = ast.get_docstring(ast.parse((ROOT / "daemon" / room / "__init__.py").read_text()))
+        assert doc and "May import" in doc, room
+
+
+def test_an_upward_arrow_between_rooms_is_refused(tmp_path: Path) -> None:
+    """Guard: a config module that reached into the running server would be seen."""
+    probe = tmp_path / "probe.py"
+    probe.write_text("from daemon.server._http_codec import DEFAULT_MAX_HEADERS\n")
+    targets = {_room(name) for _, name in _imports(probe, "daemon.config._probe")}
+    assert "server" in targets
+    assert "server" not in ROOM_ARROWS["config"]
+
+
+@pytest.mark.parametrize(
+    ("statement", "refused"),
+    [
+        ("from daemon import open_client, SyncClient, fetch_receipt", "daemon.server"),
+        ("import daemon.client._connect, daemon.client._http_client", "daemon.server"),
+        ("import daemon.cli", "daemon.server"),
+    ],
+)
+def test_importing_a_client_never_loads_the_server(statement: str, refused: str) -> None:
+    import subprocess
+    import sys
+
+    loaded = f"sorted(m for m in sys.modules if m.startswith({refused!r}))"
+    probe = f"import sys\n{statement}\nprint({loaded})"
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT
+    ).stdout.strip()
+    assert out == "[]", out

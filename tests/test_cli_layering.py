@@ -19,7 +19,7 @@ import testdata
 
 ROOT = testdata.REPO
 PROJECT = ("canon", "cli", "session", "mechanism", "catalog", "daemon", "holdout")
-COMMAND_LINE_EXTRA = {"daemon/demo.py"}
+COMMAND_LINE_EXTRA = {"daemon/commands/demo.py"}
 
 
 def _imports(path: Path) -> set[str]:

@@ -49,8 +49,8 @@ import pytest
 import testdata
 
 import holdout
-from daemon._server import SERVER_NAME
 from daemon._version import __version__
+from daemon.server._server import SERVER_NAME
 
 REPO: Final = testdata.REPO
 PYPROJECT: Final = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))

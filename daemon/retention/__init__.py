@@ -1,14 +1,20 @@
-"""Evidence retention and replay (``docs/retention.md``).
+"""The retention room: evidence stores and what is kept (``docs/retention.md``).
 
 * Stores: :class:`RetentionStore` (the contract), :class:`FilesystemStore`, :class:`S3Store`,
   :func:`open_store`, :func:`parse_spec`, and the errors :class:`StoreError`,
   :class:`ObjectMissing`, :class:`ObjectCorrupt`.
+* The retainer (what a decision keeps, under the session's policy) and the policy itself.
+
+Replay and garbage collection, which read stores back, live in :mod:`daemon.replay`.
+
+May import: ``daemon.audit`` (the decision fields), ``daemon.wire``; never a server, a client
+or a command.
 """
 
-from ._fs import FilesystemStore
-from ._open import open_store
-from ._s3 import S3Store
-from ._store import (
+from daemon.retention._fs import FilesystemStore
+from daemon.retention._open import open_store
+from daemon.retention._s3 import S3Store
+from daemon.retention._store import (
     ObjectCorrupt,
     ObjectMissing,
     PutResult,

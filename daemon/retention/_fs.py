@@ -41,7 +41,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
-from ._store import ObjectCorrupt, ObjectMissing, PutResult, StoredObject, StoreError, hex_of
+from daemon.retention._store import (
+    ObjectCorrupt,
+    ObjectMissing,
+    PutResult,
+    StoredObject,
+    StoreError,
+    hex_of,
+)
 
 __all__ = ["FilesystemStore"]
 

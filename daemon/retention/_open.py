@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ._store import RetentionStore, StoreSpec, parse_spec
+from daemon.retention._store import RetentionStore, StoreSpec, parse_spec
 
 __all__ = ["open_store"]
 
@@ -22,10 +22,10 @@ def open_store(
     ``create`` false an absent filesystem root is an error rather than created."""
     parsed = spec if isinstance(spec, StoreSpec) else parse_spec(spec, base=base)
     if parsed.kind == "fs":
-        from ._fs import FilesystemStore
+        from daemon.retention._fs import FilesystemStore
 
         assert parsed.path is not None
         return FilesystemStore(parsed.path, create=create)
-    from ._s3 import S3Store
+    from daemon.retention._s3 import S3Store
 
     return S3Store(parsed.bucket, parsed.prefix)

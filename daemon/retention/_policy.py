@@ -23,9 +23,9 @@ from typing import Any, Final
 
 import attrs
 
-from ._fields import RETAIN_MODES
-from ._store import StoreSpec, parse_spec
-from ._units import parse_age, parse_size
+from daemon.audit._fields import RETAIN_MODES
+from daemon.retention._store import StoreSpec, parse_spec
+from daemon.retention._units import parse_age, parse_size
 
 __all__ = [
     "RETENTION_KEYS",

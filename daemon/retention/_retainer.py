@@ -21,7 +21,7 @@ Rules (the contract the server relies on):
 3. :meth:`Pending.settle` is called with the decision, before its audit line is written. With
    ``retain = "refused"`` it starts the writes now when the outcome is not ``PASS``. It then
    waits for every write, at most ``deadline`` seconds from its start. When all succeeded it
-   returns the fields of the decision line (:mod:`daemon.retention._fields`: ``binding``,
+   returns the fields of the decision line (:mod:`daemon.audit._fields`: ``binding``,
    ``result_digest``, ``retained: true``, ``store``); a decision a ``refused`` session passed
    gets ``retained: false``; a session without retention gets no field at all. When a write
    failed or did not finish in time it raises :class:`RetentionFailed` naming the store and
@@ -47,12 +47,11 @@ from typing import Any, Final, Protocol
 import attrs
 import trio
 
+from daemon.audit._fields import decision_fields
+from daemon.retention._open import open_store
+from daemon.retention._policy import RetentionPolicy
+from daemon.retention._store import PutResult, RetentionStore, StoreError, name_of
 from session import BoundProposition
-
-from ._fields import decision_fields
-from ._open import open_store
-from ._policy import RetentionPolicy
-from ._store import PutResult, RetentionStore, StoreError, name_of
 
 __all__ = [
     "RECENT_MAX_BYTES",

@@ -36,7 +36,14 @@ import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Final
 
-from ._store import ObjectCorrupt, ObjectMissing, PutResult, StoredObject, StoreError, hex_of
+from daemon.retention._store import (
+    ObjectCorrupt,
+    ObjectMissing,
+    PutResult,
+    StoredObject,
+    StoreError,
+    hex_of,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client

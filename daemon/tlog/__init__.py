@@ -3,11 +3,13 @@
 A pure library (files and cryptography, no sockets, no trio, nothing of the session or the
 mechanisms): RFC 9162 Merkle tree and proofs, C2SP ``tlog-tiles`` storage, C2SP signed notes,
 checkpoints and cosignatures, decision receipts, whole-log verification and a monitor.
-The audit log writer (:mod:`daemon._audit`) and the protocol use it; nothing here imports
+The audit log writer (:mod:`daemon.audit._audit`) and the protocol use it; nothing here imports
 them.
+
+May import: ``daemon.wire`` (none today); never another room.
 """
 
-from ._checkpoint import (
+from daemon.tlog._checkpoint import (
     Checkpoint,
     CheckpointError,
     SignedCheckpoint,
@@ -15,9 +17,9 @@ from ._checkpoint import (
     open_checkpoint,
     peek_checkpoint,
 )
-from ._keys import KeyFileError, default_origin, load_signer, write_key_file
-from ._log import CHECKPOINT_FILE, TransparencyError, TransparencyLog
-from ._merkle import (
+from daemon.tlog._keys import KeyFileError, default_origin, load_signer, write_key_file
+from daemon.tlog._log import CHECKPOINT_FILE, TransparencyError, TransparencyLog
+from daemon.tlog._merkle import (
     EMPTY_ROOT,
     MemoryTree,
     ProofRangeError,
@@ -28,8 +30,8 @@ from ._merkle import (
     verify_consistency,
     verify_inclusion,
 )
-from ._monitor import Monitor, Observation
-from ._note import (
+from daemon.tlog._monitor import Monitor, Observation
+from daemon.tlog._note import (
     SIG_COSIGNATURE,
     SIG_ED25519,
     KeyFormatError,
@@ -41,9 +43,15 @@ from ._note import (
     parse_note,
     sign_note,
 )
-from ._receipt import RECEIPT_FORMAT, ReceiptReport, encode_receipt, make_receipt, verify_receipt
-from ._tiles import TileDirectory, TileError, TileReader, parse_tile_path, tile_path
-from ._verify import LogReport, verify_directory
+from daemon.tlog._receipt import (
+    RECEIPT_FORMAT,
+    ReceiptReport,
+    encode_receipt,
+    make_receipt,
+    verify_receipt,
+)
+from daemon.tlog._tiles import TileDirectory, TileError, TileReader, parse_tile_path, tile_path
+from daemon.tlog._verify import LogReport, verify_directory
 
 __all__ = [
     "CHECKPOINT_FILE",

@@ -22,8 +22,8 @@ from typing import Final
 
 import attrs
 
-from ._merkle import HASH_SIZE
-from ._note import (
+from daemon.tlog._merkle import HASH_SIZE
+from daemon.tlog._note import (
     SIG_COSIGNATURE,
     NoteError,
     OpenedNote,

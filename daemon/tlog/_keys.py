@@ -20,7 +20,7 @@ import socket
 import stat
 from pathlib import Path
 
-from ._note import KeyFormatError, SignerKey, valid_key_name
+from daemon.tlog._note import KeyFormatError, SignerKey, valid_key_name
 
 
 class KeyFileError(Exception):

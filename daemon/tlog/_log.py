@@ -39,8 +39,8 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Final
 
-from ._checkpoint import Checkpoint, CheckpointError, open_checkpoint
-from ._merkle import (
+from daemon.tlog._checkpoint import Checkpoint, CheckpointError, open_checkpoint
+from daemon.tlog._merkle import (
     HASH_SIZE,
     ProofRangeError,
     consistency_proof,
@@ -48,8 +48,8 @@ from ._merkle import (
     leaf_hash,
     tree_root,
 )
-from ._note import SignerKey
-from ._tiles import (
+from daemon.tlog._note import SignerKey
+from daemon.tlog._tiles import (
     ENTRIES,
     MAX_ENTRY_BYTES,
     TILE_WIDTH,

@@ -23,9 +23,9 @@ from typing import Any
 
 import attrs
 
-from ._checkpoint import Checkpoint, CheckpointError, open_checkpoint
-from ._merkle import EMPTY_ROOT, verify_consistency
-from ._note import VerifierKey, b64encode
+from daemon.tlog._checkpoint import Checkpoint, CheckpointError, open_checkpoint
+from daemon.tlog._merkle import EMPTY_ROOT, verify_consistency
+from daemon.tlog._note import VerifierKey, b64encode
 
 #: ``prove(old_size, new_size)`` → consistency proof hashes (may raise on failure).
 Prover = Callable[[int, int], list[bytes]]

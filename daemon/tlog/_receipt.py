@@ -17,7 +17,7 @@ Rules (the contract):
    under the checkpoint's root.
 3. Verification never raises for a bad receipt: it returns a :class:`ReceiptReport`.
 4. The receipt is the typed :class:`Receipt`, read and written through one converter
-   (:data:`RECEIPTS`, :func:`daemon._exact.exact_converter`): :func:`read_receipt` checks the
+   (:data:`RECEIPTS`, :func:`daemon.wire._exact.exact_converter`): :func:`read_receipt` checks the
    exact key set first (one refusal naming the keys), then the fields, and when several fail
    names the first in :data:`Receipt.CHECK_ORDER` (``format``, ``log_index``, ``tree_size``,
    ``inclusion_proof``, then ``line``/``checkpoint``). Integers are exact (booleans and
@@ -34,10 +34,22 @@ from typing import Annotated, Any, ClassVar, Final
 import attrs
 from cattrs.errors import ClassValidationError
 
-from .._exact import FieldError, Rule, exact_converter, exact_keys, first_failure, wire_names
-from ._checkpoint import CheckpointError, SignedCheckpoint, count_cosignatures, open_checkpoint
-from ._merkle import leaf_hash, verify_inclusion
-from ._note import VerifierKey, b64decode, b64encode
+from daemon.tlog._checkpoint import (
+    CheckpointError,
+    SignedCheckpoint,
+    count_cosignatures,
+    open_checkpoint,
+)
+from daemon.tlog._merkle import leaf_hash, verify_inclusion
+from daemon.tlog._note import VerifierKey, b64decode, b64encode
+from daemon.wire._exact import (
+    FieldError,
+    Rule,
+    exact_converter,
+    exact_keys,
+    first_failure,
+    wire_names,
+)
 
 RECEIPT_FORMAT: Final = "evidenced-receipt-v1"
 MAX_RECEIPT_BYTES: Final = 8 * 1024 * 1024

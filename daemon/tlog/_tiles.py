@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Final
 
-from ._merkle import HASH_SIZE, reduce_perfect, root_from_perfect_subtrees
+from daemon.tlog._merkle import HASH_SIZE, reduce_perfect, root_from_perfect_subtrees
 
 TILE_HEIGHT: Final = 8
 TILE_WIDTH: Final = 1 << TILE_HEIGHT

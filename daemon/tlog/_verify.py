@@ -30,12 +30,12 @@ from typing import Any, Final
 
 import attrs
 
-from ._checkpoint import Checkpoint, CheckpointError, open_checkpoint
-from ._log import CHECKPOINT_FILE
-from ._merkle import HASH_SIZE, leaf_hash, verify_consistency
-from ._merkle import consistency_proof as make_consistency_proof
-from ._note import VerifierKey
-from ._tiles import (
+from daemon.tlog._checkpoint import Checkpoint, CheckpointError, open_checkpoint
+from daemon.tlog._log import CHECKPOINT_FILE
+from daemon.tlog._merkle import HASH_SIZE, leaf_hash, verify_consistency
+from daemon.tlog._merkle import consistency_proof as make_consistency_proof
+from daemon.tlog._note import VerifierKey
+from daemon.tlog._tiles import (
     ENTRIES,
     TILE_WIDTH,
     TileDirectory,

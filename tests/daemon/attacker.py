@@ -26,7 +26,7 @@ import sys
 import time
 from typing import Any
 
-from daemon._protocol import MAGIC, encode_header
+from daemon.wire._protocol import MAGIC, encode_header
 
 
 def frame(header: dict[str, Any]) -> bytes:

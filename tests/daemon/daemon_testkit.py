@@ -17,7 +17,7 @@ from typing import Any
 
 import testdata
 
-from daemon._protocol import MAGIC, encode_header
+from daemon.wire._protocol import MAGIC, encode_header
 from session import (
     BoundProposition,
     BytesDigestMechanism,

@@ -6,7 +6,7 @@ Imported as ``retention_kit`` (conftest puts this folder on the path).
   over HTTP: boto3 is never mocked); :func:`use_s3` points boto3 at it through the
   environment, exactly as an operator would (``AWS_ENDPOINT_URL_S3``, keys, region).
 * :class:`LogWriter` writes a chain-valid audit log whose ``daemon_start`` and ``decision``
-  lines have the fields the daemon writes (``daemon/retention/_fields.py``): it evaluates each
+  lines have the fields the daemon writes (``daemon/audit/_fields.py``): it evaluates each
   pair exactly as the server does (fresh store + session), stores the evidence in a retention
   store, and seals each line with the audit format's own :func:`render_line`. Ten thousand
   decisions take a second, where a daemon round trip per decision would take many.
@@ -28,12 +28,12 @@ from typing import Any
 import attrs
 
 import session._plugins as plugins
-from daemon._audit import GENESIS, render_line
-from daemon._config import create_mechanism
-from daemon._describe import catalog_entry as _catalog_entry
-from daemon._pipeline import decision_id as _decision_id
+from daemon.audit._audit import GENESIS, render_line
+from daemon.audit._fields import decision_fields, session_config_entry
+from daemon.config._config import create_mechanism
+from daemon.config._describe import catalog_entry as _catalog_entry
 from daemon.retention import RetentionStore
-from daemon.retention._fields import decision_fields, session_config_entry
+from daemon.server._pipeline import decision_id as _decision_id
 from session import (
     BoundProposition,
     EvidenceBounds,

@@ -10,7 +10,7 @@ import pytest
 import trio
 
 from daemon import GENESIS, AuditLog, AuditLogCorrupt, AuditLogError, AuditRef, tail, verify_log
-from daemon._audit import render_line, seal
+from daemon.audit._audit import render_line, seal
 
 
 async def write_log(path: Path, count: int, **options: object) -> None:

@@ -22,7 +22,7 @@ from daemon import (
     tail,
     verify_log,
 )
-from daemon._protocol import (
+from daemon.wire._protocol import (
     ClientConnection,
     Decision,
     HelloAccepted,

@@ -1,6 +1,6 @@
 """Write faults inside the audit log writer, with a fault-injecting file wrapper.
 
-:class:`FailingDisk` is a :class:`~daemon._audit.FileOps` that really writes to the real file
+:class:`FailingDisk` is a :class:`~daemon.audit._audit.FileOps` that really writes to the real file
 until its budget of bytes is spent, then writes what fits (a partial write) and fails with
 ``ENOSPC``, as a full disk does; ``fsync`` can be made to fail with ``EIO``. Everything else
 (the file, truncation, the writer task, trio) is real.
@@ -17,7 +17,7 @@ import pytest
 import trio
 
 from daemon import AuditLog, AuditLogError, verify_log
-from daemon._audit import FileOps
+from daemon.audit._audit import FileOps
 
 
 class FailingDisk(FileOps):

@@ -174,7 +174,7 @@ async def test_rewritten_line_at_the_sidecar_point_is_refused(tmp_path: Path) ->
     record = json.loads(sidecar.read_bytes())
     del record["line_digest"]
     record["head"] = "sha256:" + "ab" * 32
-    from daemon._audit_format import render_line
+    from daemon.audit._audit_format import render_line
 
     sidecar.write_bytes(render_line(record) + b"\n")  # a consistent, re-sealed forgery
     before = listing(tmp_path)

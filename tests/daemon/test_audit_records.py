@@ -21,9 +21,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from daemon import AuditLog, HostedSession, RejectedError, open_client, open_server
-from daemon._audit import FileOps
-from daemon._audit_format import parse_sealed, render_line
-from daemon._audit_records import (
+from daemon.audit._audit import FileOps
+from daemon.audit._audit_format import parse_sealed, render_line
+from daemon.audit._audit_records import (
     LINE_KINDS,
     AuditRecordError,
     AuditRotatedLine,
@@ -37,8 +37,8 @@ from daemon._audit_records import (
     read_record,
     record_fields,
 )
-from daemon._config import parse_config
-from daemon._reload import Reloader
+from daemon.config._config import parse_config
+from daemon.server._reload import Reloader
 from session import BytesDigestMechanism
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from daemon import ConfigError, default_sessions, load_config
-from daemon._config import parse_address, parse_config
+from daemon.config._config import parse_address, parse_config
 
 
 def parse(text: str) -> object:
@@ -138,9 +138,9 @@ def test_the_schema_defaults_are_the_embedded_default_and_the_server_defaults() 
     """Three places state the defaults (the schema, default.toml, ServerConfig): one truth."""
     import tomllib
 
-    from daemon._config import default_config_text
-    from daemon._config_schema import CONFIG_CONVERTER, AuditTable, ServerTable
-    from daemon._hosting import ServerConfig
+    from daemon.config._config import default_config_text
+    from daemon.config._config_schema import CONFIG_CONVERTER, AuditTable, ServerTable
+    from daemon.config._hosting import ServerConfig
 
     embedded = tomllib.loads(default_config_text())
     server_table = CONFIG_CONVERTER.unstructure(ServerTable())

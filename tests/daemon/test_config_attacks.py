@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from daemon import ConfigError, load_config
-from daemon._config import parse_config
+from daemon.config._config import parse_config
 
 
 @pytest.mark.parametrize(

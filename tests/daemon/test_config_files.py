@@ -14,7 +14,7 @@ import clirun
 import pytest
 
 from daemon import ConfigError, load_config
-from daemon._config import parse_config
+from daemon.config._config import parse_config
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "descriptor"
 POLICY = (FIXTURES / "policy-public-minimal.apl").read_text()
@@ -118,7 +118,7 @@ def test_config_check_builds_the_mechanisms_too(tmp_path: Path) -> None:
 
 
 def test_config_default_prints_the_embedded_text_raw_only_when_asked(tmp_path: Path) -> None:
-    from daemon._config import default_config_text
+    from daemon.config._config import default_config_text
 
     result = clirun.in_process(["config", "default"])
     assert result.returncode == 0 and result.document()["text"] == default_config_text()

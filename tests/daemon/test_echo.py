@@ -9,7 +9,7 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from daemon._echo import ECHO_LIMIT, MESSAGE_LIMIT, bounded_message, echo
+from daemon.wire._echo import ECHO_LIMIT, MESSAGE_LIMIT, bounded_message, echo
 
 
 @given(st.text(max_size=3000) | st.binary(max_size=300))

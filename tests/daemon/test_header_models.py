@@ -19,10 +19,10 @@ import testdata
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from daemon import _protocol as protocol
-from daemon._binding import BindingWireError, binding_from_wire
-from daemon._header_fields import HEADERS, MAX_REQUEST_ID, MAX_SIZE
-from daemon._protocol import (
+from daemon.wire import _protocol as protocol
+from daemon.wire._binding import BindingWireError, binding_from_wire
+from daemon.wire._header_fields import HEADERS, MAX_REQUEST_ID, MAX_SIZE
+from daemon.wire._protocol import (
     ERROR_CODES,
     CheckpointNote,
     CheckpointRequest,

@@ -17,7 +17,7 @@ import pytest
 from daemon_testkit import HELLO, bytes_binding
 
 from daemon import HostedSession, open_client, open_server
-from daemon._protocol import (
+from daemon.wire._protocol import (
     MAGIC,
     MAX_HEADER_DEPTH,
     ErrorCode,

@@ -13,7 +13,7 @@ from http_testkit import LiveDaemon, atom, json_body
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from daemon._echo import echo
+from daemon.wire._echo import echo
 
 SUBMIT = "/v1/sessions/formation/decisions"
 BOUNDARY = "XyZ"

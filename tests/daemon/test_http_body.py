@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from daemon._http_body import BodyParser, SubmitBody, body_limit, body_parser
-from daemon._http_errors import HttpRefusal
-from daemon._protocol import ErrorCode
+from daemon.server._http_body import BodyParser, SubmitBody, body_limit, body_parser
+from daemon.server._http_errors import HttpRefusal
+from daemon.wire._protocol import ErrorCode
 
 BINDING = {"subject_id": "s", "predicate": "p"}
 BOUNDARY = "------------------------d74496d66958873e"

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from daemon._http_codec import (
+from daemon.server._http_codec import (
     CLOSED,
     END_OF_BODY,
     NEED_DATA,
@@ -14,8 +14,8 @@ from daemon._http_codec import (
     RequestHead,
     Route,
 )
-from daemon._http_errors import HttpRefusal
-from daemon._protocol import ErrorCode
+from daemon.server._http_errors import HttpRefusal
+from daemon.wire._protocol import ErrorCode
 
 SUBMIT = b"POST /v1/sessions/formation/decisions HTTP/1.1\r\nHost: x\r\n"
 

@@ -25,10 +25,10 @@ from daemon import (
     open_client,
     open_server,
 )
-from daemon._http_config import HttpConfig
-from daemon._security import ExposureRefused, ListenerSecurity
-from daemon._tls import TlsConfig
-from daemon._tokens import token_line
+from daemon.config._http_config import HttpConfig
+from daemon.config._security import ExposureRefused, ListenerSecurity
+from daemon.config._tls import TlsConfig
+from daemon.config._tokens import token_line
 
 TOKEN = "s3cret-token-of-the-ci-runner-0123456789ab"
 

@@ -9,8 +9,8 @@ from collections import Counter
 import testdata
 from prometheus_client.parser import text_string_to_metric_families
 
-from daemon._metrics import LISTENERS, OUTCOMES, STAGES, ServerMetrics
-from daemon._protocol import ErrorCode
+from daemon.server._metrics import LISTENERS, OUTCOMES, STAGES, ServerMetrics
+from daemon.wire._protocol import ErrorCode
 
 DOC = (testdata.REPO / "docs" / "metrics.md").read_text("utf-8")
 

@@ -16,9 +16,9 @@ import trio
 from daemon_testkit import frame
 
 from daemon import open_client, open_server
-from daemon._audit import tail
-from daemon._hosting import HostedSession
-from daemon._noise import MAX_PEERS, NoiseLedger
+from daemon.audit._audit import tail
+from daemon.config._hosting import HostedSession
+from daemon.server._noise import MAX_PEERS, NoiseLedger
 from session import BytesDigestMechanism
 
 PROBE = b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n"

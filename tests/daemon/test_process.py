@@ -25,7 +25,7 @@ import trio
 from daemon_testkit import FORMATION_FIXTURES, ROOT, binding_for, formation_pair
 
 from daemon import ClientError, open_client, verify_log
-from daemon._audit import tail
+from daemon.audit._audit import tail
 from mechanism.formation import formation_binding
 
 CLI = [sys.executable, "-m", "daemon.cli"]

@@ -10,7 +10,7 @@ from daemon_testkit import HELLO, bytes_binding, frame
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from daemon._protocol import (
+from daemon.wire._protocol import (
     CLOSED,
     MAGIC,
     NEED_DATA,

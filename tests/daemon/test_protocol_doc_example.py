@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from daemon._binding import binding_from_wire
-from daemon._protocol import (
+from daemon.wire._binding import binding_from_wire
+from daemon.wire._protocol import (
     NEED_DATA,
     ClientConnection,
     Evidence,

@@ -11,7 +11,8 @@ from daemon_testkit import HELLO, bytes_binding
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from daemon._protocol import (
+from daemon.protocol import LocalProtocolError
+from daemon.wire._protocol import (
     NEED_DATA,
     ClientConnection,
     Decision,
@@ -28,7 +29,6 @@ from daemon._protocol import (
     SessionList,
     Submit,
 )
-from daemon.protocol import LocalProtocolError
 
 ACCEPTED = HelloAccepted(1, "evidenced/test", {})
 EVIDENCE = b"evidence"

@@ -1,4 +1,4 @@
-"""``evidenced replay``: every outcome of daemon/retention/_replay.py, the refusals of
+"""``evidenced replay``: every outcome of daemon/replay/_replay.py, the refusals of
 _replay_run.py, selection, the process pool, both store backends and a 10,000-decision log.
 
 Logs are written the daemon's way by ``retention_kit.LogWriter`` (real mechanisms, real

@@ -15,7 +15,8 @@ import pytest
 from daemon_testkit import bytes_binding, sha
 
 from daemon import HostedSession, open_client, open_server, verify_log
-from daemon._report import (
+from daemon.audit._synthetic import synthetic_lines, write_synthetic_log
+from daemon.commands._report import (
     MAX_BINS,
     MAX_KEYS,
     Aggregator,
@@ -23,8 +24,7 @@ from daemon._report import (
     aggregate,
     parse_instant,
 )
-from daemon._report_html import render_report_html
-from daemon._synthetic import synthetic_lines, write_synthetic_log
+from daemon.commands._report_html import render_report_html
 from session import BytesDigestMechanism
 
 

@@ -26,7 +26,7 @@ from daemon_testkit import bytes_binding, formation_pair, sha
 from retention_kit import moto_server, raw_s3_client, s3_environment, use_s3
 
 from daemon import HostedSession, RejectedError, open_client, open_server, tail, verify_log
-from daemon._config import ConfigError, parse_config
+from daemon.config._config import ConfigError, parse_config
 from daemon.retention import FilesystemStore, name_of, parse_spec
 from daemon.retention._policy import RetentionPolicy
 from mechanism.formation import FormationPathCertificateMechanism, formation_binding

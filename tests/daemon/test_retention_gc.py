@@ -1,4 +1,4 @@
-"""``evidenced store gc``: the window rules of daemon/retention/_gc.py — never an object
+"""``evidenced store gc``: the window rules of daemon/replay/_gc.py — never an object
 referenced by a line newer than the cut-off, never one younger than the grace, nothing at all
 in a dry run or for a log that does not verify — on both backends."""
 
@@ -17,8 +17,8 @@ import pytest
 from daemon_testkit import bytes_binding
 from retention_kit import LogWriter, moto_server, use_s3
 
+from daemon.replay._gc import GcRefused, Limits, collect
 from daemon.retention import FilesystemStore, name_of, open_store
-from daemon.retention._gc import GcRefused, Limits, collect
 from daemon.retention._units import parse_age, parse_size
 
 DAY = 86400.0

@@ -36,7 +36,7 @@ from daemon import (
     tail,
     verify_log,
 )
-from daemon._protocol import MAGIC, ClientConnection, ErrorResponse, encode_header
+from daemon.wire._protocol import MAGIC, ClientConnection, ErrorResponse, encode_header
 from mechanism.formation import FormationPathCertificateMechanism, formation_binding
 from session import BytesDigestMechanism, EvidenceBounds
 
@@ -598,7 +598,7 @@ async def test_mutated_requests_never_crash_the_server(config: dict[str, Any]) -
     or a closed-vocabulary error (or the connection closes), and the server stays healthy."""
     import random
 
-    from daemon._protocol import ERROR_CODES, Decision, HelloAccepted
+    from daemon.wire._protocol import ERROR_CODES, Decision, HelloAccepted
 
     valid = HELLO + frame(
         {

@@ -40,7 +40,7 @@ from daemon import (
     tail,
     verify_log,
 )
-from daemon._protocol import ClientConnection, ErrorResponse
+from daemon.wire._protocol import ClientConnection, ErrorResponse
 from mechanism.formation import FormationPathCertificateMechanism, formation_binding
 from session import (
     BoundProposition,

@@ -30,7 +30,7 @@ import pytest
 from daemon_testkit import ROOT, bytes_binding
 
 from daemon import open_client
-from daemon._audit import tail
+from daemon.audit._audit import tail
 from session import EvidenceBounds
 
 CLI = [sys.executable, "-m", "daemon.cli"]

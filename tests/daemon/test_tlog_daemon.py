@@ -14,9 +14,9 @@ import trio
 from daemon_testkit import bytes_binding
 
 from daemon import HostedSession, RejectedError, open_client, open_server
-from daemon._receipts import fetch_receipt
-from daemon._transparency import TransparencyConfig, TransparencyStartError
+from daemon.audit._transparency import TransparencyConfig, TransparencyStartError
 from daemon.cli import main as cli_main
+from daemon.client._receipts import fetch_receipt
 from daemon.tlog import (
     SignerKey,
     encode_receipt,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon._transparency import (
+from daemon.audit._transparency import (
     TransparencyConfig,
     TransparencyStartError,
     audit_files,
@@ -43,7 +43,7 @@ def test_lines_are_read_backwards_forwards_and_across_rotated_files(tmp_path: Pa
 def test_forward_rebuild_over_the_tail_limit(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import daemon._transparency as module
+    import daemon.audit._transparency as module
 
     monkeypatch.setattr(module, "_TAIL_LIMIT", 10)
     log = tmp_path / "audit.jsonl"
@@ -54,7 +54,7 @@ def test_forward_rebuild_over_the_tail_limit(
 def test_missing_rotated_files_leave_the_rebuild_short(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import daemon._transparency as module
+    import daemon.audit._transparency as module
 
     monkeypatch.setattr(module, "_TAIL_LIMIT", 10)
     log = tmp_path / "audit.jsonl"
@@ -107,7 +107,7 @@ def test_bad_checkpoint_interval_is_refused(interval: object) -> None:
 
 
 def test_a_long_torn_tail_is_never_a_line(tmp_path: Path) -> None:
-    import daemon._transparency as module
+    import daemon.audit._transparency as module
 
     log = tmp_path / "audit.jsonl"
     lines = write_log(log, 1, 50)

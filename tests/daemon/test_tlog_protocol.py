@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from daemon import RejectedError, default_sessions, open_client, open_server
-from daemon._protocol import (
+from daemon.wire._protocol import (
     CheckpointNote,
     CheckpointRequest,
     ClientConnection,

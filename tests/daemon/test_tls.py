@@ -10,7 +10,13 @@ import pytest
 import trio
 import trustme
 
-from daemon._tls import TlsConfig, TlsConfigError, client_context, peer_identity, server_context
+from daemon.config._tls import (
+    TlsConfig,
+    TlsConfigError,
+    client_context,
+    peer_identity,
+    server_context,
+)
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon._tokens import (
+from daemon.config._tokens import (
     TokenFileError,
     TokenStore,
     bearer_token,

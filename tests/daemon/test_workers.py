@@ -23,8 +23,8 @@ import trio
 from daemon_testkit import ROOT, bytes_binding
 
 from daemon import ClientError, SubmitResult, open_client, verify_log
-from daemon._config import ConfigError, parse_config
 from daemon.cli import main as cli_main
+from daemon.config._config import ConfigError, parse_config
 from daemon.tlog import (
     VerifierKey,
     encode_receipt,

@@ -769,8 +769,8 @@ def _schemas_from_bytes(data: bytes) -> object:
 
 
 def _daemon_cases() -> list[Case]:
-    from daemon._config import ConfigError, parse_config
-    from daemon._protocol import ProtocolError, ServerConnection, decode_header, encode_frame
+    from daemon.config._config import ConfigError, parse_config
+    from daemon.wire._protocol import ProtocolError, ServerConnection, decode_header, encode_frame
 
     @_refusing(ProtocolError)
     def header(data: bytes) -> object:

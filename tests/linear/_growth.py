@@ -21,7 +21,7 @@ Rules of one measurement (:func:`growth_ratio`):
 * a ratio above :data:`MAX_RATIO` is measured again, up to twice (:data:`ATTEMPTS`): noise
   does not repeat, a super-linear parser does (256 times is far above 24 whatever the load);
 * the process's allocator keeps large blocks in its heap, as the daemon's evaluation workers
-  do (``daemon._resources.keep_heap``): otherwise each large call maps, faults in and unmaps
+  do (``daemon.server._resources.keep_heap``): otherwise each large call maps, faults in and unmaps
   its buffers (377 page faults per 256 KiB header refusal, none at 16 KiB), a kernel cost
   that grows with the machine's load, not with the parser, and pushed a linear parser's
   ratio from ~14 alone to 24-25 in a loaded full suite.
@@ -94,7 +94,7 @@ def measure(case: Case) -> dict[str, object]:
 
 
 def main() -> None:
-    from daemon._resources import keep_heap
+    from daemon.server._resources import keep_heap
 
     keep_heap()
     print(json.dumps({case.name: measure(case) for case in all_cases() if case.growth}))

@@ -1,0 +1,983 @@
+"""The hash-chained, durable, append-only audit log (format: ``docs/audit-log.md``).
+
+Rules (the contract):
+
+1. One line per event: every decision and every refused request, plus ``daemon_start``,
+   ``daemon_stop`` and the log's own events (``audit_overflow``, ``audit_recovered``,
+   ``torn_tail_removed``, ``audit_rotated``). Line format, seal and chain:
+   :mod:`daemon.audit._audit_format`; evidence bytes are never logged, only ``{digest, size}``.
+2. Durability. With ``durability="fsync"`` (default) :meth:`AuditLog.record` returns only when
+   the line's bytes are written *and* ``fsync``-ed; concurrent records share one
+   write+fsync (group commit). ``"write"`` returns after ``write(2)``; ``"none"`` once the
+   line is queued. ``record`` returns the line's :class:`AuditRef` (``seq``, digest).
+   :attr:`AuditLog.durable` is the last line that met the policy (what ``health`` reports:
+   an anchor taken from it is never rolled back by a crash).
+3. Overflow. At most ``max_pending`` lines wait for the writer. ``overflow="block"`` (default)
+   makes :meth:`record` wait for room; ``overflow="drop"`` drops the line, counts it, and
+   writes an ``audit_overflow`` line with the count once there is room: never silent.
+4. Start-up (:meth:`AuditLog.open`): :mod:`daemon.audit._audit_startup` (safe open, sidecar,
+   verification of the unverified part only, torn tail moved aside and recorded with a
+   ``torn_tail_removed`` line). A broken file raises :class:`AuditLogCorrupt`; it is never
+   repaired. The file is locked (``flock``) against a second writer.
+5. Faults. A failed or partial write (or ``fsync``) truncates the file back to the end of the
+   last durable line, fails the records of that batch and of every line rendered after it,
+   and puts the log in an *outage*: every :meth:`record` raises :class:`AuditLogError` at
+   once (counted per event) and :attr:`failure_reason` says why. The writer retries with
+   exponential backoff (``retry_initial`` … ``retry_max`` seconds): once the file system has
+   :data:`RESUME_HEADROOM` free, it cuts any partial bytes back and appends one
+   ``audit_recovered`` line (the outage's first error and time, requests refused, lines
+   lost, attempts, bytes truncated); once that line is durable the log serves again.
+   Nothing rendered during an outage is ever written, so ``seq`` has no gap.
+6. Rotation (``rotate_bytes`` > 0, or :meth:`rotate`): when the current file has reached
+   ``rotate_bytes``, the next line goes to a new file that starts with an ``audit_rotated``
+   line naming the previous file's archive name, final ``seq`` and head; ``seq`` continues
+   across files. Files: :mod:`daemon.audit._audit_files` rule 4.
+7. Sidecar. After every ``checkpoint_bytes`` of durable lines, after a rotation and at a
+   clean close, ``LOG.head`` records the durable end (``fsync`` first), so the next start
+   verifies only what came after it.
+8. :meth:`close` flushes, fsyncs, writes the sidecar and releases the file; it never raises
+   for a write failure: :attr:`failure_reason` tells the caller the close was not clean.
+9. Transparency log (``docs/spec/transparency.md §6.2``): with :attr:`AuditLog.transparency`
+   attached, every line becomes a leaf right after it is durable, in the writer thread of
+   the same group commit (the outage-recovery line too); a checkpoint is signed after a
+   flush when one is due, when the interval of unsigned leaves runs out, and at
+   :meth:`close`. A tile that cannot be written degrades the transparency log only.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import enum
+import errno
+import math
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
+from pathlib import Path
+from typing import Any, Final, TypeVar
+
+import attrs
+import orjson
+import structlog
+import trio
+
+from daemon.audit._audit_files import (
+    AuditLogInUse,
+    Checkpoint,
+    TornTail,
+    archive_path,
+    create_next_file,
+    install_next_file,
+    is_same_file,
+    write_checkpoint,
+)
+from daemon.audit._audit_format import (
+    GENESIS,
+    MAX_LINE_BYTES,
+    ROTATED_EVENT,
+    Anchor,
+    AuditLogError,
+    AuditRef,
+    parse_anchor,
+    render_line,
+    seal,
+)
+from daemon.audit._audit_startup import AuditLogCorrupt, Opened, open_verified
+from daemon.audit._audit_verify import VerifyReport, tail, verify_log
+from daemon.tlog import TransparencyLog
+
+__all__ = [
+    "GENESIS",
+    "MAX_LINE_BYTES",
+    "Anchor",
+    "AuditLog",
+    "AuditLogCorrupt",
+    "AuditLogError",
+    "AuditLogInUse",
+    "AuditRef",
+    "Durability",
+    "FileOps",
+    "Overflow",
+    "VerifyReport",
+    "parse_anchor",
+    "render_line",
+    "seal",
+    "tail",
+    "verify_log",
+]
+
+#: Events that answer a request: when one cannot be written the request is refused.
+REQUEST_EVENTS: Final = frozenset({"decision", "refusal"})
+DEFAULT_CHECKPOINT_BYTES: Final = 4 * 1024 * 1024
+#: An outage ends only when the file system has this much room (statvfs), so a nearly full
+#: disk does not flap between serving and refusing; then one line must be written and synced.
+RESUME_HEADROOM: Final = 64 * 1024
+T = TypeVar("T")
+
+
+class Durability(enum.Enum):
+    FSYNC = "fsync"
+    WRITE = "write"
+    NONE = "none"
+
+
+class Overflow(enum.Enum):
+    BLOCK = "block"
+    DROP = "drop"
+
+
+class FileOps:
+    """The system calls the writer makes on the log file: the seam where tests put a
+    fault-injecting wrapper (a partial write, ``ENOSPC``, ``EIO`` from ``fsync``)."""
+
+    def write(self, fd: int, data: memoryview) -> int:
+        return os.write(fd, data)
+
+    def fsync(self, fd: int) -> None:
+        os.fsync(fd)
+
+
+class _Chain:
+    """structlog processor (before the renderer): ``seq`` and ``prev`` for the next line."""
+
+    def __init__(self, seq: int, head: str) -> None:
+        self.seq = seq
+        self.head = head
+
+    def __call__(self, logger: Any, method: str, event: MutableMapping[str, Any]) -> Any:
+        event["seq"] = self.seq + 1
+        event["prev"] = self.head
+        return event
+
+
+class _Seal:
+    """structlog processor (after the renderer): appends ``line_digest`` and advances the
+    chain, only once the line is fully rendered (a failed render leaves no gap)."""
+
+    def __init__(self, chain: _Chain) -> None:
+        self.chain = chain
+
+    def __call__(self, logger: Any, method: str, body: Any) -> Any:
+        line, digest = seal(body)
+        self.chain.seq += 1
+        self.chain.head = digest
+        return line
+
+
+_RESERVED: Final = frozenset({"seq", "prev", "line_digest", "timestamp"})
+
+
+class _Signal:
+    """A one-shot event (like ``trio.Event``) whose waiters may choose to be uncancellable:
+    :meth:`AuditLog.record_shielded` waits on it as a shielded ``record`` would, without the
+    cost of a cancel scope per line."""
+
+    __slots__ = ("_set", "_tasks")
+
+    def __init__(self) -> None:
+        self._set = False
+        self._tasks: set[trio.lowlevel.Task] = set()
+
+    def set(self) -> None:
+        if not self._set:
+            self._set = True
+            for task in self._tasks:
+                trio.lowlevel.reschedule(task)
+            self._tasks.clear()
+
+    async def wait(self, *, cancellable: bool = True) -> None:
+        if self._set:
+            if cancellable:
+                await trio.lowlevel.checkpoint()
+            else:
+                await trio.lowlevel.cancel_shielded_checkpoint()
+            return
+        task = trio.lowlevel.current_task()
+        self._tasks.add(task)
+
+        def abort(_: Any) -> trio.lowlevel.Abort:
+            if not cancellable:
+                return trio.lowlevel.Abort.FAILED  # woken only by set()
+            self._tasks.discard(task)
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        await trio.lowlevel.wait_task_rescheduled(abort)
+
+
+@attrs.define
+class _Batch:
+    """Lines written together. ``archive``: rotate before writing (the current file gets
+    that name, these lines start the next file). ``last``: the batch's last line."""
+
+    lines: list[bytes] = attrs.field(factory=list)
+    done: _Signal = attrs.field(factory=_Signal)
+    error: BaseException | None = None
+    archive: Path | None = None
+    last: AuditRef | None = None
+    nbytes: int = 0
+
+
+@attrs.define
+class _Outage:
+    """An audit outage: since when, why, and what it cost (rule 5)."""
+
+    error: str
+    since: str
+    last_error: str
+    backoff: float
+    refused: int = 0
+    lost: int = 0
+    attempts: int = 0
+    truncated_bytes: int = 0
+    unrecorded: collections.Counter[str] = attrs.field(factory=collections.Counter)
+
+    def reason(self) -> str:
+        return (
+            f"audit log cannot be written since {self.since}: {self.last_error}; "
+            f"{self.refused} requests refused so far; retrying"
+        )
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "error": self.error,
+            "last_error": self.last_error,
+            "since": self.since,
+            "refused": self.refused,
+            "lost": self.lost,
+            "attempts": self.attempts,
+            "truncated_bytes": self.truncated_bytes,
+        }
+
+    def recovered_fields(self) -> dict[str, Any]:
+        return {
+            "error": self.error,
+            "failed_at": self.since,
+            "refused": self.refused,
+            "lost": self.lost,
+            "unrecorded": dict(sorted(self.unrecorded.items())),
+            "attempts": self.attempts,
+            "truncated_bytes": self.truncated_bytes,
+        }
+
+
+def _describe(error: BaseException) -> str:
+    if isinstance(error, OSError) and error.strerror:
+        code = errno.errorcode.get(error.errno or 0, str(error.errno))
+        return f"{error.strerror} ({code})"
+    return str(error) or type(error).__name__
+
+
+def _event_of(line: bytes) -> str:
+    try:
+        event = orjson.loads(line).get("event")
+    except (orjson.JSONDecodeError, AttributeError):
+        return "?"
+    return event if isinstance(event, str) else "?"
+
+
+def _now() -> str:
+    stamper = structlog.processors.TimeStamper(fmt="iso", utc=True, key="t")
+    stamped: str = stamper(None, "info", {})["t"]
+    return stamped
+
+
+class AuditLog:
+    """The daemon's audit log. Create with :meth:`open`, run :meth:`run` in a nursery, then
+    ``await record(...)``; :meth:`close` flushes, fsyncs and writes nothing more."""
+
+    def __init__(
+        self,
+        path: Path,
+        opened: Opened,
+        *,
+        durability: Durability,
+        overflow: Overflow,
+        max_pending: int,
+        rotate_bytes: int = 0,
+        checkpoint_bytes: int = DEFAULT_CHECKPOINT_BYTES,
+        retry_initial: float = 0.05,
+        retry_max: float = 1.0,
+        file_ops: FileOps | None = None,
+    ) -> None:
+        self.path = path
+        self._ops = file_ops or FileOps()
+        self._fd: int | None = opened.fd
+        self.durability = durability
+        self.overflow = overflow
+        self.max_pending = max_pending
+        self.rotate_bytes = rotate_bytes
+        self._chain = _Chain(opened.seq, opened.head)
+        # structlog's processor chain, run directly (as a bound logger would, minus the
+        # per-call proxy binding and any global structlog configuration, e.g. a level filter).
+        self._processors: tuple[Any, ...] = (
+            structlog.processors.TimeStamper(fmt="iso", utc=True, key="timestamp"),
+            self._chain,
+            structlog.processors.JSONRenderer(serializer=orjson.dumps, option=orjson.OPT_SORT_KEYS),
+            _Seal(self._chain),
+        )
+        self._durable = AuditRef(opened.seq, opened.head)
+        self._size = opened.size  # durable bytes of the current file
+        self._file_first_seq = opened.first_seq  # of the current file on disk
+        self._file_bytes = opened.size  # rendered bytes of the current file (rotation)
+        self._render_first_seq = opened.first_seq  # of the file being rendered into
+        self._rotate_at = rotate_bytes if rotate_bytes > 0 else sys.maxsize
+        self._checkpoint_every = max(1, checkpoint_bytes)
+        self._checkpointed = opened.checkpoint_offset
+        self._retry = (retry_initial, retry_max)
+        self._batch = _Batch()
+        self._sealed: list[_Batch] = []
+        self._wakeup = trio.Event()
+        self._room = _Signal()
+        self._flush_lock = trio.Lock()
+        self._closed = False
+        self._outage: _Outage | None = None
+        self._close_error: str | None = None
+        self._truncated = 0
+        self.lines_written = opened.seq - opened.first_seq + 1
+        self.dropped = 0
+        self._dropped_unreported = 0
+        self.fsyncs = 0
+        #: Called from the writer thread after each batch is written (and fsync-ed when
+        #: durable): ``(lines, seconds)`` (``daemon.server._metrics``).
+        self.on_batch: Callable[[int, float], None] | None = None
+        self.rotations = 0
+        self.recoveries = 0
+        self.checkpoint_error: str | None = None
+        self.torn_tail: TornTail | None = opened.torn
+        self.verified_from = opened.verified_from
+        #: The transparency log fed with every durable line (``docs/spec/transparency.md
+        #: §6.2``); attached by the server after :meth:`open`, ``None`` when not configured.
+        self.transparency: TransparencyLog | None = None
+        self._last_rendered = b""
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        durability: Durability | str = Durability.FSYNC,
+        overflow: Overflow | str = Overflow.BLOCK,
+        max_pending: int = 4096,
+        rotate_bytes: int = 0,
+        checkpoint_bytes: int = DEFAULT_CHECKPOINT_BYTES,
+        retry_initial: float = 0.05,
+        retry_max: float = 1.0,
+        file_ops: FileOps | None = None,
+    ) -> AuditLog:
+        """Open safely, verify what is not yet verified, trim a torn tail (recording it),
+        lock, and continue the chain (rule 4)."""
+        target = Path(path)
+        durability = Durability(durability)
+        overflow = Overflow(overflow)
+        if type(max_pending) is not int or max_pending < 1:
+            raise ValueError("max_pending must be a positive integer")
+        if type(rotate_bytes) is not int or rotate_bytes < 0:
+            raise ValueError("rotate_bytes must be a non-negative integer")
+        opened = open_verified(target)
+        log = cls(
+            target,
+            opened,
+            durability=durability,
+            overflow=overflow,
+            max_pending=max_pending,
+            rotate_bytes=rotate_bytes,
+            checkpoint_bytes=checkpoint_bytes,
+            retry_initial=retry_initial,
+            retry_max=retry_max,
+            file_ops=file_ops,
+        )
+        if opened.torn is not None:
+            try:
+                log._append_now("torn_tail_removed", opened.torn.fields())
+            except OSError as error:
+                log.close_sync()
+                raise AuditLogError(
+                    f"cannot record the torn tail moved to {opened.torn.evidence}: "
+                    f"{_describe(error)}"
+                ) from None
+        return log
+
+    # -- state
+
+    @property
+    def head(self) -> str:
+        """The digest of the last line rendered (written or pending)."""
+        return self._chain.head
+
+    @property
+    def in_tree(self) -> bool:
+        """Whether a transparency log takes every line (answers then carry ``log_index``)."""
+        return self.transparency is not None
+
+    @property
+    def last_seq(self) -> int:
+        """The ``seq`` of the last line rendered (written or pending)."""
+        return self._chain.seq
+
+    @property
+    def durable(self) -> AuditRef:
+        """The last line that met the durability policy (rule 2)."""
+        return self._durable
+
+    @property
+    def pending(self) -> int:
+        """Lines rendered but not yet durable."""
+        return self._chain.seq - self._durable.seq
+
+    @property
+    def failure_reason(self) -> str | None:
+        """Why the log cannot be written now (None when it can); after :meth:`close`, why
+        the close was not clean."""
+        if self._outage is not None:
+            return self._outage.reason()
+        return self._close_error
+
+    def status(self) -> dict[str, Any]:
+        durable = self._durable
+        return {
+            "path": str(self.path),
+            "durability": self.durability.value,
+            "overflow": self.overflow.value,
+            "lines": self.lines_written,
+            "pending": self.pending,
+            "dropped": self.dropped,
+            "head": durable.line_digest,
+            "seq": durable.seq,
+            "anchor": durable.anchor if durable.seq else None,
+            "fsyncs": self.fsyncs,
+            "failed": self._outage is not None,
+            "failure": self._outage.status() if self._outage is not None else None,
+            "rotations": self.rotations,
+        }
+
+    # -- appending
+
+    def _render(self, event: str, fields: Mapping[str, Any]) -> bytes:
+        if "event" in fields or not _RESERVED.isdisjoint(fields):
+            raise ValueError("reserved audit field")
+        line: Any = dict(fields)
+        line["event"] = event
+        for processor in self._processors:
+            line = processor(None, "info", line)
+        rendered = bytes(line) + b"\n"
+        self._file_bytes += len(rendered)
+        self._last_rendered = rendered
+        return rendered
+
+    @property
+    def last_rendered(self) -> str:
+        """The text of the line rendered last, without its newline: inside a
+        :meth:`record_answer` callback, the line the answer is for."""
+        return self._last_rendered[:-1].decode("utf-8")
+
+    async def record(self, event: str, **fields: Any) -> AuditRef | None:
+        """Append one line; return its (``seq``, digest) once the durability policy is met
+        (``None`` if the overflow policy dropped it). Raises :class:`AuditLogError`."""
+        return (await self._record(event, fields, None, cancellable=True))[0]
+
+    async def record_shielded(self, event: str, **fields: Any) -> AuditRef | None:
+        """:meth:`record` that cancellation cannot interrupt: the same as awaiting ``record``
+        inside ``trio.CancelScope(shield=True)`` (a pending cancellation is delivered at the
+        caller's next checkpoint), without a cancel scope per line."""
+        return (await self._record(event, fields, None, cancellable=False))[0]
+
+    async def record_answer(
+        self, event: str, answer: Callable[[AuditRef | None], T], /, **fields: Any
+    ) -> tuple[AuditRef | None, T]:
+        """:meth:`record_shielded` for a line whose answer must carry its place in the chain:
+        ``answer(ref)`` runs right after the line is rendered, before anything is written.
+        If it raises, the line is withdrawn (no gap, nothing logged) and the exception
+        propagates; else (ref, its result) once the line meets the durability policy."""
+        return await self._record(event, fields, answer, cancellable=False)
+
+    def _refuse(self, outage: _Outage, event: str) -> AuditLogError:
+        outage.unrecorded[event] += 1
+        if event in REQUEST_EVENTS:
+            outage.refused += 1
+        return AuditLogError(outage.reason())
+
+    async def _record(
+        self,
+        event: str,
+        fields: dict[str, Any],
+        answer: Callable[[AuditRef | None], Any] | None,
+        *,
+        cancellable: bool,
+    ) -> tuple[AuditRef | None, Any]:
+        if self._outage is not None:
+            raise self._refuse(self._outage, event)
+        if self._closed:
+            raise AuditLogError("audit log is closed")
+        while len(self._batch.lines) >= self.max_pending:
+            if self.overflow is Overflow.DROP:
+                self.dropped += 1
+                self._dropped_unreported += 1
+                return None, None if answer is None else answer(None)
+            await self._room.wait(cancellable=cancellable)
+            if self._outage is not None:
+                raise self._refuse(self._outage, event)
+            if self._closed:
+                raise AuditLogError("audit log is closed")
+        if self._dropped_unreported:
+            count, self._dropped_unreported = self._dropped_unreported, 0
+            self._batch.lines.append(
+                self._render("audit_overflow", {"dropped": count, "dropped_total": self.dropped})
+            )
+        if self._file_bytes >= self._rotate_at:
+            self._begin_rotation()
+        batch = self._batch
+        chain = self._chain
+        before = (chain.seq, chain.head, self._file_bytes)
+        batch.lines.append(self._render(event, fields))
+        ref = AuditRef(chain.seq, chain.head)
+        built = None
+        if answer is not None:
+            try:
+                built = answer(ref)
+            except BaseException:
+                batch.lines.pop()
+                chain.seq, chain.head, self._file_bytes = before
+                raise
+        self._wakeup.set()
+        if self.durability is Durability.NONE:
+            return ref, built
+        await batch.done.wait(cancellable=cancellable)
+        if batch.error is not None:
+            raise AuditLogError(f"audit log write failed: {_describe(batch.error)}")
+        return ref, built
+
+    async def record_batch(self, lines: Sequence[tuple[str, Mapping[str, Any]]]) -> list[Any]:
+        """Append the lines of another process (the sequencer, :mod:`daemon.server._sequencer`):
+        each is checked and rendered into the current batch exactly as :meth:`record_shielded`
+        would, then the call waits (uncancellably) until every batch they went into met the
+        durability policy. Per line, in order: ``(ref, rendered bytes)``, ``None`` when the
+        overflow policy dropped it, an :class:`AuditLogError` (an outage, a failed write, the
+        log closed), or a ``ValueError`` (a field that cannot be rendered: nothing logged)."""
+        results: list[Any] = []
+        waits: list[tuple[int, _Batch]] = []
+        for event, fields in lines:
+            if self._outage is not None:
+                results.append(self._refuse(self._outage, event))
+                continue
+            if self._closed:
+                results.append(AuditLogError("audit log is closed"))
+                continue
+            dropped = False
+            while len(self._batch.lines) >= self.max_pending:
+                if self.overflow is Overflow.DROP:
+                    self.dropped += 1
+                    self._dropped_unreported += 1
+                    dropped = True
+                    break
+                await self._room.wait(cancellable=False)
+                if self._outage is not None or self._closed:
+                    break
+            if dropped:
+                results.append(None)
+                continue
+            if self._outage is not None:
+                results.append(self._refuse(self._outage, event))
+                continue
+            if self._closed:
+                results.append(AuditLogError("audit log is closed"))
+                continue
+            if self._dropped_unreported:
+                count, self._dropped_unreported = self._dropped_unreported, 0
+                self._batch.lines.append(
+                    self._render(
+                        "audit_overflow", {"dropped": count, "dropped_total": self.dropped}
+                    )
+                )
+            if self._file_bytes >= self._rotate_at:
+                self._begin_rotation()
+            chain = self._chain
+            before = (chain.seq, chain.head, self._file_bytes)
+            try:
+                rendered = self._render(event, fields)
+            except (ValueError, TypeError) as error:
+                chain.seq, chain.head, self._file_bytes = before
+                results.append(ValueError(str(error)))
+                continue
+            self._batch.lines.append(rendered)
+            waits.append((len(results), self._batch))
+            results.append((AuditRef(chain.seq, chain.head), rendered))
+        if waits:
+            self._wakeup.set()
+        if self.durability is Durability.NONE:
+            return results
+        for index, batch in waits:
+            await batch.done.wait(cancellable=False)
+            if batch.error is not None:
+                results[index] = AuditLogError(f"audit log write failed: {_describe(batch.error)}")
+        return results
+
+    # -- rotation
+
+    def rotate(self) -> bool:
+        """Start the next file before the next line (rule 6); False when this file is empty
+        or no longer at its path. Takes effect with the next flush."""
+        if self._file_bytes == 0 or self._outage is not None or self._closed:
+            return False
+        return self._begin_rotation()
+
+    def _begin_rotation(self) -> bool:
+        if self._fd is None or not is_same_file(self._fd, self.path):
+            sys.stderr.write(
+                f"evidenced: audit log {self.path} was moved or replaced while open; "
+                "rotation disabled (the open file keeps the chain)\n"
+            )
+            self._rotate_at = sys.maxsize
+            return False
+        chain = self._chain
+        archive = archive_path(self.path, self._render_first_seq, chain.seq)
+        self._seal_batch()
+        self._batch = _Batch(archive=archive)
+        self._file_bytes = 0
+        self._render_first_seq = chain.seq + 1
+        self._batch.lines.append(
+            self._render(
+                ROTATED_EVENT,
+                {
+                    "previous_file": archive.name,
+                    "previous_seq": chain.seq,
+                    "previous_head": chain.head,
+                },
+            )
+        )
+        self._wakeup.set()
+        return True
+
+    def _seal_batch(self) -> None:
+        if self._batch.lines:
+            self._batch.last = AuditRef(self._chain.seq, self._chain.head)
+            self._sealed.append(self._batch)
+            self._batch = _Batch()
+
+    # -- the writer
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """The writer task: group commit (one write and one fsync per batch) and, during an
+        outage, the retries (rule 5)."""
+        task_status.started()
+        while True:
+            outage = self._outage
+            if outage is not None:
+                if self._closed:
+                    return
+                with trio.move_on_after(outage.backoff):
+                    await self._wakeup.wait()
+                self._wakeup = trio.Event()
+                if self._closed:
+                    return
+                await self.recover()
+                continue
+            tree = self.transparency
+            due = None if tree is None else tree.seconds_until_due()
+            if due is None:
+                await self._wakeup.wait()
+            else:  # leaves not yet signed: sign them when the interval is over
+                with trio.move_on_after(due):
+                    await self._wakeup.wait()
+            self._wakeup = trio.Event()
+            await self._flush_once()
+            if self._closed and not self._batch.lines and not self._sealed:
+                return
+
+    async def _flush_once(self) -> None:
+        async with self._flush_lock:
+            await self._flush_locked()
+
+    async def _flush_locked(self) -> None:
+        self._seal_batch()
+        if not self._sealed:
+            await self._sign_tree()
+            return
+        batches, self._sealed = self._sealed, []
+        room, self._room = self._room, _Signal()
+        room.set()
+        sync = self.durability is Durability.FSYNC
+        for index, batch in enumerate(batches):
+            try:
+                with trio.CancelScope(shield=True):
+                    await trio.to_thread.run_sync(self._write_batch, batch, sync)
+            except OSError as error:
+                self._fail(error, batches[index:])
+                return
+            self._commit(batch)
+        await self._sign_tree()
+        if self._size - self._checkpointed >= self._checkpoint_every:
+            await self._checkpoint()
+
+    async def _sign_tree(self) -> None:
+        """Sign a transparency checkpoint when one is due (at most one per interval)."""
+        tree = self.transparency
+        if tree is not None and tree.checkpoint_due():
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(tree.sign_if_due)
+
+    def _write_batch(self, batch: _Batch, sync: bool) -> None:
+        """(worker thread) Write one batch; on failure truncate back and re-raise."""
+        data = b"".join(batch.lines)
+        batch.nbytes = len(data)
+        if batch.archive is not None:
+            self._write_next_file(batch.archive, data)
+            self._into_tree(batch.lines)
+            return
+        fd = self._fd
+        if fd is None:
+            raise OSError(errno.EBADF, "audit log is closed")
+        began = time.perf_counter()
+        try:
+            _write_all(self._ops, fd, data)
+            if sync:
+                self._ops.fsync(fd)
+                self.fsyncs += 1
+        except OSError:
+            self._truncated += _truncate_back(fd, self._size)
+            raise
+        if self.on_batch is not None:
+            self.on_batch(len(batch.lines), time.perf_counter() - began)
+        self._into_tree(batch.lines)
+
+    def _into_tree(self, lines: list[bytes]) -> None:
+        """(worker thread) Durable lines become leaves, in the same group commit; a tile
+        that cannot be written degrades the transparency log, never the audit log."""
+        tree = self.transparency
+        if tree is not None:
+            tree.commit([line[:-1] for line in lines])
+
+    def _write_next_file(self, archive: Path, data: bytes) -> None:
+        """(worker thread) Rotation: the next file is written and fsync-ed whole, then
+        installed (``_audit_files`` rule 4); on failure nothing changed."""
+        old = self._fd
+        if old is None:
+            raise OSError(errno.EBADF, "audit log is closed")
+        self._ops.fsync(old)
+        fd, temporary = create_next_file(self.path)
+        try:
+            _write_all(self._ops, fd, data)
+            self._ops.fsync(fd)
+            self.fsyncs += 1
+            install_next_file(self.path, temporary, archive)
+        except BaseException:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+            raise
+        self._fd = fd
+        os.close(old)
+
+    def _commit(self, batch: _Batch) -> None:
+        assert batch.last is not None
+        if batch.archive is not None:
+            self._size = 0
+            self._file_first_seq = batch.last.seq - len(batch.lines) + 1
+            self.lines_written = 0
+            self.rotations += 1
+            self._checkpointed = -self._checkpoint_every  # describe the new file soon
+        self._size += batch.nbytes
+        self._durable = batch.last
+        self.lines_written += len(batch.lines)
+        batch.done.set()
+
+    def _fail(self, error: OSError, failed: list[_Batch]) -> None:
+        """Enter (or prolong) an outage: fail every line not yet durable (rule 5)."""
+        batches = [*failed, *self._sealed, self._batch]
+        self._sealed, self._batch = [], _Batch()
+        description = _describe(error)
+        outage = self._outage
+        if outage is None:
+            outage = _Outage(description, _now(), description, self._retry[0])
+            sys.stderr.write(
+                f"evidenced: audit log write failed ({description}); requests are refused "
+                "with AUDIT_FAILED until it can be written again\n"
+            )
+        outage.last_error = description
+        outage.truncated_bytes += self._truncated
+        self._truncated = 0
+        answered = self.durability is Durability.NONE
+        for batch in batches:
+            for line in batch.lines:
+                event = _event_of(line)
+                outage.unrecorded[event] += 1
+                if answered:
+                    outage.lost += 1
+                elif event in REQUEST_EVENTS:
+                    outage.refused += 1
+            batch.error = error
+            batch.done.set()
+        chain = self._chain
+        chain.seq, chain.head = self._durable
+        self._file_bytes = self._size
+        self._render_first_seq = self._file_first_seq
+        self._outage = outage
+        room, self._room = self._room, _Signal()
+        room.set()
+
+    async def recover(self) -> bool:
+        """One recovery attempt now (rule 5): True when the log can be written (again)."""
+        if self._outage is None:
+            return True
+        async with self._flush_lock:
+            outage = self._outage
+            if outage is None:
+                return True
+            if self._fd is None:
+                return False
+            outage.attempts += 1
+            chain = self._chain
+            line = self._render("audit_recovered", outage.recovered_fields())
+            ref = AuditRef(chain.seq, chain.head)
+            try:
+                with trio.CancelScope(shield=True):
+                    removed = await trio.to_thread.run_sync(self._write_recovery, line)
+            except OSError as error:
+                chain.seq, chain.head = self._durable
+                self._file_bytes = self._size
+                outage.last_error = _describe(error)
+                outage.truncated_bytes += self._truncated
+                self._truncated = 0
+                outage.backoff = min(outage.backoff * 2, self._retry[1])
+                return False
+            outage.truncated_bytes += removed
+            self._size += len(line)
+            self._durable = ref
+            self.lines_written += 1
+            self._outage = None
+            self.recoveries += 1
+            sys.stderr.write(
+                f"evidenced: audit log writable again after {outage.attempts} attempts; "
+                f"{outage.refused} requests were refused meanwhile (audit_recovered, seq "
+                f"{ref.seq})\n"
+            )
+            return True
+
+    def _write_recovery(self, line: bytes) -> int:
+        """(worker thread) Cut any partial bytes back to the durable end, append ``line``,
+        fsync; returns the bytes cut. On failure truncate back and re-raise."""
+        fd = self._fd
+        if fd is None:
+            raise OSError(errno.EBADF, "audit log is closed")
+        size = os.fstat(fd).st_size
+        if size < self._size:
+            raise OSError(
+                errno.EIO,
+                f"the file is {size} bytes, shorter than its durable end ({self._size}): "
+                "cut back by someone else",
+            )
+        removed = 0
+        if size > self._size:
+            os.ftruncate(fd, self._size)
+            removed = size - self._size
+        room = os.fstatvfs(fd)
+        free = room.f_bavail * room.f_frsize
+        if room.f_blocks and free < RESUME_HEADROOM:
+            raise OSError(
+                errno.ENOSPC, f"{free} bytes free, waiting for {RESUME_HEADROOM} (no flapping)"
+            )
+        try:
+            _write_all(self._ops, fd, line)
+            self._ops.fsync(fd)
+            self.fsyncs += 1
+        except OSError:
+            self._truncated += _truncate_back(fd, self._size)
+            raise
+        self._into_tree([line])
+        return removed
+
+    def _append_now(self, event: str, fields: Mapping[str, Any]) -> None:
+        """Write one line synchronously, before the writer runs (start-up)."""
+        fd = self._fd
+        assert fd is not None
+        chain = self._chain
+        line = self._render(event, fields)
+        try:
+            _write_all(self._ops, fd, line)
+            self._ops.fsync(fd)
+        except OSError:
+            _truncate_back(fd, self._size)
+            chain.seq, chain.head = self._durable
+            raise
+        self._size += len(line)
+        self._durable = AuditRef(chain.seq, chain.head)
+        self.lines_written += 1
+
+    async def _checkpoint(self) -> None:
+        """Record the durable end in the sidecar (rule 7); failures are reported in
+        :attr:`checkpoint_error`, never fatal (the old sidecar stays valid)."""
+        durable = self._durable
+        if durable.seq == 0 or self._fd is None:
+            return
+        point = Checkpoint(
+            self.path.name, self._file_first_seq, durable.seq, durable.line_digest, self._size
+        )
+        try:
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(self._write_checkpoint, point)
+        except OSError as error:
+            self.checkpoint_error = _describe(error)
+        else:
+            self.checkpoint_error = None
+        self._checkpointed = self._size
+
+    def _write_checkpoint(self, point: Checkpoint) -> None:
+        fd = self._fd
+        if fd is None:
+            raise OSError(errno.EBADF, "audit log is closed")
+        self._ops.fsync(fd)  # the sidecar never names a line that is not durable
+        write_checkpoint(self.path, point)
+
+    async def close(self) -> None:
+        """Flush everything pending, fsync, write the sidecar, release the file, stop
+        :meth:`run`. Idempotent. Never raises for a write failure (rule 8)."""
+        self._closed = True
+        if self._fd is None:
+            self._wakeup.set()
+            return
+        async with self._flush_lock:
+            while (self._batch.lines or self._sealed) and self._outage is None:
+                await self._flush_locked()
+            tree = self.transparency
+            if tree is not None and self._outage is None:  # the last lines get signed too
+                with trio.CancelScope(shield=True):
+                    await trio.to_thread.run_sync(tree.sign_if_due, math.inf)
+            if self._outage is None and self._fd is not None:
+                try:
+                    await trio.to_thread.run_sync(self._ops.fsync, self._fd)
+                except OSError as error:
+                    self._close_error = f"the final fsync failed: {_describe(error)}"
+                else:
+                    if self._size != self._checkpointed:
+                        await self._checkpoint()
+            fd, self._fd = self._fd, None
+            if fd is not None:
+                os.close(fd)
+        self._wakeup.set()
+
+    def close_sync(self) -> None:
+        """Release the file without flushing (for hosts that never ran the writer); later
+        writes fail with :class:`AuditLogError`."""
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            os.close(fd)
+
+
+def _write_all(ops: FileOps, fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[ops.write(fd, view) :]
+
+
+def _truncate_back(fd: int, size: int) -> int:
+    """Cut the file back to ``size`` (the end of the last durable line); the bytes removed
+    (0 when none, or when that fails too: then the next attempt cuts them)."""
+    try:
+        now = os.fstat(fd).st_size
+        if now > size:
+            os.ftruncate(fd, size)
+            return now - size
+    except OSError:
+        pass
+    return 0

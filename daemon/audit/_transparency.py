@@ -1,0 +1,267 @@
+"""The daemon's side of the transparency log: configuration, start-up against the audit log,
+and the answers to the ``checkpoint``, ``inclusion_proof`` and ``consistency_proof`` requests
+(``docs/spec/transparency.md §6``, ``§10``).
+
+Rules (the contract):
+
+1. Configuration (:class:`TransparencyConfig`): a key file (required to enable the log), an
+   origin (default :func:`daemon.tlog.default_origin` of the audit log path), the directory
+   (default ``LOG.tlog``), ``checkpoint_interval`` (seconds, > 0, default 1) and
+   ``entry_bundles`` (default false).
+2. :func:`open_transparency` refuses (:class:`TransparencyStartError`, the CLI exits 65), in
+   order: an unsafe or invalid key file (``docs/spec/transparency.md §6.3``); a key whose name
+   is not the origin; then every start-up check of ``§6.4``. It reads audit lines from the
+   live file and its rotated files, backwards from the end when only the tail is needed.
+3. Requests are answered from tile files only, for sizes up to the latest checkpoint; a size
+   or index out of range is the peer's fault (:data:`PROOF_RANGE`), no transparency log is
+   :data:`TRANSPARENCY_DISABLED`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, BinaryIO, Final
+
+import attrs
+
+from daemon.audit._audit import AuditLogError
+from daemon.tlog import (
+    KeyFileError,
+    ProofRangeError,
+    TransparencyError,
+    TransparencyLog,
+    default_origin,
+    load_signer,
+)
+from daemon.tlog._note import b64encode
+from daemon.tlog._verify import iter_lines
+from daemon.wire._protocol import (
+    CheckpointNote,
+    CheckpointRequest,
+    ConsistencyProof,
+    ConsistencyProofRequest,
+    InclusionProof,
+    InclusionProofRequest,
+)
+
+DEFAULT_INTERVAL: Final = 1.0
+PROOF_RANGE: Final = "PROOF_RANGE"
+TRANSPARENCY_DISABLED: Final = "TRANSPARENCY_DISABLED"
+_ARCHIVE_RE: Final = re.compile(r"\.(\d{12})-(\d{12})\Z")
+_TAIL_CHUNK: Final = 1 << 16
+#: Up to this many lines are read backwards from the end; more are streamed forwards.
+_TAIL_LIMIT: Final = 100_000
+
+
+class TransparencyStartError(AuditLogError):
+    """The transparency log cannot start; the message says why and what to do (the daemon
+    refuses to start, as for a broken audit log)."""
+
+
+@attrs.frozen
+class TransparencyConfig:
+    key_file: str
+    origin: str | None = None
+    directory: str | None = None
+    checkpoint_interval: float = DEFAULT_INTERVAL
+    entry_bundles: bool = False
+
+    def __attrs_post_init__(self) -> None:
+        interval = self.checkpoint_interval
+        if type(interval) not in (int, float) or not 0 < interval <= 3600:
+            raise ValueError("checkpoint_interval must be a number of seconds in (0, 3600]")
+        if type(self.entry_bundles) is not bool:
+            raise ValueError("entry_bundles must be a boolean")
+
+    def directory_for(self, log: Path) -> Path:
+        return Path(self.directory) if self.directory else log.with_name(log.name + ".tlog")
+
+
+def audit_files(log: Path) -> list[Path]:
+    """The rotated files of ``log`` (``LOG.<first seq>-<last seq>``, in chain order), then
+    ``log`` itself."""
+    archives = sorted(
+        path
+        for path in log.parent.glob(log.name + ".*")
+        if _ARCHIVE_RE.search(path.name)
+        and path.name[: -len(".000000000000-000000000000")] == log.name
+    )
+    return [*archives, log] if log.exists() else archives
+
+
+def _tail(files: list[Path], count: int) -> list[bytes]:
+    """The last ``count`` complete lines of ``files`` (fewer if they hold fewer); a final
+    segment without a newline (a torn tail) is not a line."""
+    found: list[bytes] = []
+    for path in reversed(files):
+        with path.open("rb") as handle:
+            end = _last_newline_end(handle)
+            position, carry = end, b""
+            while position > 0 and len(found) < count:
+                step = min(_TAIL_CHUNK, position)
+                position -= step
+                handle.seek(position)
+                parts = (handle.read(step) + carry).split(b"\n")
+                carry = parts[0]
+                found[:0] = parts[1:-1] if position + step == end else parts[1:]
+            if position == 0 and end and len(found) < count:
+                found.insert(0, carry)
+        if len(found) >= count:
+            break
+    return found[-count:] if count else []
+
+
+def _last_newline_end(handle: BinaryIO) -> int:
+    """The offset just after the file's last newline (0 when it has none)."""
+    position = handle.seek(0, os.SEEK_END)
+    while position > 0:
+        step = min(_TAIL_CHUNK, position)
+        position -= step
+        handle.seek(position)
+        chunk = handle.read(step)
+        newline = chunk.rfind(b"\n")
+        if newline >= 0:
+            return position + newline + 1
+    return 0
+
+
+def line_source(log: Path, last_seq: int) -> Any:
+    """``lines(first_seq)`` over the audit log and its rotated files (``last_seq`` lines)."""
+
+    def lines(first_seq: int) -> Iterator[bytes]:
+        count = last_seq - first_seq + 1
+        if count <= 0:
+            return iter(())
+        files = audit_files(log)
+        if count <= _TAIL_LIMIT:
+            return iter(_tail(files, count))
+        return _forward(files, first_seq)
+
+    return lines
+
+
+def _forward(files: list[Path], first_seq: int) -> Iterator[bytes]:
+    torn = [False]
+    started = False
+    for line in iter_lines(files, torn):
+        if not started:
+            try:
+                seq = json.loads(line).get("seq")
+            except (ValueError, AttributeError):
+                seq = None
+            if seq != 1:
+                return  # rotated files are missing: the caller reports LOG_UNAVAILABLE
+            started = True
+            skip = first_seq - 1
+        if skip:
+            skip -= 1
+            continue
+        yield line
+
+
+def open_transparency(
+    config: TransparencyConfig, log: Path, last_seq: int, *, sync: bool
+) -> TransparencyLog:
+    """Start the transparency log of ``log`` whose last durable line is ``last_seq``."""
+    try:
+        signer = load_signer(config.key_file)
+    except KeyFileError as error:
+        raise TransparencyStartError(str(error)) from None
+    origin = config.origin or default_origin(log)
+    if signer.name != origin:
+        raise TransparencyStartError(
+            f"the key in {config.key_file} is named {signer.name!r} but the log's origin is"
+            f" {origin!r}: set [transparency] origin to the key's name, or create a key for"
+            f" this origin (evidenced log keygen --origin {origin} --out FILE)"
+        )
+    directory = config.directory_for(log)
+    try:
+        return TransparencyLog.open(
+            directory,
+            signer,
+            log_size=last_seq,
+            lines=line_source(log, last_seq),
+            sync=sync,
+            entry_bundles=config.entry_bundles,
+            interval=float(config.checkpoint_interval),
+        )
+    except TransparencyError as error:
+        raise TransparencyStartError(
+            f"transparency log {directory}: {error.code}: {error}"
+        ) from None
+    except OSError as error:
+        raise TransparencyStartError(
+            f"transparency log {directory}: {error.strerror or error}"
+        ) from None
+
+
+# --------------------------------------------------------------------------- requests
+
+
+class RequestRefused(Exception):
+    """A transparency request the peer got wrong (or that this daemon cannot serve)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _require(log: TransparencyLog | None) -> TransparencyLog:
+    if log is None or log.checkpoint_note is None:
+        raise RequestRefused(TRANSPARENCY_DISABLED, "this daemon keeps no transparency log")
+    return log
+
+
+def checkpoint_answer(log: TransparencyLog | None) -> str:
+    note = _require(log).checkpoint_note
+    assert note is not None
+    return note.decode("utf-8")
+
+
+def inclusion_answer(log: TransparencyLog | None, index: int, tree_size: int) -> list[str]:
+    try:
+        return [b64encode(item) for item in _require(log).inclusion_proof(index, tree_size)]
+    except ProofRangeError as error:
+        raise RequestRefused(PROOF_RANGE, str(error)) from None
+
+
+def consistency_answer(log: TransparencyLog | None, old_size: int, new_size: int) -> list[str]:
+    try:
+        return [b64encode(item) for item in _require(log).consistency_proof(old_size, new_size)]
+    except ProofRangeError as error:
+        raise RequestRefused(PROOF_RANGE, str(error)) from None
+
+
+TransparencyRequest = CheckpointRequest | InclusionProofRequest | ConsistencyProofRequest
+
+
+def answer(
+    log: TransparencyLog | None, request: TransparencyRequest
+) -> CheckpointNote | InclusionProof | ConsistencyProof:
+    """The answer to a transparency request, or :class:`RequestRefused` (rule 3)."""
+    if isinstance(request, CheckpointRequest):
+        return CheckpointNote(request.request_id, checkpoint_answer(log))
+    if isinstance(request, InclusionProofRequest):
+        proof = inclusion_answer(log, request.index, request.tree_size)
+        return InclusionProof(request.request_id, request.index, request.tree_size, tuple(proof))
+    proof = consistency_answer(log, request.old_size, request.new_size)
+    return ConsistencyProof(request.request_id, request.old_size, request.new_size, tuple(proof))
+
+
+def status(log: TransparencyLog | None) -> dict[str, Any] | None:
+    if log is None:
+        return None
+    checkpoint = log.checkpoint
+    return {
+        "origin": log.origin,
+        "verifier_key": log.signer.verifier().encode(),
+        "directory": str(log.directory),
+        "size": log.size,
+        "checkpoint_size": None if checkpoint is None else checkpoint.size,
+        "signatures": log.signatures,
+        "failed": log.failure,
+    }

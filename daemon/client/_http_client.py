@@ -1,0 +1,264 @@
+"""The client over the HTTP/JSON API (``http://`` and ``https://`` URLs of :func:`open_client`).
+
+Rules (the contract):
+
+1. :class:`HttpClient` is a :class:`~daemon.client._client.Client`: the same methods, results and
+   exceptions, over one HTTP/1.1 keep-alive connection framed by ``h11`` (one request at a
+   time; a lock serialises callers). Each request has ``request_timeout`` seconds.
+2. Requests: ``list_sessions`` is ``GET /v1/sessions``, ``health`` ``GET /health``,
+   ``submit`` ``POST /v1/sessions/{name}/decisions`` with the JSON body (evidence in
+   base64); :meth:`HttpClient.ready` is ``GET /ready`` and :meth:`HttpClient.metrics`
+   ``GET /metrics``. With a token every request carries ``Authorization: Bearer``.
+3. Answers: a ``200`` body is the binary protocol's answer document, checked as strictly
+   (``Decision.from_header`` and so on); a refusal's ``{"error": {...}}`` becomes
+   :class:`~daemon.client._client.RejectedError` /
+   :class:`~daemon.client._client.ServiceUnavailable`
+   with its code, message and ``decision_id``; anything else (not JSON, another shape, a
+   body over ``max_response_bytes``) is :class:`~daemon.client._client.ServerProtocolError`. After a
+   refusal, or an answer that closes the connection, the client is closed.
+4. The transparency-log requests are not served over HTTP: they raise
+   :class:`~daemon.client._client.ClientError` saying to use a ``tcp://``/``tls://``/Unix address.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+from collections.abc import Sequence
+from typing import Any, Final
+from urllib.parse import quote
+
+import h11
+import orjson
+import trio
+
+from daemon.client._client import (
+    CLIENT_NAME,
+    Client,
+    ClientError,
+    ClientTimeout,
+    ServerProtocolError,
+    SubmitResult,
+    TransportError,
+    _raise_for,
+)
+from daemon.wire._protocol import (
+    ERROR_CODES,
+    Decision,
+    ErrorResponse,
+    HealthReport,
+    ProtocolError,
+    SessionList,
+)
+from session import BoundProposition
+
+__all__ = ["HttpClient"]
+
+_RECEIVE: Final = 65536
+
+
+class HttpClient(Client):
+    """A connected HTTP client (module rules); create with :func:`~daemon.open_client` and an
+    ``http://`` or ``https://`` URL."""
+
+    def __init__(
+        self,
+        stream: trio.abc.Stream,
+        *,
+        host: str,
+        token: str | None,
+        request_timeout: float,
+        max_response_bytes: int,
+    ) -> None:
+        super().__init__(
+            stream, request_timeout=request_timeout, max_response_header_bytes=max_response_bytes
+        )
+        self._host = host
+        self._token = token
+        self._max_response_bytes = max_response_bytes
+        self._http = h11.Connection(h11.CLIENT)
+        self._closed = False
+
+    async def _request(
+        self, method: str, target: str, body: bytes = b"", content_type: str | None = None
+    ) -> tuple[int, bytes, str]:
+        """(status, body, content type) of one exchange."""
+        if self._closed:
+            raise TransportError("the connection is closed after an earlier answer or failure")
+        self._closed = True  # until the exchange completes and the connection may go on
+        headers = [("Host", self._host), ("User-Agent", CLIENT_NAME)]
+        if self._token is not None:
+            headers.append(("Authorization", f"Bearer {self._token}"))
+        if method == "POST":
+            headers.append(("Content-Type", content_type or "application/json"))
+            headers.append(("Content-Length", str(len(body))))
+        http = self._http
+        payload = http.send(h11.Request(method=method, target=target, headers=headers)) or b""
+        if body:
+            payload += http.send(h11.Data(data=body)) or b""
+        payload += http.send(h11.EndOfMessage()) or b""
+        with trio.move_on_after(self._request_timeout):
+            # The server may have answered early (a refusal) and closed: read its answer.
+            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                await self._stream.send_all(payload)
+            status, content_type_seen, data = await self._read_answer()
+            if http.our_state is h11.DONE and http.their_state is h11.DONE:
+                http.start_next_cycle()
+                self._closed = False
+            return status, data, content_type_seen
+        raise ClientTimeout(f"no answer within {self._request_timeout} s")
+
+    async def _read_answer(self) -> tuple[int, str, bytes]:
+        http = self._http
+        status, content_type = 0, ""
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            try:
+                event = http.next_event()
+            except h11.RemoteProtocolError as error:
+                raise ServerProtocolError(f"malformed HTTP answer: {error}") from None
+            if event is h11.NEED_DATA:
+                try:
+                    data = await self._stream.receive_some(_RECEIVE)
+                except (trio.BrokenResourceError, trio.ClosedResourceError) as error:
+                    raise TransportError(f"connection lost: {error}") from None
+                if not data and status == 0:  # e.g. a TLS client certificate was refused
+                    raise TransportError("the server closed the connection before answering")
+                http.receive_data(bytes(data))
+                continue
+            if isinstance(event, h11.InformationalResponse):
+                continue
+            if isinstance(event, h11.Response):
+                status = event.status_code
+                for name, value in event.headers:
+                    if name == b"content-type":
+                        content_type = value.decode("latin-1")
+            elif isinstance(event, h11.Data):
+                size += len(event.data)
+                if size > self._max_response_bytes:
+                    raise ServerProtocolError(f"answer body over {self._max_response_bytes} bytes")
+                chunks.append(bytes(event.data))
+            elif isinstance(event, h11.EndOfMessage):
+                return status, content_type, b"".join(chunks)
+            else:  # ConnectionClosed before an answer
+                raise TransportError("the server closed the connection")
+
+    async def _json(self, method: str, target: str, body: bytes = b"") -> dict[str, Any]:
+        """A JSON answer document; a refusal raised as its exception (rule 3)."""
+        status, data, _ = await self._request(method, target, body)
+        try:
+            document = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            raise ServerProtocolError(f"HTTP {status} answer is not JSON") from None
+        if type(document) is not dict:
+            raise ServerProtocolError(f"HTTP {status} answer is not a JSON object")
+        if status >= 400 or "error" in document:
+            self._closed = True
+            _raise_for(_refusal(status, document))
+        if status != 200:
+            raise ServerProtocolError(f"unexpected HTTP status {status}")
+        return document
+
+    # -- the Client API over HTTP (rule 2)
+
+    async def list_sessions(self) -> list[dict[str, Any]]:
+        async with self._lock:
+            document = await self._json("GET", "/v1/sessions")
+            try:
+                return SessionList.from_header(document).sessions
+            except ProtocolError as error:
+                raise ServerProtocolError(f"unexpected answer to list: {error.message}") from None
+
+    async def health(self) -> dict[str, Any]:
+        async with self._lock:
+            document = await self._json("GET", "/health")
+            try:
+                return HealthReport.from_header(document).status
+            except ProtocolError as error:
+                raise ServerProtocolError(f"unexpected answer to health: {error.message}") from None
+
+    async def ready(self) -> dict[str, Any]:
+        """``GET /ready``: the readiness document; not ready raises
+        :class:`~daemon.client._client.ServiceUnavailable` with the reason."""
+        async with self._lock:
+            return await self._json("GET", "/ready")
+
+    async def metrics(self) -> str:
+        """``GET /metrics``: the Prometheus text exposition."""
+        async with self._lock:
+            status, data, _ = await self._request("GET", "/metrics")
+            if status != 200:
+                try:
+                    document = orjson.loads(data)
+                except orjson.JSONDecodeError:
+                    raise ServerProtocolError(f"HTTP {status} answer is not JSON") from None
+                _raise_for(_refusal(status, document))
+            return data.decode("utf-8")
+
+    async def submit(
+        self,
+        session: str,
+        binding: BoundProposition | dict[str, Any],
+        evidence: Sequence[bytes],
+    ) -> SubmitResult:
+        wire = binding.to_dict() if isinstance(binding, BoundProposition) else dict(binding)
+        items = tuple(evidence)
+        if any(type(item) is not bytes for item in items):
+            raise TypeError("evidence items must be bytes")
+        try:
+            body = orjson.dumps(
+                {
+                    "binding": wire,
+                    "evidence": [{"base64": base64.b64encode(item).decode()} for item in items],
+                }
+            )
+        except TypeError as error:
+            raise TypeError(f"binding cannot be sent: {error}") from None
+        target = f"/v1/sessions/{quote(session, safe='')}/decisions"
+        async with self._lock:
+            document = await self._json("POST", target, body)
+            try:
+                answer = Decision.from_header(document)
+            except ProtocolError as error:
+                raise ServerProtocolError(f"unexpected answer to submit: {error.message}") from None
+            return SubmitResult(
+                answer.decision_id,
+                answer.session,
+                answer.result,
+                answer.seq,
+                answer.line_digest,
+                answer.log_index,
+                answer.audit_line,
+            )
+
+    async def checkpoint(self) -> bytes:
+        raise _not_over_http()
+
+    async def inclusion_proof(self, index: int, tree_size: int) -> list[bytes]:
+        raise _not_over_http()
+
+    async def consistency_proof(self, old_size: int, new_size: int) -> list[bytes]:
+        raise _not_over_http()
+
+
+def _not_over_http() -> ClientError:
+    return ClientError(
+        "transparency-log requests are not served over HTTP; connect with tcp://, tls:// or "
+        "a Unix socket"
+    )
+
+
+def _refusal(status: int, document: Any) -> ErrorResponse:
+    error = document.get("error") if type(document) is dict else None
+    if (
+        type(error) is not dict
+        or type(error.get("code")) is not str
+        or error["code"] not in ERROR_CODES
+        or type(error.get("message")) is not str
+    ):
+        raise ServerProtocolError(f"HTTP {status} answer is not an error document")
+    decision_id = error.get("decision_id")
+    return ErrorResponse(
+        None, error["code"], error["message"], decision_id if type(decision_id) is str else None
+    )

@@ -1,0 +1,103 @@
+"""``evidenced audit report LOG [--since T] [--until T] [--format json|html] [--out FILE]``.
+
+Contract (the :mod:`cli` contract applies):
+
+* Streams LOG once to aggregate it and once more to verify its hash chain (``verify_log``),
+  in bounded memory whatever its size (``daemon/commands/_report.py``).
+* Without ``--out`` the aggregates are the command's one JSON document on stdout (``--format
+  json``, the default then); ``--format html`` without ``--out`` writes the page to stdout
+  (the rendering explicitly asked for). With ``--out FILE`` the report goes to FILE (HTML by
+  default, JSON with ``--format json``) and stdout carries ``{"written", "format", "chain",
+  "lines", "decisions"}``.
+* A progress bar (tqdm, on stderr) only when stderr is a terminal; otherwise stderr gets the
+  usual single summary line.
+* Exit 0 when the report was written, whatever the log says (the chain status is *in* the
+  report); 2 for a bad ``--since``/``--until``; 66 if LOG cannot be read; 73 if ``--out``
+  (or stdout) cannot be written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import cli
+from cli import Exit, UsageError
+from daemon.commands._report import ReportError, aggregate, parse_instant
+
+__all__ = ["add_report_command"]
+
+
+def _report(args: argparse.Namespace) -> int:
+    try:
+        since = None if args.since is None else parse_instant(args.since)
+        until = None if args.until is None else parse_instant(args.until)
+    except ReportError as error:
+        raise UsageError(str(error)) from None
+    to_file = args.out is not None and args.out != "-"
+    form = args.format or ("html" if to_file else "json")
+    path = Path(args.path)
+    bar: Any = None
+    try:
+        size = path.stat().st_size
+        if sys.stderr.isatty():
+            from tqdm import tqdm
+
+            bar = tqdm(total=size, unit="B", unit_scale=True, desc="audit report", leave=False)
+        result = aggregate(path, since=since, until=until, progress=bar.update if bar else None)
+    except OSError as error:
+        raise cli.InputError(args.path, error.strerror or str(error)) from None
+    finally:
+        if bar is not None:
+            bar.close()
+    chain = result["integrity"]["chain"]
+    totals = result["totals"]["decisions"]
+    if form == "json" and not to_file:
+        cli.emit(result)
+    else:
+        if form == "json":
+            output = json.dumps(result, ensure_ascii=False, sort_keys=True) + "\n"
+        else:
+            from daemon.commands._report_html import render_report_html
+
+            output = render_report_html(result)
+        cli.write_output(args.out if to_file else "-", output.encode("utf-8"))
+        if to_file:
+            cli.emit(
+                {
+                    "written": args.out,
+                    "format": form,
+                    "chain": chain["status"],
+                    "lines": result["lines"]["in_range"],
+                    "decisions": totals,
+                }
+            )
+    cli.say(
+        f"report of {result['lines']['in_range']} lines ({totals['PASS']} PASS, "
+        f"{totals['FAIL']} FAIL, {totals['UNKNOWN']} UNKNOWN); chain {chain['status']}"
+        + (f"; written to {args.out}" if to_file else "")
+    )
+    return Exit.OK
+
+
+def add_report_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register ``report`` under ``evidenced audit``."""
+    report = commands.add_parser(
+        "report", help="an HTML (or JSON) report of a log: status, plots, failures"
+    )
+    report.add_argument("path", metavar="LOG", help="the audit log")
+    report.add_argument("--since", metavar="T", help="RFC 3339 instant or date (inclusive)")
+    report.add_argument("--until", metavar="T", help="RFC 3339 instant or date (exclusive)")
+    report.add_argument(
+        "--format",
+        choices=("json", "html"),
+        default=None,
+        help="json or html (default: json on stdout, html with --out)",
+    )
+    report.add_argument(
+        "--out", metavar="FILE", help="write the report here; stdout then gets a summary"
+    )
+    report.set_defaults(handler=_report)

@@ -1,0 +1,189 @@
+"""Retention limits: which objects ``evidenced store gc`` deletes (``docs/retention.md`` §4).
+
+Rules (the contract), in this order:
+
+1. The log files (every file of the log, oldest first) are verified whole; a log that does not
+   verify is refused and nothing is deleted (its references cannot be trusted).
+2. The store is listed once, first (name, size, modification time); objects written after the
+   listing are not considered. Then the log is streamed once and, for each listed object, the
+   newest ``decision`` line naming it in ``evidence`` is kept (its ``seq`` and timestamp);
+   memory is one entry per listed object, whatever the log's length.
+3. The window. ``max_age``: lines older than *now − max_age* are outside it (the age
+   cut-off). ``max_bytes``: referenced objects are ranked by their newest reference, newest
+   first; the window keeps the longest run of newest references whose objects total at most
+   ``max_bytes``, and its cut-off is the ``seq`` of the first reference that does not fit.
+   With both, an object must be inside both. A referenced object is outside the window when
+   its newest reference is older than the age cut-off, or at or before the size cut-off: it
+   is never one referenced by a line newer than the cut-off.
+4. Unreferenced objects (no decision line names them: e.g. a request refused ``AUDIT_FAILED``
+   after its evidence was stored) are outside the window when the files start the chain (first
+   ``seq`` 1) — else an earlier file may name them, and they are outside only when older than
+   the age cut-off.
+5. Grace: an object modified less than ``grace`` ago is never deleted, whatever the rules
+   above (evidence is stored before its decision line is written; the filesystem store also
+   refreshes an object's time when a new decision re-uses it).
+6. Dry run by default: the plan is returned and nothing is deleted. With ``apply``, each
+   object outside the window is deleted, and the filesystem store's temporary files older than
+   the grace are removed; a deletion that fails is reported, and the others go on.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final
+
+import attrs
+
+from daemon.audit._audit_verify import verify_log
+from daemon.replay._logread import epoch_of, records
+from daemon.retention._fs import FilesystemStore
+from daemon.retention._store import RetentionStore, StoreError
+
+__all__ = ["DEFAULT_GRACE", "GcRefused", "Limits", "collect"]
+
+#: An object younger than this is never deleted (rule 5).
+DEFAULT_GRACE: Final = 3600.0
+MAX_LISTED: Final = 100
+
+
+class GcRefused(Exception):
+    """The log does not verify (rule 1)."""
+
+
+@attrs.frozen
+class Limits:
+    """A store's retention limits (None: no limit of that kind) and the grace period."""
+
+    max_age: float | None = None
+    max_bytes: int | None = None
+    grace: float = DEFAULT_GRACE
+
+    def __attrs_post_init__(self) -> None:
+        if self.max_age is not None and self.max_age <= 0:
+            raise ValueError("max_age must be positive")
+        if self.max_bytes is not None and self.max_bytes < 0:
+            raise ValueError("max_bytes must be non-negative")
+        if self.grace < 0:
+            raise ValueError("grace must be non-negative")
+
+
+def _iso(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).isoformat().replace("+00:00", "Z")
+
+
+def collect(
+    store: RetentionStore,
+    logs: Sequence[Path],
+    limits: Limits,
+    *,
+    apply: bool = False,
+    now: float | None = None,
+) -> dict[str, Any]:
+    """Plan (and with ``apply`` carry out) the collection; the document ``store gc`` prints."""
+    report = verify_log(*logs)
+    if not report.intact:
+        raise GcRefused(f"refusing to collect: {report.describe_failure()}")
+    now = time.time() if now is None else now
+    listed = {item.name: item for item in store.objects()}
+    newest: dict[str, tuple[int, float]] = {}
+    for fields, _ in records(logs):
+        if fields.get("event") != "decision":
+            continue
+        evidence = fields.get("evidence")
+        if not isinstance(evidence, list):
+            continue
+        seq = fields.get("seq")
+        seq = seq if isinstance(seq, int) else 0
+        stamp = epoch_of(fields.get("timestamp"))
+        stamp = float("inf") if stamp is None else stamp
+        for item in evidence:
+            name = item.get("digest") if isinstance(item, dict) else None
+            if name in listed:
+                before = newest.get(name)
+                newest[name] = (seq, stamp if before is None else max(stamp, before[1]))
+    age_cutoff = None if limits.max_age is None else now - limits.max_age
+    size_cutoff = _size_cutoff(listed, newest, limits.max_bytes)
+    from_genesis = report.first_seq in (None, 1)
+    grace_limit = now - limits.grace
+    outside: list[str] = []
+    protected = 0
+    unreferenced = 0
+    for name, item in listed.items():
+        reference = newest.get(name)
+        if reference is None:
+            out = from_genesis or (age_cutoff is not None and item.modified < age_cutoff)
+        else:
+            seq, stamp = reference
+            out = (age_cutoff is not None and stamp < age_cutoff) or (
+                size_cutoff is not None and seq <= size_cutoff
+            )
+        if not out:
+            continue
+        if item.modified >= grace_limit:
+            protected += 1
+            continue
+        unreferenced += reference is None
+        outside.append(name)
+    outside.sort(key=lambda name: newest.get(name, (0, 0.0))[0])
+    total = sum(item.size for item in listed.values())
+    freed = sum(listed[name].size for name in outside)
+    document: dict[str, Any] = {
+        "status": "APPLIED" if apply else "DRY_RUN",
+        "store": store.id,
+        "log": {"lines": report.lines, "first_seq": report.first_seq, "last_seq": report.last_seq},
+        "limits": {
+            "max_age_seconds": limits.max_age,
+            "max_bytes": limits.max_bytes,
+            "grace_seconds": limits.grace,
+        },
+        "cutoff": {
+            "age": None if age_cutoff is None else _iso(age_cutoff),
+            "size_seq": size_cutoff,
+        },
+        "objects": {"count": len(listed), "bytes": total},
+        "kept": {"count": len(listed) - len(outside), "bytes": total - freed},
+        "delete": {
+            "count": len(outside),
+            "bytes": freed,
+            "unreferenced": unreferenced,
+            "names": outside[:MAX_LISTED],
+        },
+        "protected_by_grace": protected,
+    }
+    if apply:
+        deleted, failed = 0, []
+        for name in outside:
+            try:
+                deleted += store.delete(name)
+            except StoreError as error:
+                failed.append({"name": name, "reason": str(error)})
+        document["deleted"] = deleted
+        document["failed"] = failed
+        if isinstance(store, FilesystemStore):
+            removed = 0
+            for path, modified in list(store.temporaries()):
+                if modified < grace_limit:
+                    store.remove_temporary(path)
+                    removed += 1
+            document["temporaries_removed"] = removed
+    return document
+
+
+def _size_cutoff(
+    listed: dict[str, Any], newest: dict[str, tuple[int, float]], max_bytes: int | None
+) -> int | None:
+    """Rule 3's size cut-off seq (None: every referenced object fits)."""
+    if max_bytes is None:
+        return None
+    by_seq: dict[int, int] = {}
+    for name, (seq, _) in newest.items():
+        by_seq[seq] = by_seq.get(seq, 0) + listed[name].size
+    kept = 0
+    for seq in sorted(by_seq, reverse=True):
+        kept += by_seq[seq]
+        if kept > max_bytes:
+            return seq
+    return None

@@ -1,0 +1,173 @@
+"""The one sequencer of a multi-process daemon: every worker's lines, one audit log
+(docs/adr/0015).
+
+The parent process owns the :class:`~daemon.audit._audit.AuditLog` (and the transparency log fed
+by it) exactly as a one-process daemon does; each serving worker reaches it through a
+:class:`Link` (its :class:`~daemon.server._audit_client.AuditClient` at the other end).
+
+Rules (the contract):
+
+1. A frame of lines (``["r", [[id, event, fields], ...]]``) is committed with
+   :meth:`AuditLog.record_batch`: rendered (``seq``, chain) in the order received, written and
+   synced in the log's group commit; then one frame answers them all (``["a", acks]``), each
+   ``[id, "ok", seq, line_digest, line]`` (``line``: the line's text when a transparency log
+   is kept, else null), ``[id, "dropped"]``, ``[id, "failed", message]`` or
+   ``[id, "invalid", message]``. Nothing is acknowledged before it met the durability policy.
+   Frames are committed concurrently (one task each), so a slow fsync never stops the link
+   from reading the next frame: it goes into the next group commit.
+2. ``["s", figures]``: the worker's figures (connections, in flight, counters), kept on the
+   link; the last ones a worker sent survive it (for ``daemon_stop``'s totals).
+3. ``["q", id, kind, ...]``: a transparency request, answered ``["q", id, true, payload]`` or
+   ``["q", id, false, [code, message]]`` from the one transparency log.
+4. ``["ready", index, pid]``: the worker serves (its listeners accept).
+5. :meth:`Sequencer.state` is what every worker is pushed (``["c", state]``): the log's
+   failure reason and status, the transparency status, and every worker's figures.
+6. A frame that is not one of these is a broken worker: its link is closed (the supervisor
+   restarts it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket as stdlib_socket
+from collections import Counter
+from typing import Any
+
+import trio
+
+from daemon.audit._audit import AuditLog, AuditLogError
+from daemon.audit._transparency import (
+    RequestRefused,
+    checkpoint_answer,
+    consistency_answer,
+    inclusion_answer,
+)
+from daemon.audit._transparency import status as transparency_status
+from daemon.server._ipc import FrameError, FrameReader, FrameWriter
+from daemon.tlog import TransparencyLog
+
+__all__ = ["Link", "Sequencer"]
+
+
+class Link:
+    """The sequencer's end of one worker process's stream."""
+
+    def __init__(self, index: int, pid: int, sock: stdlib_socket.socket) -> None:
+        self.index = index
+        self.pid = pid
+        self.stream = trio.SocketStream(trio.socket.from_stdlib_socket(sock))
+        self.reader = FrameReader(self.stream)
+        self.writer = FrameWriter(self.stream)
+        self.ready = trio.Event()
+        self.alive = True
+        self.figures: dict[str, Any] = {}
+        self.lines = 0
+        self.frames = 0
+
+    def entry(self, restarts: int) -> dict[str, Any]:
+        """This worker in ``health``'s ``workers``."""
+        return {
+            "index": self.index,
+            "pid": self.pid,
+            "alive": self.alive,
+            "restarts": restarts,
+            "lines": self.lines,
+            "frames": self.frames,
+            **self.figures,
+        }
+
+
+class Sequencer:
+    """Commits the lines of every link into ``audit`` (module rules)."""
+
+    def __init__(self, audit: AuditLog, transparency: TransparencyLog | None) -> None:
+        self.audit = audit
+        self.transparency = transparency
+        #: Figures of workers no longer running, added to the totals (rule 2).
+        self.retired: Counter[str] = Counter()
+
+    async def serve(self, link: Link) -> None:
+        """Serve one link until its worker's stream ends (rules 1-4, 6)."""
+        try:
+            async with trio.open_nursery() as nursery:
+                while True:
+                    try:
+                        message = await link.reader.receive()
+                    except FrameError as error:
+                        _say(f"worker {link.index} (pid {link.pid}) sent {error}; closing")
+                        break
+                    if message is None:
+                        break
+                    kind = message[0] if isinstance(message, list) and message else None
+                    if kind == "r":
+                        nursery.start_soon(self._commit, link, message[1])
+                    elif kind == "s":
+                        link.figures = message[1]
+                    elif kind == "q":
+                        await link.writer.send(self._query(message))
+                    elif kind == "ready":
+                        link.ready.set()
+                    else:
+                        _say(f"worker {link.index} (pid {link.pid}) sent an unknown frame")
+                        break
+        finally:
+            link.alive = False
+            for key in ("decisions", "refusals"):
+                value = link.figures.get(key)
+                if isinstance(value, int):
+                    self.retired[key] += value
+            with contextlib.suppress(Exception):
+                await link.stream.aclose()
+
+    async def _commit(self, link: Link, lines: list[Any]) -> None:
+        """Rule 1."""
+        results = await self.audit.record_batch([(line[1], line[2]) for line in lines])
+        in_tree = self.transparency is not None
+        acks: list[Any] = []
+        for line, result in zip(lines, results, strict=True):
+            ident = line[0]
+            if result is None:
+                acks.append([ident, "dropped"])
+            elif isinstance(result, AuditLogError):
+                acks.append([ident, "failed", str(result)])
+            elif isinstance(result, BaseException):
+                acks.append([ident, "invalid", str(result)])
+            else:
+                ref, rendered = result
+                text = rendered[:-1].decode("utf-8") if in_tree else None
+                acks.append([ident, "ok", ref.seq, ref.line_digest, text])
+        link.lines += len(lines)
+        link.frames += 1
+        await link.writer.send(["a", acks])
+
+    def _query(self, message: list[Any]) -> list[Any]:
+        """Rule 3."""
+        ident, kind, args = message[1], message[2], message[3:]
+        log = self.transparency
+        try:
+            if kind == "checkpoint":
+                payload: Any = checkpoint_answer(log)
+            elif kind == "inclusion":
+                payload = inclusion_answer(log, int(args[0]), int(args[1]))
+            else:
+                payload = consistency_answer(log, int(args[0]), int(args[1]))
+        except RequestRefused as refused:
+            return ["q", ident, False, [refused.code, str(refused)]]
+        return ["q", ident, True, payload]
+
+    def state(self, workers: list[dict[str, Any]]) -> dict[str, Any]:
+        """Rule 5."""
+        return {
+            "failure_reason": self.audit.failure_reason,
+            "audit": self.audit.status(),
+            "transparency": transparency_status(self.transparency),
+            "sequencer_pid": os.getpid(),
+            "workers": workers,
+        }
+
+
+def _say(message: str) -> None:
+    import sys
+
+    sys.stderr.write(f"evidenced: {message}\n")

@@ -1,0 +1,663 @@
+"""The trio server: hosts named sessions over TCP (loopback by default) and Unix sockets.
+
+The server is assembled from parts with one job each; this module is their lifecycle.
+
+* :mod:`daemon.server._listeners`: where it listens (the Unix socket's mode and group), the accept
+  loop, and admission against the connection caps.
+* :mod:`daemon.server._frontend`: one EVD1 connection's conversation (timeouts, dispatch, refusals
+  with a drain), over :mod:`daemon.server._fastpath` (the raw-socket fast paths).
+* :mod:`daemon.server._http_server`: one HTTP/1.1 connection's requests, over the same pipeline
+  (``[http]``; ``docs/http.md``); :mod:`daemon.config._security`: TLS and bearer tokens of the TCP
+  listeners; :mod:`daemon.server._metrics`: the server's Prometheus registry.
+* :mod:`daemon.server._pipeline`: the transport-neutral core — the submit pipeline, one function per
+  stage (bounds, binding, capacity, read, evaluate, retain, audit, answer), refusals, queries.
+* :mod:`daemon.server._evaluation` / :mod:`daemon.server._workers`: where a pair is evaluated
+  (docs/adr/0009).
+* :mod:`daemon.config._hosting`: hosted sessions and :class:`ServerConfig`;
+  :mod:`daemon.config._describe`:
+  the ``sessions`` answer; :mod:`daemon.retention`: evidence stores.
+
+Rules (the contract):
+
+1. Start (:meth:`Server.run`): raise the descriptor soft limit to the hard limit and size
+   ``max_connections`` to fit it with headroom (:mod:`daemon.server._resources`); remove stale
+   snapshot folders of dead processes of this user (:mod:`mechanism.snapshots`); load the
+   listeners' TLS and token files (a bad one stops the start, naming it); open the
+   audit log (and the transparency log, when configured); fork the evaluation workers
+   before the audit writer or any connection exists; open the evidence stores of the
+   sessions that retain evidence (:mod:`daemon.retention`); open the listeners; record
+   ``daemon_start`` (with each TCP listener's security and whether ``insecure_listen`` was
+   given); then report readiness (``task_status.started``).
+2. Each request gets a fresh :class:`EvidenceStore` and :class:`VerificationSession`, so
+   requests share no state; every decision and every refusal of a request is audited before
+   it is answered (:mod:`daemon.server._pipeline`). Every client-chosen value in a message, an audit
+   field or a stderr line is echoed verbatim only when short and printable, else as an
+   escaped prefix with its length and digest (:mod:`daemon.wire._echo`).
+3. ``health`` reports ``serving``, ``degraded`` (the audit log cannot write, or an evidence
+   store's latest write failed; its reason) or ``draining``, with the connection, capacity,
+   peer, evaluation, audit, transparency and retention figures, the
+   decision/refusal/outcome counters, the noise summary, and ``metrics``: the samples of
+   ``/metrics`` (:meth:`daemon.server._metrics.ServerMetrics.snapshot`). ``/ready`` is 200
+   exactly when the status is ``serving``.
+4. Shutdown (:meth:`Server.shutdown`, or SIGINT/SIGTERM when ``handle_signals``; SIGHUP then
+   calls :attr:`Server.reloader`, :mod:`daemon.server._reload`, and never stops the server): stop
+   accepting, close idle connections, let in-flight requests finish within
+   ``shutdown_grace`` seconds (a second signal: at once), then cancel the rest (a cancelled
+   request is still audited); write ``daemon_stop``; flush and fsync the audit log; stop the
+   workers; remove the Unix socket file; return normally. A failed start records neither
+   ``daemon_start`` nor ``daemon_stop``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket as stdlib_socket
+import sys
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+import attrs
+import trio
+
+from daemon._version import __version__
+from daemon.audit._audit import AuditLog, AuditLogError, Durability
+from daemon.audit._transparency import open_transparency
+from daemon.audit._transparency import status as transparency_status
+from daemon.config._describe import describe_sessions
+from daemon.config._hosting import DEFAULT_PORT, HostedSession, ServerConfig
+from daemon.config._http_config import HttpConfig
+from daemon.config._security import ExposureRefused, LoadedSecurity
+from daemon.retention._retainer import Retention
+from daemon.server._audit_client import AuditClient
+from daemon.server._evaluation import (
+    DEADLINE_DETAILS,
+    WORKER_FAILED_DETAILS,
+    Evaluator,
+    worker_job_handler,
+)
+from daemon.server._frontend import Connection, FrontEnd
+from daemon.server._http_server import HttpConnection, HttpFrontEnd, busy_answer
+from daemon.server._listeners import Acceptor, Listening, open_listeners
+from daemon.server._metrics import ServerMetrics
+from daemon.server._peers import PeerLedger
+from daemon.server._pipeline import Pipeline
+from daemon.server._resources import connection_capacity, raise_descriptor_limit
+from daemon.server._workers import WorkerPool
+from daemon.tlog import TransparencyLog
+from daemon.wire._protocol import PROTOCOL_VERSION, ErrorCode, ErrorResponse, ServerConnection
+from session import VerificationMechanism
+
+__all__ = [
+    "DEADLINE_DETAILS",
+    "DEFAULT_PORT",
+    "WORKER_FAILED_DETAILS",
+    "HostedSession",
+    "Server",
+    "ServerConfig",
+    "open_server",
+    "serve",
+]
+
+SERVER_NAME: Final = f"evidenced/{__version__}"
+
+
+@attrs.frozen
+class WorkerRole:
+    """The server is worker ``index`` of a multi-process daemon (:mod:`daemon.server._supervisor`):
+    its audit log is ``client`` (the parent's sequencer), it records neither ``daemon_start``
+    nor ``daemon_stop``, leaves SIGINT to the parent, and its ``health`` aggregates the
+    workers'."""
+
+    client: AuditClient
+    index: int
+
+
+class Server:
+    """Serves ``sessions`` with ``config``. Use :meth:`run` in a nursery (``await
+    nursery.start(server.run)``) or :func:`serve`; stop with :meth:`shutdown`."""
+
+    def __init__(self, sessions: Sequence[HostedSession], config: ServerConfig) -> None:
+        names = [session.name for session in sessions]
+        if len(set(names)) != len(names):
+            raise ValueError("session names must be unique")
+        self.sessions: dict[str, HostedSession] = {s.name: s for s in sessions}
+        self.config = config
+        self.audit: AuditLog | AuditClient | None = None
+        #: Set when this server is one worker of a multi-process daemon (:class:`WorkerRole`).
+        self.role: WorkerRole | None = None
+        self.transparency: TransparencyLog | None = None
+        self.tcp_address: tuple[str, int] | None = None
+        self.unix_path: str | None = None
+        #: The HTTP listener's address, once listening (``config.http``).
+        self.http_address: tuple[str, int] | None = None
+        self._security = LoadedSecurity()
+        self._http_security = LoadedSecurity()
+        self._capacity = trio.CapacityLimiter(config.max_in_flight)
+        # Sized for real in run(), once the descriptor limit is known.
+        self.max_connections = config.max_connections
+        self._peers = PeerLedger(
+            connection_cap=config.peer_connection_cap(config.max_connections),
+            in_flight_cap=config.peer_in_flight_cap(),
+        )
+        self._evaluator: Evaluator | None = None
+        self._pipeline: Pipeline | None = None
+        self._shutdown = trio.Event()
+        self._handlers_scope: trio.CancelScope | None = None
+        self._connections: set[Connection] = set()
+        self._started_ns = time.monotonic_ns()
+        self._start_recorded = False
+        self.counters: Counter[str] = Counter()
+        #: Called on SIGHUP (when ``handle_signals``): :class:`daemon.server._reload.Reloader`.
+        self.reloader: Callable[[], Awaitable[None]] | None = None
+        #: Called with ``"STOPPING=1"`` when a signal begins a shutdown (``sd_notify``).
+        self.notify: Callable[[str], object] = _ignore
+        #: Listening sockets inherited from systemd (``LISTEN_FDS``), used instead of binding.
+        self.inherited: list[stdlib_socket.socket] = []
+        #: Listening sockets of the HTTP listener bound by a parent (``--workers``).
+        self.inherited_http: list[stdlib_socket.socket] = []
+        self._session_list = describe_sessions(self.sessions)
+        self._retention = Retention(self.sessions, deadline=config.request_deadline)
+        self.metrics = ServerMetrics(
+            self.sessions,
+            in_flight=lambda: self._capacity.borrowed_tokens,
+            connections={"binary": self._binary_connections, "http": self._http_connections},
+            audit_pending=lambda: self.audit.pending if self.audit is not None else 0,
+            counters=self.counters,
+        )
+
+    # -- introspection
+
+    @property
+    def draining(self) -> bool:
+        """Whether the server has stopped accepting (rule 4)."""
+        return self._pipeline is not None and self._pipeline.draining
+
+    def _http_connections(self) -> int:
+        return sum(1 for connection in self._connections if isinstance(connection, HttpConnection))
+
+    def _binary_connections(self) -> int:
+        return len(self._connections) - self._http_connections()
+
+    def readiness(self) -> tuple[str, str | None]:
+        """(``serving`` | ``degraded`` | ``draining``, the reason) (rule 3)."""
+        reason = self.audit.failure_reason if self.audit is not None else None
+        reason = reason or self._retention.failure_reason()
+        if self.draining:
+            return "draining", reason
+        return ("degraded", reason) if reason else ("serving", None)
+
+    def health(self) -> dict[str, Any]:
+        status, reason = self.readiness()
+        report = {
+            "status": status,
+            "reason": reason,
+            "server": SERVER_NAME,
+            "protocol_version": PROTOCOL_VERSION,
+            "uptime_ns": time.monotonic_ns() - self._started_ns,
+            "connections": len(self._connections),
+            "max_connections": self.max_connections,
+            "in_flight": self._capacity.borrowed_tokens,
+            "max_in_flight": self.config.max_in_flight,
+            "peers": self._peers.status(),
+            "evaluation": self._evaluator.status() if self._evaluator is not None else None,
+            "decisions": self.counters["decisions"],
+            "refusals": self.counters["refusals"],
+            "outcomes": {
+                key: self.counters[f"outcome:{key}"] for key in ("PASS", "FAIL", "UNKNOWN")
+            },
+            "audit": self.audit.status() if self.audit is not None else None,
+            "transparency": transparency_status(self.transparency),
+            "retention": self._retention.status(),
+            "noise": self._pipeline.noise.status() if self._pipeline is not None else None,
+            "metrics": self.metrics.snapshot(),
+        }
+        return report if self.role is None else _aggregate(report, self.role, self.figures())
+
+    def figures(self) -> dict[str, Any]:
+        """This server's own figures, as a worker reports them to the sequencer."""
+        return {
+            "pid": os.getpid(),
+            "status": self.readiness()[0],
+            "connections": len(self._connections),
+            "in_flight": self._capacity.borrowed_tokens,
+            "decisions": self.counters["decisions"],
+            "refusals": self.counters["refusals"],
+            "outcomes": {
+                key: self.counters[f"outcome:{key}"] for key in ("PASS", "FAIL", "UNKNOWN")
+            },
+        }
+
+    def limits(self) -> dict[str, Any]:
+        return {
+            "max_header_bytes": self.config.max_header_bytes,
+            "max_frame_bytes": self.config.max_frame_bytes,
+            "max_items": self.config.max_items,
+            "idle_timeout_ms": int(self.config.idle_timeout * 1000),
+            "request_deadline_ms": int(self.config.request_deadline * 1000),
+        }
+
+    # -- lifecycle
+
+    def shutdown(self) -> None:
+        """Begin a graceful shutdown (idempotent; safe from any task in the server's run)."""
+        self._shutdown.set()
+
+    async def run(self, *, task_status: trio.TaskStatus[Server] = trio.TASK_STATUS_IGNORED) -> None:
+        """Size resources, open the audit log, fork the workers, open the listeners, serve
+        until :meth:`shutdown`, then drain (rules 1 and 4)."""
+        config = self.config
+        workers = config.worker_count()
+        self.max_connections = connection_capacity(
+            config.max_connections, raise_descriptor_limit(), workers
+        )
+        self._peers.connection_cap = config.peer_connection_cap(self.max_connections)
+        exposed = config.exposure_problems()
+        if exposed and not config.insecure_listen:
+            raise ExposureRefused("; ".join(exposed))
+        self._security = config.security.load()
+        if config.http is not None:
+            self._http_security = config.http.security.load()
+        _remove_stale_snapshots()
+        audit: AuditLog | AuditClient
+        if self.role is not None:  # a worker: the parent's sequencer keeps the logs
+            audit = self.role.client
+            audit.on_gone = self.shutdown
+            audit.stats = self.figures
+        else:
+            audit = AuditLog.open(
+                config.audit_path,
+                durability=config.audit_durability,
+                overflow=config.audit_overflow,
+                max_pending=max(1, config.audit_max_pending),
+                rotate_bytes=config.audit_rotate_bytes,
+            )
+        self.audit = audit
+        if config.transparency is not None and isinstance(audit, AuditLog):
+            try:
+                self.transparency = open_transparency(
+                    config.transparency,
+                    Path(config.audit_path),
+                    audit.durable.seq,
+                    sync=audit.durability is Durability.FSYNC,
+                )
+            except BaseException:
+                audit.close_sync()
+                raise
+            audit.transparency = self.transparency
+        pool = WorkerPool(
+            workers,
+            worker_job_handler(self.sessions),
+            on_reaped=lambda pid: _remove_stale_snapshots(pid),
+        )
+        try:
+            # Forked before the audit writer or any connection exists (docs/adr/0009).
+            pool.start()
+            self._evaluator = Evaluator(
+                pool, inline_max_bytes=config.inline_max_bytes, deadline=config.request_deadline
+            )
+            self._pipeline = Pipeline(
+                sessions=self.sessions,
+                audit=audit,
+                transparency=self.transparency,
+                evaluator=self._evaluator,
+                retention=self._retention,
+                capacity=self._capacity,
+                peers=self._peers,
+                counters=self.counters,
+                session_list=self._session_list,
+                health=self.health,
+            )
+            self._pipeline.on_decision = self.metrics.on_decision
+            if self.role is not None:
+                self._pipeline.remote_transparency = self.role.client.transparency_answer
+            audit.on_batch = self.metrics.observe_audit_batch
+            async with self._retention.running():  # opens the evidence stores
+                await self._run_with_audit(audit, self._pipeline, task_status)
+        finally:
+            pool.close()
+            audit.close_sync()
+
+    async def _run_with_audit(
+        self,
+        audit: AuditLog | AuditClient,
+        pipeline: Pipeline,
+        task_status: trio.TaskStatus[Server],
+    ) -> None:
+        try:
+            async with trio.open_nursery() as audit_nursery:
+                await audit_nursery.start(audit.run)
+                try:
+                    await self._serve(audit, pipeline, task_status)
+                finally:
+                    with trio.CancelScope(shield=True):
+                        if self._start_recorded:  # a failed start records neither
+                            # Bounded: if the writer task was cancelled with the server,
+                            # close() below writes the pending line itself.
+                            with contextlib.suppress(AuditLogError), trio.move_on_after(2):
+                                await audit.recover()  # one last try during an outage
+                                await pipeline.noise.flush(audit.record)
+                                if self.role is None:  # a worker's parent writes it
+                                    await audit.record(
+                                        "daemon_stop",
+                                        decisions=self.counters["decisions"],
+                                        refusals=self.counters["refusals"],
+                                    )
+                        await audit.close()
+        finally:
+            audit.close_sync()
+
+    async def _serve(
+        self,
+        audit: AuditLog | AuditClient,
+        pipeline: Pipeline,
+        task_status: trio.TaskStatus[Server],
+    ) -> None:
+        listening = await open_listeners(self.config, self.inherited)
+        self.tcp_address, self.unix_path = listening.tcp_address, listening.unix_path
+        http_listeners: list[trio.SocketListener] = []
+        try:
+            http = self.config.http
+            if self.inherited_http:
+                http_listeners = [
+                    trio.SocketListener(trio.socket.from_stdlib_socket(sock))
+                    for sock in self.inherited_http
+                ]
+            elif http is not None:
+                http_listeners = await trio.open_tcp_listeners(http.listen[1], host=http.listen[0])
+            if http_listeners:
+                bound = http_listeners[0].socket.getsockname()
+                self.http_address = (str(bound[0]), int(bound[1]))
+            if self.role is None:
+                await self._record_start(audit, listening)
+            self._start_recorded = True
+            with contextlib.ExitStack() as stack:
+                # Installed before ``started`` so a signal sent right after readiness is ours;
+                # a worker leaves SIGINT to its parent (daemon.server._supervisor rule 4).
+                wanted = [signal.SIGTERM, signal.SIGHUP]
+                if self.role is None:
+                    wanted.insert(0, signal.SIGINT)
+                signals = (
+                    stack.enter_context(trio.open_signal_receiver(*wanted))
+                    if self.config.handle_signals
+                    else None
+                )
+                task_status.started(self)
+                await self._serve_until_shutdown(listening, http_listeners, pipeline, signals)
+        finally:
+            for listener in http_listeners:
+                with contextlib.suppress(Exception):
+                    await listener.aclose()
+            await listening.aclose()
+
+    async def _record_start(self, audit: AuditLog | AuditClient, listening: Listening) -> None:
+        """Rule 1's ``daemon_start``."""
+        await audit.record("daemon_start", **self.start_fields(self._listen_addresses(listening)))
+
+    def start_fields(self, listen: Mapping[str, str | None]) -> dict[str, Any]:
+        """``daemon_start``'s fields for a daemon listening at ``listen``."""
+        return {
+            "server": SERVER_NAME,
+            "pid": os.getpid(),
+            "listen": dict(listen),
+            "security": self._describe_security(),
+            "insecure_listen": self.config.insecure_listen,
+            "sessions": self._session_list,
+            "session_config": {
+                name: dict(session.recipe)
+                for name, session in sorted(self.sessions.items())
+                if session.recipe is not None
+            },
+            "durability": Durability(self.config.audit_durability).value,
+        }
+
+    def _listen_addresses(self, listening: Listening) -> dict[str, str | None]:
+        """``daemon_start``'s ``listen``: ``tcp`` and ``unix`` (null when off), and ``http``
+        only when the HTTP listener is on."""
+        addresses: dict[str, str | None] = dict(listening.addresses())
+        if self.http_address is not None:
+            addresses["http"] = f"{self.http_address[0]}:{self.http_address[1]}"
+        return addresses
+
+    def _describe_security(self) -> dict[str, Any]:
+        """Each TCP listener's TLS and authentication, for ``daemon_start`` (rule 1)."""
+        config = self.config
+        described: dict[str, Any] = {}
+        if config.tcp is not None:
+            described["tcp"] = config.security.describe()
+        if config.http is not None:
+            described["http"] = config.http.security.describe()
+        return described
+
+    async def _serve_until_shutdown(
+        self,
+        listening: Listening,
+        http_listeners: list[trio.SocketListener],
+        pipeline: Pipeline,
+        signals: AsyncIterator[int] | None,
+    ) -> None:
+        front = FrontEnd(
+            config=self.config,
+            pipeline=pipeline,
+            peers=self._peers,
+            connections=self._connections,
+            server_name=SERVER_NAME,
+            limits=self.limits(),
+            security=self._security,
+        )
+        async with trio.open_nursery() as watchers:
+            if signals is not None:
+                watchers.start_soon(self._watch_signals, signals)
+            watchers.start_soon(self._summarise_noise, pipeline)
+            async with trio.open_nursery() as handlers:
+                self._handlers_scope = handlers.cancel_scope
+                acceptor = Acceptor(
+                    connections=self._connections,
+                    max_connections=self.max_connections,
+                    peers=self._peers,
+                    counters=self.counters,
+                    handlers=handlers,
+                    serve=front.handle,
+                    refuse=front.refuse_connection,
+                    refusal_bytes=self._binary_refusal,
+                )
+                http_acceptor = self._http_acceptor(pipeline, handlers)
+                async with trio.open_nursery() as acceptors:
+                    for listener in listening.listeners:
+                        acceptors.start_soon(acceptor.accept_loop, listener)
+                    for listener in http_listeners:
+                        acceptors.start_soon(http_acceptor.accept_loop, listener)
+                    await self._shutdown.wait()
+                    acceptors.cancel_scope.cancel()
+                pipeline.draining = True
+                await listening.close_listeners()
+                for listener in http_listeners:
+                    with contextlib.suppress(Exception):
+                        await listener.aclose()
+                for connection in list(self._connections):
+                    if connection.idle() and connection.idle_scope is not None:
+                        connection.idle_scope.cancel()
+                handlers.cancel_scope.deadline = trio.current_time() + self.config.shutdown_grace
+            watchers.cancel_scope.cancel()
+
+    async def _summarise_noise(self, pipeline: Pipeline) -> None:
+        """One ``noise`` line per interval in which noise arrived (:mod:`daemon.server._noise`)."""
+        # An audit fault is the log's to report; noise is not worth more than that.
+        with contextlib.suppress(AuditLogError):
+            await pipeline.noise.run(pipeline.audit.record)
+
+    def _binary_refusal(self, stream: trio.SocketStream, message: str) -> bytes | None:
+        """A binary connection refused at accept: an ``error`` frame, none over TLS."""
+        if self._security.ssl_context is not None and stream.socket.family != stdlib_socket.AF_UNIX:
+            return None
+        return ServerConnection.send(ErrorResponse(None, ErrorCode.BUSY.name, message, None))
+
+    def _http_acceptor(self, pipeline: Pipeline, handlers: trio.Nursery) -> Acceptor:
+        """The HTTP listener's acceptor: the same connection registry and caps as the
+        binary protocol's."""
+        http = self.config.http or HttpConfig()
+        front = HttpFrontEnd(
+            config=self.config,
+            http=http,
+            pipeline=pipeline,
+            peers=self._peers,
+            connections=self._connections,
+            security=self._http_security,
+            metrics=self.metrics,
+            readiness=self.readiness,
+        )
+        tls = self._http_security.ssl_context is not None
+        return Acceptor(
+            connections=self._connections,
+            max_connections=self.max_connections,
+            peers=self._peers,
+            counters=self.counters,
+            handlers=handlers,
+            serve=front.handle,
+            refuse=front.refuse_connection,
+            connection_factory=HttpConnection,
+            refusal_bytes=lambda stream, message: None if tls else busy_answer(message),
+        )
+
+    async def _watch_signals(self, signals: AsyncIterator[int]) -> None:
+        """First SIGINT/SIGTERM: graceful shutdown. A second one: cancel in-flight requests
+        now (their audit lines, if being written, still complete). SIGHUP: the reloader, or
+        a message; never a stop."""
+        async for signum in signals:
+            name = signal.Signals(signum).name
+            if signum == signal.SIGHUP:
+                if self.reloader is None:
+                    sys.stderr.write("evidenced: SIGHUP received: no configuration to reload\n")
+                elif not self._shutdown.is_set():
+                    await self.reloader()
+                continue
+            if not self._shutdown.is_set():
+                self.notify("STOPPING=1")
+                sys.stderr.write(f"evidenced: {name} received, shutting down\n")
+                self.shutdown()
+            else:
+                sys.stderr.write(f"evidenced: second {name}: cancelling in-flight requests\n")
+                if self._handlers_scope is not None:
+                    self._handlers_scope.cancel()
+
+
+def _aggregate(report: dict[str, Any], role: WorkerRole, own: dict[str, Any]) -> dict[str, Any]:
+    """A worker's ``health``: the sequencer's audit and transparency status, the counters
+    and connection figures summed over every worker (this one's live, the others' as last
+    pushed), and ``workers`` (daemon.server._supervisor rule 5)."""
+    cluster = role.client.cluster
+    workers: list[dict[str, Any]] = []
+    for entry in cluster.get("workers", []):
+        if entry.get("index") == role.index:
+            entry = {**entry, **own, "alive": True}
+        workers.append(entry)
+    if not any(entry.get("index") == role.index for entry in workers):
+        workers.append({"index": role.index, "alive": True, "restarts": 0, **own})
+    live = [entry for entry in workers if entry.get("alive")]
+    for key in ("connections", "in_flight", "decisions", "refusals"):
+        report[key] = sum(int(entry.get(key, 0)) for entry in live)
+    report["outcomes"] = {
+        key: sum(int(entry.get("outcomes", {}).get(key, 0)) for entry in live)
+        for key in ("PASS", "FAIL", "UNKNOWN")
+    }
+    report["max_connections"] *= len(workers)
+    report["max_in_flight"] *= len(workers)
+    if "audit" in cluster:
+        report["audit"] = cluster["audit"]
+        report["transparency"] = cluster.get("transparency")
+    report["worker"] = role.index
+    report["workers"] = sorted(workers, key=lambda entry: int(entry.get("index", 0)))
+    return report
+
+
+def _ignore(state: str) -> None:
+    """The default :attr:`Server.notify`: no service manager to tell."""
+
+
+def _remove_stale_snapshots(pid: int | None = None) -> None:
+    """Rule 1: snapshot folders left by dead processes of this user (at start), or by one
+    killed worker (``pid``, once reaped)."""
+    try:
+        from mechanism.snapshots import remove_stale_snapshots
+    except ImportError:
+        return
+    removed = remove_stale_snapshots(pid=pid)
+    if removed:
+        sys.stderr.write(f"evidenced: removed {len(removed)} stale snapshot folder(s)\n")
+
+
+async def serve(
+    sessions: Sequence[HostedSession] | Mapping[str, Sequence[VerificationMechanism]],
+    config: ServerConfig | None = None,
+    *,
+    handle_signals: bool | None = None,
+    task_status: trio.TaskStatus[Server] = trio.TASK_STATUS_IGNORED,
+    **options: Any,
+) -> None:
+    """The host API: serve ``sessions`` until shutdown.
+
+    ``sessions`` is a list of :class:`HostedSession` or a mapping ``name -> mechanisms``
+    (then each session admits 2 items / 524,288 bytes). ``config`` or keyword ``options``
+    (fields of :class:`ServerConfig`) say where and how. ``task_status.started`` receives the
+    :class:`Server` (its ``tcp_address``/``unix_path`` and ``shutdown()``).
+
+    Signals: with ``handle_signals`` (the default when called from the main thread, where
+    Python delivers signals; pass ``False`` to keep your own handlers) SIGINT and SIGTERM shut
+    the server down gracefully (a second one: at once) and SIGHUP is ignored with a message
+    (there is no configuration file to reload; ``evidenced serve`` reloads its own). Without
+    it, stop the server with ``server.shutdown()``.
+    """
+    import threading
+
+    hosted = _hosted(sessions)
+    if handle_signals is None:
+        handle_signals = threading.current_thread() is threading.main_thread()
+    if config is None:
+        config = ServerConfig(**options, handle_signals=handle_signals)
+    else:
+        config = attrs.evolve(config, **options, handle_signals=handle_signals)
+    server = Server(hosted, config)
+    await server.run(task_status=task_status)
+
+
+def _hosted(
+    sessions: Sequence[HostedSession] | Mapping[str, Sequence[VerificationMechanism]],
+) -> list[HostedSession]:
+    if isinstance(sessions, Mapping):
+        return [HostedSession(name, tuple(mechs)) for name, mechs in sessions.items()]
+    return list(sessions)
+
+
+@contextlib.asynccontextmanager
+async def open_server(
+    sessions: Sequence[HostedSession] | Mapping[str, Sequence[VerificationMechanism]],
+    config: ServerConfig | None = None,
+    **options: Any,
+) -> AsyncIterator[Server]:
+    """Run a server for the duration of the block (tests, embedding); shuts down on exit,
+    gracefully also when the block raises (the error is re-raised once the server stopped)."""
+    failure: Exception | None = None
+    async with trio.open_nursery() as nursery:
+        server: Server = await nursery.start(_run_server, _hosted(sessions), config, options)
+        try:
+            yield server
+        except Exception as error:  # let the server drain instead of cancelling it
+            failure = error
+        finally:
+            server.shutdown()
+    if failure is not None:
+        raise failure
+
+
+async def _run_server(
+    sessions: list[HostedSession],
+    config: ServerConfig | None,
+    options: dict[str, Any],
+    *,
+    task_status: trio.TaskStatus[Server] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    await serve(sessions, config, task_status=task_status, **options)

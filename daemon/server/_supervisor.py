@@ -1,0 +1,430 @@
+"""``evidenced serve --workers N``: N serving processes, one audit log (docs/adr/0015).
+
+The parent binds the listeners, owns the audit log (and transparency log) and runs the
+sequencer (:mod:`daemon.server._sequencer`); N worker processes accept on the same listening
+sockets, read requests, evaluate and answer, each a :class:`~daemon.server._server.Server` whose
+audit log is an :class:`~daemon.server._audit_client.AuditClient`.
+
+Rules (the contract):
+
+1. Start, in this order: bind the listeners (TCP, Unix, HTTP; or the inherited systemd
+   sockets) in the parent, before any fork; fork the *spawner* (a single-threaded process
+   that never runs an event loop and forks the workers on request, so a worker restarted
+   later starts from the same clean state as the first ones); open the audit log and the
+   transparency log; record ``daemon_start`` (the parent's pid); start the N workers; report
+   readiness once every worker said it serves. The exposure check, the TLS and token files
+   and the evidence stores are checked in the parent first, so they fail the start as in one
+   process (with the same codes). A worker that cannot start (it exits before
+   saying so) stops the start: ``daemon_stop`` is written, the workers stopped, the start
+   fails with :class:`WorkersFailed`.
+2. A worker whose stream ends while the daemon is not draining (it crashed or was killed)
+   is restarted in the same slot, after :data:`RESTART_DELAY` seconds (doubling, up to
+   :data:`RESTART_DELAY_MAX`, while it keeps dying within :data:`STABLE_SECONDS`). Every line
+   it sent was committed and acknowledged only once durable; its clients reconnect to the
+   listening socket, which never closed.
+3. SIGINT/SIGTERM: the parent stops restarting and sends SIGTERM to every worker (a second
+   signal: SIGTERM again, which makes them cancel in-flight requests, as in one process);
+   each drains as one process does and exits; once all are gone (or ``shutdown_grace`` + 5 s
+   passed: then SIGKILL) the parent writes one ``daemon_stop`` with the workers' summed
+   counters, closes the logs and removes the Unix socket file. SIGHUP is not supported with
+   workers (a message says to restart instead).
+4. Workers ignore SIGINT (the parent decides) and stop when the parent's stream ends.
+5. ``health`` (answered by whichever worker a client reaches) aggregates: the counters and
+   connection figures summed over the workers, ``workers`` (each worker's figures, pid,
+   restarts), the sequencer's audit and transparency status. ``/metrics`` is per process
+   (the worker that answered; docs/operations.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket as stdlib_socket
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+import attrs
+import trio
+
+from daemon._version import __version__
+from daemon.audit._audit import AuditLog, Durability
+from daemon.audit._transparency import open_transparency
+from daemon.config._hosting import HostedSession, ServerConfig
+from daemon.server._audit_client import PUSH_INTERVAL, AuditClient
+from daemon.server._listeners import open_listeners
+from daemon.server._sequencer import Link, Sequencer
+from daemon.server._spawner import Spawner, WorkerMain
+from daemon.tlog import TransparencyLog
+
+__all__ = ["Bound", "Supervisor", "WorkersFailed", "bind"]
+
+RESTART_DELAY: Final = 0.1
+RESTART_DELAY_MAX: Final = 5.0
+STABLE_SECONDS: Final = 10.0
+
+
+class WorkersFailed(RuntimeError):
+    """The workers could not be started (rule 1)."""
+
+
+@attrs.define
+class Bound:
+    """The listening sockets, bound once in the parent (rule 1)."""
+
+    binary: list[stdlib_socket.socket]
+    http: list[stdlib_socket.socket]
+    listen: dict[str, str | None]
+    unix_path: str | None
+    owns_unix: bool
+
+    def close_sockets(self) -> None:
+        for sock in (*self.binary, *self.http):
+            sock.close()
+
+    def close(self) -> None:
+        self.close_sockets()
+        if self.owns_unix and self.unix_path is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self.unix_path)
+
+
+def _detach(listener: trio.SocketListener) -> stdlib_socket.socket:
+    trio_socket = listener.socket
+    family, kind = trio_socket.family, trio_socket.type
+    return stdlib_socket.socket(family, kind, fileno=trio_socket.detach())
+
+
+def bind(config: ServerConfig, inherited: Sequence[stdlib_socket.socket]) -> Bound:
+    """Rule 1's first step, before any fork (a short event loop of its own)."""
+
+    async def opening() -> Bound:
+        listening = await open_listeners(config, inherited)
+        http: list[trio.SocketListener] = []
+        listen: dict[str, str | None] = dict(listening.addresses())
+        if config.http is not None:
+            http = await trio.open_tcp_listeners(config.http.listen[1], host=config.http.listen[0])
+            host, port = http[0].socket.getsockname()[:2]
+            listen["http"] = f"{host}:{port}"
+        return Bound(
+            [_detach(listener) for listener in listening.listeners],
+            [_detach(listener) for listener in http],
+            listen,
+            listening.unix_path,
+            owns_unix=not inherited,
+        )
+
+    return trio.run(opening)
+
+
+# --------------------------------------------------------------------------- the parent
+
+
+@attrs.define
+class _Slot:
+    link: Link | None = None
+    restarts: int = 0
+    started: float = 0.0
+    delay: float = RESTART_DELAY
+
+
+class Supervisor:
+    """The parent of a multi-process daemon (module rules)."""
+
+    def __init__(
+        self,
+        sessions: Sequence[HostedSession],
+        config: ServerConfig,
+        bound: Bound,
+        count: int,
+        spawner: Spawner,
+        *,
+        describe: Callable[[], dict[str, Any]],
+    ) -> None:
+        self.sessions = list(sessions)
+        self.config = config
+        self.bound = bound
+        self.count = count
+        self.spawner = spawner
+        self.describe = describe
+        self.audit: AuditLog | None = None
+        self.transparency: TransparencyLog | None = None
+        self.sequencer: Sequencer | None = None
+        self._slots = [_Slot() for _ in range(count)]
+        self._draining = False
+        self._serving = False  # every first worker said it serves (rule 1 is over)
+        self._signals = 0
+        self._nursery: trio.Nursery | None = None
+        #: Called with ``"STOPPING=1"`` when a signal begins the drain (``sd_notify``).
+        self.notify: Callable[[str], object] = lambda state: None
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        config = self.config
+        audit = AuditLog.open(
+            config.audit_path,
+            durability=config.audit_durability,
+            overflow=config.audit_overflow,
+            max_pending=max(1, config.audit_max_pending),
+            rotate_bytes=config.audit_rotate_bytes,
+        )
+        self.audit = audit
+        try:
+            if config.transparency is not None:
+                self.transparency = open_transparency(
+                    config.transparency,
+                    Path(config.audit_path),
+                    audit.durable.seq,
+                    sync=audit.durability is Durability.FSYNC,
+                )
+                audit.transparency = self.transparency
+            self.sequencer = Sequencer(audit, self.transparency)
+            async with trio.open_nursery() as audit_nursery:
+                await audit_nursery.start(audit.run)
+                try:
+                    await self._serve(audit, task_status)
+                finally:
+                    with trio.CancelScope(shield=True):
+                        await audit.close()
+        finally:
+            audit.close_sync()
+
+    async def _serve(self, audit: AuditLog, task_status: trio.TaskStatus[None]) -> None:
+        await audit.record("daemon_start", **self.describe())
+        stopped = False
+        try:
+            with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
+                async with trio.open_nursery() as nursery:
+                    self._nursery = nursery
+                    for index in range(self.count):
+                        await self._start(index)
+                    with trio.fail_after(max(30.0, self.config.request_deadline)):
+                        for slot in self._slots:
+                            assert slot.link is not None
+                            await _ready_or_gone(slot.link)
+                    if not all(s.link is not None and s.link.ready.is_set() for s in self._slots):
+                        self._stop_workers()
+                        raise WorkersFailed("a worker exited before it could serve (see above)")
+                    nursery.start_soon(self._push_state)
+                    self._serving = True
+                    task_status.started()
+                    async for signum in signals:
+                        if signum == signal.SIGHUP:
+                            sys.stderr.write(
+                                "evidenced: SIGHUP: reloading is not supported with workers > 1; "
+                                "restart the daemon to apply a new configuration\n"
+                            )
+                            continue
+                        self._signals += 1
+                        if self._signals == 1:
+                            self.notify("STOPPING=1")
+                            sys.stderr.write(
+                                f"evidenced: {signal.Signals(signum).name} received, "
+                                f"draining {self.count} workers\n"
+                            )
+                            nursery.start_soon(self._drain, nursery)
+                        else:
+                            self._stop_workers()
+            stopped = True
+        finally:
+            self._draining = True
+            with trio.CancelScope(shield=True):
+                assert self.sequencer is not None
+                await audit.record(
+                    "daemon_stop",
+                    decisions=self.sequencer.retired["decisions"],
+                    refusals=self.sequencer.retired["refusals"],
+                )
+            if not stopped:
+                self._kill_workers()
+
+    async def _drain(self, nursery: trio.Nursery) -> None:
+        """Rule 3."""
+        self._draining = True
+        self.spawner.stop()
+        self._stop_workers()
+        with trio.move_on_after(self.config.shutdown_grace + 5):
+            for slot in self._slots:
+                if slot.link is not None:
+                    await _ended(slot.link)
+        self._kill_workers()
+        for slot in self._slots:  # their streams end at exit
+            if slot.link is not None:
+                with trio.move_on_after(5):
+                    await _ended(slot.link)
+        nursery.cancel_scope.cancel()
+
+    def _stop_workers(self) -> None:
+        for slot in self._slots:
+            if slot.link is not None and slot.link.alive:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(slot.link.pid, signal.SIGTERM)
+
+    def _kill_workers(self) -> None:
+        for slot in self._slots:
+            if slot.link is not None and slot.link.alive:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(slot.link.pid, signal.SIGKILL)
+
+    async def _start(self, index: int) -> None:
+        assert self._nursery is not None
+        pid, sock = await self.spawner.spawn(index)
+        slot = self._slots[index]
+        slot.link = Link(index, pid, sock)
+        slot.started = time.monotonic()
+        self._nursery.start_soon(self._watch, slot, slot.link)
+
+    async def _watch(self, slot: _Slot, link: Link) -> None:
+        """Serve one worker's link; restart the worker if it ends early (rule 2)."""
+        assert self.sequencer is not None
+        await self.sequencer.serve(link)
+        if self._draining or not self._serving:  # a start that failed is rule 1's
+            return
+        sys.stderr.write(f"evidenced: worker {link.index} (pid {link.pid}) exited; restarting it\n")
+        if time.monotonic() - slot.started < STABLE_SECONDS:
+            slot.delay = min(slot.delay * 2, RESTART_DELAY_MAX)
+        else:
+            slot.delay = RESTART_DELAY
+        await trio.sleep(slot.delay)
+        if self._draining:
+            return
+        slot.restarts += 1
+        await self._start(link.index)
+
+    def workers(self) -> list[dict[str, Any]]:
+        return [slot.link.entry(slot.restarts) for slot in self._slots if slot.link is not None]
+
+    async def _push_state(self) -> None:
+        """Every worker gets the daemon's state (:meth:`Sequencer.state`)."""
+        assert self.sequencer is not None
+        while True:
+            state = self.sequencer.state(self.workers())
+            for slot in self._slots:
+                link = slot.link
+                if link is not None and link.alive:
+                    await link.writer.send(["c", state])
+            await trio.sleep(PUSH_INTERVAL)
+
+
+async def _ready_or_gone(link: Link) -> None:
+    while link.alive and not link.ready.is_set():
+        await trio.sleep(0.01)
+
+
+async def _ended(link: Link) -> None:
+    while link.alive:
+        await trio.sleep(0.01)
+
+
+SERVER_NAME: Final = f"evidenced/{__version__}"
+
+
+def worker_main_for(
+    sessions: Sequence[HostedSession],
+    config: ServerConfig,
+    bound: Bound,
+    serving: Callable[[], None] = lambda: None,
+) -> WorkerMain:
+    """What a forked worker runs: one :class:`~daemon.server._server.Server` on the inherited
+    listeners whose audit log is an :class:`AuditClient` (rule 4). Never returns normally
+    to the spawner: the caller exits."""
+
+    def main(index: int, sock: stdlib_socket.socket) -> None:
+        from daemon.server._server import Server, WorkerRole
+
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        server = Server(sessions, attrs.evolve(config, handle_signals=True))
+        server.inherited = list(bound.binary)
+        server.inherited_http = list(bound.http)
+
+        async def run() -> None:
+            stream = trio.SocketStream(trio.socket.from_stdlib_socket(sock))
+            client = AuditClient(
+                stream,
+                path=Path(config.audit_path),
+                durability=Durability(config.audit_durability),
+                in_tree=config.transparency is not None,
+                index=index,
+            )
+            server.role = WorkerRole(client, index)
+            async with trio.open_nursery() as nursery:
+                await nursery.start(server.run)
+                serving()
+                await client.ready()
+
+        trio.run(run)
+
+    return main
+
+
+def _open_stores(sessions: Sequence[HostedSession]) -> None:
+    """The evidence stores open here as in a worker (a store that cannot be opened stops the
+    start as in one process, not each worker); after the spawner's fork, so no client or
+    thread a store makes is inherited."""
+    from daemon.retention._open import open_store
+
+    for session in sessions:
+        if session.retention is not None:
+            open_store(session.retention.store)
+
+
+def run_workers(
+    sessions: Sequence[HostedSession],
+    config: ServerConfig,
+    *,
+    inherited: Sequence[stdlib_socket.socket],
+    on_ready: Callable[[Supervisor], None],
+    notify: Callable[[str], object] = lambda state: None,
+    serving: Callable[[], None] = lambda: None,
+) -> Supervisor:
+    """Run a daemon of ``config.serving_count()`` workers until it stops (module rules);
+    ``on_ready`` is called once every worker serves, ``serving`` in each worker once it
+    serves. Call from a process without a running
+    event loop (the spawner is forked first)."""
+    from daemon.config._security import ExposureRefused
+    from daemon.server._server import Server
+
+    exposed = config.exposure_problems()
+    if exposed and not config.insecure_listen:
+        raise ExposureRefused("; ".join(exposed))
+    config.security.load()  # a bad TLS or token file stops the start here, naming it
+    if config.http is not None:
+        config.http.security.load()
+    bound = bind(config, inherited)
+    try:
+        spawner = Spawner(worker_main_for(sessions, config, bound, serving), bound.close_sockets)
+    except BaseException:
+        bound.close()
+        raise
+    bound.close_sockets()  # the spawner keeps them for the workers
+    try:
+        _open_stores(sessions)
+    except BaseException:
+        spawner.close()
+        bound.close()
+        raise
+    holder: list[Server] = []
+
+    def describe() -> dict[str, Any]:
+        return holder[0].start_fields(bound.listen)
+
+    supervisor = Supervisor(
+        sessions, config, bound, config.serving_count(), spawner, describe=describe
+    )
+    supervisor.notify = notify
+
+    async def main() -> None:
+        holder.append(Server(sessions, config))
+        async with trio.open_nursery() as nursery:
+            await nursery.start(supervisor.run)
+            on_ready(supervisor)
+
+    try:
+        trio.run(main)
+    finally:
+        spawner.close()
+        bound.close()
+    return supervisor
