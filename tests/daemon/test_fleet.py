@@ -1,0 +1,271 @@
+"""Publishing a log as static tiles and following a fleet of logs from where they are
+published (``docs/deployment.md``; :mod:`daemon.retention._publish`, :mod:`daemon.commands._fleet`).
+
+Every log here is built the daemon's way (:func:`test_tlog_cli.build`), published with the
+real CLI to a real directory or a real S3 API (moto's server), and read back only from there."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from retention_kit import moto_server, raw_s3_client, use_s3
+from test_tlog_cli import audit_lines, build, run
+
+from daemon.retention._publish import Publisher, PublishLoop, open_target
+from daemon.tlog import SIG_COSIGNATURE, SignerKey, TileReader, write_key_file
+from daemon.tlog._checkpoint import peek_checkpoint
+from daemon.tlog._merkle import tree_root
+
+ORIGINS = ("a.example/evidenced", "b.example/evidenced")
+
+
+def _tlog(root: Path) -> Path:
+    return root / "audit.jsonl.tlog"
+
+
+def _publish(capsys: pytest.CaptureFixture[str], root: Path, to: str) -> tuple[int, Any]:
+    status, document, _ = run(capsys, "log", "publish", "--dir", str(_tlog(root)), "--to", to)
+    return status, document
+
+
+def _fleet_file(path: Path, logs: list[tuple[SignerKey, str]], witnesses: str = "") -> Path:
+    text = "".join(
+        f'[[log]]\nkey = "{signer.verifier().encode()}"\ntiles = "{tiles}"\n\n'
+        for signer, tiles in logs
+    )
+    path.write_text(text + witnesses)
+    return path
+
+
+def _monitor(capsys: pytest.CaptureFixture[str], fleet: Path) -> tuple[int, Any]:
+    status, document, _ = run(
+        capsys,
+        "log",
+        "monitor",
+        "--fleet",
+        str(fleet),
+        "--state",
+        str(fleet.parent / "state"),
+        "--evidence",
+        str(fleet.parent / "evidence"),
+        "--count",
+        "1",
+    )
+    return status, document
+
+
+@pytest.fixture
+def replicas(tmp_path: Path) -> Iterator[list[tuple[SignerKey, Path]]]:
+    made = []
+    for origin in ORIGINS:
+        root = tmp_path / origin.split(".")[0]
+        root.mkdir()
+        made.append((SignerKey.generate(origin), root))
+    yield made
+
+
+def test_published_tiles_prove_the_published_checkpoint(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    signer = SignerKey.generate(ORIGINS[0])
+    lines = audit_lines(600)  # two full level-0 tiles and a partial one
+    build(tmp_path, signer, lines, bundles=True)
+    out = tmp_path / "public"
+    assert _publish(capsys, tmp_path, f"fs:{out}") == (
+        0,
+        {"status": "PUBLISHED", "target": f"fs:{out}", "size": 600},
+    )
+    published = {str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()}
+    assert {"checkpoint", "tile/0/000", "tile/0/001", "tile/0/002.p/88"} <= published
+    assert {"tile/entries/000", "tile/entries/002.p/88", "tile/1/000.p/2"} <= published
+    assert not [name for name in published if ".tmp-" in name]
+    checkpoint = peek_checkpoint((out / "checkpoint").read_bytes())
+    tiles = open_target(f"fs:{out}")
+    from daemon.retention._publish import TargetTiles
+
+    reader = TileReader(TargetTiles(tiles), 600)  # type: ignore[arg-type]
+    assert tree_root(reader.node, 600) == checkpoint.root
+
+
+def test_a_full_tile_edited_at_the_target_is_never_rewritten(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    signer = SignerKey.generate(ORIGINS[0])
+    build(tmp_path, signer, audit_lines(300))
+    out = tmp_path / "public"
+    out.joinpath("tile/0").mkdir(parents=True)
+    out.joinpath("tile/0/000").write_bytes(b"\0" * 8192)
+    status, document = _publish(capsys, tmp_path, f"fs:{out}")
+    assert (status, document["error"]["code"]) == (65, "TILE_CONFLICT")
+    assert out.joinpath("tile/0/000").read_bytes() == b"\0" * 8192
+    assert not out.joinpath("checkpoint").exists()  # the checkpoint is never published first
+
+
+def test_a_tile_lost_at_the_target_is_published_again_by_the_next_start(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    signer = SignerKey.generate(ORIGINS[0])
+    build(tmp_path, signer, audit_lines(520))
+    out = tmp_path / "public"
+    assert _publish(capsys, tmp_path, f"fs:{out}")[0] == 0
+    original = out.joinpath("tile/0/001").read_bytes()
+    out.joinpath("tile/0/001").unlink()
+    assert _publish(capsys, tmp_path, f"fs:{out}")[0] == 0
+    assert out.joinpath("tile/0/001").read_bytes() == original
+
+
+def test_a_failing_target_is_retried_with_backoff_and_reported(tmp_path: Path) -> None:
+    signer = SignerKey.generate(ORIGINS[0])
+    build(tmp_path, signer, audit_lines(10))
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("a file where the target directory should be")
+    loop = PublishLoop(Publisher(_tlog(tmp_path), open_target(f"fs:{blocker}/out")))
+    assert loop.pass_once() is False
+    failed = loop.status()
+    assert (failed.failures, failed.published_size, failed.local_size) == (1, None, 10)
+    assert failed.last_error is not None and failed.last_error.startswith("TARGET_FAILED")
+    blocker.unlink()
+    assert loop.pass_once() is True
+    assert loop.status().to_dict() | {"last_success": None} == {
+        "target": f"fs:{blocker}/out",
+        "published_size": 10,
+        "local_size": 10,
+        "lag": 0,
+        "failures": 1,
+        "last_error": None,
+        "last_success": None,
+    }
+
+
+def test_fleet_follows_every_replica_from_one_bucket(
+    tmp_path: Path,
+    replicas: list[tuple[SignerKey, Path]],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with moto_server() as server:
+        use_s3(monkeypatch, server, "fleet")
+        logs = []
+        for number, (signer, root) in enumerate(replicas):
+            build(root, signer, audit_lines(300 + number))
+            prefix = f"s3://fleet/tlog/{root.name}/"
+            assert _publish(capsys, root, prefix)[0] == 0
+            logs.append((signer, prefix))
+        fleet = _fleet_file(tmp_path / "fleet.toml", logs)
+        status, document = _monitor(capsys, fleet)
+        assert status == 0 and document["status"] == "CONSISTENT"
+        assert [log["status"] for log in document["logs"]] == ["FIRST", "FIRST"]
+        head = raw_s3_client().head_object(Bucket="fleet", Key="tlog/a/tile/0/000")
+        assert head["CacheControl"] == "public, max-age=31536000, immutable"
+        for number, (signer, root) in enumerate(replicas):
+            build(root, signer, audit_lines(700 + number))
+            assert _publish(capsys, root, logs[number][1])[0] == 0
+        status, document = _monitor(capsys, fleet)
+        assert status == 0
+        assert [(log["status"], log["size"]) for log in document["logs"]] == [
+            ("GREW", 700),
+            ("GREW", 701),
+        ]
+
+
+def test_fleet_monitor_catches_a_forked_replica(
+    tmp_path: Path, replicas: list[tuple[SignerKey, Path]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    logs = []
+    for signer, root in replicas:
+        build(root, signer, audit_lines(300))
+        assert _publish(capsys, root, f"fs:{root}/public")[0] == 0
+        logs.append((signer, f"fs:{root}/public"))
+    fleet = _fleet_file(tmp_path / "fleet.toml", logs)
+    assert _monitor(capsys, fleet)[0] == 0
+    signer, root = replicas[1]
+    first = (root / "public" / "checkpoint").read_bytes()
+    shutil.rmtree(_tlog(root))
+    shutil.rmtree(root / "public")
+    build(root, signer, audit_lines(400, tag="fork"))  # re-signed history, larger
+    assert _publish(capsys, root, f"fs:{root}/public")[0] == 0
+    status, document = _monitor(capsys, fleet)
+    assert (status, document["status"]) == (1, "ALARM")
+    good, forked = document["logs"]
+    assert (good["status"], forked["status"]) == ("SAME", "FORK")
+    evidence = Path(forked["evidence"])
+    assert (evidence / "previous.checkpoint").read_bytes() == first
+
+
+def test_fleet_monitor_catches_a_rolled_back_replica(
+    tmp_path: Path, replicas: list[tuple[SignerKey, Path]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    signer, root = replicas[0]
+    lines = audit_lines(500)
+    build(root, signer, lines)
+    assert _publish(capsys, root, f"fs:{root}/public")[0] == 0
+    fleet = _fleet_file(tmp_path / "fleet.toml", [(signer, f"fs:{root}/public")])
+    assert _monitor(capsys, fleet)[0] == 0
+    shutil.rmtree(_tlog(root))
+    build(root, signer, lines[:200])
+    (root / "public" / "checkpoint").unlink()
+    assert _publish(capsys, root, f"fs:{root}/public")[0] == 0
+    status, document = _monitor(capsys, fleet)
+    assert (status, document["logs"][0]["status"]) == (1, "ROLLBACK")
+
+
+def test_a_checkpoint_short_of_witness_cosignatures_fails_the_fleet(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    signer = SignerKey.generate(ORIGINS[0])
+    build(tmp_path, signer, audit_lines(50))
+    witness = SignerKey.generate("w.example/witness", SIG_COSIGNATURE)
+    write_key_file(tmp_path / "w.key", witness)
+    assert _publish(capsys, tmp_path, f"fs:{tmp_path}/public")[0] == 0
+    fleet = _fleet_file(
+        tmp_path / "fleet.toml",
+        [(signer, f"fs:{tmp_path}/public")],
+        f'[witnesses]\nkeys = ["{witness.verifier().encode()}"]\nthreshold = 1\n',
+    )
+    status, document = _monitor(capsys, fleet)
+    assert (status, document["logs"][0]["status"]) == (1, "COSIGNATURES_SHORT")
+    checkpoint = tmp_path / "public" / "checkpoint"
+    cosigned = run(
+        capsys,
+        "log",
+        "cosign",
+        str(checkpoint),
+        "--key",
+        str(tmp_path / "w.key"),
+        "--log-key",
+        signer.verifier().encode(),
+    )
+    assert cosigned[0] == 0
+    status, document = _monitor(capsys, fleet)
+    assert (status, document["logs"][0]["status"], document["logs"][0]["cosignatures"]) == (
+        0,
+        "SAME",
+        1,
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "complaint"),
+    [
+        ("", "no [[log]]"),
+        ('[[log]]\nkey = "KEY"\n', "needs key and tiles"),
+        ('[[log]]\nkey = "KEY"\ntiles = "fs:x"\nweight = 2\n', "only"),
+        ('[[log]]\nkey = "KEY"\ntiles = "fs:x"\n[[log]]\nkey = "KEY"\ntiles = "fs:y"\n', "share"),
+        ('[[log]]\nkey = "KEY"\ntiles = "fs:x"\n[witnesses]\nthreshold = 1\n', "threshold"),
+        ("[[log]\n", "Expected"),
+    ],
+)
+def test_a_malformed_fleet_file_is_refused_whole(
+    tmp_path: Path, text: str, complaint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    key = SignerKey.generate(ORIGINS[0]).verifier().encode()
+    fleet = tmp_path / "fleet.toml"
+    fleet.write_text(text.replace("KEY", key))
+    status, document = _monitor(capsys, fleet)
+    assert (status, document["error"]["code"]) == (65, "FLEET_INVALID")
+    assert complaint in document["error"]["message"]
+    assert not (tmp_path / "state").exists()
