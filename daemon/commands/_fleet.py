@@ -44,7 +44,7 @@ from daemon.retention._publish import (
     publish_directory,
 )
 from daemon.tlog import CHECKPOINT_FILE, CheckpointError, Monitor, count_cosignatures
-from daemon.tlog._checkpoint import open_checkpoint
+from daemon.tlog._checkpoint import open_checkpoint, peek_checkpoint
 from daemon.tlog._merkle import consistency_proof
 from daemon.tlog._note import SIG_COSIGNATURE, SIG_ED25519, KeyFormatError, VerifierKey
 from daemon.tlog._tiles import TileError, TileReader
@@ -208,6 +208,17 @@ def monitor_fleet(
     return all(r["status"] in _GOOD for r in results), results
 
 
+def fleet_key_for_receipt(data: bytes, fleet: Fleet) -> VerifierKey | None:
+    """The verifier key of the fleet log whose origin the receipt's checkpoint names (its
+    signature is checked by the caller, with that key); ``None`` when no log has it."""
+    try:
+        note = json.loads(data)["checkpoint"].encode("utf-8")
+        origin = peek_checkpoint(note).origin
+    except (ValueError, KeyError, TypeError, AttributeError, CheckpointError):
+        return None
+    return next((log.key for log in fleet.logs if log.origin == origin), None)
+
+
 def publish(directory: Path, spec: str) -> dict[str, Any]:
     """One publishing pass (``log publish``)."""
     size = publish_directory(directory, spec)
@@ -260,6 +271,31 @@ def run_fleet_monitor(args: Any) -> int:
         time.sleep(args.interval)
     cli.emit({"status": "CONSISTENT" if good else "ALARM", "passes": passes, "logs": results})
     return int(cli.Exit.OK if good else cli.Exit.FAIL)
+
+
+def verify_receipt_in_fleet(args: Any) -> int:
+    """``log verify-receipt --fleet F``: the key is the fleet log named by the receipt's
+    checkpoint; the witnesses and threshold are the fleet's."""
+    import cli
+    from daemon.tlog import verify_receipt
+
+    try:
+        fleet = load_fleet(Path(args.fleet))
+    except FleetError as error:
+        raise cli.RejectedInput(str(error), code=FleetError.code) from None
+    data = cli.read_input(args.receipt)
+    key = fleet_key_for_receipt(data, fleet)
+    if key is None:
+        report = {
+            "status": "INVALID",
+            "code": "RECEIPT_LOG_UNKNOWN",
+            "message": "the receipt's checkpoint names no log of the fleet",
+        }
+        cli.emit(report)
+        return int(cli.Exit.FAIL)
+    verified = verify_receipt(data, key, witnesses=list(fleet.witnesses), threshold=fleet.threshold)
+    cli.emit(verified.to_dict())
+    return int(cli.Exit.OK if verified.verified else cli.Exit.FAIL)
 
 
 def register_publish(commands: Any) -> None:

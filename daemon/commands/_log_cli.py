@@ -143,6 +143,12 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _verify_receipt(args: argparse.Namespace) -> int:
+    if args.fleet:
+        from daemon.commands._fleet import verify_receipt_in_fleet
+
+        return verify_receipt_in_fleet(args)
+    if not args.key:
+        raise cli.UsageError("log verify-receipt: --key or --fleet is required")
     key = read_verifier_key(args.key, sig_type=SIG_ED25519)
     witnesses = [read_verifier_key(item, sig_type=SIG_COSIGNATURE) for item in args.witness]
     if args.threshold > len(witnesses):
@@ -383,7 +389,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     receipt = commands.add_parser("verify-receipt", help="check a decision receipt offline")
     receipt.add_argument("receipt", metavar="FILE", help="the receipt file ('-': stdin)")
-    receipt.add_argument("--key", required=True, help="the log's verifier key (or a file)")
+    receipt.add_argument("--key", help="the log's verifier key (or a file)")
+    receipt.add_argument("--fleet", help="a fleet file: the key is the log the receipt names")
     receipt.add_argument("--witness", action="append", default=[], help="witness verifier key")
     receipt.add_argument("--threshold", type=_threshold, default=0, help="cosignatures needed")
     receipt.set_defaults(handler=_wrap(_verify_receipt))

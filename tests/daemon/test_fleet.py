@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from retention_kit import moto_server, raw_s3_client, use_s3
-from test_tlog_cli import audit_lines, build, run
+from test_tlog_cli import audit_lines, build, receipt_for, run
 
 from daemon.retention._publish import Publisher, PublishLoop, open_target
 from daemon.tlog import SIG_COSIGNATURE, SignerKey, TileReader, write_key_file
@@ -269,3 +269,35 @@ def test_a_malformed_fleet_file_is_refused_whole(
     assert (status, document["error"]["code"]) == (65, "FLEET_INVALID")
     assert complaint in document["error"]["message"]
     assert not (tmp_path / "state").exists()
+
+
+def test_a_receipt_from_any_replica_verifies_against_the_fleet_and_a_stranger_does_not(
+    tmp_path: Path, replicas: list[tuple[SignerKey, Path]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    logs, receipts = [], []
+    for signer, root in replicas:
+        lines = audit_lines(40)
+        build(root, signer, lines)
+        receipts.append(receipt_for(root, signer, lines, 7))
+        logs.append((signer, f"fs:{root}/public"))
+    fleet = _fleet_file(tmp_path / "fleet.toml", logs)
+    for receipt, (signer, _) in zip(receipts, replicas, strict=True):
+        status, document, _ = run(
+            capsys, "log", "verify-receipt", str(receipt), "--fleet", str(fleet)
+        )
+        assert (status, document["status"], document["origin"]) == (0, "VERIFIED", signer.name)
+    stranger_root = tmp_path / "stranger"
+    stranger_root.mkdir()
+    stranger = SignerKey.generate("c.example/evidenced")
+    lines = audit_lines(40)
+    build(stranger_root, stranger, lines)
+    forged = receipt_for(stranger_root, stranger, lines, 7)
+    status, document, _ = run(capsys, "log", "verify-receipt", str(forged), "--fleet", str(fleet))
+    assert (status, document["code"]) == (1, "RECEIPT_LOG_UNKNOWN")
+    impostor = SignerKey.generate(ORIGINS[0])  # claims replica a's origin, other key
+    impostor_root = tmp_path / "impostor"
+    impostor_root.mkdir()
+    build(impostor_root, impostor, lines)
+    forged = receipt_for(impostor_root, impostor, lines, 7)
+    status, document, _ = run(capsys, "log", "verify-receipt", str(forged), "--fleet", str(fleet))
+    assert (status, document["status"]) == (1, "INVALID")
