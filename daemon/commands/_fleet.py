@@ -45,9 +45,17 @@ from daemon.retention._publish import (
 )
 from daemon.tlog import CHECKPOINT_FILE, CheckpointError, Monitor, count_cosignatures
 from daemon.tlog._checkpoint import open_checkpoint, peek_checkpoint
-from daemon.tlog._merkle import consistency_proof
+from daemon.tlog._merkle import consistency_proof, leaf_hash, tree_root
 from daemon.tlog._note import SIG_COSIGNATURE, SIG_ED25519, KeyFormatError, VerifierKey
-from daemon.tlog._tiles import TileError, TileReader
+from daemon.tlog._tiles import (
+    ENTRIES,
+    TILE_WIDTH,
+    TileError,
+    TileReader,
+    decode_bundle,
+    tile_path,
+    tile_widths,
+)
 
 __all__ = ["Fleet", "FleetError", "FleetLog", "load_fleet", "monitor_fleet", "publish"]
 
@@ -206,6 +214,83 @@ def monitor_fleet(
             continue
         results.append(_observe_one(log, fleet, state_dir, evidence, target))
     return all(r["status"] in _GOOD for r in results), results
+
+
+def materialize(log: FleetLog, target: Target, out: Path) -> int:
+    """Write the published log's lines (its entry bundles) to ``out`` as an audit log file,
+    after proving them: the checkpoint opens under the log's key, the published tiles hash to
+    its root, and each bundle's entries hash to the level-0 tile they belong to. The number
+    of lines; :class:`FleetError` when anything is missing or does not prove."""
+    note = target.read(CHECKPOINT_FILE)
+    if note is None:
+        raise FleetError(f"{log.origin}: no {CHECKPOINT_FILE} published at {log.tiles}")
+    try:
+        checkpoint = open_checkpoint(note, log.key).checkpoint
+    except CheckpointError as error:
+        raise FleetError(f"{log.origin}: {error}") from None
+    size = checkpoint.size
+    reader = TileReader(TargetTiles(target), size)  # type: ignore[arg-type]
+    try:
+        if tree_root(reader.node, size) != checkpoint.root:
+            raise FleetError(f"{log.origin}: the published tiles do not hash to the checkpoint")
+        with out.open("wb") as handle:
+            for level, full, width in tile_widths(size)[:1]:
+                for index in range(full + (1 if width else 0)):
+                    bundle_width = TILE_WIDTH if index < full else width
+                    bundle = target.read(tile_path(ENTRIES, index, bundle_width))
+                    if bundle is None:
+                        raise FleetError(
+                            f"{log.origin}: entry bundle {index} is not published (the log"
+                            " needs [transparency] entry_bundles = true)"
+                        )
+                    entries = decode_bundle(bundle)
+                    hashes = b"".join(leaf_hash(entry) for entry in entries)
+                    if hashes != reader.tile(level, index):
+                        raise FleetError(f"{log.origin}: entry bundle {index} is not the log's")
+                    handle.writelines(entry + b"\n" for entry in entries)
+    except (TileError, PublishError) as error:
+        raise FleetError(f"{log.origin}: {error}") from None
+    return size
+
+
+def replay_fleet(args: Any) -> int:
+    """``replay --fleet F --store S --all``: every fleet log's decisions, read from its
+    published log (proved by :func:`materialize`), replayed against the shared store."""
+    import tempfile
+
+    import cli
+    from daemon.replay._replay_run import ReplayRefused, ReplayRequest, run_replay
+
+    if not args.all or args.target is not None or args.log:
+        raise cli.UsageError("replay --fleet takes --all (and no --log or target)")
+    try:
+        fleet = load_fleet(Path(args.fleet))
+    except FleetError as error:
+        raise cli.RejectedInput(str(error), code=FleetError.code) from None
+    documents = []
+    with tempfile.TemporaryDirectory(prefix="evidenced-fleet-") as scratch:
+        for number, log in enumerate(fleet.logs):
+            path = Path(scratch) / f"log-{number}.jsonl"
+            try:
+                materialize(log, open_target(log.tiles), path)
+                document = run_replay(
+                    ReplayRequest(logs=(path,), store=args.store, workers=args.workers or 1)
+                )
+            except (FleetError, PublishError) as error:
+                document = {"status": "REFUSED", "reason": "FLEET_LOG", "message": str(error)}
+            except ReplayRefused as refused:
+                document = refused.document
+            document.pop("log", None)
+            documents.append({"origin": log.origin, **document})
+    good = all(d["status"] == "REPRODUCED" for d in documents)
+    cli.emit(
+        {
+            "status": "REPRODUCED" if good else "NOT_REPRODUCED",
+            "decisions": sum(d.get("decisions", 0) for d in documents),
+            "logs": documents,
+        }
+    )
+    return int(cli.Exit.OK if good else cli.Exit.FAIL)
 
 
 def fleet_key_for_receipt(data: bytes, fleet: Fleet) -> VerifierKey | None:

@@ -301,3 +301,66 @@ def test_a_receipt_from_any_replica_verifies_against_the_fleet_and_a_stranger_do
     forged = receipt_for(impostor_root, impostor, lines, 7)
     status, document, _ = run(capsys, "log", "verify-receipt", str(forged), "--fleet", str(fleet))
     assert (status, document["status"]) == (1, "INVALID")
+
+
+def _replica_with_decisions(root: Path, signer: SignerKey, store: Any) -> int:
+    """A replica's audit log of real formation decisions (evidence retained in ``store``) and
+    its transparency log with entry bundles, as the daemon writes them."""
+    from daemon_testkit import formation_pair
+    from retention_kit import LogWriter
+
+    from mechanism.formation import FormationPathCertificateMechanism, formation_binding
+
+    digest = FormationPathCertificateMechanism().mechanism_digest
+    writer = LogWriter(root / "audit.jsonl", store, {"formation": ("formation",)})
+    writer.start()
+    for name in ("atom", "compose", "tampered"):
+        subject, certificate = formation_pair(name)
+        binding = formation_binding(subject, certificate, mechanism_digest=digest)
+        writer.decide("formation", binding, [subject, certificate])
+    lines = [line.rstrip(b"\n") for line in writer.lines]
+    writer.flush()
+    build(root, signer, lines, bundles=True)
+    return len(lines)
+
+
+def test_replay_fleet_reproduces_every_replica_from_the_bucket_alone(
+    tmp_path: Path,
+    replicas: list[tuple[SignerKey, Path]],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from daemon.retention import open_store
+
+    with moto_server() as server:
+        spec = use_s3(monkeypatch, server, "fleet")
+        store = open_store(spec)
+        logs = []
+        for signer, root in replicas:
+            _replica_with_decisions(root, signer, store)
+            prefix = f"s3://fleet/tlog/{root.name}/"
+            assert _publish(capsys, root, prefix)[0] == 0
+            logs.append((signer, prefix))
+            shutil.rmtree(root)  # from the bucket alone
+        fleet = _fleet_file(tmp_path / "fleet.toml", logs)
+        status, document, _ = run(capsys, "replay", "--fleet", str(fleet), "--store", spec, "--all")
+        assert (status, document["status"], document["decisions"]) == (0, "REPRODUCED", 6)
+        assert [log["origin"] for log in document["logs"]] == list(ORIGINS)
+
+
+def test_an_entry_bundle_edited_in_the_bucket_is_not_replayed(
+    tmp_path: Path, replicas: list[tuple[SignerKey, Path]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from daemon.retention import FilesystemStore
+
+    store = FilesystemStore(tmp_path / "store")
+    signer, root = replicas[0]
+    _replica_with_decisions(root, signer, store)
+    assert _publish(capsys, root, f"fs:{root}/public")[0] == 0
+    bundle = root / "public" / "tile" / "entries" / "000.p" / "4"
+    bundle.write_bytes(bundle.read_bytes().replace(b'"PASS"', b'"FAIL"', 1))
+    fleet = _fleet_file(tmp_path / "fleet.toml", [(signer, f"fs:{root}/public")])
+    status, document, _ = run(capsys, "replay", "--fleet", str(fleet), "--store", store.id, "--all")
+    assert (status, document["status"]) == (1, "NOT_REPRODUCED")
+    assert document["logs"][0]["reason"] == "FLEET_LOG"
+    assert "is not the log's" in document["logs"][0]["message"]
