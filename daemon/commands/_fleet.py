@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import os
 import tomllib
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
@@ -45,8 +46,9 @@ from daemon.retention._publish import (
 )
 from daemon.tlog import CHECKPOINT_FILE, CheckpointError, Monitor, count_cosignatures
 from daemon.tlog._checkpoint import open_checkpoint, peek_checkpoint
-from daemon.tlog._merkle import consistency_proof, leaf_hash, tree_root
+from daemon.tlog._merkle import consistency_proof, inclusion_proof, leaf_hash, tree_root
 from daemon.tlog._note import SIG_COSIGNATURE, SIG_ED25519, KeyFormatError, VerifierKey
+from daemon.tlog._receipt import make_receipt
 from daemon.tlog._tiles import (
     ENTRIES,
     TILE_WIDTH,
@@ -216,41 +218,75 @@ def monitor_fleet(
     return all(r["status"] in _GOOD for r in results), results
 
 
+class PublishedLog:
+    """One fleet log as published: its checkpoint opened under the log's key and its tiles
+    proved to hash to the checkpoint's root (:class:`FleetError` otherwise)."""
+
+    def __init__(self, log: FleetLog, target: Target) -> None:
+        self.log = log
+        self.target = target
+        note = target.read(CHECKPOINT_FILE)
+        if note is None:
+            raise FleetError(f"{log.origin}: no {CHECKPOINT_FILE} published at {log.tiles}")
+        try:
+            checkpoint = open_checkpoint(note, log.key).checkpoint
+        except CheckpointError as error:
+            raise FleetError(f"{log.origin}: {error}") from None
+        self.note = note
+        self.size = checkpoint.size
+        self.reader = TileReader(TargetTiles(target), self.size)  # type: ignore[arg-type]
+        try:
+            if tree_root(self.reader.node, self.size) != checkpoint.root:
+                raise FleetError(f"{log.origin}: the published tiles do not hash to the checkpoint")
+        except (TileError, PublishError) as error:
+            raise FleetError(f"{log.origin}: {error}") from None
+
+    def entries(self) -> Iterator[bytes]:
+        """Every line of the log, in order, each bundle proved against its level-0 tile (the
+        log needs ``[transparency] entry_bundles = true``)."""
+        level, full, width = tile_widths(self.size)[0] if self.size else (0, 0, 0)
+        try:
+            for index in range(full + (1 if width else 0)):
+                bundle = self.target.read(
+                    tile_path(ENTRIES, index, TILE_WIDTH if index < full else width)
+                )
+                if bundle is None:
+                    raise FleetError(
+                        f"{self.log.origin}: entry bundle {index} is not published (the log"
+                        " needs [transparency] entry_bundles = true)"
+                    )
+                entries = decode_bundle(bundle)
+                hashes = b"".join(leaf_hash(entry) for entry in entries)
+                if hashes != self.reader.tile(level, index):
+                    raise FleetError(f"{self.log.origin}: entry bundle {index} is not the log's")
+                yield from entries
+        except (TileError, PublishError) as error:
+            raise FleetError(f"{self.log.origin}: {error}") from None
+
+    def receipt(self, index: int, line: bytes) -> dict[str, Any]:
+        """The receipt of the line at ``index`` under the published checkpoint."""
+        proof = inclusion_proof(self.reader.node, index, self.size)
+        return make_receipt(line, index, self.size, proof, self.note)
+
+
 def materialize(log: FleetLog, target: Target, out: Path) -> int:
-    """Write the published log's lines (its entry bundles) to ``out`` as an audit log file,
-    after proving them: the checkpoint opens under the log's key, the published tiles hash to
-    its root, and each bundle's entries hash to the level-0 tile they belong to. The number
-    of lines; :class:`FleetError` when anything is missing or does not prove."""
-    note = target.read(CHECKPOINT_FILE)
-    if note is None:
-        raise FleetError(f"{log.origin}: no {CHECKPOINT_FILE} published at {log.tiles}")
-    try:
-        checkpoint = open_checkpoint(note, log.key).checkpoint
-    except CheckpointError as error:
-        raise FleetError(f"{log.origin}: {error}") from None
-    size = checkpoint.size
-    reader = TileReader(TargetTiles(target), size)  # type: ignore[arg-type]
-    try:
-        if tree_root(reader.node, size) != checkpoint.root:
-            raise FleetError(f"{log.origin}: the published tiles do not hash to the checkpoint")
-        with out.open("wb") as handle:
-            for level, full, width in tile_widths(size)[:1]:
-                for index in range(full + (1 if width else 0)):
-                    bundle_width = TILE_WIDTH if index < full else width
-                    bundle = target.read(tile_path(ENTRIES, index, bundle_width))
-                    if bundle is None:
-                        raise FleetError(
-                            f"{log.origin}: entry bundle {index} is not published (the log"
-                            " needs [transparency] entry_bundles = true)"
-                        )
-                    entries = decode_bundle(bundle)
-                    hashes = b"".join(leaf_hash(entry) for entry in entries)
-                    if hashes != reader.tile(level, index):
-                        raise FleetError(f"{log.origin}: entry bundle {index} is not the log's")
-                    handle.writelines(entry + b"\n" for entry in entries)
-    except (TileError, PublishError) as error:
-        raise FleetError(f"{log.origin}: {error}") from None
-    return size
+    """Write the published log's proved lines to ``out`` as an audit log file; how many."""
+    published = PublishedLog(log, target)
+    with out.open("wb") as handle:
+        handle.writelines(entry + b"\n" for entry in published.entries())
+    return published.size
+
+
+def fleet_receipt(fleet: Fleet, decision_id: str) -> dict[str, Any] | None:
+    """The receipt of the decision ``decision_id`` from whichever fleet log holds it (read
+    from what is published only), or ``None``."""
+    needle = f'"decision_id":"{decision_id}"'.encode()
+    for log in fleet.logs:
+        published = PublishedLog(log, open_target(log.tiles))
+        for index, entry in enumerate(published.entries()):
+            if needle in entry and json.loads(entry).get("decision_id") == decision_id:
+                return published.receipt(index, entry)
+    return None
 
 
 def replay_fleet(args: Any) -> int:

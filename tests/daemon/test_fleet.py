@@ -364,3 +364,34 @@ def test_an_entry_bundle_edited_in_the_bucket_is_not_replayed(
     assert (status, document["status"]) == (1, "NOT_REPRODUCED")
     assert document["logs"][0]["reason"] == "FLEET_LOG"
     assert "is not the log's" in document["logs"][0]["message"]
+
+
+def test_a_decision_s_receipt_is_made_from_the_bucket_and_verifies_against_the_fleet(
+    tmp_path: Path, replicas: list[tuple[SignerKey, Path]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from daemon.commands._fleet import fleet_receipt, load_fleet
+    from daemon.retention import FilesystemStore
+    from daemon.tlog import encode_receipt
+
+    store = FilesystemStore(tmp_path / "store")
+    logs, wanted = [], []
+    for signer, root in replicas:
+        _replica_with_decisions(root, signer, store)
+        decision = json.loads((root / "audit.jsonl").read_bytes().splitlines()[2])
+        wanted.append(decision["decision_id"])
+        assert _publish(capsys, root, f"fs:{root}/public")[0] == 0
+        logs.append((signer, f"fs:{root}/public"))
+    fleet_path = _fleet_file(tmp_path / "fleet.toml", logs)
+    fleet = load_fleet(fleet_path)
+    for (signer, _), decision_id in zip(replicas, wanted, strict=True):
+        receipt = fleet_receipt(fleet, decision_id)
+        assert receipt is not None and receipt["log_index"] == 2
+        path = tmp_path / f"{decision_id}.json"
+        path.write_bytes(encode_receipt(receipt))
+        status, document, _ = run(
+            capsys, "log", "verify-receipt", str(path), "--fleet", str(fleet_path)
+        )
+        assert (status, document["origin"]) == (0, signer.name)
+    assert fleet_receipt(fleet, "00000000-0000-4000-8000-000000000000") is None
