@@ -277,6 +277,21 @@ def materialize(log: FleetLog, target: Target, out: Path) -> int:
     return published.size
 
 
+def decision_receipts(fleet: Fleet) -> dict[str, dict[str, Any]]:
+    """Every decision of every fleet log, read once from what is published: decision id →
+    its receipt under its replica's published checkpoint."""
+    found: dict[str, dict[str, Any]] = {}
+    for log in fleet.logs:
+        published = PublishedLog(log, open_target(log.tiles))
+        for index, entry in enumerate(published.entries()):
+            if b'"event":"decision"' not in entry:
+                continue
+            decision_id = json.loads(entry).get("decision_id")
+            if isinstance(decision_id, str):
+                found[decision_id] = published.receipt(index, entry)
+    return found
+
+
 def fleet_receipt(fleet: Fleet, decision_id: str) -> dict[str, Any] | None:
     """The receipt of the decision ``decision_id`` from whichever fleet log holds it (read
     from what is published only), or ``None``."""
