@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo demo-retain test lint fmt coverage bench clean browser screenshots
+.PHONY: demo demo-retain test lint fmt coverage bench clean browser screenshots curl nginx
 
 # Tools at the exact versions of constraints.txt; runtime dependencies as pyproject.toml's ranges.
 # daemon/_version.py is the version the package metadata is built from. The example third-party
@@ -30,7 +30,7 @@ demo-retain: $(STAMP)
 TEST_WORKERS ?= 2
 PYTEST := $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
-test: $(STAMP) lint browser curl
+test: $(STAMP) lint browser curl nginx
 	$(PYTEST); status=$$?; if [ $$status -eq 5 ]; then echo 'no tests collected'; status=0; fi; exit $$status
 
 lint: $(STAMP)
@@ -69,6 +69,17 @@ curl:
 	    --no-install-recommends curl ca-certificates >/dev/null; } \
 	  || echo 'make curl: could not install curl (the curl tests will skip)'; \
 	else echo 'make curl: curl absent and not root (the curl tests will skip)'; fi
+
+# A real nginx, the load balancer of the multi-replica test (tests/daemon/test_fleet_nginx.py),
+# from Debian's package, installed once when absent (needs root). Never fails: without it that
+# test skips and says why. The package's own service is not used (the test starts nginx).
+nginx:
+	@if command -v nginx >/dev/null || [ -x /usr/sbin/nginx ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    --no-install-recommends nginx-light >/dev/null; } \
+	  || echo 'make nginx: could not install nginx (the multi-replica test will skip)'; \
+	else echo 'make nginx: nginx absent and not root (the multi-replica test will skip)'; fi
 
 screenshots: $(STAMP) browser
 	$(PY) scripts/screenshots.py

@@ -332,7 +332,7 @@ ROOM_ARROWS: dict[str, frozenset[str]] = {
     "wire": frozenset(),
     "tlog": frozenset({"wire"}),
     "audit": frozenset({"wire", "tlog"}),
-    "retention": frozenset({"wire", "audit"}),
+    "retention": frozenset({"wire", "tlog", "audit"}),
     "config": frozenset({"wire", "tlog", "audit", "retention"}),
     "client": frozenset({"wire", "tlog", "config"}),
     "server": frozenset({"wire", "tlog", "audit", "retention", "config"}),

@@ -143,6 +143,12 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _verify_receipt(args: argparse.Namespace) -> int:
+    if args.fleet:
+        from daemon.commands._fleet import verify_receipt_in_fleet
+
+        return verify_receipt_in_fleet(args)
+    if not args.key:
+        raise cli.UsageError("log verify-receipt: --key or --fleet is required")
     key = read_verifier_key(args.key, sig_type=SIG_ED25519)
     witnesses = [read_verifier_key(item, sig_type=SIG_COSIGNATURE) for item in args.witness]
     if args.threshold > len(witnesses):
@@ -313,6 +319,12 @@ def _remote_source(
 
 
 def _monitor(args: argparse.Namespace) -> int:
+    if args.fleet:
+        from daemon.commands._fleet import run_fleet_monitor
+
+        return run_fleet_monitor(args)
+    if not args.key:
+        raise cli.UsageError("log monitor: --key is required (except with --fleet)")
     key = read_verifier_key(args.key, sig_type=SIG_ED25519)
     state = Path(args.state) if args.state else None
     last_note = _read(state) if state is not None and state.exists() else None
@@ -377,7 +389,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     receipt = commands.add_parser("verify-receipt", help="check a decision receipt offline")
     receipt.add_argument("receipt", metavar="FILE", help="the receipt file ('-': stdin)")
-    receipt.add_argument("--key", required=True, help="the log's verifier key (or a file)")
+    receipt.add_argument("--key", help="the log's verifier key (or a file)")
+    receipt.add_argument("--fleet", help="a fleet file: the key is the log the receipt names")
     receipt.add_argument("--witness", action="append", default=[], help="witness verifier key")
     receipt.add_argument("--threshold", type=_threshold, default=0, help="cosignatures needed")
     receipt.set_defaults(handler=_wrap(_verify_receipt))
@@ -387,8 +400,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     where.add_argument("--dir", help="a transparency directory (static tiles)")
     where.add_argument("--connect", help="a daemon's HOST:PORT")
     where.add_argument("--socket", help="a daemon's Unix socket")
-    monitor.add_argument("--key", required=True, help="the log's verifier key (or a file)")
-    monitor.add_argument("--state", help="file keeping the last consistent checkpoint")
+    where.add_argument("--fleet", help="a fleet file: every log, from its published tiles")
+    monitor.add_argument("--key", help="the log's verifier key (or a file; not with --fleet)")
+    monitor.add_argument("--state", help="file (--fleet: folder) keeping the last checkpoint")
     monitor.add_argument(
         "--evidence",
         default="evidenced-monitor-evidence",
@@ -398,6 +412,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     monitor.add_argument("--count", type=_threshold, default=0, help="polls (0: until alarm)")
     monitor.add_argument("--timeout", type=float, default=10.0, help="per-request seconds")
     monitor.set_defaults(handler=_wrap(_monitor))
+
+    from daemon.commands._fleet import register_publish
+
+    register_publish(commands)
 
     cosign = commands.add_parser("cosign", help="add a witness cosignature to a checkpoint")
     cosign.add_argument("file", metavar="FILE", help="a receipt or a checkpoint file")

@@ -77,6 +77,12 @@ def _replay(args: argparse.Namespace) -> int:
     from daemon.commands._report import ReportError, parse_instant
     from daemon.replay._replay_run import ReplayRefused, ReplayRequest, run_replay
 
+    if args.fleet:
+        from daemon.commands._fleet import replay_fleet
+
+        return replay_fleet(args)
+    if not args.log:
+        raise UsageError("give --log LOG (or --fleet FILE)")
     if args.all == (args.target is not None):
         raise UsageError("give one SEQ or DECISION_ID, or --all")
     if args.target is not None and (args.session is not None or args.since is not None):
@@ -239,9 +245,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     replay.add_argument(
         "--log",
         action="append",
-        required=True,
         metavar="LOG",
         help="the audit log (repeat for rotated files, oldest first)",
+    )
+    replay.add_argument(
+        "--fleet", metavar="FILE", help="replay every fleet log from its published tiles"
     )
     replay.add_argument("--store", required=True, metavar="STORE", help="fs:PATH or s3://B/P")
     replay.add_argument(

@@ -4,10 +4,12 @@
   :func:`open_store`, :func:`parse_spec`, and the errors :class:`StoreError`,
   :class:`ObjectMissing`, :class:`ObjectCorrupt`.
 * The retainer (what a decision keeps, under the session's policy) and the policy itself.
+* Publishing a transparency log's tiles to the same kinds of store (``_publish``).
 
 Replay and garbage collection, which read stores back, live in :mod:`daemon.replay`.
 
-May import: ``daemon.audit`` (the decision fields), ``daemon.wire``; never a server, a client
+May import: ``daemon.audit`` (the decision fields), ``daemon.tlog`` (tile paths),
+``daemon.wire``; never a server, a client
 or a command.
 """
 

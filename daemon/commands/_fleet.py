@@ -1,0 +1,444 @@
+"""``evidenced log publish`` and ``evidenced log monitor --fleet``: many logs, read from where
+they are published (``docs/deployment.md``).
+
+A **fleet file** (TOML) names every log a monitor follows and the witnesses it trusts::
+
+    [[log]]
+    key = "replica-a.example/evidenced+3f2a9c1e+AW…"   # the log's verifier key (or a file)
+    tiles = "s3://evidence/tlog/replica-a/"             # fs:PATH, s3://…, or http(s)://…/
+
+    [witnesses]
+    keys = ["witness.example+0c1d2e3f+BA…"]            # cosignature (type 0x04) keys
+    threshold = 1                                       # cosignatures each checkpoint needs
+
+Rules (the contract) of one fleet pass, per log in file order:
+
+1. The file is refused whole (exit 65, ``FLEET_INVALID``) when it is not TOML, a key is
+   unknown, a log lacks ``key`` or ``tiles``, two logs share an origin, or the threshold is not
+   an integer in ``[0, len(keys)]``.
+2. The log's checkpoint is read from its published tiles and observed by a
+   :class:`daemon.tlog.Monitor` pinned to its key, whose state (the last consistent checkpoint)
+   is kept per origin under ``--state-dir``; consistency is proved from the published tiles
+   alone. ``FORK`` and ``ROLLBACK`` keep both signed notes as evidence under ``--evidence``.
+3. A checkpoint with fewer verified witness cosignatures than the threshold is
+   ``COSIGNATURES_SHORT``. An unreadable source is ``UNREACHABLE``.
+4. Exit 0 when every log is ``FIRST``, ``SAME`` or ``GREW`` with its cosignatures; else 1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final
+
+import attrs
+
+from daemon.retention._publish import (
+    PublishError,
+    Target,
+    TargetTiles,
+    open_target,
+    publish_directory,
+)
+from daemon.tlog import CHECKPOINT_FILE, CheckpointError, Monitor, count_cosignatures
+from daemon.tlog._checkpoint import open_checkpoint, peek_checkpoint
+from daemon.tlog._merkle import consistency_proof, inclusion_proof, leaf_hash, tree_root
+from daemon.tlog._note import SIG_COSIGNATURE, SIG_ED25519, KeyFormatError, VerifierKey
+from daemon.tlog._receipt import make_receipt
+from daemon.tlog._tiles import (
+    ENTRIES,
+    TILE_WIDTH,
+    TileError,
+    TileReader,
+    decode_bundle,
+    tile_path,
+    tile_widths,
+)
+
+__all__ = ["Fleet", "FleetError", "FleetLog", "load_fleet", "monitor_fleet", "publish"]
+
+_LOG_KEYS: Final = frozenset({"key", "tiles", "name"})
+_WITNESS_KEYS: Final = frozenset({"keys", "threshold"})
+
+
+class FleetError(Exception):
+    """The fleet file is refused (rule 1)."""
+
+    code = "FLEET_INVALID"
+
+
+@attrs.frozen
+class FleetLog:
+    key: VerifierKey
+    tiles: str
+
+    @property
+    def origin(self) -> str:
+        return self.key.name
+
+
+@attrs.frozen
+class Fleet:
+    logs: tuple[FleetLog, ...]
+    witnesses: tuple[VerifierKey, ...] = ()
+    threshold: int = 0
+
+
+def _key(text: str, where: str, sig_type: int, base: Path) -> VerifierKey:
+    if "+" not in text:
+        path = Path(text) if Path(text).is_absolute() else base / text
+        try:
+            text = path.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as error:
+            raise FleetError(f"{where}: cannot read key file {path}: {error}") from None
+    try:
+        key = VerifierKey.parse(text)
+    except KeyFormatError as error:
+        raise FleetError(f"{where}: {error}") from None
+    if key.sig_type != sig_type:
+        raise FleetError(f"{where}: key type {key.sig_type:#04x}, expected {sig_type:#04x}")
+    return key
+
+
+def load_fleet(path: Path) -> Fleet:
+    """Read and check a fleet file (rule 1); key files are relative to the file."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+        raise FleetError(f"{path}: {error}") from None
+    unknown = set(data) - {"log", "witnesses"}
+    if unknown:
+        raise FleetError(f"{path}: unknown keys {sorted(unknown)}")
+    entries = data.get("log", [])
+    if not isinstance(entries, list) or not entries:
+        raise FleetError(f"{path}: no [[log]] entries")
+    logs: list[FleetLog] = []
+    for number, entry in enumerate(entries, 1):
+        where = f"{path}: log {number}"
+        if not isinstance(entry, dict) or set(entry) - _LOG_KEYS:
+            raise FleetError(f"{where}: only {sorted(_LOG_KEYS)} are known")
+        if not isinstance(entry.get("key"), str) or not isinstance(entry.get("tiles"), str):
+            raise FleetError(f"{where}: needs key and tiles (strings)")
+        logs.append(FleetLog(_key(entry["key"], where, SIG_ED25519, path.parent), entry["tiles"]))
+    origins = [log.origin for log in logs]
+    if len(set(origins)) != len(origins):
+        raise FleetError(f"{path}: two logs share an origin")
+    witnesses_table = data.get("witnesses", {})
+    if not isinstance(witnesses_table, dict) or set(witnesses_table) - _WITNESS_KEYS:
+        raise FleetError(f"{path}: [witnesses] takes only {sorted(_WITNESS_KEYS)}")
+    keys = witnesses_table.get("keys", [])
+    if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
+        raise FleetError(f"{path}: witnesses.keys must be a list of keys")
+    witnesses = tuple(
+        _key(k, f"{path}: witness {i}", SIG_COSIGNATURE, path.parent) for i, k in enumerate(keys, 1)
+    )
+    threshold = witnesses_table.get("threshold", len(witnesses))
+    if type(threshold) is not int or not 0 <= threshold <= len(witnesses):
+        raise FleetError(f"{path}: witnesses.threshold must be an integer in [0, {len(keys)}]")
+    return Fleet(tuple(logs), witnesses, threshold)
+
+
+def _state_file(directory: Path, origin: str) -> Path:
+    safe = "".join(c if c.isalnum() or c in "-._" else "_" for c in origin)
+    return directory / f"{safe}.checkpoint"
+
+
+def _keep(evidence: Path, origin: str, status: str, items: tuple[tuple[str, bytes], ...]) -> str:
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
+    folder = evidence / f"{_state_file(Path(), origin).stem}-{status.lower()}-{stamp}"
+    folder.mkdir(parents=True, exist_ok=False)
+    for name, data in items:
+        (folder / name).write_bytes(data)
+    return str(folder)
+
+
+def _observe_one(
+    log: FleetLog, fleet: Fleet, state_dir: Path, evidence: Path, target: Target
+) -> dict[str, Any]:
+    result: dict[str, Any] = {"origin": log.origin, "tiles": log.tiles}
+    state = _state_file(state_dir, log.origin)
+    try:
+        monitor = Monitor(log.key, state.read_bytes() if state.exists() else None)
+    except CheckpointError as error:
+        return {**result, "status": "STATE_INVALID", "message": f"{state}: {error}"}
+    try:
+        note = target.read(CHECKPOINT_FILE)
+    except PublishError as error:
+        return {**result, "status": "UNREACHABLE", "message": str(error)}
+    if note is None:
+        return {**result, "status": "UNREACHABLE", "message": f"no {CHECKPOINT_FILE} published"}
+    tiles = TargetTiles(target)
+
+    def prove(old: int, new: int) -> list[bytes]:
+        return consistency_proof(TileReader(tiles, new).node, old, new)  # type: ignore[arg-type]
+
+    try:
+        observation = monitor.observe(note, prove)
+    except (PublishError, TileError) as error:
+        return {**result, "status": "UNPROVEN", "message": str(error)}
+    result.update(observation.to_dict())
+    if observation.alarm:
+        result["evidence"] = _keep(evidence, log.origin, observation.status, observation.evidence)
+        return result
+    if observation.status == "BAD_CHECKPOINT":
+        return result
+    if monitor.last_note is not None:
+        state_dir.mkdir(parents=True, exist_ok=True)
+        temporary = state.with_name(f".{state.name}.tmp-{os.getpid()}")
+        temporary.write_bytes(monitor.last_note)
+        os.replace(temporary, state)
+    signed = open_checkpoint(note, log.key, fleet.witnesses)
+    cosigned = count_cosignatures(signed, fleet.witnesses)
+    result["cosignatures"] = cosigned
+    if cosigned < fleet.threshold:
+        result["status"] = "COSIGNATURES_SHORT"
+        result["message"] = f"{cosigned} of the {fleet.threshold} witness cosignatures needed"
+    return result
+
+
+_GOOD: Final = frozenset({"FIRST", "SAME", "GREW"})
+
+
+def monitor_fleet(
+    fleet: Fleet, state_dir: Path, evidence: Path
+) -> tuple[bool, list[dict[str, Any]]]:
+    """One pass over every log (rules 2–4): (all good, one result per log)."""
+    results = []
+    for log in fleet.logs:
+        try:
+            target = open_target(log.tiles)
+        except PublishError as error:
+            results.append({"origin": log.origin, "status": "UNREACHABLE", "message": str(error)})
+            continue
+        results.append(_observe_one(log, fleet, state_dir, evidence, target))
+    return all(r["status"] in _GOOD for r in results), results
+
+
+class PublishedLog:
+    """One fleet log as published: its checkpoint opened under the log's key and its tiles
+    proved to hash to the checkpoint's root (:class:`FleetError` otherwise)."""
+
+    def __init__(self, log: FleetLog, target: Target) -> None:
+        self.log = log
+        self.target = target
+        note = target.read(CHECKPOINT_FILE)
+        if note is None:
+            raise FleetError(f"{log.origin}: no {CHECKPOINT_FILE} published at {log.tiles}")
+        try:
+            checkpoint = open_checkpoint(note, log.key).checkpoint
+        except CheckpointError as error:
+            raise FleetError(f"{log.origin}: {error}") from None
+        self.note = note
+        self.size = checkpoint.size
+        self.reader = TileReader(TargetTiles(target), self.size)  # type: ignore[arg-type]
+        try:
+            if tree_root(self.reader.node, self.size) != checkpoint.root:
+                raise FleetError(f"{log.origin}: the published tiles do not hash to the checkpoint")
+        except (TileError, PublishError) as error:
+            raise FleetError(f"{log.origin}: {error}") from None
+
+    def entries(self) -> Iterator[bytes]:
+        """Every line of the log, in order, each bundle proved against its level-0 tile (the
+        log needs ``[transparency] entry_bundles = true``)."""
+        level, full, width = tile_widths(self.size)[0] if self.size else (0, 0, 0)
+        try:
+            for index in range(full + (1 if width else 0)):
+                bundle = self.target.read(
+                    tile_path(ENTRIES, index, TILE_WIDTH if index < full else width)
+                )
+                if bundle is None:
+                    raise FleetError(
+                        f"{self.log.origin}: entry bundle {index} is not published (the log"
+                        " needs [transparency] entry_bundles = true)"
+                    )
+                entries = decode_bundle(bundle)
+                hashes = b"".join(leaf_hash(entry) for entry in entries)
+                if hashes != self.reader.tile(level, index):
+                    raise FleetError(f"{self.log.origin}: entry bundle {index} is not the log's")
+                yield from entries
+        except (TileError, PublishError) as error:
+            raise FleetError(f"{self.log.origin}: {error}") from None
+
+    def receipt(self, index: int, line: bytes) -> dict[str, Any]:
+        """The receipt of the line at ``index`` under the published checkpoint."""
+        proof = inclusion_proof(self.reader.node, index, self.size)
+        return make_receipt(line, index, self.size, proof, self.note)
+
+
+def materialize(log: FleetLog, target: Target, out: Path) -> int:
+    """Write the published log's proved lines to ``out`` as an audit log file; how many."""
+    published = PublishedLog(log, target)
+    with out.open("wb") as handle:
+        handle.writelines(entry + b"\n" for entry in published.entries())
+    return published.size
+
+
+def decision_receipts(fleet: Fleet) -> dict[str, dict[str, Any]]:
+    """Every decision of every fleet log, read once from what is published: decision id →
+    its receipt under its replica's published checkpoint."""
+    found: dict[str, dict[str, Any]] = {}
+    for log in fleet.logs:
+        published = PublishedLog(log, open_target(log.tiles))
+        for index, entry in enumerate(published.entries()):
+            if b'"event":"decision"' not in entry:
+                continue
+            decision_id = json.loads(entry).get("decision_id")
+            if isinstance(decision_id, str):
+                found[decision_id] = published.receipt(index, entry)
+    return found
+
+
+def fleet_receipt(fleet: Fleet, decision_id: str) -> dict[str, Any] | None:
+    """The receipt of the decision ``decision_id`` from whichever fleet log holds it (read
+    from what is published only), or ``None``."""
+    needle = f'"decision_id":"{decision_id}"'.encode()
+    for log in fleet.logs:
+        published = PublishedLog(log, open_target(log.tiles))
+        for index, entry in enumerate(published.entries()):
+            if needle in entry and json.loads(entry).get("decision_id") == decision_id:
+                return published.receipt(index, entry)
+    return None
+
+
+def replay_fleet(args: Any) -> int:
+    """``replay --fleet F --store S --all``: every fleet log's decisions, read from its
+    published log (proved by :func:`materialize`), replayed against the shared store."""
+    import tempfile
+
+    import cli
+    from daemon.replay._replay_run import ReplayRefused, ReplayRequest, run_replay
+
+    if not args.all or args.target is not None or args.log:
+        raise cli.UsageError("replay --fleet takes --all (and no --log or target)")
+    try:
+        fleet = load_fleet(Path(args.fleet))
+    except FleetError as error:
+        raise cli.RejectedInput(str(error), code=FleetError.code) from None
+    documents = []
+    with tempfile.TemporaryDirectory(prefix="evidenced-fleet-") as scratch:
+        for number, log in enumerate(fleet.logs):
+            path = Path(scratch) / f"log-{number}.jsonl"
+            try:
+                materialize(log, open_target(log.tiles), path)
+                document = run_replay(
+                    ReplayRequest(logs=(path,), store=args.store, workers=args.workers or 1)
+                )
+            except (FleetError, PublishError) as error:
+                document = {"status": "REFUSED", "reason": "FLEET_LOG", "message": str(error)}
+            except ReplayRefused as refused:
+                document = refused.document
+            document.pop("log", None)
+            documents.append({"origin": log.origin, **document})
+    good = all(d["status"] == "REPRODUCED" for d in documents)
+    cli.emit(
+        {
+            "status": "REPRODUCED" if good else "NOT_REPRODUCED",
+            "decisions": sum(d.get("decisions", 0) for d in documents),
+            "logs": documents,
+        }
+    )
+    return int(cli.Exit.OK if good else cli.Exit.FAIL)
+
+
+def fleet_key_for_receipt(data: bytes, fleet: Fleet) -> VerifierKey | None:
+    """The verifier key of the fleet log whose origin the receipt's checkpoint names (its
+    signature is checked by the caller, with that key); ``None`` when no log has it."""
+    try:
+        note = json.loads(data)["checkpoint"].encode("utf-8")
+        origin = peek_checkpoint(note).origin
+    except (ValueError, KeyError, TypeError, AttributeError, CheckpointError):
+        return None
+    return next((log.key for log in fleet.logs if log.origin == origin), None)
+
+
+def publish(directory: Path, spec: str) -> dict[str, Any]:
+    """One publishing pass (``log publish``)."""
+    size = publish_directory(directory, spec)
+    return {"status": "PUBLISHED", "target": spec, "size": size}
+
+
+def dumps(document: Any) -> str:
+    return json.dumps(document, indent=2, sort_keys=True)
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def _publish_command(args: Any) -> int:
+    import time
+
+    import cli
+
+    directory = Path(args.dir)
+    while True:
+        try:
+            cli.emit(publish(directory, args.to))
+        except PublishError as error:
+            raise cli.RejectedInput(str(error), code=error.code) from None
+        if not args.watch:
+            return int(cli.Exit.OK)
+        time.sleep(args.interval)
+
+
+def run_fleet_monitor(args: Any) -> int:
+    """``log monitor --fleet F``: ``--count`` passes over the fleet (0: until an alarm)."""
+    import time
+
+    import cli
+
+    try:
+        fleet = load_fleet(Path(args.fleet))
+    except FleetError as error:
+        raise cli.RejectedInput(str(error), code=FleetError.code) from None
+    state_dir = Path(args.state or "evidenced-fleet-state")
+    passes = 0
+    while True:
+        good, results = monitor_fleet(fleet, state_dir, Path(args.evidence))
+        passes += 1
+        for result in results:
+            cli.say(f"{result['origin']}: {result['status']}: {result.get('message') or ''}")
+        alarm = any(r["status"] in {"FORK", "ROLLBACK"} for r in results)
+        if alarm or (args.count and passes >= args.count):
+            break
+        time.sleep(args.interval)
+    cli.emit({"status": "CONSISTENT" if good else "ALARM", "passes": passes, "logs": results})
+    return int(cli.Exit.OK if good else cli.Exit.FAIL)
+
+
+def verify_receipt_in_fleet(args: Any) -> int:
+    """``log verify-receipt --fleet F``: the key is the fleet log named by the receipt's
+    checkpoint; the witnesses and threshold are the fleet's."""
+    import cli
+    from daemon.tlog import verify_receipt
+
+    try:
+        fleet = load_fleet(Path(args.fleet))
+    except FleetError as error:
+        raise cli.RejectedInput(str(error), code=FleetError.code) from None
+    data = cli.read_input(args.receipt)
+    key = fleet_key_for_receipt(data, fleet)
+    if key is None:
+        report = {
+            "status": "INVALID",
+            "code": "RECEIPT_LOG_UNKNOWN",
+            "message": "the receipt's checkpoint names no log of the fleet",
+        }
+        cli.emit(report)
+        return int(cli.Exit.FAIL)
+    verified = verify_receipt(data, key, witnesses=list(fleet.witnesses), threshold=fleet.threshold)
+    cli.emit(verified.to_dict())
+    return int(cli.Exit.OK if verified.verified else cli.Exit.FAIL)
+
+
+def register_publish(commands: Any) -> None:
+    """``evidenced log publish --dir DIR --to TARGET [--watch]``."""
+    parser = commands.add_parser("publish", help="copy the log's tiles to fs:PATH or s3://…")
+    parser.add_argument("--dir", required=True, help="the local transparency directory")
+    parser.add_argument("--to", required=True, help="fs:PATH or s3://BUCKET/PREFIX/")
+    parser.add_argument("--watch", action="store_true", help="keep publishing every --interval")
+    parser.add_argument("--interval", type=float, default=5.0, help="seconds between passes")
+    parser.set_defaults(handler=_publish_command)

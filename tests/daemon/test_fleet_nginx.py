@@ -1,0 +1,355 @@
+"""Three replicas behind a real nginx, one S3 bucket (moto's server) for evidence and tiles
+(``docs/deployment.md``).
+
+Each replica is a real ``evidenced serve`` process with its own audit log and its own
+transparency log (own key and origin), retaining evidence in the shared bucket. A burst of
+decisions goes through nginx; one replica is killed with SIGKILL mid-burst (nginx moves on to
+the others; the client retries a request nginx could not place). Then, **from the bucket
+alone**: every acknowledged decision has a receipt that verifies against its replica's
+published checkpoint, the fleet monitor finds every log consistent, and ``replay --fleet``
+reproduces every decision. Bounded: 120 decisions, about half a minute."""
+
+from __future__ import annotations
+
+import base64
+import concurrent.futures
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from daemon_testkit import bytes_binding
+from retention_kit import moto_server, raw_s3_client, s3_environment
+
+from daemon.commands._fleet import decision_receipts, fleet_key_for_receipt, load_fleet
+from daemon.tlog import encode_receipt, verify_receipt
+
+NGINX = shutil.which("nginx") or next(
+    (path for path in ("/usr/sbin/nginx",) if os.access(path, os.X_OK)), None
+)
+pytestmark = pytest.mark.skipif(NGINX is None, reason="nginx is not installed (run make nginx)")
+
+ROOT = Path(__file__).resolve().parents[2]
+REPLICAS = 3
+DECISIONS = 120
+BUCKET = "fleet"
+
+REPLICA_CONFIG = """
+[server]
+socket = "s"
+listen = "127.0.0.1:0"
+
+[http]
+listen = "127.0.0.1:0"
+
+[audit]
+path = "audit.jsonl"
+
+[transparency]
+key_file = "log.key"
+origin = "{origin}"
+checkpoint_interval = 0.2
+entry_bundles = true
+
+[sessions.bytes]
+mechanisms = ["bytes-sha256"]
+max_evidence_items = 1
+max_evidence_bytes = 4096
+retain = "all"
+store = "s3://{bucket}/evidence/"
+"""
+
+NGINX_CONFIG = """
+{user}
+worker_processes 1;
+error_log {prefix}/error.log warn;
+pid {prefix}/nginx.pid;
+events {{ worker_connections 256; }}
+http {{
+    access_log off;
+    client_body_temp_path {prefix}/body;
+    proxy_temp_path {prefix}/proxy;
+    fastcgi_temp_path {prefix}/fastcgi;
+    uwsgi_temp_path {prefix}/uwsgi;
+    scgi_temp_path {prefix}/scgi;
+    upstream replicas {{
+{servers}
+        keepalive 16;
+    }}
+    server {{
+        listen 127.0.0.1:{port};
+        location / {{
+            proxy_pass http://replicas;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_connect_timeout 1s;
+            proxy_next_upstream error timeout http_502 http_503 non_idempotent;
+            proxy_next_upstream_tries 3;
+        }}
+    }}
+}}
+"""
+
+
+class Replica:
+    def __init__(self, directory: Path, number: int, env: dict[str, str]) -> None:
+        self.directory = directory
+        self.origin = f"replica-{number}.test/evidenced"
+        self.env = env
+        directory.mkdir()
+        (directory / "daemon.toml").write_text(
+            REPLICA_CONFIG.format(bucket=BUCKET, origin=self.origin)
+        )
+        made = self._cli("log", "keygen", "--origin", self.origin, "--out", "log.key")
+        self.verifier_key: str = json.loads(made.stdout)["verifier_key"]
+        self.process: subprocess.Popen[str] | None = None
+        self.http = ""
+
+    def _cli(self, *argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "daemon.cli", *argv],
+            cwd=self.directory,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+        )
+
+    def start(self) -> None:
+        with (self.directory / "stderr.txt").open("ab") as stderr:
+            self._spawn(stderr)
+
+    def _spawn(self, stderr: Any) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "daemon.cli", "serve", "--config", "daemon.toml"],
+            cwd=self.directory,
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+        )
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        started = json.loads(line) if line else {}
+        assert "http" in started, (line, (self.directory / "stderr.txt").read_text())
+        self.http = started["http"]
+
+    def stop(self) -> int:
+        assert self.process is not None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            self.process.wait(30)
+        assert self.process.stdout is not None
+        self.process.stdout.close()
+        return self.process.returncode
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.process.kill()
+        self.process.wait(10)
+        assert self.process.stdout is not None
+        self.process.stdout.close()
+
+    def publish(self) -> None:
+        self._cli(
+            "log",
+            "publish",
+            "--dir",
+            "audit.jsonl.tlog",
+            "--to",
+            f"s3://{BUCKET}/tlog/{self.origin}/",
+        )
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@pytest.fixture
+def bucket_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
+    with moto_server() as server:
+        environment = s3_environment(server)
+        for key, value in environment.items():
+            monkeypatch.setenv(key, value)
+        for key in ("AWS_ENDPOINT_URL", "AWS_PROFILE", "AWS_RETRY_MODE"):
+            monkeypatch.delenv(key, raising=False)
+        raw_s3_client().create_bucket(Bucket=BUCKET)
+        yield {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+
+
+def _nginx(prefix: Path, replicas: list[Replica]) -> tuple[subprocess.Popen[bytes], int]:
+    port = _free_port()
+    servers = "\n".join(f"        server {r.http} max_fails=1 fail_timeout=30s;" for r in replicas)
+    for folder in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
+        (prefix / folder).mkdir(mode=0o777)
+    user = "user root;" if os.geteuid() == 0 else ""
+    conf = prefix / "nginx.conf"
+    conf.write_text(NGINX_CONFIG.format(user=user, prefix=prefix, servers=servers, port=port))
+    assert NGINX is not None
+    with (prefix / "nginx.stderr").open("wb") as stderr:
+        process = subprocess.Popen(
+            [NGINX, "-p", str(prefix), "-c", str(conf), "-g", "daemon off;"], stderr=stderr
+        )
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return process, port
+        except OSError:
+            time.sleep(0.05)
+    process.kill()
+    raise AssertionError((prefix / "error.log").read_text())
+
+
+def _submit(port: int, number: int) -> dict[str, Any]:
+    """One decision through nginx; retried (as a client would) when nginx has no replica to
+    give it to (502/503) or the connection drops."""
+    item = f"artifact {number:05d}".encode().ljust(64, b".")
+    body = json.dumps(
+        {
+            "binding": bytes_binding(item).to_dict(),
+            "evidence": [{"base64": base64.b64encode(item).decode()}],
+        }
+    ).encode()
+    for _ in range(5):
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        try:
+            connection.request(
+                "POST",
+                "/v1/sessions/bytes/decisions",
+                body,
+                {"Content-Type": "application/json"},
+            )
+            answer = connection.getresponse()
+            data = answer.read()
+        except OSError:
+            time.sleep(0.2)
+            continue
+        finally:
+            connection.close()
+        if answer.status in (502, 503):
+            time.sleep(0.2)
+            continue
+        assert answer.status == 200, data
+        decided: dict[str, Any] = json.loads(data)
+        return decided
+    raise AssertionError(f"decision {number} was never acknowledged")
+
+
+def test_replicas_behind_nginx_survive_a_killed_replica_and_prove_every_decision_from_the_bucket(
+    bucket_env: dict[str, str],
+) -> None:
+    scratch = Path(tempfile.mkdtemp(prefix="evfleet", dir="/tmp"))
+    replicas = [Replica(scratch / f"r{n}", n, bucket_env) for n in range(REPLICAS)]
+    nginx: subprocess.Popen[bytes] | None = None
+    try:
+        for replica in replicas:
+            replica.start()
+        nginx, port = _nginx(scratch, replicas)
+        victim = replicas[1]
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            futures = [pool.submit(_submit, port, n) for n in range(DECISIONS)]
+            while sum(f.done() for f in futures) < DECISIONS // 3:
+                time.sleep(0.01)
+            victim.kill()  # mid-burst
+            acknowledged = [future.result(timeout=120) for future in futures]
+        assert all(answer["result"]["outcome"] == "PASS" for answer in acknowledged)
+        # The killed replica comes back (its start-up recovers the log and signs its tree), and
+        # every replica stops cleanly; then each publishes its tiles to the bucket.
+        victim.start()
+        for replica in replicas:
+            assert replica.stop() == 0
+            replica.publish()
+        served = {r.origin: 0 for r in replicas}
+        fleet_file = scratch / "fleet.toml"
+        fleet_file.write_text(
+            "".join(
+                f'[[log]]\nkey = "{r.verifier_key}"\ntiles = "s3://{BUCKET}/tlog/{r.origin}/"\n\n'
+                for r in replicas
+            )
+        )
+        for replica in replicas:
+            shutil.rmtree(replica.directory)  # from the bucket alone from here on
+        fleet = load_fleet(fleet_file)
+        receipts = decision_receipts(fleet)
+        for answer in acknowledged:
+            receipt = encode_receipt(receipts[answer["decision_id"]])
+            key = fleet_key_for_receipt(receipt, fleet)
+            assert key is not None
+            report = verify_receipt(receipt, key)
+            assert report.verified, report
+            assert report.line is not None and report.line["decision_id"] == answer["decision_id"]
+            served[key.name] += 1
+        (scratch / "receipt.json").write_bytes(receipt)  # one through the CLI, as a user would
+        checked = _cli(
+            bucket_env,
+            "log",
+            "verify-receipt",
+            str(scratch / "receipt.json"),
+            "--fleet",
+            str(fleet_file),
+        )
+        assert json.loads(checked.stdout)["status"] == "VERIFIED"
+        assert sum(served.values()) == DECISIONS
+        assert served[victim.origin] > 0 and all(served.values())
+        monitored = _cli(
+            bucket_env,
+            "log",
+            "monitor",
+            "--fleet",
+            str(fleet_file),
+            "--state",
+            str(scratch / "state"),
+            "--evidence",
+            str(scratch / "evidence"),
+            "--count",
+            "1",
+        )
+        assert json.loads(monitored.stdout)["status"] == "CONSISTENT"
+        replayed = _cli(
+            bucket_env,
+            "replay",
+            "--fleet",
+            str(fleet_file),
+            "--store",
+            f"s3://{BUCKET}/evidence/",
+            "--all",
+        )
+        summary = json.loads(replayed.stdout)
+        assert summary["status"] == "REPRODUCED"
+        assert summary["decisions"] >= DECISIONS  # a retried request may have been decided twice
+    finally:
+        if nginx is not None:
+            nginx.terminate()
+            nginx.wait(10)
+        for replica in replicas:
+            if replica.process is not None and replica.process.poll() is None:
+                replica.process.kill()
+                replica.process.wait(10)
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _cli(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        [sys.executable, "-m", "daemon.cli", *argv],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    return done
