@@ -169,8 +169,15 @@ def _unclassified(error: OSError) -> CliError:
     return CliError(f"internal error: {type(error).__name__}: {error}", exit=Exit.INTERNAL)
 
 
-def run(build: Callable[[Sequence[str]], argparse.ArgumentParser], argv: Sequence[str]) -> int:
-    """One invocation (module rules): ``build(argv)`` returns the finished parser."""
+def run(
+    build: Callable[[Sequence[str]], argparse.ArgumentParser],
+    argv: Sequence[str],
+    *,
+    classify: Callable[[BaseException], int | None] | None = None,
+) -> int:
+    """One invocation (module rules): ``build(argv)`` returns the finished parser.
+    ``classify`` maps a library's own errors to their exit code (``None``: not one of its
+    errors), so an error no handler translated still exits with its code, not 70."""
     arguments = [str(argument) for argument in argv]
     reset()
     try:
@@ -191,7 +198,14 @@ def run(build: Callable[[Sequence[str]], argparse.ArgumentParser], argv: Sequenc
     except OSError as error:
         return _fail(_unclassified(error))
     except Exception as error:  # the CLI never shows a traceback
-        return _fail(_internal(error))
+        exit_code = classify(error) if classify is not None else None
+        if exit_code is None:
+            return _fail(_internal(error))
+        code = getattr(error, "code", None)
+        code = getattr(code, "name", code)
+        return _fail(
+            CliError(str(error), exit=exit_code, code=code if isinstance(code, str) else None)
+        )
 
 
 def _internal(error: BaseException) -> CliError:

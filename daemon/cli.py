@@ -107,7 +107,9 @@ def build_parser(arguments: Sequence[str] | str | None = None) -> argparse.Argum
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``evidenced ARGV`` (default: ``sys.argv[1:]``); return the exit code."""
-    return cli.run(build_parser, list(sys.argv[1:] if argv is None else argv))
+    from daemon.errors import exit_code
+
+    return cli.run(build_parser, list(sys.argv[1:] if argv is None else argv), classify=exit_code)
 
 
 if __name__ == "__main__":

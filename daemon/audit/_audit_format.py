@@ -28,6 +28,7 @@ from typing import Any, Final, NamedTuple
 import orjson
 
 from canon import digest_bytes, network_json_float_free
+from daemon.errors import ServiceError
 
 GENESIS: Final = "sha256:" + "0" * 64
 #: A line longer than this is refused by the verifier (no unbounded reads).
@@ -40,7 +41,7 @@ _DIGEST_RE: Final = re.compile(r"sha256:[0-9a-f]{64}\Z")
 _ANCHOR_RE: Final = re.compile(r"([1-9][0-9]{0,18}):(sha256:[0-9a-f]{64})\Z")
 
 
-class AuditLogError(Exception):
+class AuditLogError(ServiceError):
     """The audit log cannot be opened or written (our fault, not the client's)."""
 
 

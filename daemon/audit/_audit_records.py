@@ -44,6 +44,7 @@ from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from daemon.audit._fields import RETAIN_MODES
+from daemon.errors import PeerError
 from daemon.wire._binding import BindingWireError, binding_from_wire
 from daemon.wire._exact import Check, FieldError, Rule, exact_converter, json_list
 from daemon.wire._protocol import ERROR_CODES
@@ -82,7 +83,7 @@ _DIGEST_RE: Final = re.compile(r"sha256:[0-9a-f]{64}\Z")
 _BARE_HEX_RE: Final = re.compile(r"[0-9a-f]{64}\Z")
 
 
-class AuditRecordError(ValueError):
+class AuditRecordError(PeerError, ValueError):
     """A line is not one of the daemon's line kinds; the message names the failing key."""
 
 

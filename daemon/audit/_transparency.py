@@ -29,6 +29,7 @@ from typing import Any, BinaryIO, Final
 import attrs
 
 from daemon.audit._audit import AuditLogError
+from daemon.errors import PeerError
 from daemon.tlog import (
     KeyFileError,
     ProofRangeError,
@@ -202,7 +203,7 @@ def open_transparency(
 # --------------------------------------------------------------------------- requests
 
 
-class RequestRefused(Exception):
+class RequestRefused(PeerError):
     """A transparency request the peer got wrong (or that this daemon cannot serve)."""
 
     def __init__(self, code: str, message: str) -> None:

@@ -44,6 +44,7 @@ from typing import Any
 import attrs
 import trio
 
+from daemon.errors import Busy, EvidencedError, PeerError, RemoteProtocolError, Unavailable
 from daemon.wire._protocol import (
     CLOSED,
     NEED_DATA,
@@ -77,23 +78,23 @@ from session import BoundProposition
 CLIENT_NAME = "evidenced-client/0.1.0"
 
 
-class ClientError(Exception):
+class ClientError(EvidencedError):
     """Root of every client failure."""
 
 
-class TransportError(ClientError):
+class TransportError(ClientError, Unavailable):
     """The daemon could not be reached or the connection broke."""
 
 
-class ClientTimeout(TransportError):
+class ClientTimeout(TransportError, Busy):
     """Connecting or answering took longer than the client allows."""
 
 
-class ServerProtocolError(ClientError):
+class ServerProtocolError(ClientError, RemoteProtocolError):
     """The server's bytes do not follow the protocol."""
 
 
-class RejectedError(ClientError):
+class RejectedError(ClientError, PeerError):
     """The server refused the request with an error frame."""
 
     def __init__(self, response: ErrorResponse) -> None:
@@ -104,7 +105,7 @@ class RejectedError(ClientError):
         self.request_id = response.request_id
 
 
-class ServiceUnavailable(RejectedError):
+class ServiceUnavailable(RejectedError, Busy):
     """Refused for a service-side reason (busy, shutting down, audit failure, internal)."""
 
 

@@ -19,11 +19,12 @@ from typing import Any
 import trio
 
 from daemon.client._client import Client, SubmitResult
+from daemon.errors import PeerError
 from daemon.tlog import VerifierKey, make_receipt, peek_checkpoint, verify_receipt
 from daemon.tlog._receipt import encode_receipt
 
 
-class ReceiptUnavailable(Exception):
+class ReceiptUnavailable(PeerError):
     """No receipt can be made for this decision (the message says why)."""
 
 

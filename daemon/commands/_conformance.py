@@ -50,12 +50,13 @@ import attrs
 
 from daemon.commands import _conformance_checks as checks
 from daemon.commands._conformance_checks import Check
+from daemon.errors import PeerError
 from session import MechanismProvider, ProviderLookupError, VerificationMechanism, load_target
 
 __all__ = ["Check", "ConformanceReport", "TargetError", "check_mechanism", "resolve"]
 
 
-class TargetError(Exception):
+class TargetError(PeerError):
     """The target cannot be loaded or is neither a provider nor a mechanism."""
 
 

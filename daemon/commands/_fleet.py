@@ -37,6 +37,7 @@ from typing import Any, Final
 
 import attrs
 
+from daemon.errors import PeerError
 from daemon.retention._publish import (
     PublishError,
     Target,
@@ -65,7 +66,7 @@ _LOG_KEYS: Final = frozenset({"key", "tiles", "name"})
 _WITNESS_KEYS: Final = frozenset({"keys", "threshold"})
 
 
-class FleetError(Exception):
+class FleetError(PeerError):
     """The fleet file is refused (rule 1)."""
 
     code = "FLEET_INVALID"

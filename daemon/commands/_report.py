@@ -42,6 +42,7 @@ from typing import Any, Final
 import orjson
 
 from daemon.audit._audit import verify_log
+from daemon.errors import PeerError
 
 __all__ = ["Aggregator", "aggregate", "parse_instant"]
 
@@ -57,7 +58,7 @@ _BUCKETS_PER_DOUBLING: Final = 16
 _OTHER: Final = "(other)"
 
 
-class ReportError(ValueError):
+class ReportError(PeerError, ValueError):
     """A usage error (a bad ``--since``/``--until``)."""
 
 

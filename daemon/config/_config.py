@@ -84,6 +84,7 @@ from daemon.config._hosting import HostedSession, ServerConfig
 from daemon.config._http_config import HttpConfig
 from daemon.config._security import ListenerSecurity
 from daemon.config._tls import TlsConfig
+from daemon.errors import PeerError
 from daemon.retention._policy import (
     RetentionPolicy,
     StoreLimits,
@@ -93,7 +94,7 @@ from daemon.retention._policy import (
 from session import VerificationMechanism, load_provider, provider_entries, read_capped
 
 
-class ConfigError(ValueError):
+class ConfigError(PeerError, ValueError):
     """The configuration is not valid; the message names the key."""
 
 

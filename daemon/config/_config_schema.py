@@ -36,6 +36,8 @@ from cattrs.errors import (
     IterableValidationNote,
 )
 
+from daemon.errors import PeerError
+
 __all__ = [
     "CONFIG_CONVERTER",
     "AuditTable",
@@ -50,7 +52,7 @@ __all__ = [
 ]
 
 
-class SchemaError(ValueError):
+class SchemaError(PeerError, ValueError):
     """A configuration whose shape is wrong; the message names every key path at fault."""
 
 

@@ -36,6 +36,7 @@ import attrs
 
 from daemon.config._tls import TlsConfig, server_context
 from daemon.config._tokens import TokenStore
+from daemon.errors import PeerError
 
 __all__ = [
     "ExposureRefused",
@@ -46,7 +47,7 @@ __all__ = [
 ]
 
 
-class ExposureRefused(ValueError):
+class ExposureRefused(PeerError, ValueError):
     """A TCP listener would be exposed without TLS and authentication (rule 2)."""
 
 

@@ -30,10 +30,12 @@ from typing import Any
 
 import attrs
 
+from daemon.errors import PeerError
+
 __all__ = ["TlsConfig", "TlsConfigError", "client_context", "peer_identity", "server_context"]
 
 
-class TlsConfigError(ValueError):
+class TlsConfigError(PeerError, ValueError):
     """A TLS file is missing or unusable; the message names it."""
 
 

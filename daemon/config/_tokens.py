@@ -36,6 +36,7 @@ from typing import Final
 
 import attrs
 
+from daemon.errors import PeerError
 from session import read_capped
 
 __all__ = [
@@ -56,7 +57,7 @@ _BEARER: Final = re.compile(r"[Bb][Ee][Aa][Rr][Ee][Rr] +(\S+)\Z")
 _NOTHING: Final = bytes(32)
 
 
-class TokenFileError(ValueError):
+class TokenFileError(PeerError, ValueError):
     """The tokens file is unusable; the message names the file and the line."""
 
 

@@ -38,6 +38,7 @@ from typing import Any, Final
 import attrs
 
 from daemon.audit._audit_verify import verify_log
+from daemon.errors import PeerError
 from daemon.replay._logread import epoch_of, records
 from daemon.retention._fs import FilesystemStore
 from daemon.retention._store import RetentionStore, StoreError
@@ -49,7 +50,7 @@ DEFAULT_GRACE: Final = 3600.0
 MAX_LISTED: Final = 100
 
 
-class GcRefused(Exception):
+class GcRefused(PeerError):
     """The log does not verify (rule 1)."""
 
 

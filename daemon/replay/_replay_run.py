@@ -39,6 +39,7 @@ import attrs
 import orjson
 
 from daemon.audit._audit_verify import iter_lines, verify_log
+from daemon.errors import PeerError
 from daemon.replay._logread import epoch_of, total_bytes
 from daemon.replay._replay import (
     STATUSES,
@@ -57,7 +58,7 @@ CHUNK: Final = 200
 MAX_PROBLEMS: Final = 100
 
 
-class ReplayRefused(Exception):
+class ReplayRefused(PeerError):
     """Nothing can be replayed: the log does not verify, a target is absent, a store cannot
     be opened. ``document`` is printed; ``reason`` is the stable code."""
 

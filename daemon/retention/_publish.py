@@ -37,6 +37,7 @@ from typing import Any, Final, Protocol
 
 import attrs
 
+from daemon.errors import ServiceError
 from daemon.tlog import CHECKPOINT_FILE, CheckpointError, peek_checkpoint
 from daemon.tlog._tiles import ENTRIES, TileDirectory, tile_path, tile_widths
 
@@ -55,7 +56,7 @@ FIRST_BACKOFF: Final = 1.0
 MAX_BACKOFF: Final = 60.0
 
 
-class PublishError(Exception):
+class PublishError(ServiceError):
     """A publishing pass failed: ``code`` is ``TILE_CONFLICT``, ``TARGET_FAILED``,
     ``LOCAL_MISSING`` or ``TARGET_INVALID``."""
 

@@ -48,6 +48,7 @@ import attrs
 import trio
 
 from daemon.audit._fields import decision_fields
+from daemon.errors import ServiceError
 from daemon.retention._open import open_store
 from daemon.retention._policy import RetentionPolicy
 from daemon.retention._store import PutResult, RetentionStore, StoreError, name_of
@@ -71,7 +72,7 @@ RECENT_MAX_BYTES: Final = 65_536
 _RECENT_MEMORY: Final = 65_536
 
 
-class RetentionFailed(Exception):
+class RetentionFailed(ServiceError):
     """The evidence could not be stored: the decision must not be answered as retained."""
 
 

@@ -32,6 +32,7 @@ from typing import Final, Protocol
 import attrs
 
 from canon import digest_bytes
+from daemon.errors import ServiceError
 
 __all__ = [
     "ObjectCorrupt",
@@ -51,7 +52,7 @@ _HEX_RE: Final = re.compile(r"[0-9a-f]{64}\Z")
 _BUCKET_RE: Final = re.compile(r"[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]\Z")
 
 
-class StoreError(Exception):
+class StoreError(ServiceError):
     """The store cannot do what was asked (unreachable, refused, I/O error, unsafe path)."""
 
 

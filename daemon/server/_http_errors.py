@@ -24,7 +24,8 @@ from typing import Any, Final
 
 import orjson
 
-from daemon.wire._protocol import ErrorCode
+from daemon.errors import EvidencedError
+from daemon.wire._protocol import ErrorCode, Fault
 
 __all__ = ["RETRY_AFTER_SECONDS", "STATUS_OF", "HttpRefusal", "error_document"]
 
@@ -57,7 +58,7 @@ STATUS_OF: Final[dict[ErrorCode, int]] = {
 }
 
 
-class HttpRefusal(Exception):
+class HttpRefusal(EvidencedError):
     """A request refused with ``code``; ``status`` defaults to :data:`STATUS_OF` (rule 1)
     and ``headers`` are extra response headers (rule 3 adds its own)."""
 
@@ -79,6 +80,11 @@ class HttpRefusal(Exception):
         elif code is ErrorCode.UNAUTHENTICATED:
             extra.append(("WWW-Authenticate", 'Bearer realm="evidenced"'))
         self.headers: tuple[tuple[str, str], ...] = tuple(extra)
+
+    @property
+    def fault(self) -> Fault:
+        """Whose fault the refusal is (its code's)."""
+        return self.code.fault
 
 
 def error_document(code: str, message: str, decision_id: str | None) -> bytes:

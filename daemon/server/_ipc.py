@@ -22,6 +22,8 @@ from typing import Any, Final
 import orjson
 import trio
 
+from daemon.errors import ServiceError
+
 __all__ = ["MAX_FRAME", "FrameError", "FrameReader", "FrameWriter", "frame"]
 
 _LENGTH: Final = struct.Struct(">I")
@@ -30,7 +32,7 @@ MAX_FRAME: Final = 256 * 1024 * 1024
 _CHUNK: Final = 1 << 18
 
 
-class FrameError(Exception):
+class FrameError(ServiceError):
     """The peer sent something that is not a frame."""
 
 

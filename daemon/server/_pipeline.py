@@ -77,6 +77,7 @@ from daemon.audit._audit import AuditLog, AuditLogError, AuditRef
 from daemon.audit._transparency import RequestRefused, TransparencyRequest
 from daemon.audit._transparency import answer as transparency_answer
 from daemon.config._hosting import HostedSession
+from daemon.errors import EvidencedError
 from daemon.retention._retainer import Retention, RetentionFailed
 from daemon.server._audit_client import PLACEHOLDER_REF, AuditClient
 from daemon.server._evaluation import Evaluator
@@ -90,6 +91,7 @@ from daemon.wire._protocol import (
     Decision,
     ErrorCode,
     ErrorResponse,
+    Fault,
     HealthReport,
     HealthRequest,
     ListSessions,
@@ -119,13 +121,18 @@ def decision_id() -> str:
     return f"{value[:8]}-{value[8:12]}-{value[12:16]}-{value[16:20]}-{value[20:]}"
 
 
-class Refused(Exception):
+class Refused(EvidencedError):
     """A stage (or a transport) refuses the request with ``code``; ``message`` says why."""
 
     def __init__(self, code: ErrorCode, message: str) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
+
+    @property
+    def fault(self) -> Fault:
+        """Whose fault the refusal is (its code's)."""
+        return self.code.fault
 
 
 class SubmitTransport(Protocol):

@@ -35,6 +35,7 @@ import trio
 from daemon.config._config import ConfigError, DaemonConfig
 from daemon.config._describe import describe_sessions
 from daemon.config._hosting import HostedSession, ServerConfig
+from daemon.errors import PeerError
 from daemon.server._evaluation import Evaluator, worker_job_handler
 from daemon.server._pipeline import Pipeline
 from daemon.server._server import Server, _remove_stale_snapshots
@@ -43,7 +44,7 @@ from daemon.server._workers import WorkerPool
 __all__ = ["ReloadRefused", "Reloader"]
 
 
-class ReloadRefused(Exception):
+class ReloadRefused(PeerError):
     """The new configuration cannot be applied; the message says why."""
 
 

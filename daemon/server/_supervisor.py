@@ -54,6 +54,7 @@ from daemon._version import __version__
 from daemon.audit._audit import AuditLog, Durability
 from daemon.audit._transparency import open_transparency
 from daemon.config._hosting import HostedSession, ServerConfig
+from daemon.errors import ServiceError
 from daemon.server._audit_client import PUSH_INTERVAL, AuditClient
 from daemon.server._listeners import open_listeners
 from daemon.server._sequencer import Link, Sequencer
@@ -67,7 +68,7 @@ RESTART_DELAY_MAX: Final = 5.0
 STABLE_SECONDS: Final = 10.0
 
 
-class WorkersFailed(RuntimeError):
+class WorkersFailed(ServiceError, RuntimeError):
     """The workers could not be started (rule 1)."""
 
 

@@ -49,6 +49,7 @@ from typing import Any, Final
 
 import trio
 
+from daemon.errors import ServiceError
 from daemon.server._resources import keep_heap
 from daemon.wire._echo import echo
 
@@ -56,11 +57,11 @@ _LENGTH: Final = struct.Struct(">Q")
 _PR_SET_PDEATHSIG: Final = 1
 
 
-class WorkerDied(Exception):
+class WorkerDied(ServiceError):
     """The worker process died or broke the job protocol (the job has no answer)."""
 
 
-class WorkerJobError(Exception):
+class WorkerJobError(ServiceError):
     """The handler raised in the worker; the message says what (bounded)."""
 
 

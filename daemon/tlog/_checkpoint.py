@@ -22,6 +22,7 @@ from typing import Final
 
 import attrs
 
+from daemon.errors import PeerError
 from daemon.tlog._merkle import HASH_SIZE
 from daemon.tlog._note import (
     SIG_COSIGNATURE,
@@ -39,7 +40,7 @@ from daemon.tlog._note import (
 _SIZE_RE: Final = re.compile(r"0|[1-9][0-9]{0,19}")
 
 
-class CheckpointError(Exception):
+class CheckpointError(PeerError):
     """A checkpoint is refused; ``code`` is a ``NOTE_*`` or ``CHECKPOINT_*`` code."""
 
     def __init__(self, code: str, message: str) -> None:

@@ -20,10 +20,11 @@ import socket
 import stat
 from pathlib import Path
 
+from daemon.errors import PeerError
 from daemon.tlog._note import KeyFormatError, SignerKey, valid_key_name
 
 
-class KeyFileError(Exception):
+class KeyFileError(PeerError):
     """A key file cannot be written or is not safe or valid to sign with."""
 
 

@@ -39,6 +39,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Final
 
+from daemon.errors import ServiceError
 from daemon.tlog._checkpoint import Checkpoint, CheckpointError, open_checkpoint
 from daemon.tlog._merkle import (
     HASH_SIZE,
@@ -74,7 +75,7 @@ DEFAULT_INTERVAL: Final = 1.0
 LineSource = Callable[[int], Iterable[bytes]]
 
 
-class TransparencyError(Exception):
+class TransparencyError(ServiceError):
     """The transparency log cannot start or continue; ``code`` says why (rule 4)."""
 
     def __init__(self, code: str, message: str) -> None:

@@ -26,6 +26,8 @@ import hashlib
 from collections.abc import Callable, Iterable, Sequence
 from typing import Final
 
+from daemon.errors import PeerError
+
 HASH_SIZE: Final = 32
 EMPTY_ROOT: Final = hashlib.sha256(b"").digest()
 
@@ -35,7 +37,7 @@ NodeSource = Callable[[int, int], bytes]
 _sha256 = hashlib.sha256
 
 
-class ProofRangeError(ValueError):
+class ProofRangeError(PeerError, ValueError):
     """An index or size outside the tree (or out of order) was asked for."""
 
 

@@ -39,6 +39,8 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from daemon.errors import PeerError
+
 SIG_ED25519: Final = 0x01
 SIG_COSIGNATURE: Final = 0x04
 SIGNATURE_TYPES: Final = (SIG_ED25519, SIG_COSIGNATURE)
@@ -49,7 +51,7 @@ _SIGNATURE_PREFIX: Final = EM_DASH + " "
 _B64_RE: Final = re.compile(r"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?")
 
 
-class NoteError(Exception):
+class NoteError(PeerError):
     """A note is refused; ``code`` is one of ``NOTE_TOO_LARGE``, ``NOTE_MALFORMED``,
     ``NOTE_BAD_SIGNATURE``, ``NOTE_UNVERIFIED``."""
 
@@ -58,7 +60,7 @@ class NoteError(Exception):
         self.code = code
 
 
-class KeyFormatError(ValueError):
+class KeyFormatError(PeerError, ValueError):
     """A verifier or signer key string is malformed or inconsistent."""
 
 

@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Final
 
+from daemon.errors import PeerError
 from daemon.tlog._merkle import HASH_SIZE, reduce_perfect, root_from_perfect_subtrees
 
 TILE_HEIGHT: Final = 8
@@ -51,7 +52,7 @@ _sha256 = hashlib.sha256
 TileRows = Callable[[int, int], list[list[bytes]]]
 
 
-class TileError(Exception):
+class TileError(PeerError):
     """A tile path is malformed, or a tile is missing, short or not a whole number of hashes."""
 
 

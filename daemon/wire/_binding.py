@@ -22,6 +22,7 @@ from typing import Any, Final
 from cattrs.errors import ClassValidationError
 from cattrs.gen import make_dict_structure_fn
 
+from daemon.errors import PeerError
 from daemon.wire._exact import (
     FieldError,
     Rule,
@@ -59,7 +60,7 @@ _CHECK_ORDER: Final = (
 _NAMES: Final = {name: name for name in (*_CHECK_ORDER, "expected")}
 
 
-class BindingWireError(ValueError):
+class BindingWireError(PeerError, ValueError):
     """The wire form is not a valid bound proposition."""
 
 

@@ -32,6 +32,8 @@ import cattrs
 from cattrs.errors import ClassValidationError
 from cattrs.gen import override
 
+from daemon.errors import PeerError
+
 __all__ = [
     "FieldError",
     "Rule",
@@ -42,7 +44,7 @@ __all__ = [
 ]
 
 
-class FieldError(ValueError):
+class FieldError(PeerError, ValueError):
     """A JSON value breaks its field's rule. The message names the field as ``{key}``, unless
     ``keyed`` is false (a message quoting the value itself, which is never substituted)."""
 

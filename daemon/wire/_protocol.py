@@ -55,6 +55,7 @@ from cattrs.errors import ClassValidationError
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from canon import network_json
+from daemon.errors import RemoteProtocolError
 from daemon.wire._exact import FieldError, Rule, exact_keys, first_failure, wire_names
 from daemon.wire._header_fields import (
     HEADERS,
@@ -138,7 +139,7 @@ class ErrorCode(enum.Enum):
 ERROR_CODES: Final = frozenset(code.name for code in ErrorCode)
 
 
-class ProtocolError(Exception):
+class ProtocolError(RemoteProtocolError):
     """The bytes received violate the protocol. ``code`` says how; ``fault`` says whose."""
 
     def __init__(self, code: ErrorCode, message: str | None = None) -> None:

@@ -47,6 +47,8 @@ import enum
 from collections import deque
 from typing import Final
 
+from daemon.errors import LocalProtocolError
+
 __all__ = ["ANSWER_KIND", "ClientSendState", "LocalProtocolError", "ServerSendState"]
 
 #: Each request kind → the kind of its answer.
@@ -60,10 +62,6 @@ ANSWER_KIND: Final = {
     "consistency_proof": "consistency_proof",
 }
 ERROR_KIND: Final = "error"
-
-
-class LocalProtocolError(RuntimeError):
-    """Our side tried to send what the protocol forbids now: a bug in this process."""
 
 
 class ServerSendState:
