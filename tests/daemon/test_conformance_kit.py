@@ -245,9 +245,9 @@ def test_the_pytest_plugin_in_an_authors_suite(tmp_path: Path) -> None:
     """An author's suite, run by a real pytest: the example plugin's own tests (the kit through
     the fixture, and its SRI rules) pass, and a test of a broken plugin fails with the kit's
     findings. ``pytest_plugins`` sits in the suite's root conftest, as documented."""
-    example = testdata.REPO / "examples" / "evidenced-sri" / "tests"
-    for name in ("conftest.py", "test_sri.py"):
-        shutil.copyfile(example / name, tmp_path / name)
+    example = testdata.REPO / "examples" / "evidenced-sri"
+    for name in ("conftest.py", "tests/test_sri.py"):
+        shutil.copyfile(example / name, tmp_path / Path(name).name)
     (tmp_path / "test_broken.py").write_text(
         "def test_broken_plugin(mechanism_conformance):\n"
         "    mechanism_conformance('broken_mechanisms:RAISING')\n"
