@@ -24,7 +24,7 @@ Beside the protocol, what every mechanism and host shares (``docs/writing-a-mech
 
 from typing import TYPE_CHECKING, Any
 
-from . import _precheck as precheck
+from . import precheck
 from ._bytes_digest import BytesDigestMechanism
 from ._capped_read import MAX_INPUT_FILE_BYTES, InputTooLarge, read_capped, read_prefix
 from ._identity import SourceIdentity, file_digest
