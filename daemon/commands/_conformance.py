@@ -167,9 +167,9 @@ def _battery(
     mechanism = setting.mechanism
     base = cases.base_cases(setting, rng)
     well_hashed = cases.well_hashed_cases(setting, base, rng)
-    scaled = cases.scaled_cases(setting, base, rng)
     battery = [*base, *cases.hostile_cases(base[0], rng), *well_hashed]
     determinism, answers = checks.determinism(mechanism, battery, repeats)
+    scaled = cases.scaled_cases(setting, base, rng)  # it probes the mechanism: after the above
     found = {
         "identity": checks.identity(setting.provider, mechanism),
         "samples": checks.samples(setting, scaled),

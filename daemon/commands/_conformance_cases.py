@@ -22,8 +22,10 @@ Rules (the battery's contract is :mod:`daemon.commands._conformance`):
    session's rehash accepts them, so they reach the mechanism's own parsing.
 5. Scaled cases (timing): each sample grown to the setting's bound — the provider's
    :meth:`~session.MechanismProvider.conformance_scaled`, else each item in turn padded by
-   repeating itself until the evidence fills the bound — and random splits of the bound over
-   random bytes (even, and two random proportions), each re-bound as in rule 4.
+   repeating itself until the evidence fills the bound, and when the mechanism refuses that
+   UNKNOWN (an item limit below the bound), also to the largest size it answers otherwise
+   (a bisection of at most 12 probes) — and random splits of the bound over random bytes
+   (even, and two random proportions), each re-bound as in rule 4.
 """
 
 from __future__ import annotations
@@ -40,9 +42,11 @@ from session import (
     BoundProposition,
     ConformanceSample,
     EvidenceBounds,
+    EvidenceStore,
     MechanismOutcome,
     MechanismProvider,
     VerificationMechanism,
+    VerificationSession,
     accepted_bounds,
 )
 
@@ -273,6 +277,75 @@ def _grown(item: bytes, size: int) -> bytes:
     return (unit * (size // len(unit) + 1))[:size]
 
 
+#: Rule 5's search: at most this many probes for the largest growth an item's own limit admits.
+MAX_PROBES: Final = 12
+
+
+def _answer(setting: Setting, binding: Any, evidence: tuple[bytes, ...]) -> tuple[str, str]:
+    """(outcome, details) of ``evidence`` through a session (a raise is its own answer)."""
+    if not isinstance(binding, BoundProposition):
+        return ("not bound", "")
+    store = EvidenceStore()
+    for item in evidence:
+        store.add(item)
+    session = VerificationSession(store)
+    session.register(setting.mechanism)
+    try:
+        result = session.evaluate(binding)
+    except Exception as error:
+        return ("raised", type(error).__name__)
+    return (str(result.outcome), result.details)
+
+
+def _grown_cases(
+    setting: Setting, name: str, original: tuple[bytes, ...], index: int, room: int
+) -> list[Case]:
+    """Item ``index`` grown to fill the bound (``room`` bytes); and when the mechanism refuses
+    that, grown to the largest size (within 1/4096 of ``room``, :data:`MAX_PROBES` probes) it
+    answers otherwise — where a per-item limit below the bound lets the real work start."""
+    item = original[index]
+    base = bind(setting, original)
+
+    def at(size: int) -> tuple[tuple[bytes, ...], Any]:
+        evidence = (*original[:index], _grown(item, size), *original[index + 1 :])
+        return evidence, rebind(setting, base, original, evidence)
+
+    found = []
+    evidence, binding = at(room)
+    if len(set(evidence)) != len(evidence):
+        return []
+    label = f"sample {name} with its {_item_name(index)} grown to"
+    bound = isinstance(binding, BoundProposition)
+    found.append(Case(f"{label} {room:,} bytes", binding, evidence, bound))
+    full = _answer(setting, binding, evidence)
+    if full[0] != str(MechanismOutcome.UNKNOWN) or full == _answer(
+        setting, *reversed(at(len(item)))
+    ):
+        return found  # not refused at the bound, or refused as the sample itself is
+    low, high = len(item), room
+    for _ in range(MAX_PROBES):
+        if high - low <= max(1, room // 4096):
+            break
+        middle = (low + high) // 2
+        middle_evidence, middle_binding = at(middle)
+        if _answer(setting, middle_binding, middle_evidence) == full:
+            high = middle
+        else:
+            low = middle
+    if low > len(item):
+        evidence, binding = at(low)
+        if len(set(evidence)) == len(evidence):
+            found.append(
+                Case(
+                    f"{label} {low:,} bytes (the largest not refused as at the bound)",
+                    binding,
+                    evidence,
+                    isinstance(binding, BoundProposition),
+                )
+            )
+    return found
+
+
 def scaled_cases(setting: Setting, bases: Sequence[Case], rng: random.Random) -> list[Case]:
     """Rule 5: every sample at the bound, then random splits of it."""
     bounds = setting.bounds()
@@ -298,18 +371,7 @@ def scaled_cases(setting: Setting, bases: Sequence[Case], rng: random.Random) ->
             room = total - sum(len(other) for other in original) + len(item)
             if room <= len(item):
                 continue
-            evidence = (*original[:index], _grown(item, room), *original[index + 1 :])
-            if len(set(evidence)) != len(evidence):
-                continue
-            binding = rebind(setting, bind(setting, original), original, evidence)
-            cases.append(
-                Case(
-                    f"sample {sample.name} with its {_item_name(index)} grown to {room:,} bytes",
-                    binding,
-                    evidence,
-                    isinstance(binding, BoundProposition),
-                )
-            )
+            cases.extend(_grown_cases(setting, sample.name, original, index, room))
     items = max(1, min(bounds.max_evidence_items, MAX_TIMED_ITEMS, total))
     splits = [[total // items + (1 if i < total % items else 0) for i in range(items)]]
     for _ in range(2 if items > 1 else 0):

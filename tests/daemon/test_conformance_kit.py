@@ -143,6 +143,13 @@ def test_a_mechanism_slow_only_on_a_bound_sized_honest_sample_fails_timing() -> 
         "sample sha256 scaled by the provider to 65,608 bytes: an evaluation took"
     )
     assert not any(finding.startswith("at the bound sizes") for finding in failed["timing"])
+    # The kit's own growth reaches it too: the message grown to the bound is refused at its
+    # own limit (65,536) in microseconds; the largest growth that is not refused is slow.
+    assert any(
+        finding.startswith("sample changed with its subject grown to")
+        and "(the largest not refused as at the bound): an evaluation took" in finding
+        for finding in failed["timing"]
+    ), failed["timing"]
 
 
 def test_the_timing_details_show_every_sample_scaled_to_the_bound_and_random_splits() -> None:
