@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo demo-retain test lint fmt coverage bench clean browser screenshots curl nginx
+.PHONY: demo demo-retain test lint apidocs fmt coverage bench clean browser screenshots curl nginx
 
 # Tools at the exact versions of constraints.txt; runtime dependencies as pyproject.toml's ranges.
 # daemon/_version.py is the version the package metadata is built from. The example third-party
@@ -30,7 +30,7 @@ demo-retain: $(STAMP)
 TEST_WORKERS ?= 2
 PYTEST := $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
-test: $(STAMP) lint browser curl nginx
+test: $(STAMP) lint apidocs browser curl nginx
 	$(PYTEST); status=$$?; if [ $$status -eq 5 ]; then echo 'no tests collected'; status=0; fi; exit $$status
 
 lint: $(STAMP)
@@ -43,6 +43,12 @@ lint: $(STAMP)
 coverage: $(STAMP)
 	$(PYTEST) --cov --cov-report=term:skip-covered
 	$(PY) scripts/coverage_by_package.py
+
+# The API reference of the public names, from their docstrings (docs/api.md): warnings are errors.
+API_MODULES := session mechanism daemon daemon.conformance holdout
+apidocs: $(STAMP)
+	rm -rf docs/api
+	$(PY) -W error -m pdoc --docformat restructuredtext -o docs/api $(API_MODULES)
 
 fmt: $(STAMP)
 	$(PY) -m ruff format .
@@ -90,4 +96,4 @@ bench: $(STAMP)
 	$(PY) benchmarks/run_all.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) build *.egg-info .coverage .coverage.*
+	rm -rf $(VENV) build *.egg-info .coverage .coverage.* docs/api

@@ -12,8 +12,10 @@ pytest: name this module in the *root* ``conftest.py`` of the author's suite (py
     def test_my_mechanism_conforms(mechanism_conformance):
         mechanism_conformance("my-provider")          # fails the test with every finding
 
-The fixture ``mechanism_conformance(target, **options)`` runs the battery and fails the test
-(``pytest.fail``) listing each failing check and its findings; it returns the report. It is
+The fixture ``mechanism_conformance(target, **settings)`` runs the battery and fails the test
+(``pytest.fail``) listing each failing check and its findings; it returns the report. The
+settings are the kit's (``repeats``, ``time_budget``, ``seed``); the provider's own options are
+the ones it declares (``conformance_option_sets()``), each run as a host configured with them. It is
 opt-in rather than registered under ``pytest11``: an auto-loaded plugin would import the daemon
 into every pytest run of every environment with ``evidenced`` installed.
 """
@@ -49,9 +51,9 @@ def assert_conformant(report: ConformanceReport) -> ConformanceReport:
 
 @pytest.fixture
 def mechanism_conformance() -> Callable[..., ConformanceReport]:
-    """``check(target, **options)``: run the battery and fail the test on any finding."""
+    """``check(target, **settings)``: run the battery and fail the test on any finding."""
 
-    def check(target: str, **options: Any) -> ConformanceReport:
-        return assert_conformant(check_mechanism(target, **options))
+    def check(target: str, **settings: Any) -> ConformanceReport:
+        return assert_conformant(check_mechanism(target, **settings))
 
     return check

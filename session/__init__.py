@@ -24,7 +24,7 @@ Beside the protocol, what every mechanism and host shares (``docs/writing-a-mech
 
 from typing import TYPE_CHECKING, Any
 
-from . import _precheck as precheck
+from . import precheck
 from ._bytes_digest import BytesDigestMechanism
 from ._capped_read import MAX_INPUT_FILE_BYTES, InputTooLarge, read_capped, read_prefix
 from ._identity import SourceIdentity, file_digest
@@ -44,7 +44,9 @@ from ._precheck import PairPrecheck, PairState, PrecheckFailed, PrecheckStep, Re
 from ._provider import (
     HOLDOUT_OPTIONS_UNSUPPORTED,
     HOLDOUT_OPTIONS_WEAKENED,
+    Announcement,
     CatalogMetadata,
+    ConformanceOptionSet,
     ConformanceSample,
     EvidenceCountError,
     HoldoutHandler,
@@ -77,10 +79,12 @@ __all__ = [
     "HOLDOUT_OPTIONS_WEAKENED",
     "MAX_INPUT_FILE_BYTES",
     "OPTIONS_CONVERTER",
+    "Announcement",
     "BoundProposition",
     "BytesDigestMechanism",
     "CatalogMetadata",
     "CeilingError",
+    "ConformanceOptionSet",
     "ConformanceSample",
     "EvaluatedProposition",
     "EvidenceBindingError",

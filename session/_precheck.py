@@ -34,6 +34,8 @@ The standard steps (each mechanism picks its codes; the order is the mechanism's
 ``evidence_size``   neither item exceeds ``max_item_bytes`` and the pair does not exceed the
                     binding's declared byte bound (UNKNOWN; it precedes rehashing, so an
                     oversized item can hide a substitution of the other: UNKNOWN, never PASS).
+                    :func:`evidence_sizes` is the same step with one limit per item (a large
+                    subject with a small companion).
 ``rehash``          the items' ``sha256:`` digests are the references, in order (FAIL); the
                     digests it computed are kept on the state (``digests``), so the mechanism
                     need not hash the items again.
@@ -63,6 +65,7 @@ __all__ = [
     "evidence_pair",
     "evidence_rehash",
     "evidence_size",
+    "evidence_sizes",
     "implementation",
     "pair_bounds",
     "pair_references",
@@ -171,17 +174,26 @@ def _compile(steps: tuple[PrecheckStep, ...]) -> Callable[[object, object], Pair
 def step(
     name: str, code: str, holds: Callable[[PairState], bool], outcome: MechanismOutcome = _UNKNOWN
 ) -> PrecheckStep:
-    """A mechanism-specific step."""
+    """A mechanism-specific step named ``name``: ``holds(state)`` is False → ``outcome``
+    (UNKNOWN unless given) with ``code``. ``state`` is the :class:`PairState` so far (the
+    items and parameter copy exist only after the steps that set them)."""
     return PrecheckStep(name, code, outcome, holds)
 
 
 def binding_type(code: str) -> PrecheckStep:
+    """Step ``binding``: the binding is exactly a :class:`BoundProposition` (no subclass);
+    otherwise UNKNOWN ``code``."""
     return step("binding", code, lambda s: type(s.binding) is BoundProposition)
 
 
 def implementation(
     code: str, mechanism_id: str, mechanism_digest: str, *, exact_types: bool = True
 ) -> PrecheckStep:
+    """Step ``implementation``: the binding's ``mechanism_id`` equals ``mechanism_id`` (an
+    exact ``str`` with ``exact_types``) and its ``mechanism_digest`` is a strict ``sha256:``
+    digest equal to ``mechanism_digest``; otherwise UNKNOWN ``code`` (another mechanism, or
+    another version of this one)."""
+
     def holds(state: PairState) -> bool:
         binding = state.binding
         identifier, digest = binding.mechanism_id, binding.mechanism_digest
@@ -198,6 +210,10 @@ def implementation(
 def predicate(
     code: str, predicate: str, expected: str, *, exact_types: bool = True
 ) -> PrecheckStep:
+    """Step ``predicate``: the binding's ``predicate`` equals ``predicate`` (an exact ``str``
+    with ``exact_types``) and its ``expected`` is exactly the ``str`` ``expected``; otherwise
+    UNKNOWN ``code`` (a proposition this mechanism does not decide)."""
+
     def holds(state: PairState) -> bool:
         binding = state.binding
         stated = binding.predicate
@@ -214,6 +230,9 @@ def predicate(
 def parameters(
     code: str, keys: Collection[str], valid: Callable[[dict[Any, Any]], bool]
 ) -> PrecheckStep:
+    """Step ``parameters``: the binding's ``parameters`` is exactly a ``dict``; a copy is
+    taken onto the state (later steps and the mechanism use only the copy) whose keys are
+    exactly ``keys`` and which ``valid`` accepts; otherwise UNKNOWN ``code``."""
     required = frozenset(keys)
 
     def holds(state: PairState) -> bool:
@@ -227,6 +246,9 @@ def parameters(
 
 
 def trust_roots(code: str, expected: Callable[[dict[Any, Any]], tuple[str, ...]]) -> PrecheckStep:
+    """Step ``trust_roots``: the binding's ``trust_roots`` is exactly a ``tuple`` equal to
+    ``expected(parameter copy)``; otherwise UNKNOWN ``code``. Runs after ``parameters``."""
+
     def holds(state: PairState) -> bool:
         roots = state.binding.trust_roots
         return type(roots) is tuple and roots == expected(state.parameters)
@@ -235,6 +257,11 @@ def trust_roots(code: str, expected: Callable[[dict[Any, Any]], tuple[str, ...]]
 
 
 def pair_bounds(code: str, max_bytes: int) -> PrecheckStep:
+    """Step ``bounds``: the binding's ``bounds`` is exactly ``EvidenceBounds(2, n)`` with
+    exact ints and ``0 <= n <= max_bytes`` (what the mechanism accepts); otherwise UNKNOWN
+    ``code``. A client of a host that lowered ``max_bytes`` must declare no more
+    (:meth:`session.MechanismProvider.client_binding` lowers it)."""
+
     def holds(state: PairState) -> bool:
         bounds = state.binding.bounds
         return (
@@ -249,6 +276,9 @@ def pair_bounds(code: str, max_bytes: int) -> PrecheckStep:
 
 
 def pair_references(code: str) -> PrecheckStep:
+    """Step ``references``: ``evidence_refs`` is a ``tuple`` of two distinct strict
+    ``sha256:`` digests and ``subject_id`` a strict digest; otherwise UNKNOWN ``code``."""
+
     def holds(state: PairState) -> bool:
         refs = state.binding.evidence_refs
         return (
@@ -264,6 +294,8 @@ def pair_references(code: str) -> PrecheckStep:
 
 
 def subject_is_first(code: str) -> PrecheckStep:
+    """Step ``subject``: ``subject_id`` is the first evidence reference; otherwise **FAIL**
+    ``code`` (the binding claims a subject its evidence does not hold)."""
     return step(
         "subject",
         code,
@@ -273,6 +305,10 @@ def subject_is_first(code: str) -> PrecheckStep:
 
 
 def evidence_pair(code: str, *, exact_container: bool = True) -> PrecheckStep:
+    """Step ``evidence``: the evidence is a ``tuple``/``list`` of exactly two items (with
+    ``exact_container``, exactly a ``tuple`` or ``list`` and read once); the items go onto the
+    state; otherwise UNKNOWN ``code``."""
+
     def holds(state: PairState) -> bool:
         evidence = state.evidence
         if not isinstance(evidence, tuple | list):
@@ -294,6 +330,7 @@ def evidence_pair(code: str, *, exact_container: bool = True) -> PrecheckStep:
 
 
 def evidence_bytes(code: str) -> PrecheckStep:
+    """Step ``evidence_type``: both items are exact ``bytes``; otherwise **FAIL** ``code``."""
     return step(
         "evidence_type",
         code,
@@ -303,6 +340,11 @@ def evidence_bytes(code: str) -> PrecheckStep:
 
 
 def evidence_size(code: str, max_item_bytes: int) -> PrecheckStep:
+    """Step ``evidence_size``: neither item exceeds ``max_item_bytes`` and the pair does not
+    exceed the binding's declared byte bound; otherwise UNKNOWN ``code``. Place it before
+    ``rehash`` (an oversized item is never hashed). One limit for both items: use
+    :func:`evidence_sizes` when they differ."""
+
     def holds(state: PairState) -> bool:
         first, second = state.items
         return not (
@@ -314,7 +356,29 @@ def evidence_size(code: str, max_item_bytes: int) -> PrecheckStep:
     return step("evidence_size", code, holds)
 
 
+def evidence_sizes(code: str, max_item_bytes: tuple[int, int]) -> PrecheckStep:
+    """Step ``evidence_size`` with one limit per item: the subject at most
+    ``max_item_bytes[0]``, the companion at most ``max_item_bytes[1]`` (a 1 MiB resource with
+    4 KiB of metadata), and the pair within the binding's declared byte bound; otherwise
+    UNKNOWN ``code``. Place it before ``rehash``."""
+    subject_max, companion_max = max_item_bytes
+
+    def holds(state: PairState) -> bool:
+        first, second = state.items
+        return not (
+            len(first) > subject_max
+            or len(second) > companion_max
+            or len(first) + len(second) > state.binding.bounds.max_evidence_bytes
+        )
+
+    return step("evidence_size", code, holds)
+
+
 def evidence_rehash(code: str) -> PrecheckStep:
+    """Step ``rehash``: the items' ``sha256:`` digests are the evidence references, in order;
+    otherwise **FAIL** ``code`` (the evidence is not what the binding pinned). The digests are
+    kept on the state (``digests``)."""
+
     def holds(state: PairState) -> bool:
         first, second = state.items
         state.digests = (digest_bytes(first), digest_bytes(second))

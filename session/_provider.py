@@ -31,12 +31,31 @@ Contract of a :class:`MechanismProvider` (subclass it):
 * optional ``pin(binding, announced)`` → the binding from :meth:`honest_binding` with the
   ``announced`` parameters pinned instead of the default configuration's (``evidenced
   submit`` calls it with what the daemon announced). Default: the binding unchanged.
+* optional ``client_binding(evidence, announcement)`` → the binding a client of a daemon pins,
+  from what the daemon announced about the mechanism (an :class:`Announcement`: id, digest,
+  ``pinned``, ``accepted_bounds``). ``evidenced submit`` calls it. Default: the honest binding
+  of the default options, pinned (:meth:`~MechanismProvider.pin`) to ``announcement.pinned``, its
+  declared bounds lowered field by field to ``announcement.accepted_bounds`` (a host that
+  lowered a limit accepts less than the defaults declare), carrying the announced digest.
+  Override it when a host option changes the binding in a way none of these carries.
 * optional ``catalog_metadata()`` → :class:`CatalogMetadata` (plain JSON-ready component
   declarations and packaging, which the catalog derives its registry from; never executed).
 * optional ``holdout_handler()`` → a :class:`HoldoutHandler` (how the holdout instrument views,
   mutates, renders and evaluates this mechanism's fixtures).
 * optional ``conformance_samples()`` → :class:`ConformanceSample` evidence with the outcome its
   honest binding must get (the conformance kit evaluates them).
+* optional ``conformance_scaled(sample, bounds)`` → the sample grown to fill ``bounds`` (an
+  honest :class:`ConformanceSample`, e.g. a 1 MiB message with its signature), or None for
+  the kit's own growth (the subject, then the companion, padded by repeating itself). The kit
+  times these: a mechanism's worst case is an honest input at the bound, not a refusal.
+* optional ``conformance_option_sets()`` → :class:`ConformanceOptionSet` entries: non-default host
+  configurations (lowered limits, another policy) the kit runs its battery under as well,
+  binding each sample as a client does (:meth:`~MechanismProvider.client_binding` over what
+  that configuration announces).
+
+:meth:`MechanismProvider.configure` is how a host makes a mechanism from its option table:
+structuring errors and the constructor's refusals both raise ``OptionsError`` naming the
+table's path (``sessions.<name>.options.<provider>.<field>`` when the refusal names a field).
 
 Every provider method is deterministic and side-effect free apart from what it returns.
 """
@@ -55,7 +74,9 @@ from ._types import BoundProposition, EvidenceBounds, MechanismOutcome, Verifica
 __all__ = [
     "HOLDOUT_OPTIONS_UNSUPPORTED",
     "HOLDOUT_OPTIONS_WEAKENED",
+    "Announcement",
     "CatalogMetadata",
+    "ConformanceOptionSet",
     "ConformanceSample",
     "EvidenceCountError",
     "HoldoutHandler",
@@ -101,6 +122,65 @@ class ConformanceSample:
     name: str
     evidence: tuple[bytes, ...]
     expected: MechanismOutcome
+
+
+@attrs.frozen
+class ConformanceOptionSet:
+    """A host configuration the conformance kit checks besides the defaults.
+
+    ``options`` is the table a host writes under ``[sessions.<name>.options.<provider>]``;
+    ``expected`` maps a sample's name to the outcome its client binding must get under this
+    configuration when it differs from the sample's own ``expected`` (a stricter minimum
+    algorithm turns a PASS into UNKNOWN, say).
+    """
+
+    name: str
+    options: Mapping[str, Any]
+    expected: Mapping[str, MechanismOutcome] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class Announcement:
+    """What a daemon says about one hosted mechanism (an entry of a session's ``mechanisms``
+    in the ``sessions`` answer), as a client reads it: the id and digest to pin, the
+    ``pinned`` parameters (:meth:`MechanismProvider.announce`) and the ``accepted_bounds``
+    (None: any size)."""
+
+    mechanism_id: str
+    mechanism_digest: str
+    pinned: Mapping[str, str] = attrs.field(factory=dict)
+    accepted_bounds: EvidenceBounds | None = None
+
+    @classmethod
+    def of(cls, provider: MechanismProvider[Any], mechanism: VerificationMechanism) -> Announcement:
+        """What a daemon hosting ``mechanism`` announces for it."""
+        return cls(
+            mechanism.mechanism_id,
+            mechanism.mechanism_digest,
+            dict(provider.announce(mechanism)),
+            accepted_bounds(mechanism),
+        )
+
+    @classmethod
+    def from_wire(cls, described: Mapping[str, Any]) -> Announcement:
+        """From a ``sessions`` answer's mechanism entry (``ValueError`` when malformed)."""
+        identifier, digest = described.get("mechanism_id"), described.get("mechanism_digest")
+        if type(identifier) is not str or type(digest) is not str:
+            raise ValueError("the announced mechanism has no id or digest")
+        pinned = described.get("pinned") or {}
+        if not isinstance(pinned, Mapping) or not all(
+            type(key) is str and type(value) is str for key, value in pinned.items()
+        ):
+            raise ValueError("the announced pinned parameters are not strings")
+        bounds = described.get("accepted_bounds")
+        accepted = None
+        if bounds is not None:
+            items = bounds.get("max_evidence_items") if isinstance(bounds, Mapping) else None
+            size = bounds.get("max_evidence_bytes") if isinstance(bounds, Mapping) else None
+            if type(items) is not int or type(size) is not int:
+                raise ValueError("the announced accepted_bounds are not two integers")
+            accepted = EvidenceBounds(items, size)
+        return cls(identifier, digest, dict(pinned), accepted)
 
 
 class HoldoutStepError(Exception):
@@ -205,6 +285,25 @@ class MechanismProvider(abc.ABC, Generic[OptionsT]):
     def default_options(self) -> OptionsT:
         return self.structure_options({})
 
+    def configure(self, raw: object, *, where: str = "options") -> VerificationMechanism:
+        """The mechanism a host's option table ``raw`` creates (module rules): an
+        ``OptionsError`` naming the path when it does not structure, or when the constructor
+        refuses it (``ValueError``/``TypeError``; at ``<where>.<field>`` when the refusal
+        begins with a field's name, as :func:`session.lower_only`'s do)."""
+        from ._options import OptionsError
+
+        options = self.structure_options(raw, where=where)
+        try:
+            return self.create(options)
+        except (ValueError, TypeError) as error:
+            path = where
+            first = str(error).split(" ", 1)[0]
+            if attrs.has(self.options_type) and first in attrs.fields_dict(self.options_type):
+                path = f"{where}.{first}"
+            raise OptionsError(
+                f"{path}: refused by the provider: {type(error).__name__}: {error}"
+            ) from error
+
     @abc.abstractmethod
     def create(self, options: OptionsT) -> VerificationMechanism:
         """A mechanism configured by ``options``."""
@@ -221,6 +320,25 @@ class MechanismProvider(abc.ABC, Generic[OptionsT]):
         """``binding`` with the ``announced`` parameters pinned (module rules)."""
         return binding
 
+    def client_binding(
+        self, evidence: Sequence[bytes], announcement: Announcement
+    ) -> BoundProposition:
+        """The binding a client pins for a mechanism a daemon announced (module rules)."""
+        binding = self.honest_binding(evidence, self.default_options())
+        if announcement.pinned:
+            binding = self.pin(binding, announcement.pinned)
+        accepted = announcement.accepted_bounds
+        declared = binding.bounds
+        if accepted is not None and isinstance(declared, EvidenceBounds):
+            binding = attrs.evolve(
+                binding,
+                bounds=EvidenceBounds(
+                    min(declared.max_evidence_items, accepted.max_evidence_items),
+                    min(declared.max_evidence_bytes, accepted.max_evidence_bytes),
+                ),
+            )
+        return attrs.evolve(binding, mechanism_digest=announcement.mechanism_digest)
+
     def catalog_metadata(self) -> CatalogMetadata | None:
         return None
 
@@ -228,6 +346,15 @@ class MechanismProvider(abc.ABC, Generic[OptionsT]):
         return None
 
     def conformance_samples(self) -> Sequence[ConformanceSample]:
+        return ()
+
+    def conformance_scaled(
+        self, sample: ConformanceSample, bounds: EvidenceBounds
+    ) -> ConformanceSample | None:
+        """``sample`` grown to fill ``bounds`` honestly, or None for the kit's growth."""
+        return None
+
+    def conformance_option_sets(self) -> Sequence[ConformanceOptionSet]:
         return ()
 
 

@@ -1,5 +1,5 @@
-"""The conformance kit's cases and checks (the battery's contract:
-:mod:`daemon.commands._conformance`).
+"""The conformance kit's checks (the battery's contract: :mod:`daemon.commands._conformance`;
+its inputs: :mod:`daemon.commands._conformance_cases`).
 
 Every function here evaluates the mechanism it is given on in-memory inputs only; the
 digest-stability check alone starts a process (a fresh interpreter that re-creates the target
@@ -11,7 +11,6 @@ from __future__ import annotations
 import copy
 import json
 import os
-import random
 import statistics
 import subprocess
 import sys
@@ -21,7 +20,8 @@ from typing import Any, Final
 
 import attrs
 
-from canon import digest_bytes, is_digest, network_json
+from canon import is_digest, network_json
+from daemon.commands._conformance_cases import Case, Setting
 from session import (
     BoundProposition,
     EvaluatedProposition,
@@ -36,14 +36,12 @@ from session import (
 )
 
 __all__ = [
-    "Case",
     "Check",
-    "base_cases",
     "bounds",
     "determinism",
     "digest_stability",
     "exceptions",
-    "hostile_cases",
+    "first_difference",
     "identity",
     "no_mutation",
     "options",
@@ -52,11 +50,9 @@ __all__ = [
     "vocabulary",
 ]
 
-DEFAULT_BOUNDS: Final = EvidenceBounds(2, 524_288)
-MAX_TIMED_ITEMS: Final = 16
 _EXECUTION_FAILED: Final = "mechanism execution failed: "
 _CHANGED_SNAPSHOT: Final = "mechanism changed its binding snapshot"
-_OTHER_DIGEST: Final = "sha256:" + "0" * 64
+_CLIENT: Final = "client binding, as evidenced submit pins it"
 
 
 @attrs.frozen
@@ -80,28 +76,55 @@ class Check:
         }
 
 
-@attrs.frozen
-class Case:
-    name: str
-    binding: Any
-    evidence: tuple[Any, ...]
-    through_session: bool  # a session can serve it (a BoundProposition over bytes evidence)
-
-
 # --------------------------------------------------------------------------- evaluation
 
 
-def _decision_key(answer: object) -> tuple[Any, ...]:
-    """What determinism compares: the decision's fields (observations encoded), or the raise."""
+def _decision_view(answer: object) -> dict[str, Any]:
+    """What determinism compares, as plain data: the decision's fields (observations as the
+    wire encodes them), or the raise."""
     if isinstance(answer, BaseException):
-        return ("raised", type(answer).__name__, str(answer))
+        return {"raised": f"{type(answer).__name__}: {answer}"}
     if not isinstance(answer, MechanismDecision):
-        return ("not a decision", type(answer).__name__)
+        return {"answered": type(answer).__name__}
     try:
-        observations: Any = network_json(dict(answer.observations))
+        observations: Any = json.loads(network_json(dict(answer.observations)))
     except Exception:
         observations = repr(answer.observations)
-    return ("decision", str(answer.outcome), answer.details, observations)
+    return {
+        "outcome": str(answer.outcome),
+        "details": answer.details,
+        "observations": observations,
+    }
+
+
+def first_difference(first: Any, second: Any, path: str = "") -> tuple[str, Any, Any] | None:
+    """(dotted path, value in ``first``, value in ``second``) of the first field, in key order,
+    where two plain JSON values differ; None when they are equal."""
+    if first == second:
+        return None
+    if isinstance(first, dict) and isinstance(second, dict):
+        for key in [*first, *(key for key in second if key not in first)]:
+            where = f"{path}.{key}" if path else str(key)
+            if key not in first or key not in second:
+                return (
+                    where,
+                    first.get(key, "<absent>"),
+                    second.get(key, "<absent>"),
+                )
+            found = first_difference(first[key], second[key], where)
+            if found is not None:
+                return found
+    if isinstance(first, list) and isinstance(second, list) and len(first) == len(second):
+        for index, (a, b) in enumerate(zip(first, second, strict=True)):
+            found = first_difference(a, b, f"{path}[{index}]")
+            if found is not None:
+                return found
+    return (path or "<answer>", first, second)
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _call(mechanism: VerificationMechanism, binding: Any, evidence: Any) -> object:
@@ -120,99 +143,6 @@ def _session_evaluate(
     session = VerificationSession(store)
     session.register(mechanism)
     return session.evaluate(binding)
-
-
-def _generic_binding(mechanism: VerificationMechanism, evidence: Sequence[bytes]) -> Any:
-    refs = tuple(digest_bytes(item) for item in evidence)
-    return BoundProposition(
-        subject_id=refs[0],
-        predicate="conformance.probe",
-        expected="PASS",
-        mechanism_id=mechanism.mechanism_id,
-        mechanism_digest=mechanism.mechanism_digest,
-        evidence_refs=refs,
-        trust_roots=("conformance-kit",),
-        bounds=EvidenceBounds(len(evidence), sum(len(item) for item in evidence)),
-    )
-
-
-def _bind(
-    provider: MechanismProvider[Any] | None,
-    options: object,
-    mechanism: VerificationMechanism,
-    evidence: tuple[bytes, ...],
-) -> Any:
-    """The provider's honest binding (with the mechanism's digest) when it binds, else generic."""
-    if provider is not None:
-        try:
-            binding = provider.honest_binding(evidence, options)
-            return attrs.evolve(binding, mechanism_digest=mechanism.mechanism_digest)
-        except Exception:
-            pass
-    return _generic_binding(mechanism, evidence)
-
-
-def _distinct_random(rng: random.Random, sizes: Sequence[int]) -> tuple[bytes, ...]:
-    items = [rng.randbytes(size) for size in sizes]
-    for index, item in enumerate(items):  # evidence references must be distinct
-        if item in items[:index]:
-            items[index] = bytes([index & 0xFF]) + item[1:]
-    return tuple(items)
-
-
-def base_cases(
-    provider: MechanismProvider[Any] | None,
-    options: object,
-    mechanism: VerificationMechanism,
-    rng: random.Random,
-) -> list[Case]:
-    cases = []
-    if provider is not None:
-        for sample in provider.conformance_samples():
-            evidence = tuple(sample.evidence)
-            binding = _bind(provider, options, mechanism, evidence)
-            cases.append(Case(f"sample {sample.name}", binding, evidence, True))
-    if not cases:
-        bounds = accepted_bounds(mechanism) or DEFAULT_BOUNDS
-        count = max(1, min(bounds.max_evidence_items, 2))
-        evidence = _distinct_random(rng, [64] * count)
-        cases.append(
-            Case("synthesized", _bind(provider, options, mechanism, evidence), evidence, True)
-        )
-    return cases
-
-
-def hostile_cases(base: Case, rng: random.Random) -> list[Case]:
-    binding, evidence = base.binding, base.evidence
-    items = list(evidence)
-    variants: list[Case] = []
-
-    def add(name: str, new_binding: Any, new_evidence: Sequence[Any], session: bool) -> None:
-        variants.append(Case(name, new_binding, tuple(new_evidence), session))
-
-    if len(items) > 1:
-        add("evidence reversed", binding, items[::-1], False)
-    add("evidence truncated", binding, [*items[:-1], items[-1][: len(items[-1]) // 2]], False)
-    add("evidence extended", binding, [*items, b"an extra item"], False)
-    if len(items) > 1:
-        add("evidence shortened", binding, items[:-1], False)
-    add("evidence emptied", binding, [b""] * len(items), False)
-    add("evidence randomised", binding, [rng.randbytes(len(item)) for item in items], False)
-    add("evidence not bytes", binding, [bytearray(item) for item in items], False)
-    add("evidence a str", binding, [item.decode("latin-1") for item in items], False)
-    for name, field, value in (
-        ("binding with another predicate", "predicate", "conformance.other-predicate"),
-        ("binding with another expected value", "expected", "conformance-other-expected"),
-        ("binding with other parameters", "parameters", {"conformance": "kit"}),
-        ("binding with another digest", "mechanism_digest", _OTHER_DIGEST),
-    ):
-        try:
-            changed = attrs.evolve(binding, **{field: value})
-        except Exception:
-            continue
-        add(name, changed, items, field != "mechanism_digest")
-    add("binding not a BoundProposition", binding.to_dict(), items, False)
-    return variants
 
 
 # --------------------------------------------------------------------------- checks
@@ -243,10 +173,12 @@ def identity(provider: MechanismProvider[Any] | None, mechanism: VerificationMec
     return Check("identity", tuple(findings), details)
 
 
-def options(provider: MechanismProvider[Any] | None) -> Check:
+def options(provider: MechanismProvider[Any] | None, refused: Sequence[str] = ()) -> Check:
+    """``{}`` creates; an unknown key is refused naming it; every declared option set creates
+    (``refused``: the option sets the provider's ``configure`` refused, already as findings)."""
     if provider is None:
         return Check("options", (), {"applies": False})
-    findings = []
+    findings = list(refused)
     from session import OptionsError
 
     try:
@@ -262,35 +194,51 @@ def options(provider: MechanismProvider[Any] | None) -> Check:
             findings.append(f"the refusal of an unknown key does not name it: {error}")
     except Exception as error:
         findings.append(f"an unknown key raises {type(error).__name__}, not OptionsError")
-    return Check("options", tuple(findings), {"applies": True})
+    sets = [option_set.name for option_set in provider.conformance_option_sets()]
+    return Check("options", tuple(findings), {"applies": True, "option_sets": sets})
 
 
-def samples(
-    provider: MechanismProvider[Any] | None,
-    options: object,
-    mechanism: VerificationMechanism,
-) -> Check:
+def samples(setting: Setting, scaled: Sequence[Case] = ()) -> Check:
+    """Each sample's expected outcome (under this setting) through a real session, bound by
+    the provider for these options and, as ``evidenced submit`` binds it, by
+    ``client_binding`` over what the mechanism announces; the provider's own scaled samples
+    (``conformance_scaled``) as well."""
+    provider = setting.provider
     if provider is None:
         return Check("samples", (), {"applies": False})
     findings = []
-    outcomes = {}
+    outcomes: dict[str, str] = {}
+    bindings: tuple[tuple[str, Callable[[tuple[bytes, ...]], BoundProposition]], ...] = (
+        ("host binding", setting.host_binding),
+        ("client binding", setting.client_binding),
+    )
+    said = {"host binding": "host binding", "client binding": _CLIENT}
+    grown = {case.name: case for case in scaled if "scaled by the provider" in case.name}
     for sample in provider.conformance_samples():
         evidence = tuple(sample.evidence)
-        try:
-            binding = provider.honest_binding(evidence, options)
-        except Exception as error:
-            findings.append(
-                f"sample {sample.name}: no honest binding ({type(error).__name__}: {error})"
-            )
-            continue
-        result = _session_evaluate(mechanism, binding, evidence)
-        outcomes[sample.name] = str(result.outcome)
-        if result.outcome != sample.expected:
-            findings.append(
-                f"sample {sample.name}: expected {sample.expected}, got {result.outcome} "
-                f"({result.details})"
-            )
-    return Check("samples", tuple(findings), {"outcomes": outcomes})
+        expected = setting.expected_of(sample)
+        inputs = [(f"sample {sample.name}", evidence)]
+        for name, case in grown.items():
+            if name.startswith(f"sample {sample.name} scaled"):
+                inputs.append((name, case.evidence))
+        for label, items in inputs:
+            built: list[tuple[str, BoundProposition]] = []
+            for how, binder in bindings:
+                try:
+                    built.append((how, binder(items)))
+                except Exception as error:
+                    findings.append(f"{label}: no {how} ({type(error).__name__}: {error})")
+            if len(built) == 2 and built[0][1] == built[1][1]:
+                built = [("", built[0][1])]  # the client pins what the host binds: one run
+            for how, binding in built:
+                result = _session_evaluate(setting.mechanism, binding, items)
+                outcomes[f"{label} ({how})" if how else label] = str(result.outcome)
+                if result.outcome != expected:
+                    named = f"{label} ({said[how]})" if how else label
+                    findings.append(
+                        f"{named}: expected {expected}, got {result.outcome} ({result.details})"
+                    )
+    return Check("samples", tuple(dict.fromkeys(findings)), {"outcomes": outcomes})
 
 
 def vocabulary(answers: Mapping[str, object]) -> Check:
@@ -321,17 +269,25 @@ def vocabulary(answers: Mapping[str, object]) -> Check:
 def determinism(
     mechanism: VerificationMechanism, cases: Sequence[Case], repeats: int
 ) -> tuple[Check, dict[str, object]]:
+    """Each case ``repeats`` times on fresh copies; a finding names the first field that
+    differed between the first answer and the first answer unlike it."""
     findings = []
     first: dict[str, object] = {}
     for case in cases:
-        keys = []
+        views = []
         for _ in range(repeats):
             answer = _call(mechanism, copy.deepcopy(case.binding), tuple(case.evidence))
             first.setdefault(case.name, answer)
-            keys.append(_decision_key(answer))
-        if len(set(keys)) > 1:
-            seen = [key[1] if key[0] == "decision" else key[0] for key in keys]
-            findings.append(f"{case.name}: the same input answered differently: {seen}")
+            views.append(_decision_view(answer))
+        for number, view in enumerate(views[1:], start=2):
+            found = first_difference(views[0], view)
+            if found is not None:
+                where, was, now = found
+                findings.append(
+                    f"{case.name}: the same input answered differently: {where}: "
+                    f"{_short(was)} (evaluation 1) vs {_short(now)} (evaluation {number})"
+                )
+                break
     return Check("determinism", tuple(findings), {"repeats": repeats}), first
 
 
@@ -496,40 +452,36 @@ def digest_stability(
 
 
 def timing(
-    provider: MechanismProvider[Any] | None,
-    options: object,
-    mechanism: VerificationMechanism,
-    samples: Sequence[Case],
+    setting: Setting,
+    cases: Sequence[Case],
     repeats: int,
     time_budget: float,
-    rng: random.Random,
 ) -> Check:
-    bounds = accepted_bounds(mechanism) or DEFAULT_BOUNDS
-    items = max(1, min(bounds.max_evidence_items, MAX_TIMED_ITEMS))
-    total = bounds.max_evidence_bytes
-    sizes = [total // items + (1 if index < total % items else 0) for index in range(items)]
-    evidence = _distinct_random(rng, [max(1, size) for size in sizes])
-    evidence = evidence if sum(map(len, evidence)) <= total else evidence[:1]
-    cases = [
-        Case("at the bound sizes", _bind(provider, options, mechanism, evidence), evidence, True),
-        *samples,
-    ]
+    """Each case (the samples, and :func:`~daemon.commands._conformance_cases.scaled_cases`:
+    every sample grown to the bound and random splits of it) evaluated ``repeats`` times
+    through a session; one evaluation over ``time_budget`` seconds is a finding."""
     findings = []
     measured: dict[str, Any] = {}
     for case in cases:
+        if not case.through_session:
+            continue
         store = EvidenceStore()
         for item in case.evidence:
             store.add(item)
         session = VerificationSession(store)
-        session.register(mechanism)
+        session.register(setting.mechanism)
         times = []
+        outcome = None
         for _ in range(repeats):
             started = time.perf_counter_ns()
-            session.evaluate(case.binding)
+            outcome = session.evaluate(case.binding).outcome
             times.append(time.perf_counter_ns() - started)
+            if times[-1] > time_budget * 1e9:
+                break  # one overrun is the finding: no need to wait for more
         measured[case.name] = {
             "evidence_items": len(case.evidence),
             "evidence_bytes": sum(len(item) for item in case.evidence),
+            "outcome": str(outcome),
             "median_ms": round(statistics.median(times) / 1e6, 3),
             "max_ms": round(max(times) / 1e6, 3),
         }
@@ -537,4 +489,6 @@ def timing(
             findings.append(
                 f"{case.name}: an evaluation took {max(times) / 1e9:.2f} s (budget {time_budget} s)"
             )
-    return Check("timing", tuple(findings), {"time_budget_s": time_budget, "cases": measured})
+    bounds = setting.bounds().to_dict()
+    details = {"time_budget_s": time_budget, "bounds": bounds, "cases": measured}
+    return Check("timing", tuple(findings), details)

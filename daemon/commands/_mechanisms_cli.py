@@ -8,12 +8,12 @@ document ``{"error": {"code", "message", "exit"}}``; stderr: one-line messages):
   "mechanism_digest"}]}`` — id and digest of a mechanism created with default options. A
   provider that cannot be loaded or created is listed with ``"error"`` instead (and named on
   stderr); a name two distributions register is listed twice. Exit 0.
-* ``mechanism check TARGET [--repeats N] [--time-budget SECONDS]`` runs the conformance battery
-  (:mod:`daemon.commands._conformance`) against an entry-point name or ``module:attribute`` and
-  prints
-  its report. Exit 0 when every check passes, 1 when one fails (each failing check and its
-  first finding on stderr), 65 when the target cannot be loaded (``TARGET_UNLOADABLE``), 2
-  for a usage error.
+* ``mechanism check TARGET [--repeats N] [--time-budget SECONDS] [--seed N]`` runs the
+  conformance battery (:mod:`daemon.commands._conformance`: under the default options and
+  every option set the provider declares) against an entry-point name or ``module:attribute``
+  and prints its report (``--seed``: the random cases' seed, 0 by default). Exit 0 when
+  every check passes, 1 when one fails (each failing check and its first finding on stderr),
+  65 when the target cannot be loaded (``TARGET_UNLOADABLE``), 2 for a usage error.
 """
 
 from __future__ import annotations
@@ -65,7 +65,9 @@ def _check(args: argparse.Namespace) -> int:
     from daemon.commands._conformance import TargetError, check_mechanism
 
     try:
-        report = check_mechanism(args.target, repeats=args.repeats, time_budget=args.time_budget)
+        report = check_mechanism(
+            args.target, repeats=args.repeats, time_budget=args.time_budget, seed=args.seed
+        )
     except TargetError as error:
         raise RejectedInput(
             f"cannot load {args.target}: {error}", code="TARGET_UNLOADABLE"
@@ -99,5 +101,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=5.0,
         metavar="SECONDS",
         help="the longest one evaluation may take",
+    )
+    check.add_argument(
+        "--seed", type=int, default=0, metavar="N", help="seed of the random cases (default 0)"
     )
     check.set_defaults(handler=_check)

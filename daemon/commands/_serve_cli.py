@@ -19,12 +19,12 @@ The :mod:`cli` contract applies (one JSON document on stdout on every path, erro
   the audit line's ``seq`` and ``line_digest``).
   Without ``--binding`` it asks the server for the session's mechanism and builds the honest
   binding from the files with the installed provider of that mechanism id
-  (``MechanismProvider.honest_binding``, default options), pinning the digest the server
-  announced and the parameters it announced as ``pinned`` (``MechanismProvider.pin``: the host's
-  policy digest for a descriptor session). Exit 0 PASS, 1 FAIL, 3 UNKNOWN; 2 for the wrong
-  number of files, or a mechanism no installed provider builds bindings for (pass
-  ``--binding``); 65 refused (by the server,
-  with its code and ``decision_id``; ``UNKNOWN_SESSION`` when the server hosts no such
+  (``MechanismProvider.client_binding`` over what the server announced: its digest, the
+  parameters it announced as ``pinned`` — the host's policy digest for a descriptor session —
+  and the mechanism's ``accepted_bounds``, lowered by a host that lowered a limit).
+  Exit 0 PASS, 1 FAIL, 3 UNKNOWN; 2 for the wrong number of files, or a mechanism no
+  installed provider builds bindings for (pass ``--binding``); 65 refused (by the server, with
+  its code and ``decision_id``; ``UNKNOWN_SESSION`` when the server hosts no such
   session; ``BINDING_UNBUILDABLE`` when the files cannot be bound), 69 unreachable, 75
   busy/timeout/shutting down, 70 server-side failure.
 * ``sessions`` / ``health`` (same address flags) print the server's answer; exit 0, 69, 75.
@@ -95,7 +95,7 @@ from daemon.server._reload import Reloader
 from daemon.server._server import DEFAULT_PORT, Server
 from daemon.server._supervisor import Supervisor, WorkersFailed, run_workers
 from daemon.tlog import encode_receipt
-from session import BoundProposition, EvidenceCountError, providers_for_mechanism
+from session import Announcement, BoundProposition, EvidenceCountError, providers_for_mechanism
 
 _OUTCOME_EXIT: Final = {"PASS": Exit.OK, "FAIL": Exit.FAIL, "UNKNOWN": Exit.UNKNOWN}
 _SERVICE_EXIT: Final = {"AUDIT_FAILED": Exit.INTERNAL, "INTERNAL": Exit.INTERNAL}
@@ -512,10 +512,11 @@ def _start_failure(error: BaseException) -> BaseException:
 
 def _honest_binding(mechanism: dict[str, Any], files: list[bytes]) -> BoundProposition:
     """The honest binding for a session whose mechanism the server announced: built by the
-    installed provider of that mechanism id with its default options, then pinned to what the
-    server announced: the provider's ``pin`` with the mechanism's ``pinned`` parameters (a
-    host's non-default policy), and the announced mechanism digest. No provider, or several,
-    is a usage error (pass ``--binding``)."""
+    installed provider of that mechanism id from what the server announced about it
+    (``MechanismProvider.client_binding`` over a :class:`session.Announcement`: the digest,
+    the ``pinned`` parameters of a host's non-default policy, and the ``accepted_bounds`` a
+    host that lowered a limit accepts). No provider, or several, is a usage error (pass
+    ``--binding``)."""
     mechanism_id = mechanism["mechanism_id"]
     found = providers_for_mechanism(mechanism_id)
     if not found:
@@ -524,14 +525,11 @@ def _honest_binding(mechanism: dict[str, Any], files: list[bytes]) -> BoundPropo
         names = sorted(f"{entry.name} ({entry.distribution})" for entry, _ in found)
         raise _Usage(f"mechanism {mechanism_id!r} has several providers {names}; pass --binding")
     ((_, provider),) = found
+    announcement = Announcement.from_wire(mechanism)
     try:
-        binding = provider.honest_binding(files, provider.default_options())
+        return provider.client_binding(files, announcement)
     except EvidenceCountError as error:
         raise UsageError(str(error)) from None
-    announced = mechanism.get("pinned")
-    if isinstance(announced, dict) and announced:
-        binding = provider.pin(binding, announced)
-    return attrs.evolve(binding, mechanism_digest=mechanism["mechanism_digest"])
 
 
 T = TypeVar("T")

@@ -107,11 +107,10 @@ def create_mechanism(session: str, name: str, options: dict[str, Any]) -> Verifi
     provider = load_provider(name)
     where = f"sessions.{session}.options.{name}"
     _refuse_paths_as_text(provider.options_type, options, where)
-    try:
-        settings = provider.structure_options(options, where=where)
+    try:  # a constructor's refusal names the path too (MechanismProvider.configure)
+        return provider.configure(options, where=where)
     except OptionsError as error:
         raise ConfigError(str(error)) from None
-    return provider.create(settings)
 
 
 #: The attrs field metadata key by which a provider's options class says a field holds text of

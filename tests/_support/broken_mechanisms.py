@@ -1,4 +1,4 @@
-"""Test-only mechanism providers for the conformance kit: one well-behaved, three broken.
+"""Test-only mechanism providers for the conformance kit: one well-behaved, the others broken.
 
 ``SOUND``: one item whose ``sha256:`` digest is the binding's ``expected`` → PASS, another
 digest → FAIL, anything else → UNKNOWN; never raises, never mutates. Each broken provider
@@ -8,6 +8,7 @@ differs in exactly one behaviour:
 * ``NONDETERMINISTIC``: every other call answers the opposite outcome;
 * ``RAISING``: raises ``ValueError`` for anything but one bytes item (instead of UNKNOWN);
 * ``UNSTABLE``: its digest names the process that created it (another process, another digest);
+* ``CLOCKED``: a counter in the observations (the outcome and details always agree);
 * ``OVERREACHING``: states ``accepted_bounds`` of one 8-byte item yet PASSes larger bindings.
 
 ``MECHANISM_ONLY`` is a bare mechanism (no provider) for the kit's ``module:attribute`` form.
@@ -108,6 +109,18 @@ class UnstableMechanism(SoundMechanism):
         self.mechanism_digest = digest_bytes(f"process {os.getpid()}".encode())
 
 
+class ClockedMechanism(SoundMechanism):
+    mechanism_id = "test.kit.clocked.0.1"
+
+    def __init__(self) -> None:
+        self._ticks = itertools.count(1)
+
+    def evaluate(self, binding: BoundProposition, evidence: Sequence[bytes]) -> MechanismDecision:
+        decision = self._decide(binding, evidence)
+        observed = {**decision.observations, "evaluated_at": next(self._ticks)}
+        return MechanismDecision(decision.outcome, decision.details, observed)
+
+
 class OverreachingMechanism(SoundMechanism):
     mechanism_id = "test.kit.overreaching.0.1"
     accepted_bounds = EvidenceBounds(1, 8)
@@ -154,4 +167,5 @@ NONDETERMINISTIC: Final = _provider(NondeterministicMechanism)
 RAISING: Final = _provider(RaisingMechanism)
 UNSTABLE: Final = _provider(UnstableMechanism)
 OVERREACHING: Final = _provider(OverreachingMechanism)
+CLOCKED: Final = _provider(ClockedMechanism)
 MECHANISM_ONLY: Final = SoundMechanism()

@@ -41,7 +41,10 @@ def _check(target: str, time_budget: float = 5.0) -> ConformanceReport:
     return check_mechanism(target, time_budget=time_budget)
 
 
-@pytest.mark.parametrize("target", ["sri", "formation", "broken_mechanisms:SOUND"])
+@pytest.mark.parametrize(
+    "target",
+    ["sri", "formation", "descriptor", "broken_mechanisms:SOUND", "kit_pair_mechanisms:PAIR"],
+)
 def test_sound_mechanisms_pass_every_check(target: str) -> None:
     report = _check(target)
     assert [check.name for check in report.checks] == CHECKS
@@ -75,8 +78,18 @@ def test_a_mechanism_that_mutates_its_inputs_fails_no_mutation() -> None:
 def test_a_nondeterministic_mechanism_fails_determinism() -> None:
     failed = _check("broken_mechanisms:NONDETERMINISTIC").failed()
     assert (
-        "sample one item: the same input answered differently: ['PASS', 'FAIL', 'PASS']"
-        in (failed["determinism"])
+        "sample one item: the same input answered differently: outcome: 'PASS' (evaluation 1) "
+        "vs 'FAIL' (evaluation 2)" in failed["determinism"]
+    )
+
+
+def test_a_clock_in_the_observations_is_named_as_the_field_that_differed() -> None:
+    """Not ``['PASS', 'PASS', 'PASS']``: the outcome agreed, an observation did not."""
+    failed = _check("broken_mechanisms:CLOCKED").failed()
+    assert set(failed) == {"determinism"}
+    assert failed["determinism"][0] == (
+        "sample one item: the same input answered differently: observations.evaluated_at: "
+        "1 (evaluation 1) vs 2 (evaluation 2)"
     )
 
 
@@ -98,14 +111,123 @@ def test_a_digest_that_depends_on_the_process_fails_digest_stability() -> None:
 
 def test_a_mechanism_that_passes_beyond_its_accepted_bounds_fails_bounds() -> None:
     failed = _check("broken_mechanisms:OVERREACHING").failed()
-    assert set(failed) == {"bounds"}
+    # Its own 17-byte sample exceeds the 8 bytes it states: a client binding is lowered to
+    # them, and the session refuses the sample (a host would never read it).
+    assert set(failed) == {"bounds", "samples"}
+    assert failed["samples"] == (
+        "sample one item (client binding, as evidenced submit pins it): expected PASS, got "
+        "UNKNOWN (evidence byte bound exceeded)",
+    )
     assert any("more items than accepted_bounds" in finding for finding in failed["bounds"])
 
 
 def test_an_evaluation_over_the_time_budget_fails_timing() -> None:
     failed = _check("broken_mechanisms:SOUND", time_budget=1e-9).failed()
     assert set(failed) == {"timing"}
-    assert failed["timing"][0].startswith("at the bound sizes: an evaluation took")
+    assert failed["timing"][0].startswith("sample one item: an evaluation took")
+    assert any(f.startswith("at the bound sizes: an evaluation took") for f in failed["timing"])
+
+
+# --------------------------------------------------------------------------- where bugs are
+
+
+def test_a_mechanism_slow_only_on_a_bound_sized_honest_sample_fails_timing() -> None:
+    """Random bytes at the bound are refused unparsed in microseconds; the honest sample grown
+    to the bound reaches the verification, which sleeps for twice the budget."""
+    import kit_pair_mechanisms
+
+    budget = kit_pair_mechanisms.SLOW_SECONDS / 2
+    failed = _check("kit_pair_mechanisms:SLOW_AT_BOUND", time_budget=budget).failed()
+    assert set(failed) == {"timing"}
+    assert failed["timing"][0].startswith(
+        "sample sha256 scaled by the provider to 65,608 bytes: an evaluation took"
+    )
+    assert not any(finding.startswith("at the bound sizes") for finding in failed["timing"])
+    # The kit's own growth reaches it too: the message grown to the bound is refused at its
+    # own limit (65,536) in microseconds; the largest growth that is not refused is slow.
+    assert any(
+        finding.startswith("sample changed with its subject grown to")
+        and "(the largest not refused as at the bound): an evaluation took" in finding
+        for finding in failed["timing"]
+    ), failed["timing"]
+
+
+def test_the_timing_details_show_every_sample_scaled_to_the_bound_and_random_splits() -> None:
+    timing = _check("kit_pair_mechanisms:PAIR").checks[CHECKS.index("timing")].details
+    cases = timing["cases"]
+    assert cases["sample sha256 scaled by the provider to 65,608 bytes"]["outcome"] == "PASS"
+    # The kit's own growth (the provider does not scale "changed"): each item in turn.
+    assert cases["sample changed with its subject grown to 65,720 bytes"]["evidence_bytes"] == (
+        65_792
+    )
+    assert "sample changed with its companion grown to 65,755 bytes" in cases
+    splits = [name for name in cases if name.startswith("a random split of the bound")]
+    assert len(splits) == 2
+    assert all(cases[name]["evidence_bytes"] == 65_792 for name in splits)
+    lowered = timing["option_sets"]["lowered"]
+    assert lowered["bounds"] == {"max_evidence_items": 2, "max_evidence_bytes": 4352}
+    assert lowered["cases"]["sample sha256 scaled by the provider to 4,168 bytes"]["outcome"] == (
+        "PASS"
+    )
+
+
+def test_a_mechanism_that_crashes_on_a_well_hashed_malformed_companion_fails_exceptions() -> None:
+    """Every hostile variant with a broken hash is refused by the rehash step before the
+    parser; the well-hashed ones are re-bound honestly and reach it."""
+    failed = _check("kit_pair_mechanisms:CRASH_ON_MALFORMED").failed()
+    assert set(failed) == {"exceptions"}
+    findings = failed["exceptions"]
+    assert any(
+        finding.startswith(
+            "sample sha256: companion a byte made non-ASCII (re-bound): raised UnicodeDecodeError"
+        )
+        and "through a session: UNKNOWN" in finding
+        and "mechanism execution failed: UnicodeDecodeError" in finding
+        for finding in findings
+    ), findings
+    assert not any("(re-bound)" not in finding for finding in findings)
+
+
+def test_a_mechanism_wrong_only_under_a_non_default_option_set_fails_samples() -> None:
+    failed = _check("kit_pair_mechanisms:WRONG_UNDER_OPTIONS").failed()
+    assert set(failed) == {"samples"}
+    assert failed["samples"] == (
+        "option set 'sha512 only': sample sha256: expected UNKNOWN, got PASS ()",
+        "option set 'sha512 only': sample sha256 scaled by the provider to 65,608 bytes: "
+        "expected UNKNOWN, got PASS ()",
+        "option set 'sha512 only': sample changed: expected UNKNOWN, got FAIL (MISMATCH)",
+    )
+
+
+def test_every_declared_option_set_is_run_through_announce_and_pin() -> None:
+    report = _check("kit_pair_mechanisms:PAIR")
+    samples = report.checks[CHECKS.index("samples")].details
+    # The client pins the host's algorithms (announce/pin): both bindings are one.
+    assert samples["option_sets"]["sha512 only"]["outcomes"] == {
+        "sample sha256": "UNKNOWN",
+        "sample sha512": "PASS",
+        "sample changed": "UNKNOWN",
+        "sample sha256 scaled by the provider to 65,608 bytes": "UNKNOWN",
+        "sample sha512 scaled by the provider to 65,672 bytes": "PASS",
+    }
+    # The lowered limit: the default options' binding declares 65,792 bytes, more than the
+    # host accepts; the client binding is lowered to the announced accepted_bounds, is the
+    # host's own binding (one run), and PASSes.
+    lowered = samples["option_sets"]["lowered"]["outcomes"]
+    assert lowered["sample sha256"] == "PASS"
+    assert lowered["sample sha256 scaled by the provider to 4,168 bytes"] == "PASS"
+    options = report.checks[CHECKS.index("options")].details
+    assert options == {"applies": True, "option_sets": ["lowered", "sha512 only"]}
+
+
+def test_an_option_set_the_constructor_refuses_is_a_finding_naming_the_option() -> None:
+    failed = _check("kit_pair_mechanisms:RAISED_LIMIT").failed()
+    assert set(failed) == {"options"}
+    assert failed["options"] == (
+        "option set 'raised': OptionsError: sessions.<name>.options.<test.kit.pair.0.1>"
+        ".max_message_bytes: refused by the provider: CeilingError: max_message_bytes may "
+        "only be lowered: 0 <= max_message_bytes <= 65536",
+    )
 
 
 def test_the_command_prints_the_report_and_exits_by_the_verdict() -> None:
@@ -130,9 +252,9 @@ def test_the_pytest_plugin_in_an_authors_suite(tmp_path: Path) -> None:
     """An author's suite, run by a real pytest: the example plugin's own tests (the kit through
     the fixture, and its SRI rules) pass, and a test of a broken plugin fails with the kit's
     findings. ``pytest_plugins`` sits in the suite's root conftest, as documented."""
-    example = testdata.REPO / "examples" / "evidenced-sri" / "tests"
-    for name in ("conftest.py", "test_sri.py"):
-        shutil.copyfile(example / name, tmp_path / name)
+    example = testdata.REPO / "examples" / "evidenced-sri"
+    for name in ("conftest.py", "tests/test_sri.py"):
+        shutil.copyfile(example / name, tmp_path / Path(name).name)
     (tmp_path / "test_broken.py").write_text(
         "def test_broken_plugin(mechanism_conformance):\n"
         "    mechanism_conformance('broken_mechanisms:RAISING')\n"

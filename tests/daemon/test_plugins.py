@@ -134,3 +134,21 @@ def test_plugin_options_are_typed_and_the_refusal_names_the_key_path(tmp_path: P
     assert served.returncode == 65
     assert "sessions.s.options.sri.max_resource_bytes: expected int, got bool" in served.err
     assert not (tmp_path / "s").exists()  # refused before listening
+
+
+def test_an_option_the_constructor_refuses_names_its_key_path(tmp_path: Path) -> None:
+    """Not "its mechanism is unavailable (ValueError: …)": a range rule the provider's
+    constructor applies (a raised lower-only limit) is reported at the option's path."""
+    config = tmp_path / "c.toml"
+    config.write_text(
+        '[server]\nlisten = ""\nsocket = "s"\n'
+        '[sessions.s]\nmechanisms = ["sri"]\n'
+        "[sessions.s.options.sri]\nmax_resource_bytes = 2000000\n"
+    )
+    with pytest.raises(ConfigError) as refused:
+        load_config(config).build_sessions()
+    assert str(refused.value) == (
+        "session 's' not hosted: sessions.s.options.sri.max_resource_bytes: refused by the "
+        "provider: CeilingError: max_resource_bytes may only be lowered: "
+        "0 <= max_resource_bytes <= 1048576"
+    )

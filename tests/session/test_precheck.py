@@ -168,3 +168,69 @@ def test_a_source_identity_is_the_canonical_digest_of_its_document(tmp_path: Pat
     assert changed.digest != identity.digest
     with pytest.raises(ValueError, match="ASCII"):
         SourceIdentity.read("SCHEMA-1", [("pkg/ä.py", first)])
+
+
+@pytest.mark.parametrize(
+    ("subject", "companion", "admitted"),
+    [
+        (b"s" * 1000, b"c" * 16, True),  # a large subject with a small companion
+        (b"s" * 1000, b"c" * 17, False),  # the companion over its own limit
+        (b"s" * 1001, b"c" * 16, False),  # the subject over its own limit
+    ],
+)
+def test_a_small_companion_cannot_borrow_the_subjects_item_limit(
+    subject: bytes, companion: bytes, admitted: bool
+) -> None:
+    """One limit for both items lets a companion grow to the subject's size before any parser
+    sees it; ``evidence_sizes`` gives each item its own."""
+    pipeline = PairPrecheck(
+        (
+            steps.evidence_pair("E"),
+            steps.evidence_bytes("Y"),
+            steps.evidence_sizes("Z", (1000, 16)),
+        )
+    )
+    binding = _binding(bounds=EvidenceBounds(2, 2000))
+    answer = pipeline.run(binding, (subject, companion))
+    if admitted:
+        assert isinstance(answer, PairState)
+    else:
+        assert answer == Refusal("evidence_size", MechanismOutcome.UNKNOWN, "Z")
+    over_the_pair = pipeline.run(_binding(bounds=EvidenceBounds(2, 1015)), (b"s" * 1000, b"c" * 16))
+    assert over_the_pair == Refusal("evidence_size", MechanismOutcome.UNKNOWN, "Z")
+
+
+_STEP_ARGUMENTS: dict[str, tuple[Any, ...]] = {
+    "binding_type": (),
+    "implementation": ("m.id", DIGEST),
+    "predicate": ("m.id", "OK"),
+    "parameters": ((), lambda copied: True),
+    "trust_roots": (lambda copied: (),),
+    "pair_bounds": (100,),
+    "pair_references": (),
+    "subject_is_first": (),
+    "evidence_pair": (),
+    "evidence_bytes": (),
+    "evidence_size": (50,),
+    "evidence_sizes": ((50, 10),),
+    "evidence_rehash": (),
+}
+
+
+def test_every_standard_step_documents_what_it_checks_and_its_outcome() -> None:
+    """The API reference is generated from these docstrings: each standard step names the step
+    it makes and the outcome it answers (an undocumented step would leave an author reading
+    the source)."""
+    public = {
+        name
+        for name in steps.__all__
+        if callable(getattr(steps, name)) and name[0].islower() and name != "step"
+    }
+    assert public == set(_STEP_ARGUMENTS)
+    for name, arguments in _STEP_ARGUMENTS.items():
+        made = getattr(steps, name)("CODE", *arguments)
+        doc = getattr(steps, name).__doc__ or ""
+        assert f"Step ``{made.name}``" in doc, name
+        outcome = "**FAIL**" if made.outcome is MechanismOutcome.FAIL else "UNKNOWN"
+        assert outcome in doc, name
+    assert "evidence_sizes" in (steps.__doc__ or "")

@@ -129,3 +129,51 @@ def test_holdout_check_options_weaken_only_by_raising_a_ceiling() -> None:
         with pytest.raises(HoldoutOptionsRefused) as refused:
             holdout_lower_only(options, ceilings)
         assert refused.value.code == code
+
+
+_ANNOUNCED = {
+    "mechanism_id": "m.id",
+    "mechanism_digest": "sha256:" + "1" * 64,
+    "pinned": {"policy": "sha256:" + "2" * 64},
+    "accepted_bounds": {"max_evidence_items": 2, "max_evidence_bytes": 4096},
+}
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"mechanism_id": 7},
+        {"mechanism_digest": None},
+        {"pinned": {"policy": 1}},
+        {"pinned": ["policy"]},
+        {"accepted_bounds": {"max_evidence_items": 2, "max_evidence_bytes": True}},
+        {"accepted_bounds": {"max_evidence_items": 2}},
+        {"accepted_bounds": [2, 4096]},
+    ],
+)
+def test_a_malformed_announcement_is_refused_not_half_trusted(change: dict[str, object]) -> None:
+    """What a daemon announces shapes the binding a client pins: a value of the wrong type is
+    refused (``evidenced submit`` exits 65), never guessed at."""
+    from session import Announcement
+
+    read = Announcement.from_wire(_ANNOUNCED)
+    assert read.accepted_bounds == EvidenceBounds(2, 4096)
+    assert read.pinned == _ANNOUNCED["pinned"]
+    with pytest.raises(ValueError):
+        Announcement.from_wire({**_ANNOUNCED, **change})
+
+
+def test_a_client_binding_never_declares_more_than_the_default_binding() -> None:
+    """The default ``client_binding`` only lowers bounds: a daemon announcing larger
+    ``accepted_bounds`` than the defaults declare does not widen what the client pins."""
+    from session import Announcement
+
+    provider = load_provider("bytes-sha256")
+    honest = provider.honest_binding([b"twelve bytes"], provider.default_options())
+    wide = Announcement("vstd.bytes.sha256", "sha256:" + "3" * 64, {}, EvidenceBounds(9, 10**9))
+    narrow = Announcement("vstd.bytes.sha256", "sha256:" + "3" * 64, {}, EvidenceBounds(1, 4))
+    assert provider.client_binding([b"twelve bytes"], wide).bounds == honest.bounds
+    assert provider.client_binding([b"twelve bytes"], narrow).bounds == EvidenceBounds(1, 4)
+    assert (
+        provider.client_binding([b"twelve bytes"], wide).mechanism_digest == wide.mechanism_digest
+    )

@@ -19,7 +19,7 @@ decides, outcome UNKNOWN unless noted):
 9. evidence not a tuple/list of two items → ``SRI_EVIDENCE_UNAVAILABLE``;
 10. an item not exact bytes → FAIL ``SRI_EVIDENCE_TYPE_INVALID``;
 11. the resource above ``max_resource_bytes``, the metadata above 4,096 bytes, or the pair above
-    the declared bound → ``SRI_LIMIT_EXCEEDED`` (before rehashing);
+    the declared bound → ``SRI_LIMIT_EXCEEDED`` (one limit per item, before rehashing);
 12. the items' digests not the references → FAIL ``SRI_EVIDENCE_BINDING_INVALID``.
 
 Then (:mod:`._integrity`): metadata that is not ASCII → ``SRI_METADATA_UNREADABLE``; no
@@ -149,7 +149,7 @@ class SriIntegrityMechanism:
         if minimum_algorithm not in ALGORITHMS:
             raise ValueError(f"minimum_algorithm must be one of {list(ALGORITHMS)}")
         self.minimum_algorithm = minimum_algorithm
-        self.accepted_bounds = EvidenceBounds(2, max_resource_bytes + MAX_METADATA_BYTES)
+        self.accepted_bounds = EvidenceBounds(2, self.max_resource_bytes + MAX_METADATA_BYTES)
         self.precheck = PairPrecheck(
             (
                 steps.binding_type("SRI_BINDING_UNSUPPORTED"),
@@ -170,11 +170,8 @@ class SriIntegrityMechanism:
                 ),
                 steps.evidence_pair("SRI_EVIDENCE_UNAVAILABLE"),
                 steps.evidence_bytes("SRI_EVIDENCE_TYPE_INVALID"),
-                steps.evidence_size("SRI_LIMIT_EXCEEDED", max_resource_bytes),
-                steps.step(
-                    "metadata_size",
-                    "SRI_LIMIT_EXCEEDED",
-                    lambda s: len(s.items[1]) <= MAX_METADATA_BYTES,
+                steps.evidence_sizes(
+                    "SRI_LIMIT_EXCEEDED", (self.max_resource_bytes, MAX_METADATA_BYTES)
                 ),
                 steps.evidence_rehash("SRI_EVIDENCE_BINDING_INVALID"),
             )

@@ -5,8 +5,13 @@
 * ``create`` → :class:`SriIntegrityMechanism`.
 * ``honest_binding((resource, metadata), options)``: both references pinned, the metadata's as
   the one trust root, bounds ``EvidenceBounds(2, accepted bytes)``, no parameters.
+* ``honest_binding`` raises :class:`session.EvidenceCountError` for anything but two files
+  (``evidenced submit`` exits 2, a usage error).
 * Catalog metadata: one ADAPTER component; conformance samples: a matching pair (PASS), the
-  same metadata over a changed resource (FAIL), metadata in an unsupported algorithm (UNKNOWN).
+  same metadata over a changed resource (FAIL), metadata in an unsupported algorithm (UNKNOWN);
+  the matching pair grown to the bound with its own metadata (``conformance_scaled``); two
+  option sets for the kit: a lowered ``max_resource_bytes``, and a ``sha512`` minimum (under
+  which the sha384 samples are UNKNOWN).
 """
 
 from __future__ import annotations
@@ -20,8 +25,10 @@ from canon import digest_bytes
 from session import (
     BoundProposition,
     CatalogMetadata,
+    ConformanceOptionSet,
     ConformanceSample,
     EvidenceBounds,
+    EvidenceCountError,
     MechanismOutcome,
     MechanismProvider,
 )
@@ -61,7 +68,7 @@ class SriProvider(MechanismProvider[SriOptions]):
 
     def honest_binding(self, evidence: Sequence[bytes], options: SriOptions) -> BoundProposition:
         if len(evidence) != 2:
-            raise ValueError("an SRI submission is RESOURCE INTEGRITY-METADATA (two files)")
+            raise EvidenceCountError("an SRI submission is RESOURCE INTEGRITY-METADATA (two files)")
         resource, metadata = (digest_bytes(item) for item in evidence)
         return BoundProposition(
             subject_id=resource,
@@ -122,6 +129,29 @@ class SriProvider(MechanismProvider[SriOptions]):
                 "changed resource", (script + b"//", metadata), MechanismOutcome.FAIL
             ),
             ConformanceSample("md5 only", (script, b"md5-AAAA\n"), MechanismOutcome.UNKNOWN),
+        )
+
+    def conformance_scaled(
+        self, sample: ConformanceSample, bounds: EvidenceBounds
+    ) -> ConformanceSample | None:
+        """The matching pair with the largest resource the bound leaves room for."""
+        if sample.name != "matching":
+            return None
+        script = sample.evidence[0]
+        size = min(bounds.max_evidence_bytes - MAX_METADATA_BYTES, MAX_RESOURCE_BYTES)
+        resource = (script * (size // len(script) + 1))[:size]
+        metadata = (integrity_of(resource, "sha384") + "\n").encode("ascii")
+        return ConformanceSample("matching", (resource, metadata), MechanismOutcome.PASS)
+
+    def conformance_option_sets(self) -> Sequence[ConformanceOptionSet]:
+        unknown = MechanismOutcome.UNKNOWN
+        return (
+            ConformanceOptionSet("lowered", {"max_resource_bytes": 4096}),
+            ConformanceOptionSet(
+                "sha512 minimum",
+                {"minimum_algorithm": "sha512"},
+                {"matching": unknown, "changed resource": unknown},
+            ),
         )
 
 
