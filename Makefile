@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo demo-retain test lint fmt coverage bench clean browser screenshots
+.PHONY: demo demo-retain test lint fmt coverage bench clean browser screenshots curl gotools schemathesis openapi
 
 # Tools at the exact versions of constraints.txt; runtime dependencies as pyproject.toml's ranges.
 # daemon/_version.py is the version the package metadata is built from. The example third-party
@@ -30,7 +30,7 @@ demo-retain: $(STAMP)
 TEST_WORKERS ?= 2
 PYTEST := $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
-test: $(STAMP) lint browser curl
+test: $(STAMP) lint browser curl gotools schemathesis
 	$(PYTEST); status=$$?; if [ $$status -eq 5 ]; then echo 'no tests collected'; status=0; fi; exit $$status
 
 lint: $(STAMP)
@@ -70,6 +70,31 @@ curl:
 	  || echo 'make curl: could not install curl (the curl tests will skip)'; \
 	else echo 'make curl: curl absent and not root (the curl tests will skip)'; fi
 
+# Go and Debian's golang.org/x/mod (sumdb/tlog, sumdb/note): the independent tlog-tiles client
+# that reads a live daemon's transparency log over HTTP (tests/daemon/test_http_tlog.py).
+# Installed once when absent (needs root). Never fails: without them that test skips.
+gotools:
+	@if command -v go >/dev/null && [ -d /usr/share/gocode/src/golang.org/x/mod/sumdb/tlog ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    --no-install-recommends golang-go golang-golang-x-mod-dev >/dev/null; } \
+	  || echo 'make gotools: could not install go (the Go tlog client test will skip)'; \
+	else echo 'make gotools: go absent and not root (the Go tlog client test will skip)'; fi
+
+# schemathesis in a tool venv of its own: it pins a jsonschema-rs older than the daemon needs.
+# tests/daemon/test_openapi.py runs its `st` against a live daemon (docs/openapi.json).
+SCHEMATHESIS_VENV := .venv-schemathesis
+SCHEMATHESIS_VERSION := 4.32.5
+schemathesis: $(SCHEMATHESIS_VENV)/bin/st
+$(SCHEMATHESIS_VENV)/bin/st:
+	$(PYTHON) -m venv $(SCHEMATHESIS_VENV)
+	$(SCHEMATHESIS_VENV)/bin/pip install --quiet schemathesis==$(SCHEMATHESIS_VERSION)
+
+# docs/openapi.json, written from the route table (daemon/server/_openapi.py); a test holds the
+# two equal.
+openapi: $(STAMP)
+	$(PY) -m daemon.server._openapi > docs/openapi.json
+
 screenshots: $(STAMP) browser
 	$(PY) scripts/screenshots.py
 
@@ -79,4 +104,4 @@ bench: $(STAMP)
 	$(PY) benchmarks/run_all.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) build *.egg-info .coverage .coverage.*
+	rm -rf $(VENV) $(SCHEMATHESIS_VENV) build *.egg-info .coverage .coverage.*

@@ -63,7 +63,7 @@ _LOG_REFUSALS: Final = {
         "(no such tile or line)"
     ),
 }
-_INTEGER = {"type": "string", "pattern": "^(0|[1-9][0-9]{0,18})$"}
+_INTEGER = {"type": "string", "pattern": "^(0|[1-9][0-9]{0,18})$", "examples": ["1"]}
 
 
 def _parameter(name: str, where: str, schema: dict[str, Any], description: str) -> dict[str, Any]:
@@ -84,13 +84,13 @@ def _get(summary: str, ok: dict[str, Any], refusals: dict[str, Any], **extra: An
 _TILE_LEVEL = _parameter(
     "level",
     "path",
-    {"type": "string", "pattern": "^(entries|0|[1-9][0-9]?)$"},
+    {"type": "string", "pattern": "^(entries|0|[1-9][0-9]?)$", "examples": ["0"]},
     "the tile level (0-63), or `entries` for an entry bundle",
 )
 _TILE_INDEX = _parameter(
     "index",
     "path",
-    {"type": "string", "pattern": "^[0-9]{3}$"},
+    {"type": "string", "pattern": "^[0-9]{3}$", "examples": ["000"]},
     "the tile index in 3-digit groups; an index of 1000 or more is written "
     "`x001/x234/067` (C2SP tlog-tiles), which this template shows for the last group only",
 )
@@ -108,7 +108,12 @@ OPERATIONS: Final[dict[str, tuple[Route, dict[str, Any]]]] = {
             "post": {
                 "summary": "Submit evidence for one decision (PASS, FAIL and UNKNOWN are 200)",
                 "parameters": [
-                    _parameter("name", "path", {"type": "string"}, "the hosted session")
+                    _parameter(
+                        "name",
+                        "path",
+                        {"type": "string", "examples": ["formation"]},
+                        "the hosted session",
+                    )
                 ],
                 "requestBody": {
                     "required": True,

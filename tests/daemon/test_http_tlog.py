@@ -23,7 +23,14 @@ from daemon_testkit import ROOT, bytes_binding
 from http_testkit import LiveDaemon, read_answer
 
 from daemon import Client, SyncClient, open_client
-from daemon.tlog import VerifierKey, peek_checkpoint, verify_receipt
+from daemon.tlog import (
+    MemoryTree,
+    VerifierKey,
+    leaf_hash,
+    peek_checkpoint,
+    verify_inclusion,
+    verify_receipt,
+)
 
 CLI = [sys.executable, "-m", "daemon.cli"]
 ORIGIN = "test.example/evidenced/http-tlog"
@@ -294,3 +301,26 @@ def test_log_receipt_under_the_wrong_key_is_invalid(log: Log, tmp_path: Path) ->
     )
     assert done.returncode == 1
     assert json.loads(done.stdout)["status"] == "INVALID"
+
+
+def test_a_proof_for_a_size_no_checkpoint_was_signed_at_is_served_not_internal(
+    log: Log,
+) -> None:
+    """Found by schemathesis: ``inclusion-proof?index=0&tree_size=6`` was ``500 INTERNAL``
+    (``TileError``: the partial tiles of size 6 exist only if a checkpoint was signed at 6),
+    over HTTP and over the binary protocol alike."""
+    signed = set()
+    for name in (log.tlog / "tile" / "0").glob("000.p/*"):
+        signed.add(int(name.name))
+    size = next(n for n in range(3, 256) if n not in signed)
+    http, binary = SyncClient(log.daemon.base), SyncClient(unix=log.daemon.socket)
+    assert http.inclusion_proof(0, size) == binary.inclusion_proof(0, size)
+    assert http.consistency_proof(2, size) == binary.consistency_proof(2, size)
+    with socket.create_connection(log.daemon.http, timeout=10) as sock:
+        sock.sendall(f"GET /v1/log/inclusion-proof?index=0&tree_size={size} HTTP/1.1\r\n".encode())
+        sock.sendall(b"Host: t\r\n\r\n")
+        assert read_answer(sock, close_wait=0.05).status == 200
+    lines = [line.encode() for line in log.daemon.audit_path.read_text().splitlines()]
+    tree = MemoryTree.from_entries(lines[:size])
+    proof = http.inclusion_proof(1, size)
+    assert verify_inclusion(leaf_hash(lines[1]), 1, size, proof, tree.root(size))
