@@ -59,16 +59,16 @@ browser:
 	  || echo 'make browser: could not install chromium/graphviz (browser tests will skip)'; \
 	else echo 'make browser: chromium/graphviz absent and not root (browser tests will skip)'; fi
 
-# The real curl binary the HTTP API tests drive (tests/daemon/test_http_curl.py), from Debian's
-# package, installed once when absent (needs root). Never fails: without it those tests skip
-# and say why.
+# The real curl and jq binaries the HTTP API tests and the runnable docs drive
+# (tests/daemon/test_http_curl.py, tests/daemon/test_docs_run.py), from Debian's packages,
+# installed once when absent (needs root). Never fails: without them those tests skip and say why.
 curl:
-	@if command -v curl >/dev/null; then :; \
+	@if command -v curl >/dev/null && command -v jq >/dev/null; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-	    --no-install-recommends curl ca-certificates >/dev/null; } \
-	  || echo 'make curl: could not install curl (the curl tests will skip)'; \
-	else echo 'make curl: curl absent and not root (the curl tests will skip)'; fi
+	    --no-install-recommends curl jq ca-certificates >/dev/null; } \
+	  || echo 'make curl: could not install curl/jq (the curl tests will skip)'; \
+	else echo 'make curl: curl/jq absent and not root (the curl tests will skip)'; fi
 
 # Go and Debian's golang.org/x/mod (sumdb/tlog, sumdb/note): the independent tlog-tiles client
 # that reads a live daemon's transparency log over HTTP (tests/daemon/test_http_tlog.py).
