@@ -7,6 +7,7 @@ directory."""
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
 import shutil
@@ -324,3 +325,46 @@ def test_a_proof_for_a_size_no_checkpoint_was_signed_at_is_served_not_internal(
     tree = MemoryTree.from_entries(lines[:size])
     proof = http.inclusion_proof(1, size)
     assert verify_inclusion(leaf_hash(lines[1]), 1, size, proof, tree.root(size))
+
+
+def test_the_log_routes_need_the_listeners_token(tmp_path: Path) -> None:
+    """The audit lines name requesters: a listener with a ``tokens_file`` serves its log (and
+    the entry lookup) only to a bearer of one of its tokens; ``log receipt --token-file``
+    is one."""
+    token = "a-token-for-the-log-routes"
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"{hashlib.sha256(token.encode()).hexdigest()} reader\n")
+    tokens.chmod(0o600)
+    (tmp_path / "token").write_text(token + "\n")
+    made = run_cli("log", "keygen", "--origin", ORIGIN, "--out", str(tmp_path / "log.key"))
+    key = json.loads(made.stdout)["verifier_key"]
+    daemon = LiveDaemon(
+        http_extra=(
+            f'tokens_file = "{tokens}"\n[transparency]\nkey_file = "{tmp_path / "log.key"}"\n'
+            f'origin = "{ORIGIN}"\ncheckpoint_interval = 0.05\n'
+        )
+    )
+    try:
+        for path in ("/checkpoint", "/tile/0/000.p/1", "/v1/log/entry?index=0"):
+            answer = daemon.get(path)
+            assert answer.status == 401, path
+            assert answer.json()["error"]["code"] == "UNAUTHENTICATED"
+        done = run_cli(
+            "log",
+            "receipt",
+            "--index",
+            "0",
+            "--connect",
+            daemon.base,
+            "--token-file",
+            str(tmp_path / "token"),
+            "--key",
+            key,
+        )
+        assert json.loads(done.stdout)["log_index"] == 0
+        refused = run_cli("log", "receipt", "--index", "0", "--connect", daemon.base, check=False)
+        assert refused.returncode == 65
+        assert "UNAUTHENTICATED" in refused.stdout
+    finally:
+        daemon.stop()
+        daemon.cleanup()
