@@ -1,6 +1,7 @@
 """Docs that run: every shell block of ``README.md`` and ``docs/*.md`` fenced as
-```` ```bash run ```` is executed, through a real ``bash``, against a live daemon
-(``docs/http.md`` "Examples that run").
+```` ```bash run ```` is executed, through a real ``bash``, against a live daemon, and every
+Python block fenced as ```` ```python run ```` by this Python (``docs/http.md`` "Examples that
+run").
 
 The rules of a runnable block:
 
@@ -9,9 +10,11 @@ The rules of a runnable block:
 * the working directory is the live daemon's: its audit log ``audit.jsonl``, its transparency
   directory ``audit.jsonl.tlog``, ``verifier.key`` (the log's verifier key) and ``fixtures/``
   (the repository's example data);
-* the daemon listens where the docs say: ``127.0.0.1:7434`` (HTTP) and ``127.0.0.1:7433``
-  (the binary protocol) in a block are replaced by the live daemon's addresses, and nothing
-  else is changed: the quoting is the docs' own. It hosts ``formation`` and ``bytes``;
+* the daemon listens where the docs say: ``127.0.0.1:7434`` (HTTP), ``127.0.0.1:7433`` (the
+  binary protocol) and ``/run/evidenced.sock`` in a block are replaced by the live daemon's
+  addresses, and nothing else is changed: the quoting is the docs' own. It hosts
+  ``formation`` and ``bytes``;
+* each ``python run`` block is a whole program, run on its own (exit status 0 required);
 * ``evidenced``, ``curl`` and ``jq`` are the real ones (the tests skip without curl or jq).
 """
 
@@ -35,15 +38,26 @@ ORIGIN = "docs.example/evidenced"
 CLI = [sys.executable, "-m", "daemon.cli"]
 #: A fenced block whose info string is ``bash run`` (and nothing else).
 RUNNABLE = re.compile(r"^```bash run[ \t]*\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
+PYTHON = re.compile(r"^```python run[ \t]*\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
 HTTP_ADDRESS = "127.0.0.1:7434"
 BINARY_ADDRESS = "127.0.0.1:7433"
+SOCKET = "/run/evidenced.sock"
 
 
 def runnable_blocks(path: Path) -> list[str]:
     return RUNNABLE.findall(path.read_text("utf-8"))
 
 
+def python_blocks(path: Path) -> list[str]:
+    return PYTHON.findall(path.read_text("utf-8"))
+
+
 FILES = [path for path in DOCS if runnable_blocks(path)]
+PYTHON_BLOCKS = [
+    (path, number, block)
+    for path in DOCS
+    for number, block in enumerate(python_blocks(path), start=1)
+]
 
 
 @pytest.fixture(scope="module")
@@ -78,6 +92,7 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveDaemon]:
 def test_the_runner_finds_the_runnable_blocks() -> None:
     names = {path.name for path in FILES}
     assert {"README.md", "http.md", "transparency.md"} <= names
+    assert "protocol.md" in {path.name for path, _, _ in PYTHON_BLOCKS}
     text = "".join(block for path in FILES for block in runnable_blocks(path))
     assert "-F 'binding=<binding.json'" in text  # the multipart example, quoted
 
@@ -87,6 +102,25 @@ def test_the_runnable_blocks_of_a_doc_run(daemon: LiveDaemon, path: Path) -> Non
     script = "\n".join(runnable_blocks(path))
     done = run_bash(script, daemon)
     assert done.returncode == 0, f"{path.name}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+
+
+@pytest.mark.parametrize(
+    ("path", "number", "block"),
+    PYTHON_BLOCKS,
+    ids=[f"{path.name}-{number}" for path, number, _ in PYTHON_BLOCKS],
+)
+def test_the_runnable_python_of_a_doc_runs(
+    daemon: LiveDaemon, path: Path, number: int, block: str
+) -> None:
+    """protocol.md §8's example once used a ``binding`` it never defined."""
+    done = subprocess.run(
+        [sys.executable, "-c", substitute(block, daemon)],
+        capture_output=True,
+        text=True,
+        cwd=daemon.directory,
+        timeout=120,
+    )
+    assert done.returncode == 0, f"{path.name} block {number}:\n{done.stderr[-3000:]}"
 
 
 def test_unquoted_multipart_binding_in_a_doc_is_caught(daemon: LiveDaemon) -> None:
@@ -115,10 +149,15 @@ def test_unquoted_multipart_binding_in_a_doc_is_caught(daemon: LiveDaemon) -> No
     assert (refusal["code"], refusal["requester"]["protocol"]) == ("HEADER_INVALID", "http")
 
 
+def substitute(text: str, daemon: LiveDaemon) -> str:
+    """The docs' addresses replaced by the live daemon's (and nothing else)."""
+    text = text.replace(HTTP_ADDRESS, "{}:{}".format(*daemon.http))
+    text = text.replace(BINARY_ADDRESS, daemon.started["tcp"])
+    return text.replace(SOCKET, daemon.socket)
+
+
 def run_bash(script: str, daemon: LiveDaemon) -> subprocess.CompletedProcess[str]:
-    host, port = daemon.started["tcp"].rsplit(":", 1)
-    script = script.replace(HTTP_ADDRESS, "{}:{}".format(*daemon.http))
-    script = script.replace(BINARY_ADDRESS, f"{host}:{port}")
+    script = substitute(script, daemon)
     bin_dir = str(Path(sys.executable).parent)
     env = {**os.environ, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", "")}
     return subprocess.run(
