@@ -412,6 +412,8 @@ def document() -> dict[str, Any]:
             ),
         },
         "servers": [{"url": "http://127.0.0.1:7434"}],
+        # A bearer token when the listener has a tokens_file (docs/http.md), else none.
+        "security": [{}, {"bearer": []}],
         "paths": {path: operations for path, (_, operations) in OPERATIONS.items()},
         "components": {
             "schemas": SCHEMAS,
