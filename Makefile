@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo demo-retain test lint apidocs fmt coverage bench clean browser screenshots curl nginx
+.PHONY: demo demo-retain test lint apidocs fmt coverage bench clean browser screenshots curl nginx gotools schemathesis openapi
 
 # Tools at the exact versions of constraints.txt; runtime dependencies as pyproject.toml's ranges.
 # daemon/_version.py is the version the package metadata is built from. The example third-party
@@ -30,7 +30,7 @@ demo-retain: $(STAMP)
 TEST_WORKERS ?= 2
 PYTEST := $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
-test: $(STAMP) lint apidocs browser curl nginx
+test: $(STAMP) lint apidocs browser curl nginx gotools schemathesis
 	$(PYTEST); status=$$?; if [ $$status -eq 5 ]; then echo 'no tests collected'; status=0; fi; exit $$status
 
 lint: $(STAMP)
@@ -65,16 +65,41 @@ browser:
 	  || echo 'make browser: could not install chromium/graphviz (browser tests will skip)'; \
 	else echo 'make browser: chromium/graphviz absent and not root (browser tests will skip)'; fi
 
-# The real curl binary the HTTP API tests drive (tests/daemon/test_http_curl.py), from Debian's
-# package, installed once when absent (needs root). Never fails: without it those tests skip
-# and say why.
+# The real curl and jq binaries the HTTP API tests and the runnable docs drive
+# (tests/daemon/test_http_curl.py, tests/daemon/test_docs_run.py), from Debian's packages,
+# installed once when absent (needs root). Never fails: without them those tests skip and say why.
 curl:
-	@if command -v curl >/dev/null; then :; \
+	@if command -v curl >/dev/null && command -v jq >/dev/null; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-	    --no-install-recommends curl ca-certificates >/dev/null; } \
-	  || echo 'make curl: could not install curl (the curl tests will skip)'; \
-	else echo 'make curl: curl absent and not root (the curl tests will skip)'; fi
+	    --no-install-recommends curl jq ca-certificates >/dev/null; } \
+	  || echo 'make curl: could not install curl/jq (the curl tests will skip)'; \
+	else echo 'make curl: curl/jq absent and not root (the curl tests will skip)'; fi
+
+# Go and Debian's golang.org/x/mod (sumdb/tlog, sumdb/note): the independent tlog-tiles client
+# that reads a live daemon's transparency log over HTTP (tests/daemon/test_http_tlog.py).
+# Installed once when absent (needs root). Never fails: without them that test skips.
+gotools:
+	@if command -v go >/dev/null && [ -d /usr/share/gocode/src/golang.org/x/mod/sumdb/tlog ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    --no-install-recommends golang-go golang-golang-x-mod-dev >/dev/null; } \
+	  || echo 'make gotools: could not install go (the Go tlog client test will skip)'; \
+	else echo 'make gotools: go absent and not root (the Go tlog client test will skip)'; fi
+
+# schemathesis in a tool venv of its own: it pins a jsonschema-rs older than the daemon needs.
+# tests/daemon/test_openapi.py runs its `st` against a live daemon (docs/openapi.json).
+SCHEMATHESIS_VENV := .venv-schemathesis
+SCHEMATHESIS_VERSION := 4.32.5
+schemathesis: $(SCHEMATHESIS_VENV)/bin/st
+$(SCHEMATHESIS_VENV)/bin/st:
+	$(PYTHON) -m venv $(SCHEMATHESIS_VENV)
+	$(SCHEMATHESIS_VENV)/bin/pip install --quiet schemathesis==$(SCHEMATHESIS_VERSION)
+
+# docs/openapi.json, written from the route table (daemon/server/_openapi.py); a test holds the
+# two equal.
+openapi: $(STAMP)
+	$(PY) -m daemon.server._openapi > docs/openapi.json
 
 # A real nginx, the load balancer of the multi-replica test (tests/daemon/test_fleet_nginx.py),
 # from Debian's package, installed once when absent (needs root). Never fails: without it that
@@ -96,4 +121,4 @@ bench: $(STAMP)
 	$(PY) benchmarks/run_all.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) build *.egg-info .coverage .coverage.* docs/api
+	rm -rf $(VENV) $(SCHEMATHESIS_VENV) build *.egg-info .coverage .coverage.* docs/api

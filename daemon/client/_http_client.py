@@ -16,8 +16,12 @@ Rules (the contract):
    with its code, message and ``decision_id``; anything else (not JSON, another shape, a
    body over ``max_response_bytes``) is :class:`~daemon.client._client.ServerProtocolError`. After a
    refusal, or an answer that closes the connection, the client is closed.
-4. The transparency-log requests are not served over HTTP: they raise
-   :class:`~daemon.client._client.ClientError` saying to use a ``tcp://``/``tls://``/Unix address.
+4. The transparency log: :meth:`HttpClient.checkpoint` is ``GET /checkpoint`` (the note's
+   exact bytes), :meth:`~HttpClient.inclusion_proof` and :meth:`~HttpClient.consistency_proof`
+   ``GET /v1/log/inclusion-proof`` and ``/v1/log/consistency-proof`` (the answer must be for
+   exactly the sizes asked), :meth:`~HttpClient.log_entry` ``GET /v1/log/entry`` (the line
+   must be the leaf it claims: its own ``seq`` is ``log_index + 1``), :meth:`~HttpClient.tile`
+   ``GET /tile/...``. A refusal of these routes leaves the connection open.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import base64
 import contextlib
 from collections.abc import Sequence
 from typing import Any, Final
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import h11
 import orjson
@@ -35,18 +39,22 @@ import trio
 from daemon.client._client import (
     CLIENT_NAME,
     Client,
-    ClientError,
     ClientTimeout,
     ServerProtocolError,
     SubmitResult,
     TransportError,
+    _decode_proof,
     _raise_for,
 )
+from daemon.tlog._lookup import LineQuery
+from daemon.tlog._tiles import tile_path
 from daemon.wire._protocol import (
     ERROR_CODES,
+    ConsistencyProof,
     Decision,
     ErrorResponse,
     HealthReport,
+    InclusionProof,
     ProtocolError,
     SessionList,
 )
@@ -232,21 +240,87 @@ class HttpClient(Client):
                 answer.audit_line,
             )
 
+    # -- the transparency log (rule 4)
+
+    async def _raw(self, target: str) -> bytes:
+        """The body of a ``200`` answer to ``GET target``; a refusal raised (rule 3)."""
+        async with self._lock:
+            status, data, _ = await self._request("GET", target)
+        if status == 200:
+            return data
+        try:
+            document = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            raise ServerProtocolError(f"HTTP {status} answer is not JSON") from None
+        _raise_for(_refusal(status, document))
+        raise AssertionError("unreachable")
+
+    async def _log_json(self, target: str) -> dict[str, Any]:
+        data = await self._raw(target)
+        try:
+            document = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            raise ServerProtocolError("the answer is not JSON") from None
+        if type(document) is not dict:
+            raise ServerProtocolError("the answer is not a JSON object")
+        return document
+
     async def checkpoint(self) -> bytes:
-        raise _not_over_http()
+        """``GET /checkpoint``: the latest signed checkpoint note, exactly as signed."""
+        return await self._raw("/checkpoint")
+
+    async def tile(self, level: int | str, index: int, width: int = 256) -> bytes:
+        """``GET /tile/...``: a tile or entry bundle's bytes (C2SP tlog-tiles)."""
+        return await self._raw("/" + tile_path(level, index, width))
 
     async def inclusion_proof(self, index: int, tree_size: int) -> list[bytes]:
-        raise _not_over_http()
+        query = urlencode({"index": index, "tree_size": tree_size})
+        document = await self._log_json(f"/v1/log/inclusion-proof?{query}")
+        try:
+            answer = InclusionProof.from_header(document)
+        except ProtocolError as error:
+            raise ServerProtocolError(f"unexpected inclusion proof: {error.message}") from None
+        if (answer.index, answer.tree_size) != (index, tree_size):
+            raise ServerProtocolError("the inclusion proof is for other sizes than asked")
+        return _decode_proof(answer.proof)
 
     async def consistency_proof(self, old_size: int, new_size: int) -> list[bytes]:
-        raise _not_over_http()
+        query = urlencode({"old_size": old_size, "new_size": new_size})
+        document = await self._log_json(f"/v1/log/consistency-proof?{query}")
+        try:
+            answer = ConsistencyProof.from_header(document)
+        except ProtocolError as error:
+            raise ServerProtocolError(f"unexpected consistency proof: {error.message}") from None
+        if (answer.old_size, answer.new_size) != (old_size, new_size):
+            raise ServerProtocolError("the consistency proof is for other sizes than asked")
+        return _decode_proof(answer.proof)
 
-
-def _not_over_http() -> ClientError:
-    return ClientError(
-        "transparency-log requests are not served over HTTP; connect with tcp://, tls:// or "
-        "a Unix socket"
-    )
+    async def log_entry(self, query: LineQuery) -> tuple[int, bytes]:
+        """``GET /v1/log/entry``: (log index, audit line) of the line ``query`` names."""
+        fields = {
+            name: value
+            for name, value in (
+                ("index", query.index),
+                ("decision_id", query.decision_id),
+                ("line_digest", query.line_digest),
+            )
+            if value is not None
+        }
+        document = await self._log_json(f"/v1/log/entry?{urlencode(fields)}")
+        index, line = document.get("log_index"), document.get("line")
+        if (
+            set(document) != {"log_index", "line"}
+            or type(index) is not int
+            or type(line) is not str
+        ):
+            raise ServerProtocolError("the entry answer is not {log_index, line}")
+        try:
+            seq = orjson.loads(line).get("seq")
+        except (orjson.JSONDecodeError, AttributeError):
+            seq = None
+        if seq != index + 1 or (query.index is not None and index != query.index):
+            raise ServerProtocolError("the entry answer's line is not the leaf it claims")
+        return index, line.encode("utf-8")
 
 
 def _refusal(status: int, document: Any) -> ErrorResponse:

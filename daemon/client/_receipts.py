@@ -10,6 +10,8 @@ Rules (the contract):
    most ``wait`` seconds, then asks for the inclusion proof against exactly that checkpoint's
    size. The receipt is verified before it is returned when a log key is given (a daemon
    that answers with a proof that does not verify is caught here, not later).
+3. :func:`receipt_for_line` does the same for a line found after the fact (``evidenced log
+   receipt``): any client whose ``checkpoint`` and ``inclusion_proof`` work (binary or HTTP).
 """
 
 from __future__ import annotations
@@ -39,6 +41,18 @@ async def fetch_receipt(
     index, line = result.log_index, result.audit_line
     if index is None or line is None:
         raise ReceiptUnavailable("the decision answer carries no log index (no transparency log)")
+    return await receipt_for_line(client, index, line.encode("utf-8"), wait=wait, log_key=log_key)
+
+
+async def receipt_for_line(
+    client: Client,
+    index: int,
+    line: bytes,
+    *,
+    wait: float = 10.0,
+    log_key: VerifierKey | None = None,
+) -> dict[str, Any]:
+    """The receipt of audit line ``line`` at leaf ``index`` (rules 2, 3)."""
     deadline = trio.current_time() + wait
     delay = 0.05
     while True:
@@ -53,7 +67,7 @@ async def fetch_receipt(
         await trio.sleep(delay)
         delay = min(delay * 2, 0.5)
     proof = await client.inclusion_proof(index, size)
-    receipt = make_receipt(line.encode("utf-8"), index, size, proof, note)
+    receipt = make_receipt(line, index, size, proof, note)
     if log_key is not None:
         report = verify_receipt(encode_receipt(receipt), log_key)
         if not report.verified:

@@ -20,6 +20,16 @@ Contract (stdout: exactly one JSON document; stderr: one-line messages, never a 
 * ``log cosign FILE --key WITNESS_KEY_FILE --log-key VKEY`` adds a witness cosignature to
   the checkpoint of a receipt or checkpoint file in place, after verifying it under the log
   key. Exit 0, 1 when the checkpoint does not verify, 65 unreadable.
+* ``log receipt (--index N | --decision-id ID | --line-digest D) (--connect URL | --socket
+  PATH | --dir DIR) [--key VKEY] [--out FILE] [--log FILE]... [--wait S]`` builds the receipt
+  of a past decision (what ``rekor-cli get`` is to Rekor): from a daemon over HTTP (``GET
+  /v1/log/entry``, ``/checkpoint``, ``/v1/log/inclusion-proof``), over the binary protocol
+  (the line is read from the audit log the daemon's ``health`` names, which a Unix socket's
+  peer shares; ``--log`` to name the files) or from a static tile directory (proofs from its
+  tiles, the line from its entry bundles or the audit files beside it, ``--log``). With
+  ``--key`` it is verified first. Prints the receipt (or, with ``--out``, writes it and prints
+  ``{log_index, tree_size, file, verified}``). Exit 0; 1 the receipt does not verify under
+  ``--key``; 65 no such line / bad query; 69 unreachable; 75 no checkpoint covers the line yet.
 ``VKEY`` arguments are verifier keys (``name+id+base64``) or files holding one.
 """
 
@@ -33,6 +43,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
+
+import trio
 
 import cli
 from cli import CliError, Exit, RejectedInput
@@ -49,17 +61,24 @@ from daemon.tlog import (
     Observation,
     SignerKey,
     TileDirectory,
+    TileError,
     TileReader,
     VerifierKey,
     add_signature,
     consistency_proof,
     default_origin,
+    encode_receipt,
+    inclusion_proof,
     load_signer,
+    make_receipt,
     open_checkpoint,
+    peek_checkpoint,
     verify_directory,
     verify_receipt,
     write_key_file,
 )
+from daemon.tlog._lookup import LineNotFound, LineQuery, LookupInvalid, find_line
+from daemon.tlog._tiles import ENTRIES, decode_bundle
 
 EXIT_OK: Final = Exit.OK
 EXIT_INVALID: Final = Exit.FAIL
@@ -349,6 +368,191 @@ def _monitor(args: argparse.Namespace) -> int:
     return status
 
 
+# --------------------------------------------------------------------------- receipt
+
+
+def _line_query(args: argparse.Namespace) -> LineQuery:
+    try:
+        return LineQuery(
+            index=args.index, decision_id=args.decision_id, line_digest=args.line_digest
+        )
+    except LookupInvalid as error:
+        raise _Refused(str(error)) from None
+
+
+def _find(files: list[Path], query: LineQuery) -> tuple[int, bytes]:
+    if not files:
+        raise _Refused("no audit files to read the line from (give --log FILE)")
+    try:
+        return find_line(files, query)
+    except LineNotFound as error:
+        raise CliError(str(error), exit=Exit.REJECTED, code="LINE_NOT_FOUND") from None
+    except OSError as error:
+        raise _Refused(f"cannot read the audit log: {error}") from None
+
+
+def _static_receipt(args: argparse.Namespace, query: LineQuery) -> dict[str, Any]:
+    """A receipt from a tile directory alone (plus its audit files or entry bundles)."""
+    directory = Path(args.dir)
+    tiles = TileDirectory(directory)
+    note = tiles.read_file(CHECKPOINT_FILE)
+    if note is None:
+        raise _Refused(f"{directory} has no {CHECKPOINT_FILE}: not a transparency directory")
+    size = peek_checkpoint(note).size
+    if query.index is not None and query.index < size and not args.log:
+        line = _bundle_line(tiles, query.index, size)
+        found = (query.index, line) if line is not None else None
+    else:
+        found = None
+    if found is None:
+        if args.log:
+            files = [Path(item) for item in args.log]
+        elif directory.name.endswith(".tlog"):
+            files = audit_files(directory.with_name(directory.name[: -len(".tlog")]))
+        else:
+            files = []
+        found = _find(files, query)
+    index, line = found
+    if index >= size:
+        raise CliError(
+            f"log index {index} is not covered by the checkpoint (size {size}) yet",
+            exit=Exit.BUSY,
+            code="NOT_YET_COVERED",
+        )
+    try:
+        proof = inclusion_proof(TileReader(tiles, size).node, index, size)
+    except TileError as error:
+        raise _Refused(f"{directory}: {error}") from None
+    return make_receipt(line, index, size, proof, note)
+
+
+def _bundle_line(tiles: TileDirectory, index: int, size: int) -> bytes | None:
+    """Entry ``index`` from the entry bundles (``entry_bundles = true``), or None."""
+    bundle, offset = divmod(index, 256)
+    full = size // 256
+    width = 256 if bundle < full else size % 256
+    data = tiles.read(ENTRIES, bundle, width)
+    if data is None:
+        return None
+    entries = decode_bundle(data)
+    return entries[offset] if offset < len(entries) else None
+
+
+def _remote_receipt(args: argparse.Namespace, query: LineQuery) -> dict[str, Any]:
+    from daemon.client._client import (
+        ClientError,
+        ClientTimeout,
+        RejectedError,
+        ServiceUnavailable,
+        TransportError,
+    )
+    from daemon.client._connect import open_client
+    from daemon.client._http_client import HttpClient
+    from daemon.client._receipts import ReceiptUnavailable, receipt_for_line
+    from daemon.client._targets import parse_target
+
+    options: dict[str, Any] = {
+        "tls_ca": args.tls_ca,
+        "tls_cert": args.tls_cert,
+        "tls_key": args.tls_key,
+        "token": _token(args.token_file) if args.token_file else None,
+    }
+    if args.socket:
+        target = {"unix": args.socket, **options}
+    elif args.address:
+        try:
+            parse_target(args.address)
+        except ValueError as error:
+            raise cli.UsageError(str(error)) from None
+        target = {"url": args.address, **options}
+    else:
+        raise cli.UsageError("give one of --connect URL, --socket PATH, --dir DIR")
+
+    async def main() -> dict[str, Any]:
+        async with open_client(
+            **target, connect_timeout=args.timeout, request_timeout=args.timeout
+        ) as client:
+            if isinstance(client, HttpClient):
+                index, line = await client.log_entry(query)
+            else:
+                if args.log:
+                    files = [Path(item) for item in args.log]
+                else:
+                    audit = (await client.health()).get("audit") or {}
+                    path = audit.get("path") if isinstance(audit, dict) else None
+                    files = audit_files(Path(path)) if isinstance(path, str) else []
+                index, line = _find(files, query)
+            return await receipt_for_line(client, index, line, wait=args.wait)
+
+    try:
+        return trio.run(main)
+    except ServiceUnavailable as error:
+        raise CliError(
+            f"refused: {error.code}: {error.message}", exit=Exit.BUSY, code=error.code
+        ) from None
+    except RejectedError as error:
+        raise CliError(
+            f"refused: {error.code}: {error.message}", exit=Exit.REJECTED, code=error.code
+        ) from None
+    except ClientTimeout as error:
+        raise CliError(str(error), exit=Exit.BUSY, code="TIMEOUT") from None
+    except TransportError as error:
+        raise _Unreachable(str(error)) from None
+    except ClientError as error:
+        raise CliError(str(error), exit=Exit.INTERNAL, code="PROTOCOL") from None
+    except ReceiptUnavailable as error:
+        raise CliError(str(error), exit=Exit.BUSY, code="NOT_YET_COVERED") from None
+
+
+def _token(path: str) -> str:
+    lines = _read(path).decode("utf-8", "replace").splitlines()
+    token = lines[0].strip() if lines else ""
+    if not token:
+        raise cli.UsageError(f"--token-file {path}: no token on its first line")
+    return token
+
+
+def _receipt(args: argparse.Namespace) -> int:
+    query = _line_query(args)
+    key = read_verifier_key(args.key, sig_type=SIG_ED25519) if args.key else None
+    receipt = _static_receipt(args, query) if args.dir else _remote_receipt(args, query)
+    data = encode_receipt(receipt)
+    verified: bool | None = None
+    if key is not None:
+        report = verify_receipt(data, key)
+        verified = report.verified
+        if not report.verified:
+            _emit(report.to_dict())
+            _say(f"INVALID: {report.code}: {report.message}")
+            return EXIT_INVALID
+    if args.out:
+        target = Path(args.out)
+        temporary = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+        cli.write_output(temporary, data)
+        try:
+            os.replace(temporary, target)
+        except OSError as error:
+            raise cli.OutputError(str(target), error.strerror or str(error)) from None
+        _say(f"receipt for log index {receipt['log_index']} written to {target}")
+        _emit(
+            {
+                "log_index": receipt["log_index"],
+                "tree_size": receipt["tree_size"],
+                "file": str(target),
+                "verified": verified,
+            }
+        )
+    else:
+        _emit(receipt)
+    return EXIT_OK
+
+
+def _index(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError("must be a non-negative integer")
+    return int(text)
+
+
 def _wrap(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
         try:
@@ -412,6 +616,30 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     monitor.add_argument("--count", type=_threshold, default=0, help="polls (0: until alarm)")
     monitor.add_argument("--timeout", type=float, default=10.0, help="per-request seconds")
     monitor.set_defaults(handler=_wrap(_monitor))
+
+    receipt_for = commands.add_parser(
+        "receipt", help="fetch the receipt of a past decision (from a daemon or a tile directory)"
+    )
+    which = receipt_for.add_mutually_exclusive_group(required=True)
+    which.add_argument("--index", type=_index, help="the audit line's log index (seq - 1)")
+    which.add_argument("--decision-id", help="the decision's decision_id")
+    which.add_argument("--line-digest", help="the audit line's line_digest (sha256:...)")
+    source = receipt_for.add_mutually_exclusive_group(required=True)
+    source.add_argument("--connect", dest="address", metavar="URL", help="a daemon's address")
+    source.add_argument("--socket", help="a daemon's Unix socket")
+    source.add_argument("--dir", help="a transparency directory (static tiles)")
+    receipt_for.add_argument("--token-file", help="a file whose first line is the bearer token")
+    receipt_for.add_argument("--tls-ca", help="CA bundle to verify the server")
+    receipt_for.add_argument("--tls-cert", help="client certificate (PEM)")
+    receipt_for.add_argument("--tls-key", help="client certificate's key (PEM)")
+    receipt_for.add_argument("--log", action="append", default=[], help="audit file, oldest first")
+    receipt_for.add_argument("--key", help="verify under the log's verifier key (or a file)")
+    receipt_for.add_argument("--out", help="write the receipt to FILE (default: stdout)")
+    receipt_for.add_argument(
+        "--wait", type=float, default=10.0, help="seconds to wait for a covering checkpoint"
+    )
+    receipt_for.add_argument("--timeout", type=float, default=10.0, help="per-request seconds")
+    receipt_for.set_defaults(handler=_wrap(_receipt))
 
     from daemon.commands._fleet import register_publish
 

@@ -131,7 +131,10 @@ class BucketTarget:
             raise self._fail("GET", relative, error) from None
 
     def write(self, relative: str, data: bytes, *, immutable: bool) -> None:
-        cache = "public, max-age=31536000, immutable" if immutable else "no-cache"
+        if immutable:
+            cache = "public, max-age=31536000, immutable"
+        else:  # as the daemon serves them (docs/transparency.md §5)
+            cache = "no-cache" if relative == CHECKPOINT_FILE else "public, max-age=60"
         try:
             self._client.put_object(
                 Bucket=self.bucket,

@@ -18,8 +18,10 @@ Rules (the contract):
    ``Content-Length`` and ``Transfer-Encoding``, a request target that is not a path
    (origin form), a path that is not UTF-8 once percent-decoded.
 3. Routes (:data:`ROUTES`): ``POST /v1/sessions/{name}/decisions`` (submit), ``GET
-   /v1/sessions``, ``GET /health``, ``GET /ready``, ``GET /metrics``; a query string is
-   ignored. A known path asked with another method (``HEAD`` included) is ``UNKNOWN_KIND``
+   /v1/sessions``, ``GET /health``, ``GET /ready``, ``GET /metrics``, the transparency
+   log's ``GET /checkpoint``, ``GET /tile/...``, ``GET /v1/log/...`` and ``GET
+   /openapi.json``; a query string is ignored here (the log routes read theirs). A known
+   path asked with another method (``HEAD`` included) is ``UNKNOWN_KIND``
    with status 405 and ``Allow``; any other path is ``UNKNOWN_KIND`` (404). A route is
    checked when its head arrives, before any body byte is read.
 4. Bodies are read only after the host accepts them (:meth:`HttpServerCodec.accept_body`
@@ -92,6 +94,13 @@ class Route(enum.Enum):
     HEALTH = "health"
     READY = "ready"
     METRICS = "metrics"
+    # The transparency log and the API's description (daemon.server._http_tlog, _openapi).
+    CHECKPOINT = "checkpoint"
+    TILE = "tile"
+    INCLUSION_PROOF = "inclusion_proof"
+    CONSISTENCY_PROOF = "consistency_proof"
+    LOG_ENTRY = "log_entry"
+    OPENAPI = "openapi"
 
 
 #: Path → (route, the one method it answers). ``{name}`` is matched by :func:`route`.
@@ -100,7 +109,14 @@ ROUTES: Final = {
     "/health": (Route.HEALTH, "GET"),
     "/ready": (Route.READY, "GET"),
     "/metrics": (Route.METRICS, "GET"),
+    "/checkpoint": (Route.CHECKPOINT, "GET"),
+    "/v1/log/inclusion-proof": (Route.INCLUSION_PROOF, "GET"),
+    "/v1/log/consistency-proof": (Route.CONSISTENCY_PROOF, "GET"),
+    "/v1/log/entry": (Route.LOG_ENTRY, "GET"),
+    "/openapi.json": (Route.OPENAPI, "GET"),
 }
+#: ``GET /tile/...``: the C2SP tlog-tiles paths, parsed by daemon.server._http_tlog.
+TILE_PREFIX: Final = "/tile/"
 _SUBMIT_PATH: Final = re.compile(r"/v1/sessions/([^/]+)/decisions\Z")
 _HEAD_END: Final = re.compile(rb"\r?\n\r?\n")
 #: Fields that must not repeat: framing (rule 2), who is asking, what the body is.
@@ -148,6 +164,8 @@ def route(method: str, path: str) -> tuple[Route, str | None]:
             raise _wrong_method(method, "POST")
         return Route.SUBMIT, name
     known = ROUTES.get(path)
+    if known is None and path.startswith(TILE_PREFIX):
+        known = (Route.TILE, "GET")
     if known is None:
         raise HttpRefusal(ErrorCode.UNKNOWN_KIND, f"no resource at {_short(path)}")
     if method != known[1]:

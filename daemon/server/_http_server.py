@@ -71,8 +71,10 @@ from daemon.server._http_codec import (
     Route,
 )
 from daemon.server._http_errors import HttpRefusal, error_document
+from daemon.server._http_tlog import LOG_ROUTES, LogRoutes
 from daemon.server._metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from daemon.server._metrics import ServerMetrics
+from daemon.server._openapi import openapi_answer
 from daemon.server._peers import PeerLedger
 from daemon.server._pipeline import Pipeline
 from daemon.wire._echo import echo
@@ -138,6 +140,7 @@ class HttpFrontEnd:
         self.security = security
         self.metrics = metrics
         self.readiness = readiness
+        self.log_routes = LogRoutes(config, pipeline)  # the transparency log, docs/http.md
         # Rule 3: bodies in memory are bounded as binary evidence is (server and peer caps).
         self.body_slots = trio.CapacityLimiter(config.max_in_flight)
         self.body_peers = PeerLedger(
@@ -351,6 +354,10 @@ class HttpFrontEnd:
     ) -> bool:
         """A ``GET`` route (rule 1); True when sent."""
         route = head.route
+        if route in LOG_ROUTES:
+            return await self._send(stream, await self.log_routes.answer(codec, head, number))
+        if route is Route.OPENAPI:
+            return await self._send(stream, openapi_answer(codec))
         if route is Route.METRICS:
             data = codec.respond(200, self.metrics.exposition(), content_type=METRICS_CONTENT_TYPE)
         elif route is Route.READY:

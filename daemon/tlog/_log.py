@@ -364,7 +364,9 @@ class TransparencyLog:
             raise ProofRangeError(
                 f"tree size {size} is not between 1 and the latest checkpoint's size {signed}"
             )
-        return self._shared.source(size)
+        # The tiles of the latest checkpoint hold every perfect subtree of any smaller tree;
+        # a smaller size's own partial tiles exist only if a checkpoint was signed at it.
+        return self._shared.source(signed)
 
     def inclusion_proof(self, index: int, tree_size: int) -> list[bytes]:
         return inclusion_proof(self._bounded(tree_size), index, tree_size)
