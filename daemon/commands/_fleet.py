@@ -293,16 +293,53 @@ def decision_receipts(fleet: Fleet) -> dict[str, dict[str, Any]]:
     return found
 
 
-def fleet_receipt(fleet: Fleet, decision_id: str) -> dict[str, Any] | None:
-    """The receipt of the decision ``decision_id`` from whichever fleet log holds it (read
-    from what is published only), or ``None``."""
-    needle = f'"decision_id":"{decision_id}"'.encode()
+def fleet_receipt(
+    fleet: Fleet, *, decision_id: str | None = None, line_digest: str | None = None
+) -> dict[str, Any] | None:
+    """The receipt of the decision line named by its ``decision_id`` or ``line_digest``, from
+    whichever fleet log holds it (read from what is published only), or ``None``."""
+    field, value = (
+        ("decision_id", decision_id) if decision_id is not None else ("line_digest", line_digest)
+    )
+    if value is None:
+        raise ValueError("give decision_id or line_digest")
+    needle = f'"{field}":"{value}"'.encode()
     for log in fleet.logs:
         published = PublishedLog(log, open_target(log.tiles))
         for index, entry in enumerate(published.entries()):
-            if needle in entry and json.loads(entry).get("decision_id") == decision_id:
+            if needle in entry and json.loads(entry).get(field) == value:
                 return published.receipt(index, entry)
     return None
+
+
+def receipt_from_fleet(
+    args: Any, decision_id: str | None, line_digest: str | None
+) -> dict[str, Any]:
+    """``log receipt --fleet F (--decision-id ID | --line-digest D)``: the receipt, verified
+    under the key of the log that holds the line (exit 65 when no log of the fleet has it)."""
+    import cli
+    from daemon.tlog import verify_receipt
+    from daemon.tlog._receipt import encode_receipt
+
+    try:
+        fleet = load_fleet(Path(args.fleet))
+    except FleetError as error:
+        raise cli.RejectedInput(str(error), code=FleetError.code) from None
+    if decision_id is None and line_digest is None:
+        raise cli.UsageError("log receipt --fleet: give --decision-id or --line-digest")
+    try:
+        receipt = fleet_receipt(fleet, decision_id=decision_id, line_digest=line_digest)
+    except FleetError as error:
+        raise cli.RejectedInput(str(error), code=FleetError.code) from None
+    if receipt is None:
+        raise cli.RejectedInput("no log of the fleet holds that line", code="LINE_NOT_FOUND")
+    data = encode_receipt(receipt)
+    key = fleet_key_for_receipt(data, fleet)
+    assert key is not None  # the receipt was made under one of the fleet's checkpoints
+    report = verify_receipt(data, key, witnesses=list(fleet.witnesses), threshold=fleet.threshold)
+    if not report.verified:
+        raise cli.RejectedInput(f"{report.code}: {report.message}", code=report.code)
+    return receipt
 
 
 def replay_fleet(args: Any) -> int:

@@ -515,7 +515,14 @@ def _token(path: str) -> str:
 def _receipt(args: argparse.Namespace) -> int:
     query = _line_query(args)
     key = read_verifier_key(args.key, sig_type=SIG_ED25519) if args.key else None
-    receipt = _static_receipt(args, query) if args.dir else _remote_receipt(args, query)
+    if args.fleet:
+        from daemon.commands._fleet import receipt_from_fleet
+
+        receipt = receipt_from_fleet(args, query.decision_id, query.line_digest)
+    elif args.dir:
+        receipt = _static_receipt(args, query)
+    else:
+        receipt = _remote_receipt(args, query)
     data = encode_receipt(receipt)
     verified: bool | None = None
     if key is not None:
@@ -628,6 +635,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     source.add_argument("--connect", dest="address", metavar="URL", help="a daemon's address")
     source.add_argument("--socket", help="a daemon's Unix socket")
     source.add_argument("--dir", help="a transparency directory (static tiles)")
+    source.add_argument("--fleet", help="a fleet file: every log, from its published tiles")
     receipt_for.add_argument("--token-file", help="a file whose first line is the bearer token")
     receipt_for.add_argument("--tls-ca", help="CA bundle to verify the server")
     receipt_for.add_argument("--tls-cert", help="client certificate (PEM)")

@@ -386,7 +386,7 @@ def test_a_decision_s_receipt_is_made_from_the_bucket_and_verifies_against_the_f
     fleet_path = _fleet_file(tmp_path / "fleet.toml", logs)
     fleet = load_fleet(fleet_path)
     for (signer, _), decision_id in zip(replicas, wanted, strict=True):
-        receipt = fleet_receipt(fleet, decision_id)
+        receipt = fleet_receipt(fleet, decision_id=decision_id)
         assert receipt is not None and receipt["log_index"] == 2
         path = tmp_path / f"{decision_id}.json"
         path.write_bytes(encode_receipt(receipt))
@@ -394,4 +394,23 @@ def test_a_decision_s_receipt_is_made_from_the_bucket_and_verifies_against_the_f
             capsys, "log", "verify-receipt", str(path), "--fleet", str(fleet_path)
         )
         assert (status, document["origin"]) == (0, signer.name)
-    assert fleet_receipt(fleet, "00000000-0000-4000-8000-000000000000") is None
+    assert fleet_receipt(fleet, decision_id="00000000-0000-4000-8000-000000000000") is None
+    status, document, _ = run(
+        capsys, "log", "receipt", "--fleet", str(fleet_path), "--decision-id", wanted[1]
+    )
+    assert (status, document["log_index"]) == (0, 2)
+    line = json.loads(document["line"])
+    status, by_digest, _ = run(
+        capsys, "log", "receipt", "--fleet", str(fleet_path), "--line-digest", line["line_digest"]
+    )
+    assert (status, by_digest) == (0, document)
+    status, missing, _ = run(
+        capsys,
+        "log",
+        "receipt",
+        "--fleet",
+        str(fleet_path),
+        "--decision-id",
+        "00000000-0000-4000-8000-000000000000",
+    )
+    assert (status, missing["error"]["code"]) == (65, "LINE_NOT_FOUND")
