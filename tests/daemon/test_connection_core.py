@@ -282,3 +282,57 @@ def test_ipv6_hosts_of_one_64_are_one_peer(peer: str, key: str) -> None:
     """One host owns a whole /64: counted per address, it could open connections from 2**64
     peers and never meet a per-peer cap or a strike limit."""
     assert peer_key({"transport": "tcp", "peer": peer}) == key
+
+
+RELOAD_CONFIG = """
+[server]
+listen = "127.0.0.1:0"
+worker_processes = 1
+
+[http]
+listen = "127.0.0.1:0"
+
+[audit]
+path = "audit.jsonl"
+
+[sessions.bytes]
+mechanisms = ["bytes-sha256"]
+max_evidence_items = 1
+max_evidence_bytes = {bound}
+"""
+
+
+def test_an_upload_admitted_before_a_reload_lowered_its_bound_finishes_under_it() -> None:
+    """SIGHUP lowered a bound while a 300 KB upload was in flight: the finished upload was
+    refused 413 ("admits 1000"), because HTTP admitted it twice — its own checks against the
+    old session, then the pipeline's against the new one. Now it is admitted once, and a
+    request admitted under one configuration finishes under it; the next one meets the new
+    bound."""
+    import signal
+    import socket
+    import time
+
+    from http_testkit import LiveDaemon, read_answer
+
+    live = LiveDaemon(config_text=RELOAD_CONFIG.format(bound=400_000))
+    try:
+        data = post(submit_body(os.urandom(300_000)))
+        with socket.create_connection(live.http, timeout=30) as sock:
+            sock.sendall(data[:100_000])
+            live.config_path.write_text(RELOAD_CONFIG.format(bound=1000))
+            live.process.send_signal(signal.SIGHUP)
+            for _ in range(300):  # until the reload is applied (a state, not a timing)
+                if "configuration reloaded" in live.stderr():
+                    break
+                time.sleep(0.05)
+            assert "configuration reloaded" in live.stderr(), live.stderr()
+            sock.sendall(data[100_000:])
+            answer = read_answer(sock)
+        assert answer.status == 200, answer.body
+        assert answer.json()["result"]["outcome"] == "PASS"
+        again = live.exchange(post(submit_body(os.urandom(300_000))))
+        assert again.status == 413 and "admits" in again.error["message"]
+    finally:
+        code = live.stop()
+        live.cleanup()
+    assert code == 0
