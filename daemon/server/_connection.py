@@ -39,13 +39,19 @@ Rules (the contract):
    Whatever stage it is cut in, an ``IDLE_TIMEOUT`` is a strike (unless the server drains).
 6. Draining: a connection idle between requests when the server drains is closed without an
    answer (:meth:`Connection.idle` says when).
+7. Keep-alive and open routes. A request that names no authenticated requester never keeps
+   its connection (:meth:`ConnectionCore.keeps_alive`): a probe of a route that needs no token
+   (HTTP ``/health``, ``/ready``) is answered and the connection closed, so idle probes cannot
+   hold connection slots; at most :data:`OPEN_ROUTE_BUDGET` probes are answered at once per
+   listener (:meth:`ConnectionCore.probing`; more are ``BUSY``, noise).
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, Final, TypeVar
 
 import trio
 
@@ -57,9 +63,12 @@ from daemon.server._pipeline import Pipeline, Refused
 from daemon.wire._echo import echo
 from daemon.wire._protocol import ErrorCode, ErrorResponse, ServerConnection, State
 
-__all__ = ["Connection", "ConnectionCore", "read_at_rate"]
+__all__ = ["OPEN_ROUTE_BUDGET", "Connection", "ConnectionCore", "read_at_rate"]
 
 T = TypeVar("T")
+
+#: Probes (open routes asked without a valid token) answered at once per listener (rule 7).
+OPEN_ROUTE_BUDGET: Final = 32
 
 
 class Connection:
@@ -108,6 +117,8 @@ class ConnectionCore:
         self.security = security
         self.first_timeout = min(config.idle_timeout, first_timeout)
         self.https = https
+        #: Probes being answered (rule 7).
+        self.probes = 0
 
     # -- life (rules 1 and 2)
 
@@ -207,6 +218,24 @@ class ConnectionCore:
         delay = self.peers.auth_failure(peer)
         if delay:
             await trio.sleep(delay)
+
+    # -- keep-alive and open routes (rule 7)
+
+    def keeps_alive(self, requester: dict[str, Any]) -> bool:
+        """Whether a request of ``requester`` may keep its connection for another."""
+        return self.authenticated(requester)
+
+    @contextlib.contextmanager
+    def probing(self) -> Iterator[None]:
+        """Hold one of the probes' slots while a probe is answered; :class:`Refused`
+        ``BUSY`` when all are taken."""
+        if self.probes >= OPEN_ROUTE_BUDGET:
+            raise Refused(ErrorCode.BUSY, f"{OPEN_ROUTE_BUDGET} probes being answered; retry later")
+        self.probes += 1
+        try:
+            yield
+        finally:
+            self.probes -= 1
 
     # -- refusals (rule 4)
 

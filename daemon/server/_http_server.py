@@ -35,8 +35,9 @@ Rules (the contract):
    the items against the same session, binding, evaluation, audit, answer).
 4. Open routes (``/health``, ``/ready``: no token needed). On a listener with a
    ``tokens_file``, a request to one without a valid token is a probe: it is answered and
-   the connection closed (no keep-alive), at most :data:`OPEN_ROUTE_BUDGET` probes are served
-   at once (more: ``503`` ``BUSY``), and ``/health`` answers the status only
+   the connection closed (no keep-alive), at most
+   :data:`~daemon.server._connection.OPEN_ROUTE_BUDGET` probes are served at once (more:
+   ``503`` ``BUSY``), and ``/health`` answers the status only
    (``{"status": "serving" | "degraded" | "draining"}``); with a valid token, the full
    document and keep-alive. Idle probes cannot hold the connection slots.
 5. Refusal accounting (core rule 4): a refusal before a request names a session (a
@@ -92,12 +93,10 @@ from daemon.wire._protocol import (
     encode_header,
 )
 
-__all__ = ["OPEN_ROUTE_BUDGET", "HttpConnection", "HttpFrontEnd", "busy_answer"]
+__all__ = ["HttpConnection", "HttpFrontEnd", "busy_answer"]
 
 #: Routes a probe may ask without a token (they disclose a status, nothing more).
 _OPEN_ROUTES: Final = frozenset({Route.HEALTH, Route.READY})
-#: Probes (open routes without a valid token, rule 4) served at once.
-OPEN_ROUTE_BUDGET: Final = 32
 
 
 def busy_answer(message: str) -> bytes:
@@ -151,8 +150,6 @@ class HttpFrontEnd:
             first_timeout=http.header_timeout,
             https=True,
         )
-        #: Probes being served (rule 4).
-        self.probes = 0
 
     # -- connections
 
@@ -224,8 +221,9 @@ class HttpFrontEnd:
             try:
                 if head.route in _OPEN_ROUTES and asker is None:
                     await self._read_no_body(stream, codec, deadline)
-                    await self._probe(stream, codec, head, number)
-                    return  # a probe's connection ends with its answer (rule 4)
+                    keep = core.keeps_alive(requester)  # never, for a probe (core rule 7)
+                    await self._probe(stream, codec, head, number, close=not keep)
+                    return
                 if asker is None:
                     await core.unauthenticated(peer)
                     raise HttpRefusal(
@@ -340,26 +338,28 @@ class HttpFrontEnd:
             )
 
     async def _probe(
-        self, stream: trio.abc.Stream, codec: HttpServerCodec, head: RequestHead, number: int
+        self,
+        stream: trio.abc.Stream,
+        codec: HttpServerCodec,
+        head: RequestHead,
+        number: int,
+        *,
+        close: bool,
     ) -> None:
         """An open route asked without a valid token (rule 4): within the probes' budget,
         answered (``/health``: the status only) and closed."""
-        if self.probes >= OPEN_ROUTE_BUDGET:
-            raise HttpRefusal(
-                ErrorCode.BUSY, f"{OPEN_ROUTE_BUDGET} probes being answered; retry later"
-            )
-        self.probes += 1
         try:
-            if head.route is Route.READY:
-                data = self._ready(codec, close=True)
-            else:
-                status = {"status": self.readiness()[0]}
-                answer = HealthRequest(number)
-                document = {**self.pipeline.answer(answer).to_header(), "status": status}
-                data = codec.respond(200, encode_header(document), close=True)
-            await self._send(stream, data)
-        finally:
-            self.probes -= 1
+            with self.core.probing():
+                if head.route is Route.READY:
+                    data = self._ready(codec, close=close)
+                else:
+                    status = {"status": self.readiness()[0]}
+                    answer = HealthRequest(number)
+                    document = {**self.pipeline.answer(answer).to_header(), "status": status}
+                    data = codec.respond(200, encode_header(document), close=close)
+                await self._send(stream, data)
+        except Refused as refused:
+            raise HttpRefusal(refused.code, refused.message) from None
 
     def _ready(self, codec: HttpServerCodec, *, close: bool = False) -> bytes:
         status, reason = self.readiness()
