@@ -290,7 +290,9 @@ def test_the_formation_digest_covers_every_module_its_evaluation_imports() -> No
 
 _TRANSPORT = frozenset(
     {
+        "daemon.server._connection",
         "daemon.server._frontend",
+        "daemon.server._http_server",
         "daemon.server._fastpath",
         "daemon.server._listeners",
         "daemon.server._server",

@@ -444,13 +444,17 @@ class HttpServerCodec:
         *,
         content_type: str = "application/json",
         headers: Sequence[tuple[str, str]] = (),
+        close: bool = False,
     ) -> bytes:
         """A complete answer to the current request (rule 5): our own fixed fields and
-        ``Content-Length``, ``Connection: close`` when the connection will not go on."""
+        ``Content-Length``, ``Connection: close`` when the connection will not go on (or
+        ``close``: the server ends it after this answer)."""
         if self._answered or self._h11 is None:
             raise RuntimeError("respond() needs a request that has no answer yet")
         self._answered = True
         finished = self._h11.their_state is h11.DONE
+        if close:
+            self._keep_alive = False
         return _frame(
             status, body, content_type, headers, close=not (self._keep_alive and finished)
         )

@@ -1,9 +1,11 @@
 """The HTTP/1.1 front end: one admitted connection's requests, over the same core as EVD1.
 
 It moves bytes between a trio stream (TLS when configured) and an
-:class:`~daemon.server._http_codec.HttpServerCodec`, and hands requests to the transport-neutral
-core (:class:`~daemon.server._pipeline.Pipeline`): the same sessions, bounds, capacity, evaluation,
-audit log and counters as the binary protocol.
+:class:`~daemon.server._http_codec.HttpServerCodec` and maps requests to pipeline calls
+(:class:`~daemon.server._pipeline.Pipeline`): the same sessions, bounds, capacity, evaluation,
+audit log and counters as the binary protocol. The connection itself — TLS, authentication,
+deadlines, the minimum rate, strikes, refusal accounting, the catch-all — is the connection
+core's (:mod:`daemon.server._connection`).
 
 Rules (the contract):
 
@@ -15,36 +17,42 @@ Rules (the contract):
    writable, sessions hosted, not draining), else ``503`` with the reason and
    ``Retry-After``; ``GET /metrics`` the Prometheus exposition (:mod:`daemon.server._metrics`).
    Each answer's ``request_id`` is the request's number on its connection (1, 2, ...).
-2. Timeouts, as the binary listener's: a new connection has ``header_timeout`` (or the idle
-   timeout if shorter) for its TLS handshake and first request head; after each answer the
-   next request must arrive whole (head and body) within ``idle_timeout``. A keep-alive
-   connection idle past it is closed without an answer; one that started a request and
-   stalls (a slow-loris head drip), or sent nothing at all, is answered ``IDLE_TIMEOUT``
-   (408), which is a strike against its peer (:mod:`daemon.server._peers`). A body must keep
-   arriving at ``min_evidence_rate`` bytes/s after ``evidence_grace`` seconds.
-3. Submit order, each refusal audited (``requester.protocol = "http"``, with the session
-   named in the path) and answered with its code: the route and method (codec); the token
-   when the listener has a ``tokens_file`` (``UNAUTHENTICATED``; ``/health`` and ``/ready``
-   need none); the session (``UNKNOWN_SESSION``); not draining (``SHUTTING_DOWN``); the media
-   type (415); the declared ``Content-Length`` against the session's body limit
-   (:func:`~daemon.server._http_body.body_limit`: ``EVIDENCE_BYTES_EXCEEDED``, 413) *before a body
-   byte is read*; a body slot (``BUSY``, 503): at most ``max_in_flight`` bodies are read at
-   once, at most the peer's in-flight cap for one peer, so bodies in memory are bounded as
-   binary evidence is; ``100 Continue`` if asked; the body, counted as it arrives and cut at
-   the limit, parsed (:mod:`daemon.server._http_body`); then the pipeline's own stages (bounds on
-   the actual items, binding, capacity, evaluation, audit, answer).
-4. Every refusal (:mod:`daemon.server._http_errors`) is the last answer of its connection:
+2. Timeouts (core rule 5): a new connection has ``header_timeout`` (or the idle timeout if
+   shorter) for its TLS handshake and first request head; after each answer the next head
+   must arrive within ``idle_timeout``. A keep-alive connection idle past it is closed
+   without an answer; one that started a head and stalls (a slow-loris drip), or sent
+   nothing at all, is answered ``IDLE_TIMEOUT`` (408), a strike. A body is read under the
+   minimum-rate rule within ``idle_timeout`` of its head — never under the head's deadline,
+   so a large first request on a fresh connection is not cut at ``header_timeout``.
+3. Submit: the token when the listener has a ``tokens_file`` (``UNAUTHENTICATED``), then one
+   admission by the pipeline's stages (:meth:`Pipeline.submit_body`): the session
+   (``UNKNOWN_SESSION``), not draining (``SHUTTING_DOWN``) and a capacity slot, server and
+   peer (``BUSY``) before a body byte is read; then the media type (415), the declared
+   ``Content-Length`` against the session's body limit
+   (:func:`~daemon.server._http_body.body_limit`: ``EVIDENCE_BYTES_EXCEEDED``, 413) before a
+   body byte is read, ``100 Continue`` if asked, the body counted as it arrives and cut at the
+   limit, parsed (:mod:`daemon.server._http_body`); then the pipeline's own stages (bounds on
+   the items against the same session, binding, evaluation, audit, answer).
+4. Open routes (``/health``, ``/ready``: no token needed). On a listener with a
+   ``tokens_file``, a request to one without a valid token is a probe: it is answered and
+   the connection closed (no keep-alive), at most
+   :data:`~daemon.server._connection.OPEN_ROUTE_BUDGET` probes are served at once (more:
+   ``503`` ``BUSY``), and ``/health`` answers the status only
+   (``{"status": "serving" | "degraded" | "draining"}``); with a valid token, the full
+   document and keep-alive. Idle probes cannot hold the connection slots.
+5. Refusal accounting (core rule 4): a refusal before a request names a session (a
+   malformed or stalled head, an unknown route) or an authenticated requester (no or a wrong
+   token) is noise; every other refusal is one audit line (``requester.protocol = "http"``,
+   with the session named in the path).
+6. Every refusal (:mod:`daemon.server._http_errors`) is the last answer of its connection:
    ``Connection: close``, then a half-close (plain TCP) and a short bounded drain, then
    close. A connection over a cap at accept is answered ``503`` ``BUSY`` and closed (not
-   audited; on TLS listeners it is closed without an answer).
-5. One bad connection never kills the server: a catch-all logs to stderr, answers ``500``
-   ``INTERNAL`` (audited when a request was in progress) and closes; the connection leaves the
-   server's registry and its peer's count exactly once.
+   audited; on TLS listeners it is closed without an answer). The catch-all answers ``500``
+   ``INTERNAL`` (audited when a request was in progress).
 """
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import sys
@@ -54,14 +62,13 @@ from typing import Any, Final
 
 import trio
 
-from daemon.config._hosting import ServerConfig
+from daemon.config._hosting import HostedSession, ServerConfig
 from daemon.config._http_config import HttpConfig
 from daemon.config._security import LoadedSecurity
-from daemon.config._tls import peer_identity
 from daemon.config._tokens import bearer_token
+from daemon.server._connection import Connection, ConnectionCore, read_at_rate
 from daemon.server._fastpath import RECEIVE_CHUNK, half_close_and_drain, send, stream_fd
-from daemon.server._frontend import Connection
-from daemon.server._http_body import BodyParser, body_limit, body_parser
+from daemon.server._http_body import body_limit, body_parser
 from daemon.server._http_codec import (
     CLOSED,
     END_OF_BODY,
@@ -76,7 +83,7 @@ from daemon.server._metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from daemon.server._metrics import ServerMetrics
 from daemon.server._openapi import openapi_answer
 from daemon.server._peers import PeerLedger
-from daemon.server._pipeline import Pipeline
+from daemon.server._pipeline import Pipeline, Refused
 from daemon.wire._echo import echo
 from daemon.wire._protocol import (
     Decision,
@@ -95,7 +102,7 @@ _OPEN_ROUTES: Final = frozenset({Route.HEALTH, Route.READY})
 
 
 def busy_answer(message: str) -> bytes:
-    """A connection refused at accept (rule 4): ``503`` ``BUSY``, closing."""
+    """A connection refused at accept (rule 6): ``503`` ``BUSY``, closing."""
     return HttpServerCodec().refuse(HttpRefusal(ErrorCode.BUSY, message), None, message)
 
 
@@ -111,10 +118,6 @@ class HttpConnection(Connection):
     def idle(self) -> bool:
         """No request in progress and no byte of the next one received."""
         return not self.in_request and (self.http is None or self.http.idle())
-
-
-class _Ended(Exception):
-    """The conversation is over (answered or closed); the handler just returns."""
 
 
 class HttpFrontEnd:
@@ -141,10 +144,14 @@ class HttpFrontEnd:
         self.metrics = metrics
         self.readiness = readiness
         self.log_routes = LogRoutes(config, pipeline)  # the transparency log, docs/http.md
-        # Rule 3: bodies in memory are bounded as binary evidence is (server and peer caps).
-        self.body_slots = trio.CapacityLimiter(config.max_in_flight)
-        self.body_peers = PeerLedger(
-            connection_cap=config.max_connections, in_flight_cap=config.peer_in_flight_cap()
+        self.core = ConnectionCore(
+            config=config,
+            pipeline=pipeline,
+            peers=peers,
+            connections=connections,
+            security=security,
+            first_timeout=http.header_timeout,
+            https=True,
         )
 
     # -- connections
@@ -152,42 +159,32 @@ class HttpFrontEnd:
     async def handle(
         self, stream: trio.SocketStream, connection: Connection, requester: dict[str, Any]
     ) -> None:
-        """Serve one admitted connection until it closes (rule 5)."""
+        """Serve one admitted connection until it closes (core rule 1)."""
         assert isinstance(connection, HttpConnection)
-        requester = {**requester, "protocol": "http"}
-        transport: trio.abc.Stream = stream
         codec = HttpServerCodec(
             max_header_bytes=self.http.max_header_bytes, max_headers=self.http.max_headers
         )
         connection.http = codec
-        try:
-            transport, requester = await self._secure(stream, connection, requester)
-            await self._converse(transport, connection, codec, requester)
-        except _Ended:
-            pass
-        except Exception as error:  # the catch-all: one bad connection never kills the server
-            sys.stderr.write(
-                f"evidenced: http connection {echo(requester)} failed: "
-                f"{type(error).__name__}: {echo(str(error), 256)}\n"
+
+        async def converse(transport: trio.abc.Stream, who: dict[str, Any]) -> None:
+            await self._converse(transport, connection, codec, who)
+
+        async def fail(transport: trio.abc.Stream, who: dict[str, Any], message: str) -> None:
+            await self._refuse(
+                transport,
+                codec,
+                who,
+                connection.peer,
+                HttpRefusal(ErrorCode.INTERNAL, message),
+                audit=connection.in_request,
             )
-            with contextlib.suppress(Exception):
-                await self._refuse(
-                    transport,
-                    codec,
-                    requester,
-                    HttpRefusal(ErrorCode.INTERNAL, f"internal error: {type(error).__name__}"),
-                    audit=connection.in_request,
-                )
-        finally:
-            self.connections.discard(connection)
-            self.peers.disconnect(connection.peer)
-            with trio.CancelScope(shield=True), trio.move_on_after(1):
-                await transport.aclose()
+
+        await self.core.serve(stream, connection, {**requester, "protocol": "http"}, converse, fail)
 
     async def refuse_connection(
         self, stream: trio.SocketStream, requester: dict[str, Any], message: str, linger: bool
     ) -> None:
-        """A connection over a cap that already sent bytes (rule 4): ``BUSY``, not audited."""
+        """A connection over a cap that already sent bytes (rule 6): ``BUSY``, not audited."""
         try:
             if self.security.ssl_context is None:
                 codec = HttpServerCodec()
@@ -201,33 +198,6 @@ class HttpFrontEnd:
             with trio.CancelScope(shield=True), trio.move_on_after(1):
                 await stream.aclose()
 
-    async def _secure(
-        self, stream: trio.SocketStream, connection: HttpConnection, requester: dict[str, Any]
-    ) -> tuple[trio.abc.Stream, dict[str, Any]]:
-        """The TLS handshake under the first-request deadline (rule 2), or the plain stream."""
-        context = self.security.ssl_context
-        if context is None:
-            return stream, requester
-        tls = trio.SSLStream(stream, context, server_side=True, https_compatible=True)
-        with trio.move_on_after(self._first_timeout()) as scope:
-            connection.idle_scope = scope
-            try:
-                await tls.do_handshake()
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                raise _Ended from None  # no TLS, no request: nothing to answer or audit
-            finally:
-                connection.idle_scope = None
-        if scope.cancelled_caught:
-            self.peers.strike(connection.peer)
-            raise _Ended
-        identity = peer_identity(tls)
-        if identity is not None:
-            requester = {**requester, "tls_client": identity}
-        return tls, requester
-
-    def _first_timeout(self) -> float:
-        return min(self.config.idle_timeout, self.http.header_timeout)
-
     # -- the conversation
 
     async def _converse(
@@ -238,7 +208,9 @@ class HttpFrontEnd:
         requester: dict[str, Any],
     ) -> None:
         pipeline = self.pipeline
-        deadline = trio.current_time() + self._first_timeout()
+        core = self.core
+        peer = connection.peer
+        deadline = core.first_deadline()
         number = 0
         while True:
             if pipeline.draining and connection.idle():
@@ -248,13 +220,28 @@ class HttpFrontEnd:
                 return
             started = time.perf_counter_ns()
             number += 1
-            asker = requester
+            asker = core.authenticate(requester, bearer_token(head.authorization))
             try:
-                asker = self._authenticate(head, requester)
+                if head.route in _OPEN_ROUTES and asker is None:
+                    await self._read_no_body(stream, codec, deadline)
+                    keep = core.keeps_alive(requester)  # never, for a probe (core rule 7)
+                    await self._probe(stream, codec, head, number, close=not keep)
+                    return
+                if asker is None:
+                    await core.unauthenticated(peer)
+                    raise HttpRefusal(
+                        ErrorCode.UNAUTHENTICATED,
+                        "this listener requires Authorization: Bearer <token> with a token "
+                        "of its tokens_file"
+                        if head.authorization is None
+                        else "the bearer token is not one of this listener's tokens",
+                    )
                 if head.route is Route.SUBMIT:
+                    assert head.session is not None
                     connection.in_request = True
-                    keep = await self._submit(
-                        stream, connection, codec, head, asker, number, deadline, started
+                    transport = _HttpSubmit(self, stream, codec, number, head.session)
+                    keep = await pipeline.submit_body(
+                        number, head.session, transport, asker, peer, started=started
                     )
                     connection.in_request = False
                 else:
@@ -264,11 +251,11 @@ class HttpFrontEnd:
                 fields: dict[str, Any] = {"request_id": number}
                 if head.session is not None:
                     fields["session"] = echo(head.session)
-                await self._refuse(stream, codec, asker, refusal, **fields)
+                await self._refuse(stream, codec, asker or requester, peer, refusal, **fields)
                 return
             if not keep or not codec.next_cycle() or pipeline.draining:
                 return
-            deadline = trio.current_time() + self.config.idle_timeout
+            deadline = core.idle_deadline()
 
     async def _next_head(
         self,
@@ -296,7 +283,15 @@ class HttpFrontEnd:
             fields: dict[str, Any] = {}
             if codec.named_session is not None:  # it named a session: audited with it
                 fields["session"] = echo(codec.named_session)
-            await self._refuse(stream, codec, requester, refusal, **fields)
+            await self._refuse(
+                stream,
+                codec,
+                requester,
+                connection.peer,
+                refusal,
+                noise=codec.named_session is None,  # malformed before a session: rule 5
+                **fields,
+            )
             return None
         if event is CLOSED:
             return None
@@ -314,31 +309,21 @@ class HttpFrontEnd:
             return
         if codec.idle() and codec.requests:
             return  # a keep-alive connection that stayed idle: closed without an answer
-        self.peers.strike(connection.peer)
-        seconds = self.config.idle_timeout if codec.requests else self._first_timeout()
+        self.core.strike(connection.peer)
+        seconds = self.config.idle_timeout if codec.requests else self.core.first_timeout
+        fields: dict[str, Any] = {}
+        if codec.named_session is not None:
+            fields["session"] = echo(codec.named_session)
         await self._refuse(
             stream,
             codec,
             requester,
+            connection.peer,
             HttpRefusal(ErrorCode.IDLE_TIMEOUT, f"no complete request head within {seconds} s"),
             audit=not codec.idle(),
+            noise=codec.named_session is None,
+            **fields,
         )
-
-    def _authenticate(self, head: RequestHead, requester: dict[str, Any]) -> dict[str, Any]:
-        """The requester with its token's name (``requester.token``), or UNAUTHENTICATED."""
-        tokens = self.security.tokens
-        if tokens is None or head.route in _OPEN_ROUTES:
-            return requester
-        name = tokens.name_of(bearer_token(head.authorization))
-        if name is None:
-            raise HttpRefusal(
-                ErrorCode.UNAUTHENTICATED,
-                "this listener requires Authorization: Bearer <token> with a token of its "
-                "tokens_file"
-                if head.authorization is None
-                else "the bearer token is not one of this listener's tokens",
-            )
-        return {**requester, "token": name}
 
     async def _read_no_body(
         self, stream: trio.abc.Stream, codec: HttpServerCodec, deadline: float
@@ -347,7 +332,51 @@ class HttpFrontEnd:
         while (event := codec.next_event()) is not END_OF_BODY:
             if event is not NEED_DATA:
                 raise HttpRefusal(ErrorCode.HEADER_INVALID, "this request takes no body")
-            await self._receive_by(stream, codec, deadline, "the request")
+            with trio.move_on_at(deadline):
+                await self._receive(stream, codec)
+                continue
+            raise HttpRefusal(
+                ErrorCode.IDLE_TIMEOUT,
+                f"the request was not received within {self.config.idle_timeout} s",
+            )
+
+    async def _probe(
+        self,
+        stream: trio.abc.Stream,
+        codec: HttpServerCodec,
+        head: RequestHead,
+        number: int,
+        *,
+        close: bool,
+    ) -> None:
+        """An open route asked without a valid token (rule 4): within the probes' budget,
+        answered (``/health``: the status only) and closed."""
+        try:
+            with self.core.probing():
+                if head.route is Route.READY:
+                    data = self._ready(codec, close=close)
+                else:
+                    status = {"status": self.readiness()[0]}
+                    answer = HealthRequest(number)
+                    document = {**self.pipeline.answer(answer).to_header(), "status": status}
+                    data = codec.respond(200, encode_header(document), close=close)
+                await self._send(stream, data)
+        except Refused as refused:
+            raise HttpRefusal(refused.code, refused.message) from None
+
+    def _ready(self, codec: HttpServerCodec, *, close: bool = False) -> bytes:
+        status, reason = self.readiness()
+        if status == "serving":
+            body = {"ready": True, "status": status, "reason": None}
+            return codec.respond(200, encode_header(body), close=close)
+        code = ErrorCode.SHUTTING_DOWN if status == "draining" else ErrorCode.AUDIT_FAILED
+        refusal = HttpRefusal(code, f"not ready: {reason or 'the server is draining'}")
+        return codec.respond(
+            503,
+            error_document(code.name, refusal.message, None),
+            headers=refusal.headers,
+            close=close,
+        )
 
     async def _query(
         self, stream: trio.abc.Stream, codec: HttpServerCodec, head: RequestHead, number: int
@@ -361,129 +390,12 @@ class HttpFrontEnd:
         if route is Route.METRICS:
             data = codec.respond(200, self.metrics.exposition(), content_type=METRICS_CONTENT_TYPE)
         elif route is Route.READY:
-            status, reason = self.readiness()
-            if status == "serving":
-                body = {"ready": True, "status": status, "reason": None}
-                data = codec.respond(200, encode_header(body))
-            else:
-                code = ErrorCode.SHUTTING_DOWN if status == "draining" else ErrorCode.AUDIT_FAILED
-                refusal = HttpRefusal(code, f"not ready: {reason or 'the server is draining'}")
-                data = codec.respond(
-                    503, error_document(code.name, refusal.message, None), headers=refusal.headers
-                )
+            data = self._ready(codec)
         else:
             request = ListSessions(number) if route is Route.SESSIONS else HealthRequest(number)
             answer = self.pipeline.answer(request)
             data = codec.respond(200, encode_header(answer.to_header()))
         return await self._send(stream, data)
-
-    # -- submit (rule 3)
-
-    async def _submit(
-        self,
-        stream: trio.abc.Stream,
-        connection: HttpConnection,
-        codec: HttpServerCodec,
-        head: RequestHead,
-        requester: dict[str, Any],
-        number: int,
-        deadline: float,
-        started: int,
-    ) -> bool:
-        config = self.config
-        name = head.session
-        assert name is not None
-        session = self.pipeline.sessions.get(name)
-        if session is None:
-            raise HttpRefusal(ErrorCode.UNKNOWN_SESSION, f"no session named '{echo(name, 64)}'")
-        if self.pipeline.draining:
-            raise HttpRefusal(ErrorCode.SHUTTING_DOWN, "the server is shutting down")
-        max_items = min(session.effective_items, config.max_items)
-        max_bytes = min(session.effective_bytes, config.max_frame_bytes)
-        parser = body_parser(
-            head.content_type,
-            head.boundary,
-            max_items=max_items,
-            max_bytes=max_bytes,
-            max_binding_bytes=config.max_header_bytes,
-        )
-        limit = body_limit(
-            max_items=max_items, max_bytes=max_bytes, max_binding_bytes=config.max_header_bytes
-        )
-        codec.accept_body(
-            limit,
-            ErrorCode.EVIDENCE_BYTES_EXCEEDED,
-            f"session '{echo(name, 64)}' admits {max_items} items of {max_bytes} bytes in "
-            f"total, a body of at most {limit} bytes",
-        )
-        peer = connection.peer
-        token = object()
-        try:
-            self.body_slots.acquire_on_behalf_of_nowait(token)
-        except trio.WouldBlock:
-            raise HttpRefusal(
-                ErrorCode.BUSY, f"{config.max_in_flight} requests in flight; retry later"
-            ) from None
-        try:
-            if not self.body_peers.start_request(peer):
-                raise HttpRefusal(
-                    ErrorCode.BUSY,
-                    f"{self.body_peers.in_flight_cap} requests in flight from this peer; "
-                    "retry later",
-                )
-            try:
-                items = await self._read_body(stream, connection, codec, parser, deadline)
-                submit = Submit(number, name, items[0], items[1])
-                transport = _HttpSubmit(self, stream, codec, items[2])
-                return await self.pipeline.submit(
-                    submit, transport, requester, peer, started=started
-                )
-            finally:
-                self.body_peers.end_request(peer)
-        finally:
-            self.body_slots.release_on_behalf_of(token)
-
-    async def _read_body(
-        self,
-        stream: trio.abc.Stream,
-        connection: HttpConnection,
-        codec: HttpServerCodec,
-        parser: BodyParser,
-        deadline: float,
-    ) -> tuple[dict[str, Any], tuple[int, ...], tuple[bytes, ...]]:
-        """(binding, item sizes, items) of the body, read under the idle deadline and the
-        minimum rate (rule 2)."""
-        go_on = codec.continue_bytes()
-        if go_on and not await self._send(stream, go_on):
-            raise HttpRefusal(ErrorCode.TRUNCATED_FRAME, "the connection broke")
-        config = self.config
-        begin = trio.current_time()
-        while True:
-            event = codec.next_event()
-            if event is END_OF_BODY:
-                break
-            if isinstance(event, bytes):
-                parser.feed(event)
-                continue
-            rate_deadline = (
-                begin + config.evidence_grace + codec.body_bytes / (config.min_evidence_rate)
-            )
-            with trio.move_on_at(min(deadline, rate_deadline)):
-                await self._receive(stream, codec)
-                continue
-            self.peers.strike(connection.peer)
-            if rate_deadline < deadline:
-                raise HttpRefusal(
-                    ErrorCode.IDLE_TIMEOUT,
-                    f"the body arrived slower than {config.min_evidence_rate} bytes/s "
-                    f"({codec.body_bytes} bytes in {trio.current_time() - begin:.1f} s)",
-                )
-            raise HttpRefusal(
-                ErrorCode.IDLE_TIMEOUT,
-                f"the request was not received within {config.idle_timeout} s",
-            )
-        body = parser.finish()
-        return body.binding, tuple(len(item) for item in body.items), body.items
 
     # -- bytes
 
@@ -511,36 +423,35 @@ class HttpFrontEnd:
             data = b""
         codec.receive_data(data)
 
-    async def _receive_by(
-        self, stream: trio.abc.Stream, codec: HttpServerCodec, deadline: float, what: str
-    ) -> None:
-        with trio.move_on_at(deadline):
-            await self._receive(stream, codec)
-            return
-        raise HttpRefusal(
-            ErrorCode.IDLE_TIMEOUT, f"{what} was not received within {self.config.idle_timeout} s"
-        )
-
     async def _send(self, stream: trio.abc.Stream, data: bytes) -> bool:
         """Send ``data`` (:func:`daemon.server._fastpath.send`); False when the peer is gone."""
         return await send(stream, data, stream_fd(stream))
 
-    # -- refusals (rule 4)
+    # -- refusals (rule 6)
 
     async def _refuse(
         self,
         stream: trio.abc.Stream,
         codec: HttpServerCodec,
         requester: dict[str, Any],
+        peer: str,
         refusal: HttpRefusal,
         *,
         audit: bool = True,
+        noise: bool = False,
         request_id: int | None = None,
         **fields: Any,
     ) -> None:
-        """Audit (``audit``) and answer ``refusal``; the connection ends after it."""
-        answer = await self.pipeline.refusal(
-            requester, refusal.code, refusal.message, request_id=request_id, audit=audit, **fields
+        """Account (core rule 4) and answer ``refusal``; the connection ends after it."""
+        answer = await self.core.refusal(
+            requester,
+            peer,
+            refusal.code,
+            refusal.message,
+            request_id=request_id,
+            audit=audit,
+            noise=noise,
+            **fields,
         )
         linger = refusal.code is not ErrorCode.TRUNCATED_FRAME
         await self._send_refusal(stream, codec, answer, linger=linger, refusal=refusal)
@@ -563,26 +474,89 @@ class HttpFrontEnd:
 
 
 class _HttpSubmit:
-    """The HTTP front end's side of one submit (:class:`~daemon.server._pipeline.SubmitTransport`):
-    the items were read (and bounded) before the pipeline ran."""
+    """The HTTP front end's side of one submit (:class:`~daemon.server._pipeline.BodyTransport`):
+    the body read, bounded by the admitting session, under the minimum rate (rules 2, 3)."""
 
-    __slots__ = ("codec", "front", "items", "stream")
+    __slots__ = ("codec", "front", "name", "number", "refusal", "stream")
 
     def __init__(
         self,
         front: HttpFrontEnd,
         stream: trio.abc.Stream,
         codec: HttpServerCodec,
-        items: tuple[bytes, ...],
+        number: int,
+        name: str,
     ) -> None:
         self.front = front
         self.stream = stream
         self.codec = codec
-        self.items = items
+        self.number = number
+        self.name = name
+        #: The HTTP refusal behind the pipeline's :class:`Refused` (its status, its headers).
+        self.refusal: HttpRefusal | None = None
+
+    async def read_request(self, session: HostedSession) -> tuple[Submit, tuple[bytes, ...]]:
+        try:
+            return await self._read(session)
+        except HttpRefusal as refusal:
+            self.refusal = refusal
+            raise Refused(refusal.code, refusal.message) from None
+
+    async def _read(self, session: HostedSession) -> tuple[Submit, tuple[bytes, ...]]:
+        front, codec, stream = self.front, self.codec, self.stream
+        config = front.config
+        head = codec.head
+        assert head is not None
+        max_items = min(session.effective_items, config.max_items)
+        max_bytes = min(session.effective_bytes, config.max_frame_bytes)
+        parser = body_parser(
+            head.content_type,
+            head.boundary,
+            max_items=max_items,
+            max_bytes=max_bytes,
+            max_binding_bytes=config.max_header_bytes,
+        )
+        limit = body_limit(
+            max_items=max_items, max_bytes=max_bytes, max_binding_bytes=config.max_header_bytes
+        )
+        codec.accept_body(
+            limit,
+            ErrorCode.EVIDENCE_BYTES_EXCEEDED,
+            f"session '{echo(self.name, 64)}' admits {max_items} items of {max_bytes} bytes in "
+            f"total, a body of at most {limit} bytes",
+        )
+        go_on = codec.continue_bytes()
+        if go_on and not await front._send(stream, go_on):
+            raise HttpRefusal(ErrorCode.TRUNCATED_FRAME, "the connection broke")
+
+        def complete() -> bool:
+            """Feed what arrived to the parser; True at the end of the body."""
+            while True:
+                event = codec.next_event()
+                if event is END_OF_BODY:
+                    return True
+                if not isinstance(event, bytes):
+                    return False
+                parser.feed(event)
+
+        async def step() -> bool | None:
+            await front._receive(stream, codec)
+            return True if complete() else None
+
+        if not complete():
+            await read_at_rate(
+                step,
+                lambda: codec.body_bytes,
+                config=config,
+                deadline=front.core.idle_deadline(),  # from the head, not the first deadline
+                what="the body",
+            )
+        body = parser.finish()
+        sizes = tuple(len(item) for item in body.items)
+        return Submit(self.number, self.name, body.binding, sizes), body.items
 
     async def read_evidence(self) -> tuple[bytes, ...]:
-        items, self.items = self.items, ()
-        return items
+        raise AssertionError("an HTTP submit is read whole by read_request")
 
     def encode(self, answer: Decision) -> bytes:
         return self.codec.respond(200, encode_header(answer.to_header()))
@@ -591,7 +565,15 @@ class _HttpSubmit:
         return await self.front._send(self.stream, data)
 
     async def refuse(self, answer: ErrorResponse) -> None:
-        await self.front._send_refusal(self.stream, self.codec, answer)
+        code = ErrorCode[answer.code]
+        refusal = self.refusal if self.refusal is not None and self.refusal.code is code else None
+        await self.front._send_refusal(
+            self.stream,
+            self.codec,
+            answer,
+            linger=code is not ErrorCode.TRUNCATED_FRAME,
+            refusal=refusal,
+        )
 
 
 def _broken(error: OSError) -> bytes:

@@ -231,7 +231,9 @@ class Acceptor:
         if len(self.connections) >= self.max_connections:
             refusal = f"{self.max_connections} connections open; retry later"
         elif self.peers.penalized(peer):
-            refusal = "too many idle or slow connections from this peer; retry later"
+            refusal = (
+                "too many idle, slow or unauthenticated connections from this peer; retry later"
+            )
         elif not self.peers.connect(peer):
             refusal = f"{self.peers.connection_cap} connections open from this peer; retry later"
         else:

@@ -2,19 +2,20 @@
 
 Rules (docs/audit-log.md, "Noise"):
 
-1. **Noise** is a connection whose *first* frame does not start with this protocol's magic
-   (``BAD_MAGIC`` before any ``hello``): an HTTP health probe, a port scanner, a TLS client.
-   It made no request of this protocol, so it gets the ``BAD_MAGIC`` error frame and is
-   closed after the usual short bounded drain, and :meth:`NoiseLedger.record` counts it, per
-   peer (a TCP host, a Unix uid). It writes no audit line of its own: unauthenticated bytes
-   cannot buy an fsync each.
+1. **Noise** is a refused request that names no authenticated requester
+   (:mod:`daemon.server._connection` rule 4): bytes that are not the protocol (``BAD_MAGIC``
+   before any ``hello``: an HTTP probe on the binary port, a port scanner, a TLS client), an
+   HTTP head malformed or stalled before it names a session, and on a listener with a
+   ``tokens_file`` anything refused before a valid token (``UNAUTHENTICATED`` included), on
+   either front end. It is answered and closed like any refusal, and
+   :meth:`NoiseLedger.record` counts it, per peer (a TCP host or IPv6 /64, a Unix uid). It
+   writes no audit line of its own: unauthenticated bytes cannot buy an fsync each.
 2. Every ``interval`` seconds (60) in which noise arrived, and once more before ``daemon_stop``,
-   one ``noise`` audit line summarises it: ``count`` (connections since the last summary),
+   one ``noise`` audit line summarises it: ``count`` (refusals since the last summary),
    ``peers`` (the :data:`MAX_PEERS` noisiest, ``{peer: count}``), ``other_peers`` (how many
    more), ``interval_s``. A busy port therefore costs at most one line per interval.
-3. Everything else that is refused — a bad frame after a valid one, a malformed header, an
-   unknown session, a handshake with no common version — is a request of this protocol and is
-   audited as before (a ``refusal`` line each).
+3. Every refusal of an authenticated request — a bad frame after a valid hello, an unknown
+   session, a body over its bound — is audited as before (a ``refusal`` line each).
 4. ``health`` reports ``noise``: ``total`` since start, ``pending`` (not yet summarised),
    ``summaries`` written.
 """
@@ -47,7 +48,7 @@ class NoiseLedger:
         self._untracked = 0
 
     def record(self, peer: str) -> None:
-        """One noise connection from ``peer`` (rule 1)."""
+        """One noise refusal from ``peer`` (rule 1)."""
         self.total += 1
         self._pending += 1
         if peer in self._peers or len(self._peers) < _MAX_TRACKED:

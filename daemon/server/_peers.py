@@ -4,7 +4,10 @@ Rules (the contract):
 
 1. A connection's *peer* is its uid on a Unix socket (``SO_PEERCRED``; ``unix:?`` where the
    platform cannot tell) and its remote address on TCP (``tcp:<address>``, the port ignored),
-   so one local user or one remote host is one peer however many connections it opens.
+   so one local user or one remote host is one peer however many connections it opens. An
+   IPv6 address counts as its /64 network (``tcp:2001:db8:1:2::/64``): one host is handed a
+   whole /64, and must not become 2**64 peers; an IPv4-mapped IPv6 address is its IPv4
+   address.
 2. A peer may hold at most ``connection_cap`` open connections and at most ``in_flight_cap``
    submits between their accepted header and their answer. :meth:`PeerLedger.connect` and
    :meth:`PeerLedger.start_request` answer False instead of exceeding a cap (the server then
@@ -18,10 +21,15 @@ Rules (the contract):
    refused at once, before they cost a hello, a header or an audit line. A well-behaved peer
    is never cut, so never penalized; at most :data:`MAX_STRIKE_ENTRIES` peers are remembered
    (expired windows are dropped first).
+4. Authentication failures (:meth:`PeerLedger.auth_failure`: no or a wrong token) are strikes
+   too, so a peer that keeps failing is cut off like a slow one; from its
+   :data:`AUTH_SLOW_AFTER`-th failure within the window, each further refusal is first
+   delayed :data:`AUTH_DELAY_SECONDS` (slowed, then cut off).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import socket as stdlib_socket
 import struct
 import time
@@ -33,6 +41,9 @@ import trio
 STRIKE_LIMIT: Final = 32
 STRIKE_WINDOW: Final = 30.0
 MAX_STRIKE_ENTRIES: Final = 4096
+#: Failed authentications within the strike window after which each refusal is delayed.
+AUTH_SLOW_AFTER: Final = 8
+AUTH_DELAY_SECONDS: Final = 0.25
 
 
 def requester_of(stream: trio.SocketStream) -> dict[str, Any]:
@@ -61,8 +72,21 @@ def peer_key(requester: dict[str, Any]) -> str:
         return f"unix:{uid if uid is not None else '?'}"
     if transport == "tcp":
         host = str(requester.get("peer", "?")).rsplit(":", 1)[0]
-        return f"tcp:{host}"
+        return f"tcp:{_host_key(host)}"
     return "unknown"
+
+
+def _host_key(host: str) -> str:
+    """An IPv6 host as its /64 network, an IPv4-mapped one as IPv4, anything else as is."""
+    try:
+        address = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return host
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return str(address.ipv4_mapped)
+        return str(ipaddress.IPv6Network((address, 64), strict=False))
+    return host
 
 
 class PeerLedger:
@@ -78,6 +102,7 @@ class PeerLedger:
         self.refused_requests = 0
         self.strikes = 0
         self.penalized_refusals = 0
+        self.auth_failures = 0
 
     def strike(self, peer: str) -> None:
         """One of ``peer``'s connections was cut for idleness or slowness (rule 3)."""
@@ -92,6 +117,14 @@ class PeerLedger:
             if len(self._strikes) >= MAX_STRIKE_ENTRIES:
                 return
         self._strikes[peer] = (start, count + 1)
+
+    def auth_failure(self, peer: str) -> float:
+        """``peer`` failed to authenticate: a strike; the seconds to delay its refusal
+        (rule 4)."""
+        self.auth_failures += 1
+        self.strike(peer)
+        entry = self._strikes.get(peer)
+        return AUTH_DELAY_SECONDS if entry is not None and entry[1] > AUTH_SLOW_AFTER else 0.0
 
     def penalized(self, peer: str) -> bool:
         """Whether ``peer``'s new connections are refused for now (rule 3)."""
@@ -140,4 +173,5 @@ class PeerLedger:
             "refused_requests": self.refused_requests,
             "strikes": self.strikes,
             "penalized_refusals": self.penalized_refusals,
+            "auth_failures": self.auth_failures,
         }

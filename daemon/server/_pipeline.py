@@ -1,12 +1,13 @@
 """The request core: protocol events in, an answer or an audited refusal out, whatever the
 transport. The submit pipeline is one function per stage.
 
-A front end (:mod:`daemon.server._frontend`, the EVD1 socket protocol; an HTTP front end later)
-turns
-its bytes into the events of :mod:`daemon.wire._protocol` and hands them here: a query
-(:meth:`Pipeline.answer`), a :class:`~daemon.wire._protocol.Submit` with a
-:class:`SubmitTransport` of its own (:meth:`Pipeline.submit`), or a refusal of its own making
-(:meth:`Pipeline.refusal`). Nothing here touches a socket or a codec.
+A front end (:mod:`daemon.server._frontend`, the EVD1 socket protocol;
+:mod:`daemon.server._http_server`, HTTP) turns its bytes into the events of
+:mod:`daemon.wire._protocol` and hands them here: a query (:meth:`Pipeline.answer`), a
+:class:`~daemon.wire._protocol.Submit` with a :class:`SubmitTransport` of its own
+(:meth:`Pipeline.submit`; a submit whose header is in its body, :meth:`Pipeline.submit_body`,
+admitted once by the same stages), or a refusal of its own making (:meth:`Pipeline.refusal`).
+Nothing here touches a socket or a codec.
 
 Rules (the contract):
 
@@ -101,7 +102,7 @@ from daemon.wire._protocol import (
 )
 from session import BoundProposition, EvaluatedProposition
 
-__all__ = ["Pipeline", "Refused", "SubmitTransport", "decision_id"]
+__all__ = ["BodyTransport", "Pipeline", "Refused", "SubmitTransport", "decision_id"]
 
 #: Received evidence bytes after which an idle moment (nothing in flight) trims the heap.
 TRIM_AFTER_BYTES: Final = 16 * 1024 * 1024
@@ -155,6 +156,16 @@ class SubmitTransport(Protocol):
 
     async def refuse(self, answer: ErrorResponse) -> None:
         """Send an (already audited) refusal; the transport then ends the exchange."""
+        ...
+
+
+class BodyTransport(SubmitTransport, Protocol):
+    """A transport whose submit header travels inside its body (HTTP;
+    :meth:`Pipeline.submit_body`)."""
+
+    async def read_request(self, session: HostedSession) -> tuple[Submit, tuple[bytes, ...]]:
+        """Read the body, bounded by ``session``'s effective bounds: the submit it carries
+        and its items. Raises :class:`Refused` as :meth:`SubmitTransport.read_evidence`."""
         ...
 
 
@@ -324,11 +335,8 @@ class Pipeline:
             try:
                 items = await self.read_evidence(request, transport)
                 received = time.perf_counter_ns()
-                retaining = self.retention.start(session.name, items)  # stores while evaluating
-                evaluated = await self.evaluate(session, binding, items)
-                retained = await self.retain(retaining, binding, evaluated)
-                frame = await self.record(
-                    request, session, evaluated, retained, items, transport, started, received
+                frame = await self._decide(
+                    request, session, binding, items, transport, started, received
                 )
             except Refused as refused:
                 return await self._refuse(request, transport, refused)
@@ -339,14 +347,86 @@ class Pipeline:
         finally:
             self.release_capacity(request)
 
-    def bounds(self, request: _Request) -> HostedSession:
-        """Stage 1: the session, and the declared sizes within its effective bounds."""
-        submit = request.submit
-        session = self.sessions.get(submit.session)
+    async def submit_body(
+        self,
+        request_id: int,
+        name: str,
+        transport: BodyTransport,
+        requester: dict[str, Any],
+        peer: str,
+        *,
+        started: int,
+    ) -> bool:
+        """A submit whose header travels inside its body (HTTP), admitted once by the same
+        stages in the order a body allows: the session (stage 1's lookup) and capacity
+        (stage 3) before a body byte is read; the body read by the transport, bounded by
+        that session (stage 4); stage 1's bounds on the items received, against the *same*
+        session, and stage 2; then stages 5-8. A request so admitted finishes under the
+        session (the configuration generation) it was admitted by."""
+        request = _Request(Submit(request_id, name, {}, ()), requester, peer)
+        request.context = {"session": echo(name)}  # the sizes are known once read
+        try:
+            session = self.session_named(name)
+            self.acquire_capacity(request)
+        except Refused as refused:
+            return await self._refuse(request, transport, refused)
+        try:
+            try:
+                try:
+                    submit, items = await transport.read_request(session)
+                except Refused as refused:
+                    if refused.code is ErrorCode.IDLE_TIMEOUT:
+                        self.peers.strike(peer)
+                    raise
+                received = time.perf_counter_ns()
+                request.submit = submit
+                request.context["declared_items"] = list(submit.item_sizes)
+                self._received_since_trim += sum(submit.item_sizes)
+                self.bounds(request, session)
+                binding = request.binding = self.parse_binding(request)
+                frame = await self._decide(
+                    request, session, binding, items, transport, started, received
+                )
+            except Refused as refused:
+                return await self._refuse(request, transport, refused)
+            return await self.send_answer(frame, transport)
+        except trio.Cancelled:
+            await self._record_cancellation(request)
+            raise
+        finally:
+            self.release_capacity(request)
+
+    async def _decide(
+        self,
+        request: _Request,
+        session: HostedSession,
+        binding: BoundProposition,
+        items: tuple[bytes, ...],
+        transport: SubmitTransport,
+        started: int,
+        received: int,
+    ) -> bytes:
+        """Stages 5-7: evaluated, retained, recorded; the answer's bytes."""
+        retaining = self.retention.start(session.name, items)  # stores while evaluating
+        evaluated = await self.evaluate(session, binding, items)
+        retained = await self.retain(retaining, binding, evaluated)
+        return await self.record(
+            request, session, evaluated, retained, items, transport, started, received
+        )
+
+    def session_named(self, name: str) -> HostedSession:
+        """Stage 1's lookup: the hosted session called ``name``."""
+        session = self.sessions.get(name)
         if session is None:
-            raise Refused(
-                ErrorCode.UNKNOWN_SESSION, f"no session named '{echo(submit.session, 64)}'"
-            )
+            raise Refused(ErrorCode.UNKNOWN_SESSION, f"no session named '{echo(name, 64)}'")
+        return session
+
+    def bounds(self, request: _Request, session: HostedSession | None = None) -> HostedSession:
+        """Stage 1: the session (``session``, when the request was admitted by it already),
+        and the declared sizes within its effective bounds."""
+        submit = request.submit
+        if session is None:
+            session = self.session_named(submit.session)
         declared = submit.item_sizes
         if len(declared) > session.effective_items:
             raise Refused(

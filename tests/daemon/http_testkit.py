@@ -93,10 +93,19 @@ class Answer:
 class LiveDaemon:
     """``evidenced serve`` in a child process (HTTP, binary TCP and a Unix socket)."""
 
-    def __init__(self, *, idle: float = 5.0, header: float = 2.0, http_extra: str = "") -> None:
+    def __init__(
+        self,
+        *,
+        idle: float = 5.0,
+        header: float = 2.0,
+        http_extra: str = "",
+        config_text: str | None = None,
+    ) -> None:
         self.directory = Path(tempfile.mkdtemp(prefix="evh", dir="/tmp"))
-        config = self.directory / "daemon.toml"
-        config.write_text(CONFIG.format(idle=idle, header=header, http_extra=http_extra))
+        config = self.config_path = self.directory / "daemon.toml"
+        if config_text is None:
+            config_text = CONFIG.format(idle=idle, header=header, http_extra=http_extra)
+        config.write_text(config_text)
         self.stderr_path = self.directory / "stderr.txt"
         self._stderr = self.stderr_path.open("wb")
         self.process = subprocess.Popen(

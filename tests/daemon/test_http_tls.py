@@ -114,14 +114,19 @@ async def test_a_missing_or_wrong_token_is_unauthenticated_on_both_listeners(
                 async with open_client(target, tls_ca=files["ca"], token=token) as client:
                     await client.submit("formation", binding, [subject, certificate])
             assert caught.value.code == "UNAUTHENTICATED"
-            assert caught.value.decision_id is not None
+            assert caught.value.decision_id is None  # noise: counted, not a line each
         async with open_client(url("https", server.http_address), tls_ca=files["ca"]) as client:
-            assert (await client.health())["status"] == "serving"  # probes need no token
+            # probes need no token, and learn the status only
+            assert await client.health() == {"status": "serving"}
+        async with open_client(
+            url("https", server.http_address), tls_ca=files["ca"], token=TOKEN
+        ) as client:
+            health = await client.health()
+        assert health["noise"]["pending"] == 2 and health["peers"]["auth_failures"] == 2
     lines = audit(short_dir / "audit.jsonl")
-    refusals = [line for line in lines if line["event"] == "refusal"]
-    assert [line["code"] for line in refusals] == ["UNAUTHENTICATED", "UNAUTHENTICATED"]
-    assert not any(line["event"] == "decision" for line in lines)  # nothing was evaluated
-    assert all("token" not in line["requester"] for line in refusals)
+    assert not any(line["event"] in ("decision", "refusal") for line in lines)
+    noise = [line for line in lines if line["event"] == "noise"]
+    assert [line["count"] for line in noise] == [2]  # summarised before daemon_stop
 
 
 async def test_the_unix_socket_keeps_peer_credentials_and_needs_no_token(

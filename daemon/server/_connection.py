@@ -1,0 +1,294 @@
+"""The connection core under both front ends: one admitted connection's life, whatever its
+framing.
+
+A front end (:mod:`daemon.server._frontend` for EVD1, :mod:`daemon.server._http_server` for
+HTTP/1.1) parses its framing and maps requests to pipeline calls; everything else about a
+connection is decided here, once, for both.
+
+Rules (the contract):
+
+1. Life. :meth:`ConnectionCore.serve` runs one connection the acceptor admitted
+   (:mod:`daemon.server._listeners`: registered and counted against its peer): the TLS
+   handshake (rule 2), then the front end's conversation. One bad connection never kills
+   the server: a catch-all logs to stderr and lets the front end answer ``INTERNAL``
+   (audited only when a request was in progress). However it ends, the connection leaves
+   the server's registry and its peer's count exactly once, and its stream is closed.
+2. TLS. With a TLS context on a TCP connection, the handshake must complete within the
+   connection's first deadline (``pre_hello_timeout`` for EVD1, ``header_timeout`` for HTTP,
+   either capped by ``idle_timeout``). A failed handshake is closed unanswered and unaudited
+   (it made no request); one that times out is also a strike against the peer. A verified
+   client certificate adds ``requester.tls_client``.
+3. Authentication (:meth:`ConnectionCore.authenticate`). With a ``tokens_file``, a TCP
+   requester must present one of its tokens; its name becomes ``requester.token``. A Unix
+   socket keeps its peer credentials and needs none. A failed authentication is a strike and,
+   once a peer keeps failing, delayed before it is answered (:mod:`daemon.server._peers` rule
+   4): slowed, then cut off at accept.
+4. Refusal accounting (:meth:`ConnectionCore.refusal`, docs/operations.md "Refusal
+   accounting"). A refusal is one fsync'd audit line only when its request names an
+   authenticated requester: on a listener with a ``tokens_file``, one whose token was
+   verified; elsewhere, one that spoke the protocol far enough (the front end says which).
+   Every other refusal — no or a wrong token, bytes that are not this protocol, a request
+   malformed before it names a session — is *noise*: counted per peer by
+   :mod:`daemon.server._noise` and summarised in one periodic ``noise`` line, never a line
+   each. Unauthenticated bytes cannot buy disk.
+5. Deadlines. A connection has its first deadline for its handshake and first request unit
+   (hello, request head); after each answer the next request must arrive within
+   ``idle_timeout``. A body (EVD1 evidence, an HTTP body) is read under the minimum-rate rule
+   (:func:`read_at_rate`): by time t after it began, at least ``min_evidence_rate * (t -
+   evidence_grace)`` bytes, within the request's own deadline; too slow is ``IDLE_TIMEOUT``.
+   Whatever stage it is cut in, an ``IDLE_TIMEOUT`` is a strike (unless the server drains).
+6. Draining: a connection idle between requests when the server drains is closed without an
+   answer (:meth:`Connection.idle` says when).
+7. Keep-alive and open routes. A request that names no authenticated requester never keeps
+   its connection (:meth:`ConnectionCore.keeps_alive`): a probe of a route that needs no token
+   (HTTP ``/health``, ``/ready``) is answered and the connection closed, so idle probes cannot
+   hold connection slots; at most :data:`OPEN_ROUTE_BUDGET` probes are answered at once per
+   listener (:meth:`ConnectionCore.probing`; more are ``BUSY``, noise).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, Final, TypeVar
+
+import trio
+
+from daemon.config._hosting import ServerConfig
+from daemon.config._security import LoadedSecurity
+from daemon.config._tls import peer_identity
+from daemon.server._peers import PeerLedger
+from daemon.server._pipeline import Pipeline, Refused
+from daemon.wire._echo import echo
+from daemon.wire._protocol import ErrorCode, ErrorResponse, ServerConnection, State
+
+__all__ = ["OPEN_ROUTE_BUDGET", "Connection", "ConnectionCore", "read_at_rate"]
+
+T = TypeVar("T")
+
+#: Probes (open routes asked without a valid token) answered at once per listener (rule 7).
+OPEN_ROUTE_BUDGET: Final = 32
+
+
+class Connection:
+    """Per-connection bookkeeping the server needs for shutdown and fairness."""
+
+    __slots__ = ("codec", "idle_scope", "in_request", "peer")
+
+    def __init__(self, peer: str) -> None:
+        self.peer = peer
+        self.idle_scope: trio.CancelScope | None = None
+        self.in_request = False
+        self.codec: ServerConnection | None = None
+
+    def idle(self) -> bool:
+        """No request in progress and no byte of the next frame received."""
+        codec = self.codec
+        return not self.in_request and (
+            codec is None or (codec.buffered == 0 and codec.state is State.PREFIX)
+        )
+
+
+#: A front end's conversation over a secured stream, with the requester (TLS identity added).
+Converse = Callable[[trio.abc.Stream, dict[str, Any]], Awaitable[None]]
+#: A front end's answer to a failure caught by the catch-all: (stream, requester, message).
+Fail = Callable[[trio.abc.Stream, dict[str, Any], str], Awaitable[None]]
+
+
+class ConnectionCore:
+    """One listener's connection policy (module rules), shared by its front end."""
+
+    def __init__(
+        self,
+        *,
+        config: ServerConfig,
+        pipeline: Pipeline,
+        peers: PeerLedger,
+        connections: set[Connection],
+        security: LoadedSecurity,
+        first_timeout: float,
+        https: bool = False,
+    ) -> None:
+        self.config = config
+        self.pipeline = pipeline
+        self.peers = peers
+        self.connections = connections
+        self.security = security
+        self.first_timeout = min(config.idle_timeout, first_timeout)
+        self.https = https
+        #: Probes being answered (rule 7).
+        self.probes = 0
+
+    # -- life (rules 1 and 2)
+
+    async def serve(
+        self,
+        stream: trio.SocketStream,
+        connection: Connection,
+        requester: dict[str, Any],
+        converse: Converse,
+        fail: Fail,
+    ) -> None:
+        """Serve one admitted connection until it ends (rule 1)."""
+        transport: trio.abc.Stream = stream
+        try:
+            secured = await self._secure(stream, connection, requester)
+            if secured is None:
+                return
+            transport, requester = secured
+            await converse(transport, requester)
+        except Exception as error:  # the catch-all: one bad connection never kills the server
+            sys.stderr.write(
+                f"evidenced: connection {echo(requester)} failed: {type(error).__name__}: "
+                f"{echo(str(error), 256)}\n"
+            )
+            try:
+                await fail(transport, requester, f"internal error: {type(error).__name__}")
+            except Exception as failure:
+                sys.stderr.write(
+                    f"evidenced: answering a failed connection failed: {echo(str(failure))}\n"
+                )
+        finally:
+            self.connections.discard(connection)
+            self.peers.disconnect(connection.peer)
+            with trio.CancelScope(shield=True), trio.move_on_after(1):
+                await transport.aclose()
+
+    def tls(self, requester: dict[str, Any]) -> bool:
+        """Whether this connection is (to be) TLS."""
+        return self.security.ssl_context is not None and requester.get("transport") == "tcp"
+
+    async def _secure(
+        self, stream: trio.SocketStream, connection: Connection, requester: dict[str, Any]
+    ) -> tuple[trio.abc.Stream, dict[str, Any]] | None:
+        """Rule 2: (the secured stream, the requester) or None (nothing to answer)."""
+        context = self.security.ssl_context
+        if context is None or requester.get("transport") != "tcp":
+            return stream, requester
+        tls = trio.SSLStream(stream, context, server_side=True, https_compatible=self.https)
+        with trio.move_on_after(self.first_timeout) as scope:
+            connection.idle_scope = scope  # shutdown may close it meanwhile
+            try:
+                await tls.do_handshake()
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                return None
+            finally:
+                connection.idle_scope = None
+        if scope.cancelled_caught:
+            self.strike(connection.peer)
+            return None
+        identity = peer_identity(tls)
+        if identity is not None:
+            requester = {**requester, "tls_client": identity}
+        return tls, requester
+
+    # -- deadlines (rule 5)
+
+    def first_deadline(self) -> float:
+        return trio.current_time() + self.first_timeout
+
+    def idle_deadline(self) -> float:
+        return trio.current_time() + self.config.idle_timeout
+
+    def strike(self, peer: str) -> None:
+        """An ``IDLE_TIMEOUT`` cut: a strike, unless the server drains."""
+        if not self.pipeline.draining:
+            self.peers.strike(peer)
+
+    # -- authentication (rule 3)
+
+    def requires_token(self, requester: dict[str, Any]) -> bool:
+        return self.security.tokens is not None and requester.get("transport") == "tcp"
+
+    def authenticate(self, requester: dict[str, Any], token: str | None) -> dict[str, Any] | None:
+        """The requester with its token's name (as is when none is required), or None."""
+        tokens = self.security.tokens
+        if tokens is None or not self.requires_token(requester):
+            return requester
+        name = tokens.name_of(token)
+        return None if name is None else {**requester, "token": name}
+
+    def authenticated(self, requester: dict[str, Any]) -> bool:
+        """Whether ``requester`` names an authenticated requester (rule 4)."""
+        return not self.requires_token(requester) or "token" in requester
+
+    async def unauthenticated(self, peer: str) -> None:
+        """A failed authentication: a strike, and the delay a persistent failer earns."""
+        delay = self.peers.auth_failure(peer)
+        if delay:
+            await trio.sleep(delay)
+
+    # -- keep-alive and open routes (rule 7)
+
+    def keeps_alive(self, requester: dict[str, Any]) -> bool:
+        """Whether a request of ``requester`` may keep its connection for another."""
+        return self.authenticated(requester)
+
+    @contextlib.contextmanager
+    def probing(self) -> Iterator[None]:
+        """Hold one of the probes' slots while a probe is answered; :class:`Refused`
+        ``BUSY`` when all are taken."""
+        if self.probes >= OPEN_ROUTE_BUDGET:
+            raise Refused(ErrorCode.BUSY, f"{OPEN_ROUTE_BUDGET} probes being answered; retry later")
+        self.probes += 1
+        try:
+            yield
+        finally:
+            self.probes -= 1
+
+    # -- refusals (rule 4)
+
+    async def refusal(
+        self,
+        requester: dict[str, Any],
+        peer: str,
+        code: ErrorCode,
+        message: str,
+        *,
+        request_id: int | None = None,
+        audit: bool = True,
+        noise: bool = False,
+        **fields: Any,
+    ) -> ErrorResponse:
+        """Count ``code`` and return the answer to send: audited (one line) when ``audit``
+        and the request names an authenticated requester and is not ``noise``; counted as
+        noise when it would have been audited but is not (rule 4)."""
+        if audit and (noise or not self.authenticated(requester)):
+            self.pipeline.noise.record(peer)
+            audit = False
+        return await self.pipeline.refusal(
+            requester, code, message, request_id=request_id, audit=audit, **fields
+        )
+
+
+async def read_at_rate(
+    step: Callable[[], Awaitable[T | None]],
+    received: Callable[[], int],
+    *,
+    config: ServerConfig,
+    deadline: float,
+    what: str,
+) -> T:
+    """Await ``step`` (one wait for bytes and what they complete) until it returns a value,
+    under the minimum-rate rule and ``deadline`` (rule 5): the one read loop of a body, for
+    both front ends. ``received`` is the body bytes so far. Too slow or too late is
+    :class:`Refused` ``IDLE_TIMEOUT`` (the pipeline's read stage strikes the peer)."""
+    begin = trio.current_time()
+    while True:
+        rate_deadline = begin + config.evidence_grace + received() / config.min_evidence_rate
+        with trio.move_on_at(min(deadline, rate_deadline)):
+            result = await step()
+            if result is not None:
+                return result
+            continue
+        if rate_deadline < deadline:
+            raise Refused(
+                ErrorCode.IDLE_TIMEOUT,
+                f"{what} arrived slower than {config.min_evidence_rate} bytes/s "
+                f"({received()} bytes in {trio.current_time() - begin:.1f} s)",
+            )
+        raise Refused(
+            ErrorCode.IDLE_TIMEOUT,
+            f"{what} was not received within {config.idle_timeout} s",
+        )

@@ -1,0 +1,338 @@
+"""The connection core under both front ends, tried as an attacker would (issue 23, items 2-4;
+issue 24, row 1; docs/operations.md "Open routes" and "Refusal accounting").
+
+Every test runs a real server on loopback and talks to it over real sockets; several peers are
+distinct loopback addresses (127.0.0.2-5), since a peer is a host.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from daemon_testkit import HELLO, bytes_binding, frame
+
+from daemon import RejectedError, Server, ServerConfig, open_client, open_server
+from daemon.audit._audit import tail
+from daemon.config._hosting import HostedSession
+from daemon.config._http_config import HttpConfig
+from daemon.config._security import ListenerSecurity
+from daemon.config._tokens import token_line
+from daemon.server._peers import STRIKE_LIMIT, peer_key
+from session import BytesDigestMechanism
+
+TOKEN = "the-one-good-token-of-this-test-0123456789abcdef"
+SUBMIT = "/v1/sessions/bytes/decisions"
+#: The first bytes of a TLS ClientHello, sent to a plain port.
+CLIENT_HELLO = bytes.fromhex("16030100a5010000a10303") + os.urandom(32) + b"\x00" * 64
+
+
+def tokens_file(directory: Path) -> str:
+    path = directory / "tokens"
+    path.write_text(f"{token_line(TOKEN, 'good')}\n")
+    os.chmod(path, 0o600)
+    return str(path)
+
+
+@asynccontextmanager
+async def daemon(directory: Path, **options: Any) -> AsyncIterator[Server]:
+    """A server with a tokens_file on its binary and HTTP listeners (both on 127.0.0.1)."""
+    security = ListenerSecurity(None, tokens_file(directory))
+    config = ServerConfig(
+        tcp=("127.0.0.1", 0),
+        audit_path=str(directory / "audit.jsonl"),
+        worker_processes=1,
+        security=security,
+        http=HttpConfig(
+            listen=("127.0.0.1", 0), security=security, header_timeout=options.pop("header", 5.0)
+        ),
+        **options,
+    )
+    session = HostedSession("bytes", (BytesDigestMechanism(),), 1, 1 << 20)
+    async with open_server([session], config) as server:
+        yield server
+
+
+def events(directory: Path) -> list[dict[str, Any]]:
+    return tail(str(directory / "audit.jsonl"), 100_000)
+
+
+def submit_body(evidence: bytes) -> bytes:
+    binding = bytes_binding(evidence).to_dict()
+    return json.dumps(
+        {"binding": binding, "evidence": [{"base64": base64.b64encode(evidence).decode()}]}
+    ).encode()
+
+
+def post(body: bytes, token: str | None = None, keep_alive: bool = False) -> bytes:
+    auth = f"Authorization: Bearer {token}\r\n" if token is not None else ""
+    close = "" if keep_alive else "Connection: close\r\n"
+    return (
+        f"POST {SUBMIT} HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n{auth}{close}\r\n"
+    ).encode() + body
+
+
+async def exchange(
+    address: tuple[str, int], data: bytes, *, source: str = "127.0.0.1", wait: float = 10
+) -> bytes:
+    """Send ``data`` from ``source`` on a new connection; everything read until it closes."""
+    stream = await trio.open_tcp_stream(*address, local_address=source)
+    answer = b""
+    async with stream:
+        try:
+            await stream.send_all(data)
+            with trio.move_on_after(wait):
+                while chunk := await stream.receive_some(65536):
+                    answer += chunk
+        except trio.BrokenResourceError:
+            pass
+    return answer
+
+
+async def test_unauthenticated_flood_buys_no_audit_lines(short_dir: Path) -> None:
+    """10,878 requests without a token were 10,878 fsync'd lines; now none is a line: each
+    kind of unauthenticated or not-this-protocol request, on either front end, is noise."""
+    body = submit_body(b"evidence")
+    flood = [
+        post(body),  # no token
+        post(body, token="not-a-token"),  # a wrong token
+        b"GET / HTTP/1.1\r\nHost: t\r\n\r\n",  # an unknown route, no token
+        b"garbage\r\n\r\n",  # not HTTP
+        CLIENT_HELLO,  # TLS to a plain port
+    ]
+    binary = [HELLO, frame({"kind": "hello", "versions": [1], "client": "t", "token": "x"})]
+    async with daemon(short_dir, header=0.5) as server:  # a ClientHello waits for it
+        assert server.http_address is not None and server.tcp_address is not None
+        before = len(events(short_dir))
+        sent = 0
+        # Spread over distinct loopback peers, each under the strike limit (one peer that
+        # keeps failing is cut off at accept: the next test).
+        for index in range(8):
+            source = f"127.0.0.{10 + index}"
+            for data in flood:
+                answer = await exchange(server.http_address, data, source=source)
+                assert b'"decision_id":null' in answer
+                sent += 1
+            for data in binary:
+                answer = await exchange(server.tcp_address, data, source=source)
+                assert b"UNAUTHENTICATED" in answer
+                sent += 1
+        lines = events(short_dir)[before:]
+        assert lines == []  # not one line for the whole flood
+        async with open_client(
+            f"http://{server.http_address[0]}:{server.http_address[1]}", token=TOKEN
+        ) as client:
+            result = await client.submit("bytes", bytes_binding(b"real"), [b"real"])
+            health = await client.health()
+        assert result.outcome == "PASS"
+        assert health["noise"]["pending"] == sent
+    lines = events(short_dir)[before:]
+    assert [line["event"] for line in lines] == ["decision", "noise", "daemon_stop"]
+    assert lines[1]["count"] == sent and len(lines[1]["peers"]) == 8
+
+
+async def test_a_peer_that_keeps_failing_authentication_is_slowed_then_cut_off(
+    short_dir: Path,
+) -> None:
+    async with daemon(short_dir) as server:
+        assert server.http_address is not None
+        body = submit_body(b"evidence")
+        answers = [
+            await exchange(server.http_address, post(body, token="guess"), source="127.0.0.7")
+            for _ in range(STRIKE_LIMIT)
+        ]
+        assert all(b"401 Unauthorized" in answer for answer in answers)
+        # Cut off: refused at accept, before its request is read or answered on its merits.
+        answer = await exchange(server.http_address, post(body, token=TOKEN), source="127.0.0.7")
+        assert b"503 Service Unavailable" in answer and b"BUSY" in answer
+        # Another peer with the token is served.
+        answer = await exchange(server.http_address, post(body, token=TOKEN), source="127.0.0.8")
+        assert b"200 OK" in answer and b'"PASS"' in answer
+        async with open_client(tcp=server.tcp_address, token=TOKEN) as client:
+            peers = (await client.health())["peers"]
+        assert peers["auth_failures"] == STRIKE_LIMIT and peers["penalized_refusals"] >= 1
+    assert not any(line["event"] == "refusal" for line in events(short_dir))
+
+
+async def test_health_without_a_token_says_the_status_only(short_dir: Path) -> None:
+    """``/health`` without a token disclosed the audit path, worker PIDs, session names and
+    the store's last error; now a probe learns ``serving``/``degraded``/``draining``."""
+    async with daemon(short_dir) as server:
+        assert server.http_address is not None
+        probe = await exchange(server.http_address, b"GET /health HTTP/1.1\r\nHost: t\r\n\r\n")
+        head, _, body = probe.partition(b"\r\n\r\n")
+        assert b"200 OK" in head and b"Connection: close" in head
+        document = json.loads(body)
+        assert document["status"] == {"status": "serving"}
+        assert str(short_dir) not in probe.decode() and b"bytes" not in body
+        authorized = await exchange(
+            server.http_address,
+            f"GET /health HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {TOKEN}\r\n"
+            "Connection: close\r\n\r\n".encode(),
+        )
+        full = json.loads(authorized.partition(b"\r\n\r\n")[2])["status"]
+        assert full["status"] == "serving" and "audit" in full and "metrics" in full
+
+
+async def _hold_probe(
+    address: tuple[str, int], source: str, held: list[trio.SocketStream], answers: list[bytes]
+) -> None:
+    stream = await trio.open_tcp_stream(*address, local_address=source)
+    held.append(stream)  # the client keeps its end open: keep-alive, as the attack did
+    await stream.send_all(b"GET /health HTTP/1.1\r\nHost: t\r\n\r\n")
+    answer = b""
+    with trio.move_on_after(30):
+        while b"\r\n\r\n" not in answer:
+            chunk = await stream.receive_some(65536)
+            if not chunk:
+                break
+            answer += chunk
+    answers.append(answer)
+
+
+async def test_keep_alive_health_connections_from_four_addresses_cannot_hold_the_door(
+    short_dir: Path,
+) -> None:
+    """4 addresses x 256 keep-alive ``GET /health`` connections held every connection slot
+    (the per-peer cap is a quarter of 1,024); a client with a token got 503. Now a probe's
+    connection ends with its answer, and the token-bearing client is served."""
+    held: list[trio.SocketStream] = []
+    answers: list[bytes] = []
+    async with daemon(short_dir) as server:
+        assert server.http_address is not None and server.max_connections <= 1024
+        try:
+            for host in range(2, 6):
+                async with trio.open_nursery() as nursery:
+                    for _ in range(256):
+                        nursery.start_soon(
+                            _hold_probe, server.http_address, f"127.0.0.{host}", held, answers
+                        )
+            assert len(answers) == 1024
+            assert all(b"200 OK" in a and b"Connection: close" in a for a in answers)
+            async with open_client(
+                f"http://{server.http_address[0]}:{server.http_address[1]}", token=TOKEN
+            ) as client:
+                result = await client.submit("bytes", bytes_binding(b"in"), [b"in"])
+            assert result.outcome == "PASS"
+        finally:
+            for stream in held:
+                await stream.aclose()
+
+
+async def test_a_large_first_body_is_read_at_the_minimum_rate_not_cut_at_the_header_timeout(
+    short_dir: Path,
+) -> None:
+    """A 668 KB body at 100 KB/s on a fresh connection got 408 ("not received within") at the
+    header timeout; the same on a warm connection was served. Scaled: a 300 KB body at about
+    150 KB/s against a 0.5 s header timeout (the minimum rate is 64 KiB/s)."""
+    evidence = os.urandom(220_000)
+    data = post(submit_body(evidence), token=TOKEN)
+    async with daemon(short_dir, header=0.5) as server:
+        assert server.http_address is not None
+        stream = await trio.open_tcp_stream(*server.http_address)
+        answer = b""
+        async with stream:
+            for offset in range(0, len(data), 15_000):
+                await stream.send_all(data[offset : offset + 15_000])
+                await trio.sleep(0.1)
+            with trio.move_on_after(30):
+                while chunk := await stream.receive_some(65536):
+                    answer += chunk
+    assert b"200 OK" in answer and b'"PASS"' in answer, answer[:300]
+
+
+async def test_binary_hello_without_a_token_is_noise_and_authenticated_refusals_keep_lines(
+    short_dir: Path,
+) -> None:
+    async with daemon(short_dir) as server:
+        assert server.tcp_address is not None
+        with pytest.raises(RejectedError) as caught:
+            async with open_client(tcp=server.tcp_address) as client:
+                await client.health()
+        assert caught.value.code == "UNAUTHENTICATED" and caught.value.decision_id is None
+        async with open_client(tcp=server.tcp_address, token=TOKEN) as client:
+            with pytest.raises(RejectedError) as unknown:
+                await client.submit("nope", bytes_binding(b"x"), [b"x"])
+        assert unknown.value.decision_id is not None  # an authenticated requester's refusal
+    refusals = [line for line in events(short_dir) if line["event"] == "refusal"]
+    assert [(line["code"], line["requester"]["token"]) for line in refusals] == [
+        ("UNKNOWN_SESSION", "good")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("peer", "key"),
+    [
+        ("2001:db8:1:2:aaaa::1:443", "tcp:2001:db8:1:2::/64"),
+        ("2001:db8:1:2:ffff:ffff:ffff:ffff:80", "tcp:2001:db8:1:2::/64"),
+        ("2001:db8:1:3::1:80", "tcp:2001:db8:1:3::/64"),
+        ("::ffff:10.0.0.1:80", "tcp:10.0.0.1"),
+        ("10.0.0.1:80", "tcp:10.0.0.1"),
+    ],
+)
+def test_ipv6_hosts_of_one_64_are_one_peer(peer: str, key: str) -> None:
+    """One host owns a whole /64: counted per address, it could open connections from 2**64
+    peers and never meet a per-peer cap or a strike limit."""
+    assert peer_key({"transport": "tcp", "peer": peer}) == key
+
+
+RELOAD_CONFIG = """
+[server]
+listen = "127.0.0.1:0"
+worker_processes = 1
+
+[http]
+listen = "127.0.0.1:0"
+
+[audit]
+path = "audit.jsonl"
+
+[sessions.bytes]
+mechanisms = ["bytes-sha256"]
+max_evidence_items = 1
+max_evidence_bytes = {bound}
+"""
+
+
+def test_an_upload_admitted_before_a_reload_lowered_its_bound_finishes_under_it() -> None:
+    """SIGHUP lowered a bound while a 300 KB upload was in flight: the finished upload was
+    refused 413 ("admits 1000"), because HTTP admitted it twice — its own checks against the
+    old session, then the pipeline's against the new one. Now it is admitted once, and a
+    request admitted under one configuration finishes under it; the next one meets the new
+    bound."""
+    import signal
+    import socket
+    import time
+
+    from http_testkit import LiveDaemon, read_answer
+
+    live = LiveDaemon(config_text=RELOAD_CONFIG.format(bound=400_000))
+    try:
+        data = post(submit_body(os.urandom(300_000)))
+        with socket.create_connection(live.http, timeout=30) as sock:
+            sock.sendall(data[:100_000])
+            live.config_path.write_text(RELOAD_CONFIG.format(bound=1000))
+            live.process.send_signal(signal.SIGHUP)
+            for _ in range(300):  # until the reload is applied (a state, not a timing)
+                if "configuration reloaded" in live.stderr():
+                    break
+                time.sleep(0.05)
+            assert "configuration reloaded" in live.stderr(), live.stderr()
+            sock.sendall(data[100_000:])
+            answer = read_answer(sock)
+        assert answer.status == 200, answer.body
+        assert answer.json()["result"]["outcome"] == "PASS"
+        again = live.exchange(post(submit_body(os.urandom(300_000))))
+        assert again.status == 413 and "admits" in again.error["message"]
+    finally:
+        code = live.stop()
+        live.cleanup()
+    assert code == 0
