@@ -66,6 +66,7 @@ import referencing
 from jsonschema_specifications import REGISTRY as SPECIFICATIONS
 from referencing.jsonschema import DRAFT202012
 
+from ._explain import Explanation, explain, missing
 from ._jcs import canonical, canonical_equal, is_number, js_sort_key, strict_equal
 from ._reader import (
     MAX_DOCUMENT_BYTES,
@@ -898,6 +899,8 @@ class ScoreReport:
     refusal: str | None
     detail: str | None
     by_challenge: Mapping[str, ChallengeScore]
+    #: why each non-passing predicate (and each missing challenge) did not pass, in order
+    explanations: tuple[Explanation, ...] = ()
 
     @property
     def missing(self) -> tuple[str, ...]:
@@ -912,6 +915,7 @@ class ScoreReport:
             "verdict": self.verdict,
             "refusal": self.refusal,
             "by_challenge": {cid: score.to_dict() for cid, score in self.by_challenge.items()},
+            "explanations": [explanation.to_dict() for explanation in self.explanations],
         }
 
 
@@ -1081,15 +1085,23 @@ def _score(
         return refused(refusal.code, refusal.detail)
     observations: dict[str, Any] = document["observations"]
     by_challenge: dict[str, ChallengeScore] = {}
+    explanations: list[Explanation] = []
     failing = False
     for challenge in challenges:
         observation = observations.get(challenge["id"])
         predicates = challenge["predicates"]
         if observation is None:
             results: tuple[bool | None, ...] = tuple(None for _ in predicates)
+            explanations.append(missing(challenge["id"], len(predicates)))
         else:
             # Both sides come from the strict reader: the fast comparison is exact (_same).
             results = tuple([_evaluate(p, observation, _same) for p in predicates])
+            if False in results or None in results:  # exactly True, False or None
+                for index, result in enumerate(results):
+                    if result is not True:
+                        explanations.append(
+                            explain(challenge["id"], index, predicates[index], observation, result)
+                        )
         # Results are exactly True, False or None, so count() (by ==) counts each alone.
         tally = ChallengeScore(
             passed=results.count(True),
@@ -1101,7 +1113,11 @@ def _score(
         failing = failing or tally.missing or tally.failed > 0 or tally.unresolved > 0
         by_challenge[challenge["id"]] = tally
     return ScoreReport(
-        verdict="FAIL" if failing else "PASS", refusal=None, detail=None, by_challenge=by_challenge
+        verdict="FAIL" if failing else "PASS",
+        refusal=None,
+        detail=None,
+        by_challenge=by_challenge,
+        explanations=tuple(explanations),
     )
 
 
