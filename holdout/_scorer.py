@@ -967,14 +967,18 @@ def _as_read(value: Any, code: str, where: str) -> Any:
         raise Refusal(code, f"{where}not a JSON value ({type(error).__name__})") from None
 
 
-def _check_challenges(challenges: Sequence[Any], schemas: Schemas, compiled: Any) -> list[Any]:
+def _check_challenges(
+    challenges: Sequence[Any], schemas: Schemas, compiled: Any, read: bool = False
+) -> list[Any]:
+    """The challenges as scored (copies, unless ``read``: the scorer's own reader produced
+    them and no caller holds them), checked in the order of the module docstring."""
     seen: set[str] = set()
     try:
         originals = list(challenges)
     except Exception as error:
         raise Refusal("challenge-unreadable", f"not an array ({type(error).__name__})") from None
     # All at once when provably the same as one at a time (else one at a time, in order).
-    copies = _plain_copy(originals)
+    copies = originals if read else _plain_copy(originals)
     plain: list[Any] = []
     for position, original in enumerate(originals):
         if copies is _NO_COPY:
@@ -1057,26 +1061,41 @@ def score(
 
     Both are first copied exactly as the strict reader would read their JSON text, so the
     caller's objects are never scored in place."""
-    return _score(challenges, document, schemas, expect_release, expect_implementation, False)
+    return _score(challenges, document, schemas, expect_release, expect_implementation)
+
+
+#: How :func:`_score` receives its inputs.
+_VALUE: Final = "value"  # a caller's parsed value: copied as the strict reader would read it
+_READ: Final = "read"  # produced by this package's strict reader, held by no caller
+_BYTES: Final = "bytes"  # bytes, read here by the strict reader
 
 
 def _score(
-    challenges: Sequence[Any],
+    challenges: Any,
     document: Any,
     schemas: Schemas,
     expect_release: str,
     expect_implementation: str | None,
-    document_is_read: bool,
+    challenges_as: str = _VALUE,
+    document_as: str = _VALUE,
 ) -> ScoreReport:
+    """One scoring run; the refusals are checked in the module docstring's order."""
     try:
-        if not isinstance(challenges, Sequence) or isinstance(challenges, str | bytes):
-            raise Refusal("challenge-unreadable", "the challenge set is not an array")
         recipe, observation = (
             _checked_schema(schemas.recipe),
             _checked_schema(schemas.observation),
         )
-        challenges = _check_challenges(challenges, schemas, recipe)
-        if not document_is_read:
+        if challenges_as == _BYTES:
+            challenges, challenges_as = read_challenge_array(challenges), _READ
+        if not isinstance(challenges, Sequence) or isinstance(challenges, str | bytes):
+            raise Refusal("challenge-unreadable", "the challenge set is not an array")
+        challenges = _check_challenges(challenges, schemas, recipe, challenges_as == _READ)
+        if document_as == _BYTES:
+            try:
+                document = read_json(document)
+            except StrictReadError as error:
+                raise Refusal("observation-unreadable", str(error)) from None
+        elif document_as == _VALUE:
             document = _as_read(document, "observation-unreadable", "")
         _check_document(
             challenges, document, schemas, observation, expect_release, expect_implementation
@@ -1122,19 +1141,43 @@ def _score(
 
 
 def score_bytes(
-    challenges: Sequence[Any],
+    challenges: Sequence[Any] | bytes,
     document: bytes,
     *,
     schemas: Schemas,
     expect_release: str,
     expect_implementation: str | None = None,
 ) -> ScoreReport:
-    """:func:`score` for an observation document still in bytes (strict reader first)."""
-    try:
-        parsed = read_json(document)
-    except StrictReadError as error:
-        return refused("observation-unreadable", str(error))
-    return _score(challenges, parsed, schemas, expect_release, expect_implementation, True)
+    """:func:`score` for an observation document still in bytes (read by the strict reader).
+
+    ``challenges`` is either parsed challenges (copied, as :func:`score` does) or the bytes of
+    a challenge-set file, one JSON array, read here by the strict reader (its refusal is
+    ``challenge-unreadable``): then nothing needs copying, which is ``holdout score``'s route."""
+    return _score(
+        challenges,
+        document,
+        schemas,
+        expect_release,
+        expect_implementation,
+        _BYTES if isinstance(challenges, bytes) else _VALUE,
+        _BYTES,
+    )
+
+
+def score_read(
+    challenges: list[Any],
+    document: bytes,
+    *,
+    schemas: Schemas,
+    expect_release: str,
+    expect_implementation: str | None = None,
+) -> ScoreReport:
+    """:func:`score_bytes` for challenges this package's strict reader has just produced and
+    that no other code holds (``load_challenge_folder``, :func:`read_challenge_array`): they
+    are scored in place, not copied. Never pass values that came from anywhere else."""
+    return _score(
+        challenges, document, schemas, expect_release, expect_implementation, _READ, _BYTES
+    )
 
 
 def read_challenge_array(data: bytes) -> list[Any]:

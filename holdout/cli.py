@@ -52,7 +52,7 @@ from ._commitment import (
     schema_dir,
 )
 from ._reader import StrictReadError, read_json
-from ._scorer import Refusal, interop, read_challenge_array, refused, score_bytes
+from ._scorer import Refusal, interop, read_challenge_array, refused, score_read
 
 EXIT_OK = Exit.OK
 EXIT_FAIL = Exit.FAIL
@@ -113,7 +113,7 @@ def _score(args: argparse.Namespace) -> int:
         except OSError as error:
             report = refused("observation-unreadable", str(error))
         else:
-            report = score_bytes(
+            report = score_read(  # the challenges were just read here: not copied again
                 challenges,
                 observation_bytes,
                 schemas=schemas,
