@@ -28,15 +28,16 @@ indices, a null or a scalar has no members); a test checks that both agree.
 from __future__ import annotations
 
 import re
-from typing import Any, Final
-
-import attrs
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any, Final, NamedTuple
 
 from ._jcs import is_number, js_sort_key
 
 MAX_MEMBERS: Final = 32
 _ARRAY_INDEX: Final = re.compile(r"(?:0|[1-9][0-9]*)\Z")
 _ABSENT: Final = object()
+_NOTHING: Final[Mapping[str, Any]] = MappingProxyType({})
 
 #: The root each predicate operator reads its paths from (``""`` is the observation root).
 PREDICATE_ROOTS: Final = {
@@ -71,8 +72,7 @@ def _join(prefix: str, path: str) -> str:
     return f"{prefix}.{path}" if prefix and path else prefix or path
 
 
-@attrs.frozen
-class Read:
+class Read(NamedTuple):
     """One path a predicate read, from the observation root (module rules)."""
 
     path: str
@@ -80,7 +80,7 @@ class Read:
     value: Any = None
     nearest: str = ""
     missing: str = ""
-    holds: dict[str, Any] = attrs.Factory(dict)
+    holds: Mapping[str, Any] = _NOTHING
 
     def to_dict(self) -> dict[str, Any]:
         if self.resolved:
@@ -113,9 +113,29 @@ def trace(root: Any, path: str) -> Read:
     return Read(path, True, current)
 
 
+def _resolves(root: Any, path: str) -> bool:
+    """Whether :func:`trace` would resolve ``path`` (without recording anything)."""
+    current = root
+    for segment in path.split("."):
+        if isinstance(current, dict) and segment in current:
+            current = current[segment]
+        elif (
+            isinstance(current, list)
+            and _ARRAY_INDEX.match(segment)
+            and int(segment) < len(current)
+        ):
+            current = current[int(segment)]
+        else:
+            return False
+    return True
+
+
 def _holds(value: Any) -> dict[str, Any]:
     if isinstance(value, dict):
-        names = sorted(value, key=js_sort_key)
+        if all(type(name) is str and name.isascii() for name in value):
+            names = sorted(value)  # ASCII: code points are UTF-16 code units
+        else:
+            names = sorted(value, key=js_sort_key)
         if len(names) > MAX_MEMBERS:
             return {"members": names[:MAX_MEMBERS], "more_members": len(names) - MAX_MEMBERS}
         return {"members": names}
@@ -124,24 +144,23 @@ def _holds(value: Any) -> dict[str, Any]:
     return {"holds": _json_type(value)}
 
 
-@attrs.frozen
-class Explanation:
+class Explanation(NamedTuple):
     """Why one predicate of one challenge did not pass (or why a challenge has no results)."""
 
     challenge: str
     result: str  # "fail", "unresolved" or "missing"
     why: str
-    index: int | None = None  # the predicate's position in the challenge (None: missing)
+    position: int | None = None  # the predicate's position in the challenge (None: missing)
     predicate: Any = None
     reads: tuple[Read, ...] = ()
     expected: Any = _ABSENT
     hint: str | None = None
-    extra: dict[str, Any] = attrs.Factory(dict)
+    extra: Mapping[str, Any] = _NOTHING
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"challenge": self.challenge, "result": self.result}
-        if self.index is not None:
-            out["predicate"] = self.index
+        if self.position is not None:
+            out["predicate"] = self.position
             out["op"] = self.predicate.get("op") if isinstance(self.predicate, dict) else None
         if self.reads:
             out["reads"] = [read.to_dict() for read in self.reads]
@@ -155,11 +174,11 @@ class Explanation:
 
     def line(self) -> str:
         """One human line (for stderr)."""
-        if self.index is None:
+        if self.position is None:
             return f"{self.challenge}: {self.why}"
         op = self.predicate.get("op") if isinstance(self.predicate, dict) else "?"
         where = ", ".join(read.path for read in self.reads) or "-"
-        text = f"{self.challenge} predicate {self.index} {op} {where}: {self.result}: {self.why}"
+        text = f"{self.challenge} predicate {self.position} {op} {where}: {self.result}: {self.why}"
         return text + (f" ({self.hint})" if self.hint else "")
 
 
@@ -191,7 +210,7 @@ def _hint(observation: Any, op: str, path: str) -> str | None:
         tried.append(f"{plane}.{path}")
     for alternative in tried:
         full = [_join(root, alternative) for root in roots]
-        if all(trace(observation, candidate).resolved for candidate in full):
+        if all(_resolves(observation, candidate) for candidate in full):
             reads = " and ".join(f"{root}.<path>" if root else "<path>" for root in roots)
             return f"{op} reads {reads} from the observation root; {alternative!r} would resolve"
     return None
@@ -269,7 +288,7 @@ def explain(
         if "value" not in predicate:
             return done("the predicate has no value (JavaScript === undefined is false)", reads)
         literal = predicate["value"]
-        if isinstance(literal, dict | list):
+        if isinstance(literal, (dict, list)):
             return done("an object or array value is never === (reference identity)", reads,
                         expected=literal)  # fmt: skip
         return done(f"observed {_text(values[0])}, expected {_text(literal)}", reads,

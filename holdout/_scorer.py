@@ -899,8 +899,29 @@ class ScoreReport:
     refusal: str | None
     detail: str | None
     by_challenge: Mapping[str, ChallengeScore]
-    #: why each non-passing predicate (and each missing challenge) did not pass, in order
-    explanations: tuple[Explanation, ...] = ()
+    #: what :attr:`explanations` explains: (challenge id, predicate position, predicate,
+    #: observation, result) per non-passing predicate; (challenge id, -1, predicate count,
+    #: None, None) per missing challenge. Explained on first use, not while scoring.
+    pending: tuple[tuple[str, int, Any, Any, bool | None], ...] = attrs.field(
+        default=(), repr=False
+    )
+    _explained: list[tuple[Explanation, ...]] = attrs.field(
+        factory=list, init=False, eq=False, repr=False
+    )
+
+    @property
+    def explanations(self) -> tuple[Explanation, ...]:
+        """Why each non-passing predicate (and each missing challenge) did not pass, in order
+        (``_explain``); computed once, on first use, so a run that only needs its verdict
+        does not pay for them."""
+        if not self._explained:
+            self._explained.append(
+                tuple(
+                    missing(cid, predicate) if index < 0 else explain(cid, index, predicate, *rest)
+                    for cid, index, predicate, *rest in self.pending
+                )
+            )
+        return self._explained[0]
 
     @property
     def missing(self) -> tuple[str, ...]:
@@ -1104,22 +1125,22 @@ def _score(
         return refused(refusal.code, refusal.detail)
     observations: dict[str, Any] = document["observations"]
     by_challenge: dict[str, ChallengeScore] = {}
-    explanations: list[Explanation] = []
+    pending: list[tuple[str, int, Any, Any, bool | None]] = []
     failing = False
     for challenge in challenges:
         observation = observations.get(challenge["id"])
         predicates = challenge["predicates"]
         if observation is None:
             results: tuple[bool | None, ...] = tuple(None for _ in predicates)
-            explanations.append(missing(challenge["id"], len(predicates)))
+            pending.append((challenge["id"], -1, len(predicates), None, None))
         else:
             # Both sides come from the strict reader: the fast comparison is exact (_same).
             results = tuple([_evaluate(p, observation, _same) for p in predicates])
             if False in results or None in results:  # exactly True, False or None
                 for index, result in enumerate(results):
                     if result is not True:
-                        explanations.append(
-                            explain(challenge["id"], index, predicates[index], observation, result)
+                        pending.append(
+                            (challenge["id"], index, predicates[index], observation, result)
                         )
         # Results are exactly True, False or None, so count() (by ==) counts each alone.
         tally = ChallengeScore(
@@ -1136,7 +1157,7 @@ def _score(
         refusal=None,
         detail=None,
         by_challenge=by_challenge,
-        explanations=tuple(explanations),
+        pending=tuple(pending),
     )
 
 

@@ -54,7 +54,7 @@ def _one(predicate: dict[str, Any]) -> dict[str, Any]:
     )
     assert report.refusal is None, report.detail
     (explanation,) = report.explanations
-    assert explanation.index == 0
+    assert explanation.position == 0
     return explanation.to_dict()
 
 
@@ -171,7 +171,7 @@ def test_every_non_passing_predicate_is_explained_once_and_agrees_with_its_resul
         if result is not True
     ]
     assert len(wanted) == 11  # S2: 8 failures, S3: 3 unresolved
-    assert [(e.challenge, e.index, e.result) for e in report.explanations] == wanted
+    assert [(e.challenge, e.position, e.result) for e in report.explanations] == wanted
 
 
 def test_missing_challenge_is_explained_not_only_counted() -> None:

@@ -24,14 +24,17 @@ RELEASE = "srel-" + "0" * 64
 def _reports(challenge_bytes: bytes, document: bytes) -> list[dict[str, Any]]:
     schemas = load_schemas(SYNTHETIC)
     parsed = holdout.read_challenge_array(challenge_bytes)
-    return [
-        route(challenges, document, schemas=schemas, expect_release=RELEASE).to_dict()
-        for route, challenges in (
-            (holdout.score_bytes, parsed),
-            (holdout.score_bytes, challenge_bytes),
-            (score_read, holdout.read_challenge_array(challenge_bytes)),
-        )
+    reports = [
+        holdout.score_bytes(parsed, document, schemas=schemas, expect_release=RELEASE),
+        holdout.score_bytes(challenge_bytes, document, schemas=schemas, expect_release=RELEASE),
+        score_read(
+            holdout.read_challenge_array(challenge_bytes),
+            document,
+            schemas=schemas,
+            expect_release=RELEASE,
+        ),
     ]
+    return [report.to_dict() for report in reports]
 
 
 def test_every_route_gives_the_same_report() -> None:
