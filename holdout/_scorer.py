@@ -874,6 +874,88 @@ def _evaluate(predicate: Any, observation: Any, same: Callable[[Any, Any], bool]
     return None
 
 
+def _walk(node: Any, path: Any) -> Any:
+    """:func:`resolve_path` for values the strict reader produced (exact ``dict`` and
+    ``list`` containers, exact ``str`` paths): the same walk, with exact type tests."""
+    if type(path) is not str:
+        return _ABSENT
+    for segment in path.split("."):
+        kind = type(node)
+        if kind is dict:
+            node = node.get(segment, _ABSENT)
+            if node is _ABSENT:
+                return _ABSENT
+        elif kind is list:
+            if _ARRAY_INDEX.match(segment) is None or int(segment) >= len(node):
+                return _ABSENT
+            node = node[int(segment)]
+        else:
+            return _ABSENT
+    return node
+
+
+def _strict_read(left: Any, right: Any) -> bool:
+    """:func:`strict_equal` for values the strict reader produced (exact JSON types)."""
+    kind = type(left)
+    if kind is type(right):
+        return kind is not dict and kind is not list and bool(left == right)
+    return (kind is int or kind is float) and type(right) in (int, float) and bool(left == right)
+
+
+def _evaluate_read(predicate: Any, observation: Any) -> bool | None:
+    """``_evaluate(predicate, observation, _same)`` for a predicate and an observation that
+    the strict reader produced (every scoring run's, after the copy or the read): the same
+    rules, decided with exact type tests and no intermediate calls (a test checks that both
+    agree). Operators are tested in order of frequency."""
+    if type(predicate) is not dict or type(observation) is not dict:
+        return None
+    op = predicate.get("op")
+    if op == "VERDICT_EQ" or op == "OUTCOME_EQ":
+        found = _walk(
+            observation.get("candidate", _ABSENT) if op == "VERDICT_EQ" else observation,
+            predicate.get("path"),
+        )
+        if found is _ABSENT:
+            return None
+        return "value" in predicate and _strict_read(found, predicate["value"])
+    if op == "REFUSAL_SET_EQ":
+        refusals = observation.get("refusal_set", _ABSENT)
+        expected = predicate.get("value", [])  # missing counts as []
+        if type(refusals) is not list:
+            return None
+        if type(expected) is not list:
+            return False  # present but not an array (null included): equals no set
+        if len(refusals) != len(expected):
+            return False  # sorting keeps the length; lists of different lengths differ
+        try:
+            return _same(_js_sorted(refusals), _js_sorted(expected))
+        except ValueError:  # as _evaluate (unreachable for values the reader produced)
+            return None
+    if op == "HOLDS" or op == "MOVES":
+        path = predicate.get("path")
+        base = _walk(observation.get("baseline", _ABSENT), path)
+        cand = _walk(observation.get("candidate", _ABSENT), path)
+        if base is _ABSENT or cand is _ABSENT:
+            return None
+        return _same(base, cand) == (op == "HOLDS")
+    if op == "EQ" or op == "NEQ":
+        left = _walk(observation, predicate.get("path"))
+        if "value" in predicate:
+            right = predicate["value"]
+        else:
+            right = _walk(observation, predicate.get("right"))
+        if left is _ABSENT or right is _ABSENT:
+            return None
+        return _same(left, right) == (op == "EQ")
+    if op == "LT":
+        left = _walk(observation, predicate.get("left"))
+        right = _walk(observation, predicate.get("right"))
+        if type(left) not in (int, float) or type(right) not in (int, float):
+            return None
+        return bool(left < right)
+    return None
+
+
 # --------------------------------------------------------------------------- scoring
 
 
@@ -1134,8 +1216,8 @@ def _score(
             results: tuple[bool | None, ...] = tuple(None for _ in predicates)
             pending.append((challenge["id"], -1, len(predicates), None, None))
         else:
-            # Both sides come from the strict reader: the fast comparison is exact (_same).
-            results = tuple([_evaluate(p, observation, _same) for p in predicates])
+            # Both sides come from the strict reader: the exact-type evaluation applies.
+            results = tuple([_evaluate_read(p, observation) for p in predicates])
             if False in results or None in results:  # exactly True, False or None
                 for index, result in enumerate(results):
                     if result is not True:
