@@ -927,6 +927,8 @@ def _evaluate_read(predicate: Any, observation: Any) -> bool | None:
             return False  # present but not an array (null included): equals no set
         if len(refusals) != len(expected):
             return False  # sorting keeps the length; lists of different lengths differ
+        if len(refusals) < 2:  # nothing to sort
+            return _same(refusals, expected)
         try:
             return _same(_js_sorted(refusals), _js_sorted(expected))
         except ValueError:  # as _evaluate (unreachable for values the reader produced)
@@ -937,6 +939,8 @@ def _evaluate_read(predicate: Any, observation: Any) -> bool | None:
         cand = _walk(observation.get("candidate", _ABSENT), path)
         if base is _ABSENT or cand is _ABSENT:
             return None
+        if type(base) is str and type(cand) is str:  # the common case, decided at once
+            return (base == cand) == (op == "HOLDS")
         return _same(base, cand) == (op == "HOLDS")
     if op == "EQ" or op == "NEQ":
         left = _walk(observation, predicate.get("path"))
@@ -946,6 +950,8 @@ def _evaluate_read(predicate: Any, observation: Any) -> bool | None:
             right = _walk(observation, predicate.get("right"))
         if left is _ABSENT or right is _ABSENT:
             return None
+        if type(left) is str and type(right) is str:  # the common case, decided at once
+            return (left == right) == (op == "EQ")
         return _same(left, right) == (op == "EQ")
     if op == "LT":
         left = _walk(observation, predicate.get("left"))
