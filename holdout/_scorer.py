@@ -940,8 +940,8 @@ def _evaluate_read(predicate: Any, observation: Any) -> bool | None:
         if base is _ABSENT or cand is _ABSENT:
             return None
         if type(base) is str and type(cand) is str:  # the common case, decided at once
-            return (base == cand) == (op == "HOLDS")
-        return _same(base, cand) == (op == "HOLDS")
+            return bool(base == cand) is (op == "HOLDS")
+        return _same(base, cand) is (op == "HOLDS")
     if op == "EQ" or op == "NEQ":
         left = _walk(observation, predicate.get("path"))
         if "value" in predicate:
@@ -951,8 +951,8 @@ def _evaluate_read(predicate: Any, observation: Any) -> bool | None:
         if left is _ABSENT or right is _ABSENT:
             return None
         if type(left) is str and type(right) is str:  # the common case, decided at once
-            return (left == right) == (op == "EQ")
-        return _same(left, right) == (op == "EQ")
+            return bool(left == right) is (op == "EQ")
+        return _same(left, right) is (op == "EQ")
     if op == "LT":
         left = _walk(observation, predicate.get("left"))
         right = _walk(observation, predicate.get("right"))
