@@ -205,9 +205,10 @@ def _hint(observation: Any, op: str, path: str) -> str | None:
     roots = PREDICATE_ROOTS.get(op, ("",))
     tried: list[str] = []
     for plane in ("candidate", "baseline"):
-        if path.startswith(plane + "."):
+        if path.startswith(plane + "."):  # the operator's root written out again
             tried.append(path[len(plane) + 1 :])
-        tried.append(f"{plane}.{path}")
+        elif roots == ("",):  # a plane's path given to an operator that reads from the root
+            tried.append(f"{plane}.{path}")
     for alternative in tried:
         full = [_join(root, alternative) for root in roots]
         if all(_resolves(observation, candidate) for candidate in full):
