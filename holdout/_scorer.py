@@ -874,12 +874,22 @@ def _evaluate(predicate: Any, observation: Any, same: Callable[[Any, Any], bool]
     return None
 
 
+# A path's segments, by path: challenge sets repeat their paths (``artifact.verdict``).
+_SPLIT: dict[str, tuple[str, ...]] = {}
+_SPLIT_MAX: Final = 4096
+
+
 def _walk(node: Any, path: Any) -> Any:
     """:func:`resolve_path` for values the strict reader produced (exact ``dict`` and
     ``list`` containers, exact ``str`` paths): the same walk, with exact type tests."""
     if type(path) is not str:
         return _ABSENT
-    for segment in path.split("."):
+    segments = _SPLIT.get(path)
+    if segments is None:
+        if len(_SPLIT) >= _SPLIT_MAX:
+            _SPLIT.clear()
+        segments = _SPLIT[path] = tuple(path.split("."))
+    for segment in segments:
         kind = type(node)
         if kind is dict:
             node = node.get(segment, _ABSENT)
