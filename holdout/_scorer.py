@@ -1226,30 +1226,25 @@ def _score(
     pending: list[tuple[str, int, Any, Any, bool | None]] = []
     failing = False
     for challenge in challenges:
-        observation = observations.get(challenge["id"])
+        cid = challenge["id"]
+        observation = observations.get(cid)
         predicates = challenge["predicates"]
         if observation is None:
-            results: tuple[bool | None, ...] = tuple(None for _ in predicates)
-            pending.append((challenge["id"], -1, len(predicates), None, None))
+            results: tuple[bool | None, ...] = (None,) * len(predicates)
+            pending.append((cid, -1, len(predicates), None, None))
+            failed, unresolved = 0, len(predicates)
         else:
             # Both sides come from the strict reader: the exact-type evaluation applies.
             results = tuple([_evaluate_read(p, observation) for p in predicates])
-            if False in results or None in results:  # exactly True, False or None
+            # Results are exactly True, False or None, so count() (by ==) counts each alone.
+            failed, unresolved = results.count(False), results.count(None)
+            if failed or unresolved:
                 for index, result in enumerate(results):
                     if result is not True:
-                        pending.append(
-                            (challenge["id"], index, predicates[index], observation, result)
-                        )
-        # Results are exactly True, False or None, so count() (by ==) counts each alone.
-        tally = ChallengeScore(
-            passed=results.count(True),
-            failed=results.count(False),
-            unresolved=results.count(None),
-            missing=observation is None,
-            results=results,
-        )
-        failing = failing or tally.missing or tally.failed > 0 or tally.unresolved > 0
-        by_challenge[challenge["id"]] = tally
+                        pending.append((cid, index, predicates[index], observation, result))
+        passed = len(results) - failed - unresolved
+        failing = failing or observation is None or failed > 0 or unresolved > 0
+        by_challenge[cid] = ChallengeScore(passed, failed, unresolved, observation is None, results)
     return ScoreReport(
         verdict="FAIL" if failing else "PASS",
         refusal=None,
