@@ -44,6 +44,17 @@ absent is UNRESOLVED, exact sorted refusal-set equality, RFC 8785 comparison). A
 no observation is *missing*: its predicates count as unresolved. The verdict is ``PASS`` only
 with zero fail, zero unresolved and zero missing; otherwise ``FAIL``. Nothing here raises for
 bad input: every public function returns a report.
+
+Every non-passing predicate and every missing challenge is explained
+(``ScoreReport.explanations``, ``_explain``): computed after the decision, on first use, from
+the same values; an explanation never changes a result.
+
+Inputs: a caller's parsed values are copied exactly as the strict reader would read their JSON
+text before anything else (:func:`score`); bytes are read by the strict reader
+(:func:`score_bytes`, which also takes a challenge-set file's bytes); challenges this package's
+reader has just produced are scored in place (:func:`score_read`, the command line's route).
+All routes give the same report. The values scored are therefore always the strict reader's
+(exact JSON types), which the exact-type evaluation of predicates (``_evaluate_read``) relies on.
 """
 
 from __future__ import annotations
