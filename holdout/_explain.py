@@ -221,11 +221,8 @@ def _unresolved_reads(
     observation: Any, op: str, reads: tuple[Read, ...], paths: tuple[str, ...]
 ) -> tuple[str, str | None]:
     absent = [read.path for read in reads if not read.resolved]
-    why = (
-        f"{', '.join(absent)} does not resolve"
-        if len(absent) == 1
-        else (f"{', '.join(absent)} do not resolve")
-    )
+    verb = "does" if len(absent) == 1 else "do"
+    why = f"{' and '.join(absent)} {verb} not resolve"
     for path in paths:
         hint = _hint(observation, op, path)
         if hint is not None:

@@ -242,3 +242,15 @@ def test_every_module_the_scorer_loads_is_bound_by_the_release_id() -> None:
     bound = {name.removesuffix(".py") for name in SCORER_SOURCES}
     assert loaded - {"holdout"} == bound - {"__init__"}
     assert "scorer/_explain.py" in holdout.RELEASE_FILES
+
+
+def test_both_sides_absent_are_both_named() -> None:
+    found = _one({"op": "EQ", "path": "candidate.leaf.verdict", "right": "baseline.leaf.size"})
+    assert found["why"] == "candidate.leaf.verdict and baseline.leaf.size do not resolve"
+    nearest = [(read["nearest"], read["missing"]) for read in found["reads"]]
+    assert nearest == [("candidate.leaf", "verdict"), ("baseline", "leaf")]
+
+
+def test_predicate_without_its_path_is_explained_not_crashed() -> None:
+    found = _one({"op": "LT", "left": "candidate.leaf.size"})
+    assert (found["result"], found["why"]) == ("unresolved", "a path the operator needs is missing")
