@@ -256,6 +256,12 @@ def evaluate_pair(
         mech, binding = _configure(handler, pristine[0], pristine[1], options)
     except HoldoutOptionsRefused as refused:
         return Evaluation("UNKNOWN", (refused.code,), None)
+    except ValueError as error:
+        if not _pins_working(options):
+            raise  # the pristine pair always binds: anything else is a defect
+        # The honest caller pins mutated bytes; the mechanism's binding builder may refuse
+        # them (a subject whose declared context is malformed, say): nothing can be pinned.
+        raise StepError("binding-impossible", f"{type(error).__name__}: {error}") from None
     try:
         binding = attrs.evolve(binding, subject_id=refs[0], evidence_refs=refs)
     except EvidenceBindingError:

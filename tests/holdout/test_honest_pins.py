@@ -128,3 +128,15 @@ def test_undefined_pins_value_is_unsupported_not_an_arm(value: Any) -> None:
     )
     _, report = _observe_and_score([challenge])
     assert report.verdict == "PASS", [e.line() for e in report.explanations]
+
+
+def test_unbindable_working_pair_is_reported_not_an_internal_error() -> None:
+    # The formation binding builder refuses a subject whose declared context is malformed:
+    # an honest caller can pin nothing, which is binding-impossible, not an adapter defect.
+    challenge = _challenge(
+        "S1", "formation-identity", [("leaf.context", {})], {"pins": "working"}, ""
+    )
+    emission = observe([challenge])
+    assert emission.document["observations"] == {}
+    (problem,) = emission.problems
+    assert (problem["id"], problem["code"]) == ("S1", "binding-impossible")
