@@ -66,7 +66,7 @@ def run(report: Report, args: argparse.Namespace) -> None:
         loads_both,
         [
             Op(
-                "holdout score route: strict read of both files + score",
+                "score command route: strict read of both files + score",
                 command_route,
                 goal=at_most(3.0),
                 true_floor=False,
