@@ -14,6 +14,7 @@ from ._commitment import (
     release_id,
     schema_dir,
 )
+from ._explain import PREDICATE_ROOTS, Explanation, Read, trace
 from ._jcs import canonical, canonical_equal, strict_equal
 from ._reader import MAX_DEPTH, MAX_DOCUMENT_BYTES, READ_ERROR_CODES, StrictReadError, read_json
 from ._scorer import (
@@ -40,12 +41,15 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_DOCUMENT_BYTES",
     "PREDICATE_OPS",
+    "PREDICATE_ROOTS",
     "READ_ERROR_CODES",
     "REFUSAL_CODES",
     "RELEASE_FILES",
     "ChallengeScore",
+    "Explanation",
     "Finding",
     "InteropReport",
+    "Read",
     "Refusal",
     "Schemas",
     "ScoreReport",
@@ -67,6 +71,7 @@ __all__ = [
     "score",
     "score_bytes",
     "strict_equal",
+    "trace",
     "validate_challenge",
     "validate_observation_document",
 ]

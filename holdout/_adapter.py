@@ -26,7 +26,11 @@ Rules (``docs/holdout.md`` has the long form):
 * ``CHECK_WITH_OPTIONS`` may only tighten: a looser or replaced setting yields the refusal
   code ``CHECK_OPTIONS_WEAKENED`` and an unknown or ill-typed one ``CHECK_OPTIONS_UNSUPPORTED``
   (verdict ``UNKNOWN``, nothing is evaluated). The last one wins; it is not applied to the
-  evaluation ``RECOMPOSE_DAG`` runs.
+  evaluation ``RECOMPOSE_DAG`` runs. Its instrument option ``pins`` (``"pristine"``, the
+  default, or ``"working"``) says whose bytes the caller's pins come from: with ``"working"``
+  the caller is honest about the mutation (it pins, through the handler's ``configure``, and
+  references exactly the working bytes it submits), so what the mechanism's own parsing and
+  codec refuse is observed instead of the pins' mismatch.
 * ``WIRE_PREPEND_DUPLICATE_MEMBER`` splices the pristine fixture node's bytes and serves them
   under the unchanged root; :func:`resolve_octets` gives the normalised outcome.
 * ``RECOMPOSE_DAG`` rebuilds the artifact from the working leaf with the project's producer,
@@ -127,6 +131,17 @@ _sha256_ref = digest_bytes
 
 
 _BOUND_OPTIONS: Final = ("max_evidence_items", "max_evidence_bytes")
+#: ``CHECK_WITH_OPTIONS {"pins": ...}``: whose bytes the caller's pins are computed from.
+PINS_OPTION: Final = "pins"
+PINS_PRISTINE: Final = "pristine"  # the default: a forger's submission against honest pins
+PINS_WORKING: Final = "working"  # the honest caller: it pins the (mutated) bytes it submits
+_INSTRUMENT_OPTIONS: Final = (*_BOUND_OPTIONS, PINS_OPTION)
+
+
+def _pins_working(options: dict[str, Any]) -> bool:
+    """Whether the final evaluation's caller pins the working bytes (an invalid ``pins``
+    value is refused by :func:`_configure`, so it never reaches an evaluation)."""
+    return bool(options.get(PINS_OPTION, PINS_PRISTINE) == PINS_WORKING)
 
 
 def _tighten_bound(binding: BoundProposition, options: dict[str, Any]) -> BoundProposition:
@@ -145,9 +160,11 @@ def _configure(
 ) -> tuple[Any, BoundProposition]:
     """CHECK_WITH_OPTIONS, in order: an option neither the handler nor the instrument knows is
     unsupported; the handler's own options (``configure``); then the evidence bounds."""
-    if not set(options) <= {*handler.option_names, *_BOUND_OPTIONS}:
+    if not set(options) <= {*handler.option_names, *_INSTRUMENT_OPTIONS}:
         raise HoldoutOptionsRefused(OPTIONS_UNSUPPORTED)
-    own = {key: value for key, value in options.items() if key not in _BOUND_OPTIONS}
+    if options.get(PINS_OPTION, PINS_PRISTINE) not in (PINS_PRISTINE, PINS_WORKING):
+        raise HoldoutOptionsRefused(OPTIONS_UNSUPPORTED)
+    own = {key: value for key, value in options.items() if key not in _INSTRUMENT_OPTIONS}
     mechanism, binding = handler.configure(artifact, leaf, own)
     return mechanism, _tighten_bound(binding, options)
 
@@ -239,6 +256,12 @@ def evaluate_pair(
         mech, binding = _configure(handler, pristine[0], pristine[1], options)
     except HoldoutOptionsRefused as refused:
         return Evaluation("UNKNOWN", (refused.code,), None)
+    except ValueError as error:
+        if not _pins_working(options):
+            raise  # the pristine pair always binds: anything else is a defect
+        # The honest caller pins mutated bytes; the mechanism's binding builder may refuse
+        # them (a subject whose declared context is malformed, say): nothing can be pinned.
+        raise StepError("binding-impossible", f"{type(error).__name__}: {error}") from None
     try:
         binding = attrs.evolve(binding, subject_id=refs[0], evidence_refs=refs)
     except EvidenceBindingError:
@@ -449,9 +472,13 @@ def observe_challenge(challenge: dict[str, Any], corpus: Corpus) -> dict[str, An
     if views["artifact"] is not None:
         artifact_bytes, leaf_bytes = render()
         by_role = {"artifact": artifact_bytes, "leaf": leaf_bytes}
+        pinned = (pristine_artifact, pristine_leaf)
+        if _pins_working(options):  # the honest caller pins and submits the working bytes
+            pinned = (artifact_bytes, leaf_bytes)
+            refs = tuple(_sha256_ref(by_role[r]) for r in handler.evidence_roles)
         result = evaluate_pair(
             handler,
-            (pristine_artifact, pristine_leaf),
+            pinned,
             (by_role[handler.evidence_roles[0]], by_role[handler.evidence_roles[1]]),
             (refs[0], refs[1]),
             options,

@@ -36,7 +36,14 @@ from ._scorer import Refusal, Schemas
 
 RECIPE_SCHEMA_NAME: Final = "holdout-recipe-v1.schema.json"
 OBSERVATION_SCHEMA_NAME: Final = "holdout-observation-v1.schema.json"
-SCORER_SOURCES: Final = ("__init__.py", "_commitment.py", "_jcs.py", "_reader.py", "_scorer.py")
+SCORER_SOURCES: Final = (
+    "__init__.py",
+    "_commitment.py",
+    "_explain.py",
+    "_jcs.py",
+    "_reader.py",
+    "_scorer.py",
+)
 _PACKAGE_DIR: Final = Path(__file__).resolve().parent
 _COMMITMENT_RE: Final = re.compile(r"[0-9a-f]{64}\Z")
 MAX_FOLDER_FILES: Final = 10_000

@@ -70,6 +70,7 @@ _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 _BRACKET_STEPS = bytes.maketrans(b"[{]}", b"\x01\x01\x02\x02")
 _STEP = (0, 1, -1)
 _QUOTES_AND_BRACKETS = bytes(b for b in range(256) if b not in b'"[]{}')
+_QUOTES_BRACKETS_AND_COLONS = bytes(b for b in range(256) if b not in b'"[]{}:')
 _COLON_ESCAPE = re.compile(rb"\\u003[aA]")
 _ONE_KIND = bytes.maketrans(b"{}", b"[]")
 _NO_FAST_ROUTE: Final = object()
@@ -153,10 +154,15 @@ def shallow(raw: bytes, limit: int = MAX_DEPTH) -> bool:
     aside: a mismatched pair is the parser's to refuse)."""
     if b"\\" in raw and (b'\\"' in raw or b"\\\\" in raw):
         return False
+    return _shallow_kept(raw.translate(None, _QUOTES_AND_BRACKETS), limit)
+
+
+def _shallow_kept(kept: bytes, limit: int) -> bool:
+    """:func:`shallow` given the quotes and brackets of its input, in order (and nothing else)."""
     # The quotes alternate open/close. Keep quotes and brackets only; dropping adjacent quote
     # pairs keeps that alternation and removes no bracket, and what is then between an
     # opening and a closing quote is inside a string.
-    brackets = raw.translate(None, _QUOTES_AND_BRACKETS).replace(b'""', b"")
+    brackets = kept.replace(b'""', b"")
     if b'"' in brackets:
         brackets = b"".join(brackets.split(b'"')[::2])
     # One kind of bracket (a mismatched pair is the parser's to refuse), so that each pass
@@ -178,14 +184,19 @@ def shallow(raw: bytes, limit: int = MAX_DEPTH) -> bool:
 
 def _read_fast(raw: bytes) -> Any:
     """The fast route (module docstring), or ``_NO_FAST_ROUTE`` when it cannot prove equality."""
-    if not shallow(raw) or (b"\\" in raw and _COLON_ESCAPE.search(raw) is not None):
+    if b"\\" in raw and (b'\\"' in raw or b"\\\\" in raw or _COLON_ESCAPE.search(raw) is not None):
+        return _NO_FAST_ROUTE  # shallow() would refuse, or an escape spells a colon
+    # One pass keeps what shallow() needs and the colons, so the colons are counted there.
+    kept = raw.translate(None, _QUOTES_BRACKETS_AND_COLONS)
+    colons = kept.count(b":")
+    if not _shallow_kept(kept.translate(None, b":"), MAX_DEPTH):
         return _NO_FAST_ROUTE
     try:
         value = orjson.loads(raw)
         encoded = orjson.dumps(value, option=orjson.OPT_STRICT_INTEGER)
     except (orjson.JSONDecodeError, orjson.JSONEncodeError):
         return _NO_FAST_ROUTE
-    if raw.count(b":") != encoded.count(b":"):  # a duplicate member lost its colon
+    if colons != encoded.count(b":"):  # a duplicate member lost its colon
         return _NO_FAST_ROUTE
     return value
 

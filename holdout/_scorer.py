@@ -44,6 +44,17 @@ absent is UNRESOLVED, exact sorted refusal-set equality, RFC 8785 comparison). A
 no observation is *missing*: its predicates count as unresolved. The verdict is ``PASS`` only
 with zero fail, zero unresolved and zero missing; otherwise ``FAIL``. Nothing here raises for
 bad input: every public function returns a report.
+
+Every non-passing predicate and every missing challenge is explained
+(``ScoreReport.explanations``, ``_explain``): computed after the decision, on first use, from
+the same values; an explanation never changes a result.
+
+Inputs: a caller's parsed values are copied exactly as the strict reader would read their JSON
+text before anything else (:func:`score`); bytes are read by the strict reader
+(:func:`score_bytes`, which also takes a challenge-set file's bytes); challenges this package's
+reader has just produced are scored in place (:func:`score_read`, the command line's route).
+All routes give the same report. The values scored are therefore always the strict reader's
+(exact JSON types), which the exact-type evaluation of predicates (``_evaluate_read``) relies on.
 """
 
 from __future__ import annotations
@@ -66,6 +77,7 @@ import referencing
 from jsonschema_specifications import REGISTRY as SPECIFICATIONS
 from referencing.jsonschema import DRAFT202012
 
+from ._explain import Explanation, explain, missing
 from ._jcs import canonical, canonical_equal, is_number, js_sort_key, strict_equal
 from ._reader import (
     MAX_DOCUMENT_BYTES,
@@ -873,6 +885,104 @@ def _evaluate(predicate: Any, observation: Any, same: Callable[[Any, Any], bool]
     return None
 
 
+# A path's segments, by path: challenge sets repeat their paths (``artifact.verdict``).
+_SPLIT: dict[str, tuple[str, ...]] = {}
+_SPLIT_MAX: Final = 4096
+
+
+def _walk(node: Any, path: Any) -> Any:
+    """:func:`resolve_path` for values the strict reader produced (exact ``dict`` and
+    ``list`` containers, exact ``str`` paths): the same walk, with exact type tests."""
+    if type(path) is not str:
+        return _ABSENT
+    segments = _SPLIT.get(path)
+    if segments is None:
+        if len(_SPLIT) >= _SPLIT_MAX:
+            _SPLIT.clear()
+        segments = _SPLIT[path] = tuple(path.split("."))
+    for segment in segments:
+        kind = type(node)
+        if kind is dict:
+            node = node.get(segment, _ABSENT)
+            if node is _ABSENT:
+                return _ABSENT
+        elif kind is list:
+            if _ARRAY_INDEX.match(segment) is None or int(segment) >= len(node):
+                return _ABSENT
+            node = node[int(segment)]
+        else:
+            return _ABSENT
+    return node
+
+
+def _strict_read(left: Any, right: Any) -> bool:
+    """:func:`strict_equal` for values the strict reader produced (exact JSON types)."""
+    kind = type(left)
+    if kind is type(right):
+        return kind is not dict and kind is not list and bool(left == right)
+    return (kind is int or kind is float) and type(right) in (int, float) and bool(left == right)
+
+
+def _evaluate_read(predicate: Any, observation: Any) -> bool | None:
+    """``_evaluate(predicate, observation, _same)`` for a predicate and an observation that
+    the strict reader produced (every scoring run's, after the copy or the read): the same
+    rules, decided with exact type tests and no intermediate calls (a test checks that both
+    agree). Operators are tested in order of frequency."""
+    if type(predicate) is not dict or type(observation) is not dict:
+        return None
+    op = predicate.get("op")
+    if op == "VERDICT_EQ" or op == "OUTCOME_EQ":
+        found = _walk(
+            observation.get("candidate", _ABSENT) if op == "VERDICT_EQ" else observation,
+            predicate.get("path"),
+        )
+        if found is _ABSENT:
+            return None
+        return "value" in predicate and _strict_read(found, predicate["value"])
+    if op == "REFUSAL_SET_EQ":
+        refusals = observation.get("refusal_set", _ABSENT)
+        expected = predicate.get("value", [])  # missing counts as []
+        if type(refusals) is not list:
+            return None
+        if type(expected) is not list:
+            return False  # present but not an array (null included): equals no set
+        if len(refusals) != len(expected):
+            return False  # sorting keeps the length; lists of different lengths differ
+        if len(refusals) < 2:  # nothing to sort
+            return _same(refusals, expected)
+        try:
+            return _same(_js_sorted(refusals), _js_sorted(expected))
+        except ValueError:  # as _evaluate (unreachable for values the reader produced)
+            return None
+    if op == "HOLDS" or op == "MOVES":
+        path = predicate.get("path")
+        base = _walk(observation.get("baseline", _ABSENT), path)
+        cand = _walk(observation.get("candidate", _ABSENT), path)
+        if base is _ABSENT or cand is _ABSENT:
+            return None
+        if type(base) is str and type(cand) is str:  # the common case, decided at once
+            return bool(base == cand) is (op == "HOLDS")
+        return _same(base, cand) is (op == "HOLDS")
+    if op == "EQ" or op == "NEQ":
+        left = _walk(observation, predicate.get("path"))
+        if "value" in predicate:
+            right = predicate["value"]
+        else:
+            right = _walk(observation, predicate.get("right"))
+        if left is _ABSENT or right is _ABSENT:
+            return None
+        if type(left) is str and type(right) is str:  # the common case, decided at once
+            return bool(left == right) is (op == "EQ")
+        return _same(left, right) is (op == "EQ")
+    if op == "LT":
+        left = _walk(observation, predicate.get("left"))
+        right = _walk(observation, predicate.get("right"))
+        if type(left) not in (int, float) or type(right) not in (int, float):
+            return None
+        return bool(left < right)
+    return None
+
+
 # --------------------------------------------------------------------------- scoring
 
 
@@ -898,6 +1008,29 @@ class ScoreReport:
     refusal: str | None
     detail: str | None
     by_challenge: Mapping[str, ChallengeScore]
+    #: what :attr:`explanations` explains: (challenge id, predicate position, predicate,
+    #: observation, result) per non-passing predicate; (challenge id, -1, predicate count,
+    #: None, None) per missing challenge. Explained on first use, not while scoring.
+    pending: tuple[tuple[str, int, Any, Any, bool | None], ...] = attrs.field(
+        default=(), repr=False
+    )
+    _explained: list[tuple[Explanation, ...]] = attrs.field(
+        factory=list, init=False, eq=False, repr=False
+    )
+
+    @property
+    def explanations(self) -> tuple[Explanation, ...]:
+        """Why each non-passing predicate (and each missing challenge) did not pass, in order
+        (``_explain``); computed once, on first use, so a run that only needs its verdict
+        does not pay for them."""
+        if not self._explained:
+            self._explained.append(
+                tuple(
+                    missing(cid, predicate) if index < 0 else explain(cid, index, predicate, *rest)
+                    for cid, index, predicate, *rest in self.pending
+                )
+            )
+        return self._explained[0]
 
     @property
     def missing(self) -> tuple[str, ...]:
@@ -912,6 +1045,7 @@ class ScoreReport:
             "verdict": self.verdict,
             "refusal": self.refusal,
             "by_challenge": {cid: score.to_dict() for cid, score in self.by_challenge.items()},
+            "explanations": [explanation.to_dict() for explanation in self.explanations],
         }
 
 
@@ -963,14 +1097,18 @@ def _as_read(value: Any, code: str, where: str) -> Any:
         raise Refusal(code, f"{where}not a JSON value ({type(error).__name__})") from None
 
 
-def _check_challenges(challenges: Sequence[Any], schemas: Schemas, compiled: Any) -> list[Any]:
+def _check_challenges(
+    challenges: Sequence[Any], schemas: Schemas, compiled: Any, read: bool = False
+) -> list[Any]:
+    """The challenges as scored (copies, unless ``read``: the scorer's own reader produced
+    them and no caller holds them), checked in the order of the module docstring."""
     seen: set[str] = set()
     try:
         originals = list(challenges)
     except Exception as error:
         raise Refusal("challenge-unreadable", f"not an array ({type(error).__name__})") from None
     # All at once when provably the same as one at a time (else one at a time, in order).
-    copies = _plain_copy(originals)
+    copies = originals if read else _plain_copy(originals)
     plain: list[Any] = []
     for position, original in enumerate(originals):
         if copies is _NO_COPY:
@@ -1053,26 +1191,41 @@ def score(
 
     Both are first copied exactly as the strict reader would read their JSON text, so the
     caller's objects are never scored in place."""
-    return _score(challenges, document, schemas, expect_release, expect_implementation, False)
+    return _score(challenges, document, schemas, expect_release, expect_implementation)
+
+
+#: How :func:`_score` receives its inputs.
+_VALUE: Final = "value"  # a caller's parsed value: copied as the strict reader would read it
+_READ: Final = "read"  # produced by this package's strict reader, held by no caller
+_BYTES: Final = "bytes"  # bytes, read here by the strict reader
 
 
 def _score(
-    challenges: Sequence[Any],
+    challenges: Any,
     document: Any,
     schemas: Schemas,
     expect_release: str,
     expect_implementation: str | None,
-    document_is_read: bool,
+    challenges_as: str = _VALUE,
+    document_as: str = _VALUE,
 ) -> ScoreReport:
+    """One scoring run; the refusals are checked in the module docstring's order."""
     try:
-        if not isinstance(challenges, Sequence) or isinstance(challenges, str | bytes):
-            raise Refusal("challenge-unreadable", "the challenge set is not an array")
         recipe, observation = (
             _checked_schema(schemas.recipe),
             _checked_schema(schemas.observation),
         )
-        challenges = _check_challenges(challenges, schemas, recipe)
-        if not document_is_read:
+        if challenges_as == _BYTES:
+            challenges, challenges_as = read_challenge_array(challenges), _READ
+        if not isinstance(challenges, Sequence) or isinstance(challenges, str | bytes):
+            raise Refusal("challenge-unreadable", "the challenge set is not an array")
+        challenges = _check_challenges(challenges, schemas, recipe, challenges_as == _READ)
+        if document_as == _BYTES:
+            try:
+                document = read_json(document)
+            except StrictReadError as error:
+                raise Refusal("observation-unreadable", str(error)) from None
+        elif document_as == _VALUE:
             document = _as_read(document, "observation-unreadable", "")
         _check_document(
             challenges, document, schemas, observation, expect_release, expect_implementation
@@ -1081,44 +1234,75 @@ def _score(
         return refused(refusal.code, refusal.detail)
     observations: dict[str, Any] = document["observations"]
     by_challenge: dict[str, ChallengeScore] = {}
+    pending: list[tuple[str, int, Any, Any, bool | None]] = []
     failing = False
     for challenge in challenges:
-        observation = observations.get(challenge["id"])
+        cid = challenge["id"]
+        observation = observations.get(cid)
         predicates = challenge["predicates"]
         if observation is None:
-            results: tuple[bool | None, ...] = tuple(None for _ in predicates)
+            results: tuple[bool | None, ...] = (None,) * len(predicates)
+            pending.append((cid, -1, len(predicates), None, None))
+            failed, unresolved = 0, len(predicates)
         else:
-            # Both sides come from the strict reader: the fast comparison is exact (_same).
-            results = tuple([_evaluate(p, observation, _same) for p in predicates])
-        # Results are exactly True, False or None, so count() (by ==) counts each alone.
-        tally = ChallengeScore(
-            passed=results.count(True),
-            failed=results.count(False),
-            unresolved=results.count(None),
-            missing=observation is None,
-            results=results,
-        )
-        failing = failing or tally.missing or tally.failed > 0 or tally.unresolved > 0
-        by_challenge[challenge["id"]] = tally
+            # Both sides come from the strict reader: the exact-type evaluation applies.
+            results = tuple([_evaluate_read(p, observation) for p in predicates])
+            # Results are exactly True, False or None, so count() (by ==) counts each alone.
+            failed, unresolved = results.count(False), results.count(None)
+            if failed or unresolved:
+                for index, result in enumerate(results):
+                    if result is not True:
+                        pending.append((cid, index, predicates[index], observation, result))
+        passed = len(results) - failed - unresolved
+        failing = failing or observation is None or failed > 0 or unresolved > 0
+        by_challenge[cid] = ChallengeScore(passed, failed, unresolved, observation is None, results)
     return ScoreReport(
-        verdict="FAIL" if failing else "PASS", refusal=None, detail=None, by_challenge=by_challenge
+        verdict="FAIL" if failing else "PASS",
+        refusal=None,
+        detail=None,
+        by_challenge=by_challenge,
+        pending=tuple(pending),
     )
 
 
 def score_bytes(
-    challenges: Sequence[Any],
+    challenges: Sequence[Any] | bytes,
     document: bytes,
     *,
     schemas: Schemas,
     expect_release: str,
     expect_implementation: str | None = None,
 ) -> ScoreReport:
-    """:func:`score` for an observation document still in bytes (strict reader first)."""
-    try:
-        parsed = read_json(document)
-    except StrictReadError as error:
-        return refused("observation-unreadable", str(error))
-    return _score(challenges, parsed, schemas, expect_release, expect_implementation, True)
+    """:func:`score` for an observation document still in bytes (read by the strict reader).
+
+    ``challenges`` is either parsed challenges (copied, as :func:`score` does) or the bytes of
+    a challenge-set file, one JSON array, read here by the strict reader (its refusal is
+    ``challenge-unreadable``): then nothing needs copying, which is ``holdout score``'s route."""
+    return _score(
+        challenges,
+        document,
+        schemas,
+        expect_release,
+        expect_implementation,
+        _BYTES if isinstance(challenges, bytes) else _VALUE,
+        _BYTES,
+    )
+
+
+def score_read(
+    challenges: list[Any],
+    document: bytes,
+    *,
+    schemas: Schemas,
+    expect_release: str,
+    expect_implementation: str | None = None,
+) -> ScoreReport:
+    """:func:`score_bytes` for challenges this package's strict reader has just produced and
+    that no other code holds (``load_challenge_folder``, :func:`read_challenge_array`): they
+    are scored in place, not copied. Never pass values that came from anywhere else."""
+    return _score(
+        challenges, document, schemas, expect_release, expect_implementation, _READ, _BYTES
+    )
 
 
 def read_challenge_array(data: bytes) -> list[Any]:

@@ -13,7 +13,9 @@ failure is the contract's error document.
   "refusal": CODE}``: unknown operator, schema, unreadable input; nothing is written), 73 when
   ``--out`` cannot be written.
 * ``score --challenges CHALLENGES --observations OBS.json [--commitment HEX] [--schemas DIR]
-  [--release ID] [--implementation LABEL]`` prints ``{"verdict", "refusal", "by_challenge"}``.
+  [--release ID] [--implementation LABEL]`` prints ``{"verdict", "refusal", "by_challenge",
+  "explanations"}`` (one explanation per non-passing predicate and missing challenge, its first
+  50 also as lines on stderr).
   A folder CHALLENGES needs ``--commitment`` (otherwise usage error 2, code
   ``commitment-required``). ``--release`` defaults to this instrument's release id for the
   schemas in use. Exit 0 PASS, 1 FAIL, 65 REFUSED.
@@ -50,7 +52,7 @@ from ._commitment import (
     schema_dir,
 )
 from ._reader import StrictReadError, read_json
-from ._scorer import Refusal, interop, read_challenge_array, refused, score_bytes
+from ._scorer import Refusal, interop, read_challenge_array, refused, score_read
 
 EXIT_OK = Exit.OK
 EXIT_FAIL = Exit.FAIL
@@ -58,6 +60,7 @@ EXIT_USAGE = Exit.USAGE
 EXIT_REJECTED = Exit.REJECTED
 
 _emit = cli.emit
+_MAX_LINES = 50  # explanation lines on stderr; the document holds them all
 _say = cli.say
 
 
@@ -110,7 +113,7 @@ def _score(args: argparse.Namespace) -> int:
         except OSError as error:
             report = refused("observation-unreadable", str(error))
         else:
-            report = score_bytes(
+            report = score_read(  # the challenges were just read here: not copied again
                 challenges,
                 observation_bytes,
                 schemas=schemas,
@@ -123,6 +126,10 @@ def _score(args: argparse.Namespace) -> int:
         return EXIT_REJECTED
     if report.missing:
         _say(f"no observation for: {', '.join(report.missing)}")
+    for explanation in report.explanations[:_MAX_LINES]:
+        _say(explanation.line())
+    if len(report.explanations) > _MAX_LINES:
+        _say(f"... and {len(report.explanations) - _MAX_LINES} more (all in 'explanations')")
     return EXIT_OK if report.verdict == "PASS" else EXIT_FAIL
 
 

@@ -64,6 +64,7 @@ def _score_synthetic(challenges: Path, *extra: str) -> tuple[int, Any, str]:
 def test_score_prints_the_documented_document_and_exits_1_on_fail() -> None:
     code, document, _ = _score_synthetic(SYNTHETIC / "synthetic-challenges.json")
     assert code == 1
+    explanations = document.pop("explanations")
     assert document == {
         "verdict": "FAIL",
         "refusal": None,
@@ -73,6 +74,10 @@ def test_score_prints_the_documented_document_and_exits_1_on_fail() -> None:
             "S3": {"pass": 0, "fail": 0, "unresolved": 3},
         },
     }
+    # one explanation per non-passing predicate, in order (tests/holdout/test_explanations.py)
+    assert [(e["challenge"], e["result"]) for e in explanations] == [("S2", "fail")] * 8 + [
+        ("S3", "unresolved")
+    ] * 3
 
 
 def test_committed_folder_scores_in_index_order(tmp_path: Path) -> None:
@@ -93,7 +98,12 @@ def test_altered_challenge_folder_is_refused(tmp_path: Path) -> None:
     (folder / "S3.json").write_text(json.dumps(s3))
     code, document, stderr = _score_synthetic(folder, "--commitment", commitment)
     assert code == 65
-    assert document == {"verdict": "REFUSED", "refusal": "commitment-mismatch", "by_challenge": {}}
+    assert document == {
+        "verdict": "REFUSED",
+        "refusal": "commitment-mismatch",
+        "by_challenge": {},
+        "explanations": [],
+    }
     assert "commitment-mismatch" in stderr
 
 

@@ -1,14 +1,24 @@
 """The eight predicate operators, one root each, UNRESOLVED for anything absent, and the
-canonical comparison rules (RFC 8785, ES numbers, UTF-16 key order, JS strict equality)."""
+canonical comparison rules (RFC 8785, ES numbers, UTF-16 key order, JS strict equality).
+
+Every scoring run evaluates with ``_evaluate_read`` (exact type tests, no intermediate calls),
+valid only for values the strict reader produced; the tests at the end require it to decide
+exactly as the reference :func:`holdout.evaluate_predicate` (a faster evaluation that changes
+one decision: a path walk, a number equality, a boolean taken for a number, a refusal set
+compared in order or by inclusion)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+import holdout
 from holdout import canonical, evaluate_predicate, read_json, resolve_path, strict_equal
-from holdout._scorer import is_absent
+from holdout._scorer import _evaluate_read, is_absent
 
 ROOT = "root-" + "a" * 64
 OBS: dict[str, Any] = {
@@ -188,3 +198,54 @@ def test_strict_equal_is_javascript_triple_equals() -> None:
     assert not strict_equal(None, False)
     assert strict_equal("PASS", "PASS")
     assert not strict_equal({}, {})
+
+
+NAMES = ["baseline", "candidate", "artifact", "leaf", "verdict", "refusal_set", "resolve",
+         "outcome", "size", "0", "1", "01", "length", "x"]  # fmt: skip
+SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.sampled_from([0, 1, -1, 1.0, 0.5, -0.0, 2**53 - 1, 1e20, 4]),
+    st.sampled_from(["PASS", "FAIL", "A_CODE", "B_CODE", "é", "\U0001f602", "\ufb33", "1"]),
+)
+VALUES = st.recursive(
+    SCALARS,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(st.sampled_from(NAMES), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+PATHS = st.lists(st.sampled_from(NAMES), min_size=1, max_size=4).map(".".join)
+OPS = st.sampled_from([*holdout.PREDICATE_OPS, "BOGUS"])
+
+
+@st.composite
+def predicates(draw: st.DrawFn) -> dict[str, Any]:
+    predicate: dict[str, Any] = {"op": draw(OPS)}
+    for member, strategy in (("path", PATHS), ("left", PATHS), ("right", PATHS), ("value", VALUES)):
+        if draw(st.booleans()):
+            predicate[member] = draw(strategy)
+    return predicate
+
+
+def _as_read(value: Any) -> Any:
+    """The value as the strict reader produces it (exact types, numbers as JavaScript)."""
+    return holdout.read_json(json.dumps(value).encode())
+
+
+@settings(max_examples=600)
+@given(predicates(), st.dictionaries(st.sampled_from(NAMES), VALUES, max_size=5))
+def test_fast_evaluation_decides_as_the_reference(
+    predicate: dict[str, Any], observation: dict[str, Any]
+) -> None:
+    predicate, observation = _as_read(predicate), _as_read(observation)
+    assert _evaluate_read(predicate, observation) is holdout.evaluate_predicate(
+        predicate, observation
+    )
+
+
+def test_fast_evaluation_decides_the_predicate_table_as_the_reference() -> None:
+    observation = _as_read(OBS)
+    for description, predicate, expected in TABLE:
+        predicate = _as_read(predicate)
+        assert _evaluate_read(predicate, observation) is expected, description
