@@ -74,12 +74,53 @@ class _VersionAction(argparse.Action):
         parser.exit(0)
 
 
+#: The operational-log options (docs/operations.md), accepted before or after the command.
+_LOG_OPTIONS = ("--log-format", "--log-level")
+
+
+def _log_choices(arguments: Sequence[str]) -> dict[str, str]:
+    """``{"format": ..., "level": ...}`` as the arguments give them (the last one wins); a
+    value that is not a known name is left to the parser to refuse (usage, 2)."""
+    found: dict[str, str] = {}
+    for index, argument in enumerate(arguments):
+        if argument == "--":
+            break
+        option, equals, value = argument.partition("=")
+        if option in _LOG_OPTIONS:
+            if not equals:
+                value = arguments[index + 1] if index + 1 < len(arguments) else ""
+            found[option.removeprefix("--log-")] = value
+    return found
+
+
 def _command_of(arguments: Sequence[str]) -> str | None:
     """The first argument that is not a top-level option (the command to import)."""
+    skip = False
     for argument in arguments:
-        if argument not in ("--pretty",):
+        if skip:
+            skip = False
+        elif argument in _LOG_OPTIONS:
+            skip = True
+        elif argument != "--pretty" and argument.partition("=")[0] not in _LOG_OPTIONS:
             return argument
     return None
+
+
+def _add_log_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
+    default = None if top else argparse.SUPPRESS
+    parser.add_argument(
+        "--log-format",
+        choices=("console", "json"),
+        default=default,
+        help="operational messages on stderr: console text, or one JSON object per line "
+        "(default: json under systemd, i.e. when $JOURNAL_STREAM is set, else console)",
+    )
+    parser.add_argument(
+        "--log-level",
+        choices=("debug", "info", "warning", "error"),
+        default=default,
+        help="the least severe operational message written (default: info)",
+    )
 
 
 def build_parser(arguments: Sequence[str] | str | None = None) -> argparse.ArgumentParser:
@@ -93,6 +134,7 @@ def build_parser(arguments: Sequence[str] | str | None = None) -> argparse.Argum
     parser.add_argument(
         "--pretty", action="store_true", help="indent the JSON document (any command)"
     )
+    _add_log_options(parser, top=True)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=cli.Parser)
     if command in _COMMANDS:
         modules = [_COMMANDS[command]]
@@ -102,12 +144,35 @@ def build_parser(arguments: Sequence[str] | str | None = None) -> argparse.Argum
         modules = list(dict.fromkeys(_COMMANDS.values()))
     for name in modules:
         importlib.import_module(name).register(subparsers)
-    return cli.finish(parser)
+    finished = cli.finish(parser)
+    for node in cli.walk(finished)[1:]:
+        if not node._subparsers and "--log-format" not in node._option_string_actions:
+            _add_log_options(node, top=False)
+    return finished
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``evidenced ARGV`` (default: ``sys.argv[1:]``); return the exit code."""
-    return cli.run(build_parser, list(sys.argv[1:] if argv is None else argv))
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    _configure_logs(arguments)
+    return cli.run(build_parser, arguments)
+
+
+def _configure_logs(arguments: Sequence[str]) -> None:
+    """One structlog configuration for the whole invocation (docs/operations.md): under
+    ``json`` the command's own one-line messages become ``cli_message`` events too."""
+    from daemon import logs
+
+    chosen = _log_choices(arguments)
+    format_, level = chosen.get("format"), chosen.get("level")
+    settings = logs.configure(
+        format_ if format_ in logs.FORMATS else None, level if level in logs.LEVELS else None
+    )
+    cli_state = sys.modules["cli._contract"].STATE
+    if settings.format == "json":
+        cli_state.sink = lambda command, line: logs.info("cli_message", line, command=command)
+    else:
+        cli_state.sink = None
 
 
 if __name__ == "__main__":

@@ -41,11 +41,11 @@ Rules (the contract):
 from __future__ import annotations
 
 import contextlib
-import sys
 from typing import Any
 
 import trio
 
+from daemon import logs
 from daemon.audit._transparency import TransparencyRequest
 from daemon.config._hosting import ServerConfig
 from daemon.config._security import LoadedSecurity
@@ -136,9 +136,13 @@ class FrontEnd:
             transport = secured
             await self._converse(transport, connection, requester)
         except Exception as error:  # the catch-all: one bad connection never kills the server
-            sys.stderr.write(
-                f"evidenced: connection {echo(requester)} failed: {type(error).__name__}: "
-                f"{echo(str(error), 256)}\n"
+            detail = f"{type(error).__name__}: {echo(str(error), 256)}"
+            logs.error(
+                "connection_failed",
+                f"connection {echo(requester)} failed: {detail}",
+                listener="evd1",
+                requester=requester,
+                error=detail,
             )
             with contextlib.suppress(Exception):
                 await self.refuse(
@@ -200,7 +204,12 @@ class FrontEnd:
                 linger=linger,
             )
         except Exception as error:
-            sys.stderr.write(f"evidenced: refusing a connection failed: {echo(str(error))}\n")
+            logs.error(
+                "refusal_failed",
+                f"refusing a connection failed: {echo(str(error))}",
+                listener="evd1",
+                error=echo(str(error)),
+            )
         finally:
             with trio.CancelScope(shield=True), trio.move_on_after(1):
                 await stream.aclose()

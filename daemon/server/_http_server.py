@@ -47,13 +47,13 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import sys
 import time
 from collections.abc import Callable
 from typing import Any, Final
 
 import trio
 
+from daemon import logs
 from daemon.config._hosting import ServerConfig
 from daemon.config._http_config import HttpConfig
 from daemon.config._security import LoadedSecurity
@@ -163,9 +163,13 @@ class HttpFrontEnd:
         except _Ended:
             pass
         except Exception as error:  # the catch-all: one bad connection never kills the server
-            sys.stderr.write(
-                f"evidenced: http connection {echo(requester)} failed: "
-                f"{type(error).__name__}: {echo(str(error), 256)}\n"
+            detail = f"{type(error).__name__}: {echo(str(error), 256)}"
+            logs.error(
+                "connection_failed",
+                f"http connection {echo(requester)} failed: {detail}",
+                listener="http",
+                requester=requester,
+                error=detail,
             )
             with contextlib.suppress(Exception):
                 await self._refuse(
@@ -193,7 +197,12 @@ class HttpFrontEnd:
                 )
                 await self._send_refusal(stream, codec, answer, linger=linger)
         except Exception as error:
-            sys.stderr.write(f"evidenced: refusing a connection failed: {echo(str(error))}\n")
+            logs.error(
+                "refusal_failed",
+                f"refusing a connection failed: {echo(str(error))}",
+                listener="http",
+                error=echo(str(error)),
+            )
         finally:
             with trio.CancelScope(shield=True), trio.move_on_after(1):
                 await stream.aclose()
