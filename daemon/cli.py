@@ -129,7 +129,9 @@ def build_parser(arguments: Sequence[str] | str | None = None) -> argparse.Argum
     command = (
         arguments if isinstance(arguments, str) or arguments is None else _command_of(arguments)
     )
-    parser = cli.Parser(prog="evidenced", description="Evidence-bound verification sessions.")
+    parser = cli.Parser(
+        prog="evidenced", description="Evidence-bound verification sessions.", allow_abbrev=False
+    )
     parser.add_argument("--version", action=_VersionAction)
     parser.add_argument(
         "--pretty", action="store_true", help="indent the JSON document (any command)"

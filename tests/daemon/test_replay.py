@@ -407,3 +407,48 @@ def test_replay_from_the_s3_store(tmp_path: Path, moto: Any, monkeypatch: Any) -
     assert missing["evidence"][0]["digest"] == lines[3]["evidence"][0]["digest"]
     assert name_of(formation_pair("unsupported-profile")[0]) == missing["evidence"][0]["digest"]
     store.close()
+
+
+def _refused_mode_log(tmp_path: Path) -> tuple[Path, Any, list[dict[str, Any]]]:
+    """A healthy ``retain = "refused"`` store: the passed decisions kept no evidence, by
+    design (``retained: false``), the others kept theirs."""
+    store = FilesystemStore(tmp_path / "store")
+    writer = LogWriter(tmp_path / "audit.jsonl", store, {"formation": FORMATION}, retain="refused")
+    writer.start()
+    lines = []
+    for name in CASES:
+        subject, certificate = formation_pair(name)
+        binding = formation_binding(subject, certificate, mechanism_digest=DIGEST)
+        kept = name not in ("atom", "compose")  # the two PASS pairs
+        lines.append(writer.decide("formation", binding, [subject, certificate], store=kept))
+    return writer.flush(), store, lines
+
+
+def test_replay_all_is_not_red_on_a_healthy_retain_refused_store(tmp_path: Path) -> None:
+    """Issue 26: ``replay --all`` on an intact ``retain = "refused"`` store exited 1,
+    ``NOT_REPRODUCED``: the passed decisions, by design not retained, counted as
+    ``EVIDENCE_UNAVAILABLE``, so a scheduled replay job was red on every healthy run."""
+    log, store, lines = _refused_mode_log(tmp_path)
+    assert [line["retained"] for line in lines] == [False, False, True, True]
+    done = _replay(log, store, "--all", "--workers", "1")
+    assert done.returncode == 0, done.err
+    summary = done.document()
+    assert summary["status"] == "REPRODUCED" and summary["decisions"] == 4
+    assert summary["counts"]["NOT_RETAINED"] == 2 and summary["counts"]["REPRODUCED"] == 2
+    assert summary["counts"]["EVIDENCE_UNAVAILABLE"] == 0 and summary["problems"] == []
+    one = _replay(log, store, str(lines[0]["seq"]))
+    assert one.returncode == 0 and one.document()["status"] == "NOT_RETAINED"
+
+
+def test_kept_evidence_that_is_missing_is_still_a_fault_beside_not_retained(
+    tmp_path: Path,
+) -> None:
+    log, store, lines = _refused_mode_log(tmp_path)
+    assert store.delete(lines[2]["evidence"][0]["digest"])
+    done = _replay(log, store, "--all", "--workers", "1")
+    assert done.returncode == 1
+    summary = done.document()
+    assert summary["status"] == "NOT_REPRODUCED"
+    assert summary["counts"]["EVIDENCE_UNAVAILABLE"] == 1
+    assert summary["counts"]["NOT_RETAINED"] == 2
+    assert [p["seq"] for p in summary["problems"]] == [lines[2]["seq"]]
