@@ -21,7 +21,8 @@ Rules (the contract):
 4. Read as an operator reads it: a count axis has integer ticks only and starts at 0 (an
    all-zero plot runs 0…1, never −0.04…0.04); legends sit above the plot, outside the data.
 5. No text is ever interpreted: HTML is escaped, and matplotlib's math text and TeX are off
-   (a refusal code ``$\frac{1}{$`` is drawn as those characters).
+   (a refusal code ``$\\frac{1}{$`` is drawn as those characters); a text drawn in a plot is
+   printable ASCII, the rest escaped (the tables show it as it is, HTML-escaped).
 """
 
 from __future__ import annotations
@@ -102,6 +103,16 @@ def _restarts(axes: Any, restarts: list[str]) -> None:
             gid=f"restart-{number}",
             label="restart" if number == 0 else None,
         )
+
+
+def _label(text: str, limit: int = 40) -> str:
+    """Rule 5: a text drawn in a plot is printable ASCII (anything else ``\\u``-escaped, so no
+    glyph is ever missing from the font), at most ``limit`` characters."""
+    shown = "".join(
+        c if " " <= c <= "~" else c.encode("unicode_escape", "backslashreplace").decode("ascii")
+        for c in text
+    )
+    return shown if len(shown) <= limit else shown[: limit - 1] + "…"
 
 
 def _legend(axes: Any, columns: int) -> None:
@@ -193,12 +204,14 @@ def _plots(result: dict[str, Any]) -> dict[str, str]:
             ("evaluate", "p50"): ("#ef6c00", "-"),
             ("evaluate", "p99"): ("#ef6c00", ":"),
         }
+        positive = False
         for (metric, quantile), (colour, line) in styles.items():
-            points = [
+            points = [  # a log axis: a 0 ns timer (only a doctored line has one) is not drawn
                 (t, s[f"{metric}_ns"][quantile] / 1e6)
                 for t, s in zip(times, series, strict=True)
-                if s[f"{metric}_ns"][quantile] is not None
+                if (s[f"{metric}_ns"][quantile] or 0) > 0
             ]
+            positive = positive or bool(points)
             axes.plot(
                 [t for t, _ in points],
                 [v for _, v in points],
@@ -210,7 +223,7 @@ def _plots(result: dict[str, Any]) -> dict[str, str]:
                 label=f"{metric}_ns {quantile}",
                 gid=f"latency-{metric}-{quantile}",
             )
-        if any(s["total_ns"]["count"] for s in series):
+        if positive:
             axes.set_yscale("log")
         _restarts(axes, restarts)
         axes.set_ylabel("latency (ms)")
@@ -229,7 +242,7 @@ def _plots(result: dict[str, Any]) -> dict[str, str]:
                 gid=f"refusal-code-{item['name']}",
             )
             axes.text(item["count"], position, f" {item['count']}", va="center", fontsize=8)
-        axes.set_yticks(range(len(codes)), [item["name"] for item in reversed(codes)])
+        axes.set_yticks(range(len(codes)), [_label(item["name"]) for item in reversed(codes)])
         axes.set_xlabel("refusals")
         _count_axis(axes, [item["count"] for item in codes], axis="x")
         if not codes:
