@@ -26,15 +26,16 @@ from collections.abc import Sequence
 
 import cli
 
-# Top-level command → the module contributing it, in help order. Only the module of the command
-# being run is imported (the others pull in numpy, jsonschema, ...); ``--help`` imports all.
-_COMMANDS = {
+# Top-level command → the module(s) contributing it, in help order (a later module may add
+# subcommands to an earlier one's command). Only the modules of the command being run are
+# imported (the others pull in numpy, jsonschema, ...); ``--help`` imports all.
+_COMMANDS: dict[str, str | tuple[str, ...]] = {
     "serve": "daemon.commands._serve_cli",
     "submit": "daemon.commands._serve_cli",
     "sessions": "daemon.commands._serve_cli",
     "health": "daemon.commands._serve_cli",
     "audit": "daemon.commands._serve_cli",
-    "config": "daemon.commands._config_cli",
+    "config": ("daemon.commands._config_cli", "daemon.commands._systemd_unit"),
     "log": "daemon.commands._log_cli",
     "replay": "daemon.commands._retention_cli",
     "store": "daemon.commands._retention_cli",
@@ -45,7 +46,12 @@ _COMMANDS = {
     "catalog": "catalog.cli",
     "holdout": "holdout.cli",
     "demo": "daemon.commands.demo",
+    "completion": "daemon.commands._completion",
 }
+
+
+def _modules(names: str | tuple[str, ...]) -> tuple[str, ...]:
+    return (names,) if isinstance(names, str) else names
 
 
 def installed_version() -> str:
@@ -139,11 +145,11 @@ def build_parser(arguments: Sequence[str] | str | None = None) -> argparse.Argum
     _add_log_options(parser, top=True)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=cli.Parser)
     if command in _COMMANDS:
-        modules = [_COMMANDS[command]]
+        modules = list(_modules(_COMMANDS[command]))
     elif command == "--version":
         modules = []
     else:
-        modules = list(dict.fromkeys(_COMMANDS.values()))
+        modules = list(dict.fromkeys(m for names in _COMMANDS.values() for m in _modules(names)))
     for name in modules:
         importlib.import_module(name).register(subparsers)
     finished = cli.finish(parser)
