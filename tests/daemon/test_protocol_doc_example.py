@@ -61,3 +61,50 @@ def test_documented_frames_are_the_canonical_encoding_of_their_events() -> None:
     event = conn.next_event()
     assert isinstance(event, Submit)
     assert ClientConnection.send(event, (b"hello\n",)) == submit
+
+
+def test_the_section_8_python_example_runs_against_a_live_daemon(short_dir: Path) -> None:
+    """Issue 26: §8's Python example used a ``binding`` it never defined. The block, as
+    printed (only its two addresses pointed at this test's daemon), runs to a PASS."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    text = DOC.read_text("utf-8")
+    section = text[text.index("## 8. Using it") : text.index("## 9.")]
+    match = re.search(r"```python\n(.*?)```", section, re.S)
+    assert match is not None
+    config = short_dir / "evidenced.toml"
+    config.write_text(
+        '[server]\nlisten = "127.0.0.1:0"\nsocket = "s"\n[audit]\npath = "audit.jsonl"\n'
+        '[sessions.formation]\nmechanisms = ["formation"]\nmax_evidence_bytes = 524288\n'
+    )
+    env = {k: v for k, v in os.environ.items() if k != "JOURNAL_STREAM"}
+    daemon = subprocess.Popen(
+        [sys.executable, "-m", "daemon.cli", "serve", "--config", str(config)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=short_dir,
+        env=env,
+    )
+    try:
+        assert daemon.stdout is not None
+        ready = json.loads(daemon.stdout.readline() or b"null")
+        assert ready is not None, daemon.communicate(timeout=30)[1]
+        host, port = ready["tcp"].rsplit(":", 1)
+        snippet = match.group(1)
+        assert '("127.0.0.1", 7433)' in snippet and '"/run/evidenced.sock"' in snippet
+        snippet = snippet.replace('("127.0.0.1", 7433)', repr((host, int(port))))
+        snippet = snippet.replace('"/run/evidenced.sock"', repr(ready["unix"]))
+        done = subprocess.run(
+            [sys.executable, "-c", snippet], capture_output=True, text=True, timeout=120, env=env
+        )
+        assert done.returncode == 0, done.stderr
+        lines = done.stdout.splitlines()
+        assert lines[1].startswith("PASS "), done.stdout
+        assert "'status'" in lines[2] or '"status"' in lines[2]
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        daemon.communicate(timeout=30)
