@@ -11,6 +11,13 @@ distribution's metadata) and exits 0; ``--help`` prints text and exits 0.
 :func:`main` never raises ``SystemExit`` for a usage error or ``--help``: it returns the exit
 code, so it can be called in-process with an argument list.
 
+``--log-format console|json`` and ``--log-level debug|info|warning|error`` (before the command
+or after it, on every leaf) choose the one structlog configuration of :mod:`daemon.logs` for
+the whole invocation, before anything is parsed (each invocation chooses anew, so in-process
+calls never inherit one another's); under ``json`` the :func:`cli.say` lines become
+``cli_message`` events. The top-level parser takes no abbreviated options (``replay --log``
+is never ``--log-format``).
+
 Each package contributes a module exposing ``register(subparsers)``; it adds one top-level
 command whose leaf parsers set ``handler=<callable(argparse.Namespace) -> int>``. A handler
 prints its document with :func:`cli.emit` and reports failure by raising a
