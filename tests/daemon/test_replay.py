@@ -452,3 +452,37 @@ def test_kept_evidence_that_is_missing_is_still_a_fault_beside_not_retained(
     assert summary["counts"]["EVIDENCE_UNAVAILABLE"] == 1
     assert summary["counts"]["NOT_RETAINED"] == 2
     assert [p["seq"] for p in summary["problems"]] == [lines[2]["seq"]]
+
+
+async def test_replay_all_over_the_real_daemons_retain_refused_log_is_green(
+    short_dir: Path,
+) -> None:
+    """The same row through the real daemon: a ``retain = "refused"`` session answers one
+    PASS (not retained, by design) and one FAIL (retained); ``replay --all`` exits 0."""
+    from daemon import open_client, open_server
+    from daemon.config._config import parse_config
+
+    config = parse_config(
+        f'[server]\nlisten = ""\nsocket = "{short_dir}/sock"\n'
+        f'[audit]\npath = "{short_dir}/audit.jsonl"\n'
+        '[sessions.b]\nmechanisms = ["bytes-sha256"]\nmax_evidence_items = 1\n'
+        'retain = "refused"\nstore = "fs:evidence"\n',
+        base=short_dir,
+        source="test.toml",
+    )
+    hosted, _ = config.build_sessions()
+    async with (
+        open_server(hosted, config.server) as server,
+        open_client(unix=server.unix_path) as client,
+    ):
+        passed = await client.submit("b", bytes_binding(b"fine"), [b"fine"])
+        failed = await client.submit(
+            "b", bytes_binding(b"bad", expected="sha256:" + "0" * 64), [b"bad"]
+        )
+    assert (passed.outcome, failed.outcome) == ("PASS", "FAIL")
+    store = FilesystemStore(short_dir / "evidence")
+    done = _replay(short_dir / "audit.jsonl", store, "--all", "--workers", "1")
+    assert done.returncode == 0, done.err
+    summary = done.document()
+    assert summary["status"] == "REPRODUCED"
+    assert summary["counts"]["NOT_RETAINED"] == 1 and summary["counts"]["REPRODUCED"] == 1
