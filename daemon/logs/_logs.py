@@ -12,10 +12,11 @@ Rules:
    colours only when stderr is a terminal; a control character in a value is escaped, so a
    peer's text can never forge a second line.
 3. **Which rendering.** :func:`configure`'s ``format`` beats ``$EVIDENCED_LOG_FORMAT``, which
-   beats ``$JOURNAL_STREAM`` (set by systemd for a service whose stderr is the journal:
-   ``json``); otherwise ``console``. The level (``debug``, ``info``, ``warning``, ``error``;
-   default ``info``) comes the same way from ``level`` or ``$EVIDENCED_LOG_LEVEL``; an event
-   below it is dropped before anything is formatted.
+   beats ``$JOURNAL_STREAM`` (set by systemd for a service whose stderr is the journal, and
+   honoured only while stderr is still that stream: ``json``); otherwise ``console``. The
+   level (``debug``, ``info``, ``warning``, ``error``; default ``info``) comes the same way
+   from ``level`` or ``$EVIDENCED_LOG_LEVEL``; an event below it is dropped before anything
+   is formatted.
 4. **Worker processes inherit it**: they are forked from the process that configured it. A
    call of :func:`configure` replaces the whole choice (``None`` falls back to the
    environment), so one in-process ``evidenced`` invocation never leaks into the next.
@@ -63,10 +64,22 @@ _current: LogSettings | None = None
 _logger: Any = None
 
 
+def _stderr_is_the_journal() -> bool:
+    """systemd's test (sd_journal_stream_fd(3)): ``$JOURNAL_STREAM`` is ``DEVICE:INODE`` of
+    the journal stream it connected, and stderr is still that stream (a shell started from a
+    service inherits the variable, not the stream)."""
+    device, _, inode = os.environ.get("JOURNAL_STREAM", "").partition(":")
+    try:
+        info = os.fstat(2)
+        return (info.st_dev, info.st_ino) == (int(device), int(inode))
+    except (OSError, ValueError):
+        return False
+
+
 def _from_environment(format: str | None, level: str | None) -> LogSettings:
     chosen = format or os.environ.get(FORMAT_VARIABLE, "").strip().lower() or None
     if chosen not in FORMATS:
-        chosen = "json" if os.environ.get("JOURNAL_STREAM") else "console"
+        chosen = "json" if _stderr_is_the_journal() else "console"
     threshold = level or os.environ.get(LEVEL_VARIABLE, "").strip().lower() or "info"
     if threshold not in LEVELS:
         threshold = "info"

@@ -107,11 +107,33 @@ def test_the_daemons_messages_are_events_with_names_and_fields_not_sentences_onl
 
 
 def test_under_systemd_journal_stream_the_default_is_json(short_dir: Path) -> None:
-    process, _ = _serve(
-        short_dir, "--audit-log", str(short_dir / "a.jsonl"), env=_env(JOURNAL_STREAM="8:1")
-    )
-    events = _json_lines(_stop(process))
+    """``$JOURNAL_STREAM`` names the stream systemd connected as ``DEVICE:INODE``: here the
+    file the daemon's stderr is, as the journal's socket would be."""
+    err = short_dir / "stderr"
+    with err.open("wb") as stream:
+        info = os.fstat(stream.fileno())
+        process = subprocess.Popen(
+            [*CLI, "serve", "--socket", str(short_dir / "s"), "--audit-log", "a.jsonl"],
+            stdout=subprocess.PIPE,
+            stderr=stream,
+            cwd=short_dir,
+            env=_env(JOURNAL_STREAM=f"{info.st_dev}:{info.st_ino}"),
+        )
+        assert process.stdout is not None and process.stdout.readline()
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=30)
+    assert process.returncode == 0
+    events = _json_lines(err.read_text())
     assert [e["event"] for e in events][:1] == ["serving"]
+
+
+def test_an_inherited_journal_stream_that_is_not_stderr_keeps_the_console(
+    short_dir: Path,
+) -> None:
+    """A shell started by a service inherits ``$JOURNAL_STREAM``, not the stream."""
+    process, _ = _serve(short_dir, "--audit-log", "a.jsonl", env=_env(JOURNAL_STREAM="8:1"))
+    err = _stop(process)
+    assert err and not err.startswith("{") and "event=serving" in err
 
 
 def test_log_level_warning_drops_the_info_events(short_dir: Path) -> None:
