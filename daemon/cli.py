@@ -170,7 +170,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run ``evidenced ARGV`` (default: ``sys.argv[1:]``); return the exit code."""
     arguments = list(sys.argv[1:] if argv is None else argv)
     _configure_logs(arguments)
-    return cli.run(build_parser, arguments)
+    try:
+        return cli.run(build_parser, arguments)
+    finally:  # an in-process caller's next command line (another package's) prints as before
+        sys.modules["cli._contract"].STATE.sink = None
 
 
 def _configure_logs(arguments: Sequence[str]) -> None:

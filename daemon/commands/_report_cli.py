@@ -96,9 +96,11 @@ def _report(args: argparse.Namespace) -> int:
                     "decisions": totals,
                 }
             )
+    tlog = result["integrity"]["transparency"]
     cli.say(
         f"report of {result['lines']['in_range']} lines ({totals['PASS']} PASS, "
         f"{totals['FAIL']} FAIL, {totals['UNKNOWN']} UNKNOWN); chain {chain['status']}"
+        + (f"; transparency {tlog['status']}" if tlog else "")
         + (f"; written to {args.out}" if to_file else "")
     )
     return Exit.OK
