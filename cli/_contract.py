@@ -37,6 +37,7 @@ import io
 import json
 import os
 import sys
+from collections.abc import Callable
 from typing import Any, BinaryIO, Final
 
 __all__ = [
@@ -166,6 +167,9 @@ class _Invocation:
         self.command = "evidenced"
         self.pretty = False
         self.emitted = False
+        #: Where :func:`say` sends ``(command, line)`` instead of stderr, when set (the
+        #: daemon's ``--log-format json``: one structured event per line). Kept across resets.
+        self.sink: Callable[[str, str], None] | None = None
 
 
 STATE = _Invocation()
@@ -181,6 +185,9 @@ def reset(command: str = "evidenced", *, pretty: bool = False) -> None:
 def say(message: str) -> None:
     """One line on stderr: ``evidenced <command>: message`` (rule 2)."""
     line = " ".join(str(message).split())
+    if STATE.sink is not None:
+        STATE.sink(STATE.command, line)
+        return
     try:
         sys.stderr.write(f"{STATE.command}: {line}\n")
         sys.stderr.flush()

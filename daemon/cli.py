@@ -11,6 +11,13 @@ distribution's metadata) and exits 0; ``--help`` prints text and exits 0.
 :func:`main` never raises ``SystemExit`` for a usage error or ``--help``: it returns the exit
 code, so it can be called in-process with an argument list.
 
+``--log-format console|json`` and ``--log-level debug|info|warning|error`` (before the command
+or after it, on every leaf) choose the one structlog configuration of :mod:`daemon.logs` for
+the whole invocation, before anything is parsed (each invocation chooses anew, so in-process
+calls never inherit one another's); under ``json`` the :func:`cli.say` lines become
+``cli_message`` events. The top-level parser takes no abbreviated options (``replay --log``
+is never ``--log-format``).
+
 Each package contributes a module exposing ``register(subparsers)``; it adds one top-level
 command whose leaf parsers set ``handler=<callable(argparse.Namespace) -> int>``. A handler
 prints its document with :func:`cli.emit` and reports failure by raising a
@@ -26,15 +33,16 @@ from collections.abc import Sequence
 
 import cli
 
-# Top-level command → the module contributing it, in help order. Only the module of the command
-# being run is imported (the others pull in numpy, jsonschema, ...); ``--help`` imports all.
-_COMMANDS = {
+# Top-level command → the module(s) contributing it, in help order (a later module may add
+# subcommands to an earlier one's command). Only the modules of the command being run are
+# imported (the others pull in numpy, jsonschema, ...); ``--help`` imports all.
+_COMMANDS: dict[str, str | tuple[str, ...]] = {
     "serve": "daemon.commands._serve_cli",
     "submit": "daemon.commands._serve_cli",
     "sessions": "daemon.commands._serve_cli",
     "health": "daemon.commands._serve_cli",
     "audit": "daemon.commands._serve_cli",
-    "config": "daemon.commands._config_cli",
+    "config": ("daemon.commands._config_cli", "daemon.commands._systemd_unit"),
     "log": "daemon.commands._log_cli",
     "replay": "daemon.commands._retention_cli",
     "store": "daemon.commands._retention_cli",
@@ -45,7 +53,12 @@ _COMMANDS = {
     "catalog": "catalog.cli",
     "holdout": "holdout.cli",
     "demo": "daemon.commands.demo",
+    "completion": "daemon.commands._completion",
 }
+
+
+def _modules(names: str | tuple[str, ...]) -> tuple[str, ...]:
+    return (names,) if isinstance(names, str) else names
 
 
 def installed_version() -> str:
@@ -74,12 +87,53 @@ class _VersionAction(argparse.Action):
         parser.exit(0)
 
 
+#: The operational-log options (docs/operations.md), accepted before or after the command.
+_LOG_OPTIONS = ("--log-format", "--log-level")
+
+
+def _log_choices(arguments: Sequence[str]) -> dict[str, str]:
+    """``{"format": ..., "level": ...}`` as the arguments give them (the last one wins); a
+    value that is not a known name is left to the parser to refuse (usage, 2)."""
+    found: dict[str, str] = {}
+    for index, argument in enumerate(arguments):
+        if argument == "--":
+            break
+        option, equals, value = argument.partition("=")
+        if option in _LOG_OPTIONS:
+            if not equals:
+                value = arguments[index + 1] if index + 1 < len(arguments) else ""
+            found[option.removeprefix("--log-")] = value
+    return found
+
+
 def _command_of(arguments: Sequence[str]) -> str | None:
     """The first argument that is not a top-level option (the command to import)."""
+    skip = False
     for argument in arguments:
-        if argument not in ("--pretty",):
+        if skip:
+            skip = False
+        elif argument in _LOG_OPTIONS:
+            skip = True
+        elif argument != "--pretty" and argument.partition("=")[0] not in _LOG_OPTIONS:
             return argument
     return None
+
+
+def _add_log_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
+    default = None if top else argparse.SUPPRESS
+    parser.add_argument(
+        "--log-format",
+        choices=("console", "json"),
+        default=default,
+        help="operational messages on stderr: console text, or one JSON object per line "
+        "(default: json under systemd, i.e. when $JOURNAL_STREAM is set, else console)",
+    )
+    parser.add_argument(
+        "--log-level",
+        choices=("debug", "info", "warning", "error"),
+        default=default,
+        help="the least severe operational message written (default: info)",
+    )
 
 
 def build_parser(arguments: Sequence[str] | str | None = None) -> argparse.ArgumentParser:
@@ -88,28 +142,57 @@ def build_parser(arguments: Sequence[str] | str | None = None) -> argparse.Argum
     command = (
         arguments if isinstance(arguments, str) or arguments is None else _command_of(arguments)
     )
-    parser = cli.Parser(prog="evidenced", description="Evidence-bound verification sessions.")
+    parser = cli.Parser(
+        prog="evidenced", description="Evidence-bound verification sessions.", allow_abbrev=False
+    )
     parser.add_argument("--version", action=_VersionAction)
     parser.add_argument(
         "--pretty", action="store_true", help="indent the JSON document (any command)"
     )
+    _add_log_options(parser, top=True)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=cli.Parser)
     if command in _COMMANDS:
-        modules = [_COMMANDS[command]]
+        modules = list(_modules(_COMMANDS[command]))
     elif command == "--version":
         modules = []
     else:
-        modules = list(dict.fromkeys(_COMMANDS.values()))
+        modules = list(dict.fromkeys(m for names in _COMMANDS.values() for m in _modules(names)))
     for name in modules:
         importlib.import_module(name).register(subparsers)
-    return cli.finish(parser)
+    finished = cli.finish(parser)
+    for node in cli.walk(finished)[1:]:
+        if not node._subparsers and "--log-format" not in node._option_string_actions:
+            _add_log_options(node, top=False)
+    return finished
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``evidenced ARGV`` (default: ``sys.argv[1:]``); return the exit code."""
-    from daemon.errors import exit_code
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    _configure_logs(arguments)
+    try:
+        from daemon.errors import exit_code
 
-    return cli.run(build_parser, list(sys.argv[1:] if argv is None else argv), classify=exit_code)
+        return cli.run(build_parser, arguments, classify=exit_code)
+    finally:  # an in-process caller's next command line (another package's) prints as before
+        sys.modules["cli._contract"].STATE.sink = None
+
+
+def _configure_logs(arguments: Sequence[str]) -> None:
+    """One structlog configuration for the whole invocation (docs/operations.md): under
+    ``json`` the command's own one-line messages become ``cli_message`` events too."""
+    from daemon import logs
+
+    chosen = _log_choices(arguments)
+    format_, level = chosen.get("format"), chosen.get("level")
+    settings = logs.configure(
+        format_ if format_ in logs.FORMATS else None, level if level in logs.LEVELS else None
+    )
+    cli_state = sys.modules["cli._contract"].STATE
+    if settings.format == "json":
+        cli_state.sink = lambda command, line: logs.info("cli_message", line, command=command)
+    else:
+        cli_state.sink = None
 
 
 if __name__ == "__main__":

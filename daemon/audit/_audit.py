@@ -63,6 +63,7 @@ import orjson
 import structlog
 import trio
 
+from daemon import logs
 from daemon.audit._audit_files import (
     AuditLogInUse,
     Checkpoint,
@@ -624,10 +625,11 @@ class AuditLog:
 
     def _begin_rotation(self) -> bool:
         if self._fd is None or not is_same_file(self._fd, self.path):
-            sys.stderr.write(
-                f"evidenced: audit log {self.path} was moved or replaced while open; "
-                "rotation disabled (the open file keeps the chain)\n"
+            message = (
+                f"audit log {self.path} was moved or replaced while open; rotation disabled"
+                + (" (the open file keeps the chain)")
             )
+            logs.warning("audit_rotation_disabled", message, path=str(self.path))
             self._rotate_at = sys.maxsize
             return False
         chain = self._chain
@@ -790,10 +792,10 @@ class AuditLog:
         outage = self._outage
         if outage is None:
             outage = _Outage(description, _now(), description, self._retry[0])
-            sys.stderr.write(
-                f"evidenced: audit log write failed ({description}); requests are refused "
-                "with AUDIT_FAILED until it can be written again\n"
+            message = f"audit log write failed ({description}); requests are refused" + (
+                " with AUDIT_FAILED until it can be written again"
             )
+            logs.error("audit_write_failed", message, path=str(self.path), error=description)
         outage.last_error = description
         outage.truncated_bytes += self._truncated
         self._truncated = 0
@@ -847,10 +849,16 @@ class AuditLog:
             self.lines_written += 1
             self._outage = None
             self.recoveries += 1
-            sys.stderr.write(
-                f"evidenced: audit log writable again after {outage.attempts} attempts; "
-                f"{outage.refused} requests were refused meanwhile (audit_recovered, seq "
-                f"{ref.seq})\n"
+            message = f"audit log writable again after {outage.attempts} attempts; " + (
+                f"{outage.refused} requests were refused meanwhile (audit_recovered, seq {ref.seq})"
+            )
+            logs.info(
+                "audit_recovered",
+                message,
+                path=str(self.path),
+                attempts=outage.attempts,
+                refused=outage.refused,
+                seq=ref.seq,
             )
             return True
 

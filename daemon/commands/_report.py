@@ -19,14 +19,22 @@ Rules (the contract):
    guessed.
 4. What each line contributes, by ``event``: ``decision`` → outcome counts, latency, session,
    requester, and (FAIL/UNKNOWN) the recent list; ``refusal`` → refusals by ``code`` (``BUSY``
-   is also its own series), session, requester; ``daemon_start`` → a restart mark;
+   is also its own series), session, requester; ``daemon_start`` → a start, and from the
+   second start of the files on (the first start of a log is no restart) a restart mark;
+   ``config_reload`` → a reload (``status``, ``source``, ``reason``: the last
+   :data:`MAX_EVENTS` kept); ``noise`` → its ``count`` per bin and per peer;
    ``audit_overflow`` → an overflow event with its ``dropped`` count. Other events are counted
    by name only.
-5. The chain status is :func:`daemon.verify_log` on the whole file (a second streaming pass,
-   independent of the time range). ``integrity.transparency`` is reserved for a transparency
-   log's status and is ``null`` until one exists.
+5. Several files are one log in order, oldest first (a rotated series, as ``audit verify``
+   takes them). The chain status is :func:`daemon.verify_log` over all of them (a second
+   streaming pass, independent of the time range). ``integrity.transparency`` is ``null``
+   when no transparency directory holds a checkpoint (``--tlog DIR``, else ``LOG.tlog`` beside
+   the newest file); else :func:`transparency_check` of its latest signed checkpoint against
+   the lines.
 6. The result is a JSON-ready dict (:func:`aggregate` → :meth:`Aggregator.result`); the same
-   dict feeds the HTML page, so ``--format json`` and ``--format html`` always agree.
+   dict feeds the HTML page, so ``--format json`` and ``--format html`` always agree. Every
+   text in it is data: the page escapes it and never lets a plot interpret it (no markup, no
+   math text).
 """
 
 from __future__ import annotations
@@ -43,8 +51,20 @@ import orjson
 
 from daemon.audit._audit import verify_log
 from daemon.errors import PeerError
+from daemon.tlog import (
+    CHECKPOINT_FILE,
+    CheckpointError,
+    NoteError,
+    VerifierKey,
+    parse_note,
+    peek_checkpoint,
+    verify_directory,
+)
+from daemon.tlog._note import b64encode
+from daemon.tlog._tiles import TileEdge
+from daemon.tlog._verify import iter_lines
 
-__all__ = ["Aggregator", "aggregate", "parse_instant"]
+__all__ = ["Aggregator", "aggregate", "parse_instant", "transparency_check"]
 
 SCHEMA: Final = "evidenced-audit-report-1"
 MAX_LINE_BYTES: Final = 1 << 20
@@ -128,12 +148,13 @@ class Histogram:
 
 
 class _Bin:
-    __slots__ = ("busy", "decisions", "evaluate", "overflow_dropped", "refusals", "total")
+    __slots__ = ("busy", "decisions", "evaluate", "noise", "overflow_dropped", "refusals", "total")
 
     def __init__(self) -> None:
         self.decisions = dict.fromkeys(OUTCOMES, 0)
         self.refusals = 0
         self.busy = 0
+        self.noise = 0
         self.overflow_dropped = 0
         self.total = Histogram()
         self.evaluate = Histogram()
@@ -143,6 +164,7 @@ class _Bin:
             self.decisions[outcome] += other.decisions[outcome]
         self.refusals += other.refusals
         self.busy += other.busy
+        self.noise += other.noise
         self.overflow_dropped += other.overflow_dropped
         self.total.merge(other.total)
         self.evaluate.merge(other.evaluate)
@@ -155,13 +177,13 @@ class _Capped:
         self.counts: dict[str, int] = {}
         self.other_keys = 0
 
-    def add(self, key: str) -> None:
+    def add(self, key: str, amount: int = 1) -> None:
         if key in self.counts:
-            self.counts[key] += 1
+            self.counts[key] += amount
         elif len(self.counts) < MAX_KEYS:
-            self.counts[key] = 1
+            self.counts[key] = amount
         else:
-            self.counts[_OTHER] = self.counts.get(_OTHER, 0) + 1
+            self.counts[_OTHER] = self.counts.get(_OTHER, 0) + amount
             self.other_keys += 1
 
     def top(self, count: int = TOP) -> list[dict[str, Any]]:
@@ -207,6 +229,13 @@ class Aggregator:
         self.requesters = _Capped()
         self.restarts: collections.deque[str] = collections.deque(maxlen=MAX_EVENTS)
         self.restart_count = 0
+        self.starts = 0
+        self._started = False  # a daemon_start seen anywhere before (in range or not)
+        self.reloads: collections.deque[dict[str, Any]] = collections.deque(maxlen=MAX_EVENTS)
+        self.reload_count = 0
+        self.reload_refused = 0
+        self.noise = 0
+        self.noise_peers = _Capped()
         self.overflows: collections.deque[dict[str, Any]] = collections.deque(maxlen=MAX_EVENTS)
         self.overflow_count = 0
         self.dropped = 0
@@ -225,6 +254,8 @@ class Aggregator:
         if not isinstance(line, dict):
             self.unparseable += 1
             return
+        restart = line.get("event") == "daemon_start" and self._started
+        self._started = self._started or line.get("event") == "daemon_start"
         when = _epoch(line.get("timestamp"))
         if when is None:
             self.untimed += 1
@@ -244,8 +275,18 @@ class Aggregator:
         elif event == "refusal":
             self._refusal(line, slot)
         elif event == "daemon_start":
-            self.restart_count += 1
-            self.restarts.append(str(line["timestamp"]))
+            self.starts += 1
+            if restart:
+                self.restart_count += 1
+                self.restarts.append(str(line["timestamp"]))
+        elif event == "config_reload":
+            self.reload_count += 1
+            self.reload_refused += line.get("status") == "REFUSED"
+            self.reloads.append(
+                {key: line.get(key) for key in ("timestamp", "status", "source", "reason")}
+            )
+        elif event == "noise":
+            self._noise(line, slot)
         elif event == "audit_overflow":
             dropped = line.get("dropped")
             count = dropped if type(dropped) is int else 0
@@ -284,6 +325,17 @@ class Aggregator:
                     "reason_codes": line.get("reason_codes"),
                 }
             )
+
+    def _noise(self, line: dict[str, Any], slot: _Bin) -> None:
+        count = line.get("count")
+        count = count if type(count) is int and count > 0 else 0
+        self.noise += count
+        slot.noise += count
+        peers = line.get("peers")
+        if isinstance(peers, dict):
+            for peer, number in peers.items():
+                if type(number) is int and number > 0:
+                    self.noise_peers.add(str(peer), number)
 
     def _refusal(self, line: dict[str, Any], slot: _Bin) -> None:
         code = str(line.get("code"))
@@ -328,6 +380,7 @@ class Aggregator:
                 "decisions": dict(slot.decisions),
                 "refusals": slot.refusals,
                 "busy": slot.busy,
+                "noise": slot.noise,
                 "overflow_dropped": slot.overflow_dropped,
                 "total_ns": slot.total.summary(),
                 "evaluate_ns": slot.evaluate.summary(),
@@ -355,7 +408,11 @@ class Aggregator:
                 "busy": self.busy,
                 "overflow_events": self.overflow_count,
                 "dropped": self.dropped,
+                "starts": self.starts,
                 "restarts": self.restart_count,
+                "config_reloads": self.reload_count,
+                "config_reloads_refused": self.reload_refused,
+                "noise": self.noise,
             },
             "latency_ns": {"total": self.total.summary(), "evaluate": self.evaluate.summary()},
             "bin_seconds": self.bin_seconds,
@@ -364,6 +421,8 @@ class Aggregator:
             "top_sessions": self.sessions.top(),
             "top_requesters": self.requesters.top(),
             "restarts": list(self.restarts),
+            "config_reloads": list(reversed(self.reloads)),
+            "noise_peers": self.noise_peers.top(),
             "overflows": list(self.overflows),
             "recent_failures": list(reversed(self.recent)),
         }
@@ -396,24 +455,117 @@ def _lines(path: Path, progress: Callable[[int], None]) -> Iterator[bytes | None
 
 def aggregate(
     path: str | os.PathLike[str],
-    *,
+    *more: str | os.PathLike[str],
     since: datetime | None = None,
     until: datetime | None = None,
     progress: Callable[[int], None] | None = None,
+    tlog: str | os.PathLike[str] | None = None,
+    key: VerifierKey | None = None,
 ) -> dict[str, Any]:
-    """Aggregate the log at ``path`` (rules 1–6). Raises ``OSError`` if it cannot be read."""
-    target = Path(path)
-    report = verify_log(target)
+    """Aggregate the log at ``path`` (and its newer rotated files ``more``, in order; rules
+    1–6). Raises ``OSError`` if a file cannot be read."""
+    targets = [Path(item) for item in (path, *more)]
+    report = verify_log(*targets)
     aggregator = Aggregator(since, until)
-    for raw in _lines(target, progress or (lambda _: None)):
-        if raw is None:
-            aggregator.add_unparseable()
-            continue
-        try:
-            aggregator.add(orjson.loads(raw))
-        except orjson.JSONDecodeError:
-            aggregator.add_unparseable()
+    for target in targets:
+        for raw in _lines(target, progress or (lambda _: None)):
+            if raw is None:
+                aggregator.add_unparseable()
+                continue
+            try:
+                aggregator.add(orjson.loads(raw))
+            except orjson.JSONDecodeError:
+                aggregator.add_unparseable()
     result = aggregator.result()
-    result["source"] = {"path": str(target), "bytes": target.stat().st_size}
-    result["integrity"] = {"chain": report.to_dict(), "transparency": None}
+    result["source"] = {
+        "path": str(targets[-1]),
+        "paths": [str(target) for target in targets],
+        "bytes": sum(target.stat().st_size for target in targets),
+    }
+    directory = (
+        Path(tlog) if tlog is not None else targets[-1].with_name(targets[-1].name + ".tlog")
+    )
+    result["integrity"] = {
+        "chain": report.to_dict(),
+        "transparency": transparency_check(directory, targets, key),
+    }
     return result
+
+
+def transparency_check(
+    directory: Path, files: list[Path], key: VerifierKey | None
+) -> dict[str, Any] | None:
+    """The latest signed checkpoint of ``directory`` against the audit lines of ``files``
+    (oldest first, from seq 1), or ``None`` when ``directory`` holds no checkpoint.
+
+    With ``key``: :func:`daemon.tlog.verify_directory` (signature, root, every tile):
+    ``VERIFIED`` or ``INVALID`` with its ``code``. Without: the root of the first
+    ``checkpoint_size`` lines is recomputed and compared, and the signature is *not* checked
+    (``ROOT_MATCHES`` or ``INVALID``); ``signed_by`` names the key(s) the note claims either
+    way, and ``key`` is the verifier key that was used (or ``None``)."""
+    note_path = directory / CHECKPOINT_FILE
+    if not note_path.is_file():
+        return None
+    found: dict[str, Any] = {
+        "directory": str(directory),
+        "key": None if key is None else key.encode(),
+        "signature_checked": key is not None,
+    }
+    try:
+        data = note_path.read_bytes()
+        checkpoint = peek_checkpoint(data)
+        signers = parse_note(data).signatures
+    except (OSError, CheckpointError, NoteError) as error:
+        code = getattr(error, "code", "CHECKPOINT_UNREADABLE")
+        return {**found, "status": "INVALID", "code": code, "message": str(error)}
+    found.update(
+        origin=checkpoint.origin,
+        checkpoint_size=checkpoint.size,
+        root=b64encode(checkpoint.root),
+        signed_by=[{"name": s.name, "key_id": f"{s.key_id:08x}"} for s in signers],
+    )
+    if key is not None:
+        verified = verify_directory(directory, files, key)
+        return {
+            **found,
+            "status": "VERIFIED" if verified.verified else "INVALID",
+            "code": verified.code,
+            "message": verified.message,
+            "lines": verified.lines,
+            "tiles_checked": verified.tiles_checked,
+        }
+    return {**found, **_root_of_lines(files, checkpoint.size, checkpoint.root)}
+
+
+def _root_of_lines(files: list[Path], size: int, root: bytes) -> dict[str, Any]:
+    """Recompute the Merkle root of the first ``size`` lines (O(log n) memory)."""
+    from daemon.tlog import leaf_hash
+
+    edge = TileEdge()
+    torn = [False]
+    first = True
+    try:
+        for line in iter_lines(files, torn):
+            if first:
+                first = False
+                if not line.startswith(b"{") or orjson.loads(line).get("seq") != 1:
+                    return {
+                        "status": "INVALID",
+                        "code": "LOG_UNAVAILABLE",
+                        "message": "the first line is not seq 1: give the rotated files too",
+                    }
+            if edge.size == size:
+                break
+            edge.append(leaf_hash(line))
+    except Exception as error:  # an unreadable or over-long line: the check cannot be made
+        return {"status": "INVALID", "code": "LOG_UNAVAILABLE", "message": str(error)}
+    if edge.size < size:
+        message = f"the checkpoint signs {size} lines and the files hold {edge.size}"
+        return {"status": "INVALID", "code": "LOG_SHORT", "message": message, "lines": edge.size}
+    if edge.root() != root:
+        message = f"the first {size} lines do not hash to the checkpoint's root"
+        return {"status": "INVALID", "code": "LOG_EDITED", "message": message, "lines": size}
+    message = (
+        f"the first {size} lines hash to the checkpoint's root; pass --key to check the signature"
+    )
+    return {"status": "ROOT_MATCHES", "code": None, "message": message, "lines": size}

@@ -1,9 +1,15 @@
-"""``evidenced audit report LOG [--since T] [--until T] [--format json|html] [--out FILE]``.
+"""``evidenced audit report LOG... [--since T] [--until T] [--format json|html] [--out FILE]
+[--tlog DIR] [--key VKEY]``.
 
 Contract (the :mod:`cli` contract applies):
 
-* Streams LOG once to aggregate it and once more to verify its hash chain (``verify_log``),
-  in bounded memory whatever its size (``daemon/commands/_report.py``).
+* Streams the LOG files (a rotated series, oldest first, as ``audit verify`` takes them) once
+  to aggregate them and once more to verify their hash chain (``verify_log``), in bounded
+  memory whatever their size (``daemon/commands/_report.py``).
+* When a transparency directory holds a checkpoint (``--tlog DIR``, by default ``LOG.tlog``
+  beside the newest LOG), its latest checkpoint is checked against the lines: signature,
+  root and tiles under ``--key VKEY`` (a verifier key or a file holding one), else the root
+  only; the report says which key, and what was and was not checked.
 * Without ``--out`` the aggregates are the command's one JSON document on stdout (``--format
   json``, the default then); ``--format html`` without ``--out`` writes the page to stdout
   (the rendering explicitly asked for). With ``--out FILE`` the report goes to FILE (HTML by
@@ -39,17 +45,32 @@ def _report(args: argparse.Namespace) -> int:
         raise UsageError(str(error)) from None
     to_file = args.out is not None and args.out != "-"
     form = args.format or ("html" if to_file else "json")
-    path = Path(args.path)
+    paths = [Path(item) for item in args.path]
+    key = None
+    if args.key is not None:
+        from daemon.commands._log_cli import read_verifier_key
+        from daemon.tlog import SIG_ED25519
+
+        key = read_verifier_key(args.key, sig_type=SIG_ED25519)
     bar: Any = None
     try:
-        size = path.stat().st_size
+        size = sum(path.stat().st_size for path in paths)
         if sys.stderr.isatty():
             from tqdm import tqdm
 
             bar = tqdm(total=size, unit="B", unit_scale=True, desc="audit report", leave=False)
-        result = aggregate(path, since=since, until=until, progress=bar.update if bar else None)
+        result = aggregate(
+            *paths,
+            since=since,
+            until=until,
+            progress=bar.update if bar else None,
+            tlog=args.tlog,
+            key=key,
+        )
     except OSError as error:
-        raise cli.InputError(args.path, error.strerror or str(error)) from None
+        raise cli.InputError(
+            str(error.filename or args.path[0]), error.strerror or str(error)
+        ) from None
     finally:
         if bar is not None:
             bar.close()
@@ -75,9 +96,11 @@ def _report(args: argparse.Namespace) -> int:
                     "decisions": totals,
                 }
             )
+    tlog = result["integrity"]["transparency"]
     cli.say(
         f"report of {result['lines']['in_range']} lines ({totals['PASS']} PASS, "
         f"{totals['FAIL']} FAIL, {totals['UNKNOWN']} UNKNOWN); chain {chain['status']}"
+        + (f"; transparency {tlog['status']}" if tlog else "")
         + (f"; written to {args.out}" if to_file else "")
     )
     return Exit.OK
@@ -88,7 +111,9 @@ def add_report_command(commands: argparse._SubParsersAction[argparse.ArgumentPar
     report = commands.add_parser(
         "report", help="an HTML (or JSON) report of a log: status, plots, failures"
     )
-    report.add_argument("path", metavar="LOG", help="the audit log")
+    report.add_argument(
+        "path", metavar="LOG", nargs="+", help="the audit log (rotated files: oldest first)"
+    )
     report.add_argument("--since", metavar="T", help="RFC 3339 instant or date (inclusive)")
     report.add_argument("--until", metavar="T", help="RFC 3339 instant or date (exclusive)")
     report.add_argument(
@@ -99,5 +124,15 @@ def add_report_command(commands: argparse._SubParsersAction[argparse.ArgumentPar
     )
     report.add_argument(
         "--out", metavar="FILE", help="write the report here; stdout then gets a summary"
+    )
+    report.add_argument(
+        "--tlog",
+        metavar="DIR",
+        help="the transparency directory to check (default: LOG.tlog beside the newest LOG)",
+    )
+    report.add_argument(
+        "--key",
+        metavar="VKEY",
+        help="the log's verifier key (or a file holding it): check the checkpoint's signature",
     )
     report.set_defaults(handler=_report)

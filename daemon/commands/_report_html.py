@@ -6,22 +6,29 @@ Rules (the contract):
    exactly
    what ``--format json`` says) and is one file: inline CSS, plots as inline SVG drawn by
    matplotlib (docs/adr/0004), no script, no font or image fetched from anywhere.
-2. Order: integrity at the top (the chain status from ``verify_log``; a reserved, labelled slot
-   ``#transparency`` for a transparency log's status), totals, then the plots — decisions per
-   bin by outcome, latency p50/p99 of ``total_ns`` and ``evaluate_ns`` (milliseconds, log
-   scale), refusals by code, BUSY refusals and overflow drops per bin — with every restart
-   (``daemon_start``) drawn as a dashed vertical line on each time axis; then top sessions and
-   requesters, and the most recent FAIL/UNKNOWN decisions with their reason codes.
+2. Order: integrity at the top (the chain status from ``verify_log``; ``#transparency``: the
+   latest signed checkpoint checked against the lines, with the key that was used and what was
+   not checked, or "not configured"), totals, then the plots — decisions per bin by outcome,
+   latency p50/p99 of ``total_ns`` and ``evaluate_ns`` (milliseconds, log scale), refusals by
+   code, BUSY refusals, noise and overflow drops per bin — with every restart (a
+   ``daemon_start`` after the first) drawn as a dashed vertical line on each time axis; then
+   configuration reloads, top sessions, requesters and noise peers, and the most recent
+   FAIL/UNKNOWN decisions with their reason codes.
 3. Each plotted series is an SVG group with a stable id (``decisions-PASS``, ``latency-total-p50``,
-   ``refusal-code-<CODE>``, ``busy``, ``overflow``, ``restart-<n>``…) holding one marker per
-   bin with data, so a test can count points; the same page bytes for the same aggregates.
+   ``refusal-code-<CODE>``, ``busy``, ``noise``, ``overflow``, ``restart-<n>``…) holding one
+   marker per bin with data, so a test can count points; the same page bytes for the same
+   aggregates.
+4. Read as an operator reads it: a count axis has integer ticks only and starts at 0 (an
+   all-zero plot runs 0…1, never −0.04…0.04); legends sit above the plot, outside the data.
+5. No text is ever interpreted: HTML is escaped, and matplotlib's math text and TeX are off
+   (a refusal code ``$\\frac{1}{$`` is drawn as those characters); a text drawn in a plot is
+   printable ASCII, the rest escaped (the tables show it as it is, HTML-escaped).
 """
 
 from __future__ import annotations
 
 import html
 import io
-import json
 from datetime import datetime, timedelta
 from typing import Any, Final
 
@@ -38,6 +45,9 @@ h2 { font-size: 17px; margin-top: 30px; border-bottom: 1px solid #ddd; padding-b
 .status.INTACT { border-color: #2e7d32; background: #f1f8f1; }
 .status.BROKEN { border-color: #c62828; background: #fff3f3; }
 .status.NONE { border-color: #9e9e9e; background: #f7f7f7; color: #555; }
+.status.VERIFIED { border-color: #2e7d32; background: #f1f8f1; }
+.status.ROOT_MATCHES { border-color: #f9a825; background: #fffbea; }
+.status.INVALID { border-color: #c62828; background: #fff3f3; }
 .totals { display: flex; flex-wrap: wrap; gap: 12px; }
 .total { border: 1px solid #ddd; border-radius: 6px; padding: 8px 14px; min-width: 110px; }
 .total b { display: block; font-size: 20px; }
@@ -95,6 +105,42 @@ def _restarts(axes: Any, restarts: list[str]) -> None:
         )
 
 
+def _label(text: str, limit: int = 40) -> str:
+    """Rule 5: a text drawn in a plot is printable ASCII (anything else ``\\u``-escaped, so no
+    glyph is ever missing from the font), at most ``limit`` characters."""
+    shown = "".join(
+        c if " " <= c <= "~" else c.encode("unicode_escape", "backslashreplace").decode("ascii")
+        for c in text
+    )
+    return shown if len(shown) <= limit else shown[: limit - 1] + "…"
+
+
+def _legend(axes: Any, columns: int) -> None:
+    """Rule 4: above the plot, never over the data."""
+    if axes.get_legend_handles_labels()[0]:
+        axes.legend(
+            loc="lower left",
+            bbox_to_anchor=(0.0, 1.0),
+            ncols=columns,
+            fontsize=8,
+            frameon=False,
+            borderaxespad=0.2,
+        )
+
+
+def _count_axis(axes: Any, values: list[int], axis: str = "y") -> None:
+    """Rule 4: integer ticks from 0, a little headroom above the largest count."""
+    from matplotlib.ticker import MaxNLocator
+
+    top = max([1, *values]) * 1.12
+    if axis == "y":
+        axes.yaxis.set_major_locator(MaxNLocator(integer=True))
+        axes.set_ylim(0, top)
+    else:
+        axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+        axes.set_xlim(0, top)
+
+
 def _time_axis(axes: Any, times: list[datetime], bin_seconds: int) -> None:
     """The same time range on every time plot, so restart marks line up across plots."""
     import matplotlib.dates as mdates
@@ -126,6 +172,8 @@ def _plots(result: dict[str, Any]) -> dict[str, str]:
             "svg.hashsalt": "evidenced-audit-report",
             "font.family": "DejaVu Sans",
             "font.size": 9,
+            "text.parse_math": False,
+            "text.usetex": False,
         }
     ):
         figure, axes = _figure()
@@ -144,7 +192,8 @@ def _plots(result: dict[str, Any]) -> dict[str, str]:
         _restarts(axes, restarts)
         axes.set_ylabel(f"decisions per {_width(result['bin_seconds'])}")
         _time_axis(axes, times, result["bin_seconds"])
-        axes.legend(loc="upper left", ncols=4, fontsize=8, frameon=False)
+        _count_axis(axes, [s["decisions"][o] for s in series for o in _COLOURS])
+        _legend(axes, 4)
         plots["decisions"] = _svg(figure)
         plt.close(figure)
 
@@ -155,12 +204,14 @@ def _plots(result: dict[str, Any]) -> dict[str, str]:
             ("evaluate", "p50"): ("#ef6c00", "-"),
             ("evaluate", "p99"): ("#ef6c00", ":"),
         }
+        positive = False
         for (metric, quantile), (colour, line) in styles.items():
-            points = [
+            points = [  # a log axis: a 0 ns timer (only a doctored line has one) is not drawn
                 (t, s[f"{metric}_ns"][quantile] / 1e6)
                 for t, s in zip(times, series, strict=True)
-                if s[f"{metric}_ns"][quantile] is not None
+                if (s[f"{metric}_ns"][quantile] or 0) > 0
             ]
+            positive = positive or bool(points)
             axes.plot(
                 [t for t, _ in points],
                 [v for _, v in points],
@@ -172,12 +223,12 @@ def _plots(result: dict[str, Any]) -> dict[str, str]:
                 label=f"{metric}_ns {quantile}",
                 gid=f"latency-{metric}-{quantile}",
             )
-        if any(s["total_ns"]["count"] for s in series):
+        if positive:
             axes.set_yscale("log")
         _restarts(axes, restarts)
         axes.set_ylabel("latency (ms)")
         _time_axis(axes, times, result["bin_seconds"])
-        axes.legend(loc="upper left", ncols=5, fontsize=8, frameon=False)
+        _legend(axes, 5)
         plots["latency"] = _svg(figure)
         plt.close(figure)
 
@@ -191,8 +242,9 @@ def _plots(result: dict[str, Any]) -> dict[str, str]:
                 gid=f"refusal-code-{item['name']}",
             )
             axes.text(item["count"], position, f" {item['count']}", va="center", fontsize=8)
-        axes.set_yticks(range(len(codes)), [item["name"] for item in reversed(codes)])
+        axes.set_yticks(range(len(codes)), [_label(item["name"]) for item in reversed(codes)])
         axes.set_xlabel("refusals")
+        _count_axis(axes, [item["count"] for item in codes], axis="x")
         if not codes:
             axes.text(0.5, 0.5, "no refusals", ha="center", va="center", transform=axes.transAxes)
         plots["refusals"] = _svg(figure)
@@ -214,6 +266,17 @@ def _plots(result: dict[str, Any]) -> dict[str, str]:
             label="BUSY refusals",
             gid="busy",
         )
+        noise = [(t, s.get("noise", 0)) for t, s in zip(times, series, strict=True)]
+        noise = [(t, v) for t, v in noise if v]
+        axes.plot(
+            [t for t, _ in noise],
+            [v for _, v in noise],
+            "^",
+            markersize=3.5,
+            color="#546e7a",
+            label="noise (not the protocol)",
+            gid="noise",
+        )
         axes.plot(
             [t for t, _ in drops],
             [v for _, v in drops],
@@ -226,7 +289,8 @@ def _plots(result: dict[str, Any]) -> dict[str, str]:
         _restarts(axes, restarts)
         axes.set_ylabel(f"per {_width(result['bin_seconds'])}")
         _time_axis(axes, times, result["bin_seconds"])
-        axes.legend(loc="upper left", ncols=3, fontsize=8, frameon=False)
+        _count_axis(axes, [v for _, v in (*busy, *noise, *drops)])
+        _legend(axes, 3)
         plots["pressure"] = _svg(figure)
         plt.close(figure)
     return plots
@@ -253,16 +317,54 @@ def _integrity(result: dict[str, Any]) -> str:
             f" ({chain['lines']} good lines before it; the aggregates below still read every "
             "line, unverified past that point)"
         )
-    transparency = result["integrity"]["transparency"]
-    slot = (
-        '<div class="status NONE" id="transparency"><b>Transparency log</b>: not configured '
-        "(no checkpoint to compare the head with)</div>"
-        if transparency is None
-        else f'<div class="status {_e(transparency.get("status", "NONE"))}" id="transparency">'
-        "<b>Transparency log</b>: "
-        f"<code>{_e(json.dumps(transparency, sort_keys=True))}</code></div>"
+    return f'<div class="status {chain["status"]}" id="chain">{text}</div>{_transparency(result)}'
+
+
+def _transparency(result: dict[str, Any]) -> str:
+    found = result["integrity"]["transparency"]
+    if found is None:
+        return (
+            '<div class="status NONE" id="transparency"><b>Transparency log</b>: not configured '
+            "(no checkpoint beside the log to compare its lines with)</div>"
+        )
+    status = str(found.get("status"))
+    signers = ", ".join(
+        f"{signer['name']} (key id {signer['key_id']})" for signer in found.get("signed_by", [])
     )
-    return f'<div class="status {chain["status"]}" id="chain">{text}</div>{slot}'
+    key = found.get("key")
+    checked = (
+        f"signature checked under <code>{_e(key)}</code>"
+        if key
+        else "signature <b>not checked</b> (no --key given)"
+    )
+    size = found.get("checkpoint_size")
+    detail = f": {_e(found['code'])}" if found.get("code") else ""
+    return (
+        f'<div class="status {_e(status)}" id="transparency"><b>Transparency log'
+        f" {_e(status)}</b>{detail} — <code>{_e(found['directory'])}</code>"
+        + (
+            f", checkpoint of {_e(size)} lines, origin <code>{_e(found.get('origin'))}</code>"
+            if size is not None
+            else ""
+        )
+        + (f", signed by {_e(signers)}" if signers else "")
+        + f"; {checked}. {_e(found.get('message') or '')}</div>"
+    )
+
+
+def _reloads(result: dict[str, Any]) -> str:
+    rows = result.get("config_reloads", [])
+    if not rows:
+        return '<p class="muted" id="config-reloads">No configuration reload in range.</p>'
+    body = "".join(
+        f'<tr><td class="nowrap">{_e(row["timestamp"])}</td><td>{_e(row["status"])}</td>'
+        f"<td><code>{_e(row['source'])}</code></td><td>{_e(row['reason'] or '')}</td></tr>"
+        for row in rows
+    )
+    return (
+        '<table id="config-reloads"><tr><th>timestamp</th><th>status</th><th>source</th>'
+        f"<th>reason</th></tr>{body}</table>"
+    )
 
 
 def _totals(result: dict[str, Any]) -> str:
@@ -275,6 +377,8 @@ def _totals(result: dict[str, Any]) -> str:
         ("overflow events", totals["overflow_events"]),
         ("lines dropped", totals["dropped"]),
         ("restarts", totals["restarts"]),
+        ("config reloads", totals.get("config_reloads", 0)),
+        ("noise", totals.get("noise", 0)),
         ("p50 total", _ms(latency["p50"])),
         ("p99 total", _ms(latency["p99"])),
     ]
@@ -325,6 +429,7 @@ def _recent(result: dict[str, Any]) -> str:
 def render_report_html(result: dict[str, Any]) -> str:
     """The page for one :func:`daemon.commands._report.aggregate` result (rules 1–3)."""
     plots = _plots(result)
+    paths = result["source"].get("paths", [result["source"]["path"]])
     span = result["range"]
     lines = result["lines"]
     window = (
@@ -338,7 +443,7 @@ def render_report_html(result: dict[str, Any]) -> str:
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>evidenced audit report: {_e(result['source']['path'])}</title>",
         f"<style>{_STYLE}</style></head><body>",
-        f"<h1>Audit report <code>{_e(result['source']['path'])}</code></h1>",
+        f"<h1>Audit report <code>{_e(' + '.join(paths))}</code></h1>",
         _integrity(result),
         f'<p class="muted">{window}; {lines["in_range"]} of {lines["read"]} lines in range'
         f" ({lines['unparseable']} unparseable, {lines['untimed']} without a timestamp); "
@@ -350,13 +455,16 @@ def render_report_html(result: dict[str, Any]) -> str:
         f'<figure id="plot-latency">{plots["latency"]}</figure>',
         "<h2>Refusals by code</h2>",
         f'<figure id="plot-refusals">{plots["refusals"]}</figure>',
-        "<h2>BUSY refusals and audit overflow</h2>",
+        "<h2>BUSY refusals, noise and audit overflow</h2>",
         f'<figure id="plot-pressure">{plots["pressure"]}</figure>',
         "<h2>Top sessions and requesters</h2>",
         '<div class="cols">',
         _table(result["top_sessions"], "sessions"),
         _table(result["top_requesters"], "requesters"),
+        _table(result.get("noise_peers", []), "noise peers"),
         "</div>",
+        "<h2>Configuration reloads</h2>",
+        _reloads(result),
         "<h2>Most recent FAIL and UNKNOWN decisions</h2>",
         _recent(result),
         "</body></html>",

@@ -9,7 +9,9 @@ prints its ``REFUSED`` document (the command's answer), exit 65.
   [--since T]) [--allow-mechanism-change] [--workers N]``. The log files (rotated ones
   oldest first) are verified first. One target prints its report; ``--all`` prints the
   summary (a progress bar on stderr only when stdout is a terminal). Exit 0 when every
-  decision replayed is ``REPRODUCED``; 1 when any is not (or none was selected); 65 when the
+  decision replayed is ``REPRODUCED`` (a ``NOT_RETAINED`` one, whose evidence the retention
+  policy did not keep, is counted and is no failure); 1 when any is not (or none was
+  selected: ``EVIDENCE_UNAVAILABLE`` is evidence that was kept and is missing); 65 when the
   replay is refused (a log that does not verify, a target that is not a decision of the log,
   a store that cannot be opened; ``LOG_UNREADABLE`` for a log that is not a file); 2 usage.
 * ``store gc --store STORE --log LOG [--log LOG]... [--max-age AGE] [--max-bytes SIZE]
@@ -134,7 +136,7 @@ def _replay(args: argparse.Namespace) -> int:
         if bar is not None:
             bar.close()
     _emit(document)
-    if document["status"] != "REPRODUCED":
+    if document["status"] not in ("REPRODUCED", "NOT_RETAINED"):
         what = document["status"] if args.target is not None else _counts(document)
         _say(f"not every decision was reproduced: {what}")
         return EXIT_NOT_REPRODUCED

@@ -60,6 +60,7 @@ import trio
 
 import cli
 from cli import CliError, Exit, RejectedInput, UsageError
+from daemon import logs
 from daemon.audit._audit import (
     AuditLog,
     AuditLogCorrupt,
@@ -267,7 +268,7 @@ def _serve(args: argparse.Namespace) -> int:
         return _load(args)
 
     reloader = (
-        Reloader(server, load, source=config.source, say=cli.say, notify=systemd.notify)
+        Reloader(server, load, source=config.source, say=_said_reload, notify=systemd.notify)
         if args.config is not None
         else None
     )
@@ -348,10 +349,15 @@ def _serve_workers(
                 "workers": supervisor.count,
             }
         )
-        where = listen.get("unix") or listen.get("tcp") or "inherited sockets"
-        cli.say(
+        where = _where(listen.get("unix"), listen.get("tcp"), listen.get("http"))
+        logs.info(
+            "serving",
             f"serving {', '.join(sorted(s.name for s in sessions))} on {where} with "
-            f"{supervisor.count} workers; audit log {server_config.audit_path} (from {origin})"
+            f"{supervisor.count} workers; audit log {server_config.audit_path} (from {origin})",
+            **listen,
+            workers=supervisor.count,
+            audit_log=server_config.audit_path,
+            sessions=sorted(s.name for s in sessions),
         )
         systemd.notify(
             f"READY=1\nMAINPID={os.getpid()}\nSTATUS=serving ({supervisor.count} workers)"
@@ -419,15 +425,27 @@ def _announce(server: Server, server_config: ServerConfig, skipped: list[str], o
             f" {server.transparency.origin}, verifier key"
             f" {server.transparency.signer.verifier().encode()}"
         )
-    where = server.unix_path or (
-        f"{server.tcp_address[0]}:{server.tcp_address[1]}"
-        if server.tcp_address
-        else "inherited sockets"
+    tcp, http = (a and f"{a[0]}:{a[1]}" for a in (server.tcp_address, server.http_address))
+    logs.info(
+        "serving",
+        f"serving {', '.join(sorted(server.sessions))} on {_where(server.unix_path, tcp, http)}"
+        f"; audit log {server_config.audit_path} (from {origin})",
+        unix=server.unix_path,
+        tcp=tcp,
+        http=http,
+        audit_log=server_config.audit_path,
+        sessions=sorted(server.sessions),
     )
-    cli.say(
-        f"serving {', '.join(sorted(server.sessions))} on {where}; audit log "
-        f"{server_config.audit_path} (from {origin})"
-    )
+
+
+def _said_reload(message: str) -> None:
+    logs.info("config_reload", message)
+
+
+def _where(unix: str | None, tcp: str | None, http: str | None) -> str:
+    """Every listener the start line names (the HTTP one as a URL)."""
+    found = [unix, tcp, http and f"http://{http}"]
+    return ", ".join(place for place in found if place) or "inherited sockets"
 
 
 async def _watchdog(interval: float) -> None:

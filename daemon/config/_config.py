@@ -80,6 +80,7 @@ from daemon.config._config_schema import (
     structure_config,
     unstructure_config,
 )
+from daemon.config._credentials import resolve_file
 from daemon.config._hosting import HostedSession, ServerConfig
 from daemon.config._http_config import HttpConfig
 from daemon.config._security import ListenerSecurity
@@ -277,7 +278,7 @@ def _security(table: ServerTable | HttpTable, base: Path, where: str) -> Listene
     ``tokens_file``; daemon.config._security); paths resolve against ``base``."""
 
     def path(value: str) -> str | None:
-        return str(base / value) if value else None
+        return _file(value, base, where) if value else None
 
     cert, key, client_ca = path(table.tls_cert), path(table.tls_key), path(table.tls_client_ca)
     if (cert is None) != (key is None):
@@ -301,12 +302,20 @@ def _http(table: HttpTable | None, base: Path, source: str) -> HttpConfig | None
     )
 
 
+def _file(value: str, base: Path, where: str) -> str:
+    """A secret's file: a path, or ``credential:NAME`` (daemon.config._credentials)."""
+    try:
+        return resolve_file(value, base)
+    except ValueError as error:
+        raise ConfigError(f"{where}: {error}") from None
+
+
 def _transparency(file: ConfigFile, base: Path) -> TransparencyConfig | None:
     table = file.transparency
     if table is None:
         return None
     return TransparencyConfig(
-        key_file=str(base / table.key_file),
+        key_file=_file(table.key_file, base, "transparency"),
         origin=table.origin,
         directory=None if table.directory is None else str(base / table.directory),
         checkpoint_interval=table.checkpoint_interval,

@@ -29,6 +29,10 @@ mechanism ids and digests it announced):
    ``result_digest`` (the whole result, observations included) all equal the line's; else
    ``DIFFERENT``, with both decisions and the names of the fields that differ.
 7. Nothing raises for a bad line or a misbehaving mechanism: every decision gets a report.
+8. Not retained. A line whose ``retained`` is ``false`` (a ``retain = "refused"`` session's
+   passed decision: the policy kept no evidence, by design) is ``NOT_RETAINED`` before
+   anything else is tried: counted, never a fault. ``EVIDENCE_UNAVAILABLE`` stays what a kept
+   item that is missing (or a store that cannot be reached) is.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ from session import (
 )
 
 __all__ = [
+    "BY_POLICY",
     "STATUSES",
     "Prepared",
     "Recipe",
@@ -65,7 +70,10 @@ STATUSES: Final = (
     "EVIDENCE_CORRUPT",
     "MECHANISM_CHANGED",
     "NOT_REPLAYABLE",
+    "NOT_RETAINED",
 )
+#: The statuses that are no fault of the log, the store or the mechanism (rule 8).
+BY_POLICY: Final = frozenset({"NOT_RETAINED"})
 #: The decision fields compared (rule 6), in report order.
 COMPARED: Final = (
     "outcome",
@@ -299,6 +307,8 @@ def replay_decision(
         report.update(fields)
         return report
 
+    if line.get("retained") is False:
+        return done("NOT_RETAINED", reason="the retention policy kept no evidence for it")
     if prepared is None:
         return done("NOT_REPLAYABLE", reason=missing_recipe)
     if prepared.error is not None:

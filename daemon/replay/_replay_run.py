@@ -18,8 +18,10 @@ Rules (the contract):
    Reports come back in log order. One worker (or a single target) runs in this process.
    Workers are forked when this process runs no other thread, else started by a fork server.
 4. The summary counts every status of :data:`~daemon.replay._replay.STATUSES`, lists the
-   first :data:`MAX_PROBLEMS` reports that are not ``REPRODUCED`` (``problems_omitted`` counts
-   the rest), and is ``REPRODUCED`` only when at least one decision was replayed and all were.
+   first :data:`MAX_PROBLEMS` reports that are neither ``REPRODUCED`` nor ``NOT_RETAINED``
+   (``problems_omitted`` counts the rest), and is ``REPRODUCED`` only when at least one
+   decision was selected and every one the retention policy kept was reproduced: a
+   ``NOT_RETAINED`` decision is counted, never a failure.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from daemon.audit._audit_verify import iter_lines, verify_log
 from daemon.errors import PeerError
 from daemon.replay._logread import epoch_of, total_bytes
 from daemon.replay._replay import (
+    BY_POLICY,
     STATUSES,
     Prepared,
     Recipe,
@@ -319,7 +322,7 @@ def run_replay(request: ReplayRequest, *, progress: Progress | None = None) -> d
                 continue
             status = report["status"]
             counts[status] += 1
-            if status != "REPRODUCED":
+            if status != "REPRODUCED" and status not in BY_POLICY:
                 if len(problems) < MAX_PROBLEMS:
                     problems.append(report)
                 else:
@@ -328,7 +331,8 @@ def run_replay(request: ReplayRequest, *, progress: Progress | None = None) -> d
             progress(done, total, counts)
     elapsed = time.perf_counter() - began
     decisions = sum(counts.values())
-    status = "REPRODUCED" if decisions and counts["REPRODUCED"] == decisions else "NOT_REPRODUCED"
+    replayed = decisions - sum(counts[key] for key in BY_POLICY)
+    status = "REPRODUCED" if decisions and counts["REPRODUCED"] == replayed else "NOT_REPRODUCED"
     if not decisions:
         status = "NO_DECISIONS"
     return {

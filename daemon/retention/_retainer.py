@@ -40,13 +40,13 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import contextlib
-import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Final, Protocol
 
 import attrs
 import trio
 
+from daemon import logs
 from daemon.audit._fields import decision_fields
 from daemon.errors import ServiceError
 from daemon.retention._open import open_store
@@ -194,10 +194,11 @@ class Pending:
             state.last_error = error
             if state.failing_since is None:
                 state.failing_since = _now()
-                sys.stderr.write(
-                    f"evidenced: evidence store {state.store.id} failed ({error}); decisions "
-                    "whose evidence cannot be stored are answered AUDIT_FAILED\n"
+                message = (
+                    f"evidence store {state.store.id} failed ({error}); decisions whose evidence"
+                    " cannot be stored are answered AUDIT_FAILED"
                 )
+                logs.error("evidence_store_failed", message, store=state.store.id, error=str(error))
             if self._error is None:
                 self._error = error
         self._remaining -= 1

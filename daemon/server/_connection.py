@@ -49,12 +49,12 @@ Rules (the contract):
 from __future__ import annotations
 
 import contextlib
-import sys
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, Final, TypeVar
 
 import trio
 
+from daemon import logs
 from daemon.config._hosting import ServerConfig
 from daemon.config._security import LoadedSecurity
 from daemon.config._tls import peer_identity
@@ -139,15 +139,20 @@ class ConnectionCore:
             transport, requester = secured
             await converse(transport, requester)
         except Exception as error:  # the catch-all: one bad connection never kills the server
-            sys.stderr.write(
-                f"evidenced: connection {echo(requester)} failed: {type(error).__name__}: "
-                f"{echo(str(error), 256)}\n"
+            detail = f"{type(error).__name__}: {echo(str(error), 256)}"
+            logs.error(
+                "connection_failed",
+                f"connection {echo(requester)} failed: {detail}",
+                requester=requester,
+                error=detail,
             )
             try:
                 await fail(transport, requester, f"internal error: {type(error).__name__}")
             except Exception as failure:
-                sys.stderr.write(
-                    f"evidenced: answering a failed connection failed: {echo(str(failure))}\n"
+                logs.error(
+                    "refusal_failed",
+                    f"answering a failed connection failed: {echo(str(failure))}",
+                    error=echo(str(failure)),
                 )
         finally:
             self.connections.discard(connection)

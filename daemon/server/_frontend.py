@@ -33,11 +33,11 @@ Rules (the contract):
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import trio
 
+from daemon import logs
 from daemon.audit._transparency import TransparencyRequest
 from daemon.config._hosting import ServerConfig
 from daemon.config._security import LoadedSecurity
@@ -139,7 +139,12 @@ class FrontEnd:
             conn.refuse()
             await _send_refusal(stream, conn, answer, linger=linger)
         except Exception as error:
-            sys.stderr.write(f"evidenced: refusing a connection failed: {echo(str(error))}\n")
+            logs.error(
+                "refusal_failed",
+                f"refusing a connection failed: {echo(str(error))}",
+                listener="evd1",
+                error=echo(str(error)),
+            )
         finally:
             with trio.CancelScope(shield=True), trio.move_on_after(1):
                 await stream.aclose()

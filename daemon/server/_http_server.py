@@ -55,13 +55,13 @@ from __future__ import annotations
 
 import errno
 import os
-import sys
 import time
 from collections.abc import Callable
 from typing import Any, Final
 
 import trio
 
+from daemon import logs
 from daemon.config._hosting import HostedSession, ServerConfig
 from daemon.config._http_config import HttpConfig
 from daemon.config._security import LoadedSecurity
@@ -193,7 +193,12 @@ class HttpFrontEnd:
                 )
                 await self._send_refusal(stream, codec, answer, linger=linger)
         except Exception as error:
-            sys.stderr.write(f"evidenced: refusing a connection failed: {echo(str(error))}\n")
+            logs.error(
+                "refusal_failed",
+                f"refusing a connection failed: {echo(str(error))}",
+                listener="http",
+                error=echo(str(error)),
+            )
         finally:
             with trio.CancelScope(shield=True), trio.move_on_after(1):
                 await stream.aclose()

@@ -36,7 +36,6 @@ import contextlib
 import errno
 import os
 import socket as stdlib_socket
-import sys
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
@@ -45,6 +44,7 @@ from typing import Any, Final
 import attrs
 import trio
 
+from daemon import logs
 from daemon.config._hosting import ServerConfig
 from daemon.server._fastpath import has_unread, refuse_at_once
 from daemon.server._frontend import Connection
@@ -264,9 +264,12 @@ class Acceptor:
         self.counters["accept_failures"] += 1
         now = time.monotonic()
         if now - self._accept_reported_at >= ACCEPT_FAILURE_REPORT_SECONDS:
-            sys.stderr.write(
-                f"evidenced: accept failed {self._accept_failures} time(s) "
-                f"({error.strerror or error}); backing off\n"
+            message = f"accept failed {self._accept_failures} time(s) ({error.strerror or error})"
+            logs.warning(
+                "accept_failed",
+                f"{message}; backing off",
+                count=self._accept_failures,
+                error=str(error.strerror or error),
             )
             self._accept_reported_at = now
             self._accept_failures = 0

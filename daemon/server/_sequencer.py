@@ -36,6 +36,7 @@ from typing import Any
 
 import trio
 
+from daemon import logs
 from daemon.audit._audit import AuditLog, AuditLogError
 from daemon.audit._transparency import (
     RequestRefused,
@@ -95,7 +96,13 @@ class Sequencer:
                     try:
                         message = await link.reader.receive()
                     except FrameError as error:
-                        _say(f"worker {link.index} (pid {link.pid}) sent {error}; closing")
+                        logs.error(
+                            "worker_frame_invalid",
+                            f"worker {link.index} (pid {link.pid}) sent {error}; closing",
+                            worker=link.index,
+                            worker_pid=link.pid,
+                            error=str(error),
+                        )
                         break
                     if message is None:
                         break
@@ -109,7 +116,13 @@ class Sequencer:
                     elif kind == "ready":
                         link.ready.set()
                     else:
-                        _say(f"worker {link.index} (pid {link.pid}) sent an unknown frame")
+                        logs.error(
+                            "worker_frame_invalid",
+                            f"worker {link.index} (pid {link.pid}) sent an unknown frame",
+                            worker=link.index,
+                            worker_pid=link.pid,
+                            error="unknown frame",
+                        )
                         break
         finally:
             link.alive = False
@@ -165,9 +178,3 @@ class Sequencer:
             "sequencer_pid": os.getpid(),
             "workers": workers,
         }
-
-
-def _say(message: str) -> None:
-    import sys
-
-    sys.stderr.write(f"evidenced: {message}\n")

@@ -54,7 +54,6 @@ import contextlib
 import os
 import signal
 import socket as stdlib_socket
-import sys
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -64,6 +63,7 @@ from typing import Any, Final
 import attrs
 import trio
 
+from daemon import logs
 from daemon._version import __version__
 from daemon.audit._audit import AuditLog, AuditLogError, Durability
 from daemon.audit._transparency import open_transparency
@@ -531,16 +531,22 @@ class Server:
             name = signal.Signals(signum).name
             if signum == signal.SIGHUP:
                 if self.reloader is None:
-                    sys.stderr.write("evidenced: SIGHUP received: no configuration to reload\n")
+                    logs.warning(
+                        "reload_unavailable",
+                        "SIGHUP received: no configuration to reload",
+                        signal="SIGHUP",
+                    )
                 elif not self._shutdown.is_set():
                     await self.reloader()
                 continue
             if not self._shutdown.is_set():
                 self.notify("STOPPING=1")
-                sys.stderr.write(f"evidenced: {name} received, shutting down\n")
+                logs.info("shutdown", f"{name} received, shutting down", signal=name)
                 self.shutdown()
             else:
-                sys.stderr.write(f"evidenced: second {name}: cancelling in-flight requests\n")
+                logs.warning(
+                    "shutdown_forced", f"second {name}: cancelling in-flight requests", signal=name
+                )
                 if self._handlers_scope is not None:
                     self._handlers_scope.cancel()
 
@@ -587,7 +593,11 @@ def _remove_stale_snapshots(pid: int | None = None) -> None:
         return
     removed = remove_stale_snapshots(pid=pid)
     if removed:
-        sys.stderr.write(f"evidenced: removed {len(removed)} stale snapshot folder(s)\n")
+        logs.info(
+            "stale_snapshots_removed",
+            f"removed {len(removed)} stale snapshot folder(s)",
+            count=len(removed),
+        )
 
 
 async def serve(

@@ -25,12 +25,13 @@ import select
 import signal
 import socket as stdlib_socket
 import struct
-import sys
 import warnings
 from collections.abc import Callable
 from typing import Final
 
 import trio
+
+from daemon import logs
 
 __all__ = ["Spawner", "WorkerMain"]
 
@@ -138,4 +139,7 @@ def _report(index: int, error: BaseException) -> None:
     while isinstance(error, BaseExceptionGroup) and error.exceptions:
         error = error.exceptions[0]
     with contextlib.suppress(Exception):
-        sys.stderr.write(f"evidenced: worker {index} stopped: {type(error).__name__}: {error}\n")
+        detail = f"{type(error).__name__}: {error}"
+        logs.error(
+            "worker_stopped", f"worker {index} stopped: {detail}", worker=index, error=detail
+        )

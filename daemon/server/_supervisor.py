@@ -41,7 +41,6 @@ import contextlib
 import os
 import signal
 import socket as stdlib_socket
-import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -50,6 +49,7 @@ from typing import Any, Final
 import attrs
 import trio
 
+from daemon import logs
 from daemon._version import __version__
 from daemon.audit._audit import AuditLog, Durability
 from daemon.audit._transparency import open_transparency
@@ -213,17 +213,23 @@ class Supervisor:
                     task_status.started()
                     async for signum in signals:
                         if signum == signal.SIGHUP:
-                            sys.stderr.write(
-                                "evidenced: SIGHUP: reloading is not supported with workers > 1; "
-                                "restart the daemon to apply a new configuration\n"
+                            logs.warning(
+                                "reload_unsupported",
+                                "SIGHUP: reloading is not supported with workers > 1; restart"
+                                " the daemon to apply a new configuration",
+                                signal="SIGHUP",
+                                workers=self.count,
                             )
                             continue
                         self._signals += 1
                         if self._signals == 1:
                             self.notify("STOPPING=1")
-                            sys.stderr.write(
-                                f"evidenced: {signal.Signals(signum).name} received, "
-                                f"draining {self.count} workers\n"
+                            name = signal.Signals(signum).name
+                            logs.info(
+                                "shutdown",
+                                f"{name} received, draining {self.count} workers",
+                                signal=name,
+                                workers=self.count,
                             )
                             nursery.start_soon(self._drain, nursery)
                         else:
@@ -283,7 +289,12 @@ class Supervisor:
         await self.sequencer.serve(link)
         if self._draining or not self._serving:  # a start that failed is rule 1's
             return
-        sys.stderr.write(f"evidenced: worker {link.index} (pid {link.pid}) exited; restarting it\n")
+        logs.warning(
+            "worker_restart",
+            f"worker {link.index} (pid {link.pid}) exited; restarting it",
+            worker=link.index,
+            worker_pid=link.pid,
+        )
         if time.monotonic() - slot.started < STABLE_SECONDS:
             slot.delay = min(slot.delay * 2, RESTART_DELAY_MAX)
         else:

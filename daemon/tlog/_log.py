@@ -32,13 +32,13 @@ from __future__ import annotations
 
 import collections
 import os
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Final
 
+from daemon import logs
 from daemon.errors import ServiceError
 from daemon.tlog._checkpoint import Checkpoint, CheckpointError, open_checkpoint
 from daemon.tlog._merkle import (
@@ -325,10 +325,10 @@ class TransparencyLog:
 
     def _failed(self, message: str) -> None:
         self.failure = message
-        sys.stderr.write(
-            f"evidenced: transparency log {self.directory}: {message}; no further checkpoint"
-            " is signed until a restart rebuilds the tiles from the audit lines\n"
+        sentence = f"transparency log {self.directory}: {message}; no further checkpoint" + (
+            " is signed until a restart rebuilds the tiles from the audit lines"
         )
+        logs.error("transparency_failed", sentence, directory=str(self.directory), reason=message)
 
     def checkpoint_due(self, now: float | None = None) -> bool:
         """Is there an unsigned leaf and has ``interval`` passed since the last signature?"""

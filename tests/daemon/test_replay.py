@@ -407,3 +407,82 @@ def test_replay_from_the_s3_store(tmp_path: Path, moto: Any, monkeypatch: Any) -
     assert missing["evidence"][0]["digest"] == lines[3]["evidence"][0]["digest"]
     assert name_of(formation_pair("unsupported-profile")[0]) == missing["evidence"][0]["digest"]
     store.close()
+
+
+def _refused_mode_log(tmp_path: Path) -> tuple[Path, Any, list[dict[str, Any]]]:
+    """A healthy ``retain = "refused"`` store: the passed decisions kept no evidence, by
+    design (``retained: false``), the others kept theirs."""
+    store = FilesystemStore(tmp_path / "store")
+    writer = LogWriter(tmp_path / "audit.jsonl", store, {"formation": FORMATION}, retain="refused")
+    writer.start()
+    lines = []
+    for name in CASES:
+        subject, certificate = formation_pair(name)
+        binding = formation_binding(subject, certificate, mechanism_digest=DIGEST)
+        kept = name not in ("atom", "compose")  # the two PASS pairs
+        lines.append(writer.decide("formation", binding, [subject, certificate], store=kept))
+    return writer.flush(), store, lines
+
+
+def test_replay_all_is_not_red_on_a_healthy_retain_refused_store(tmp_path: Path) -> None:
+    """Issue 26: ``replay --all`` on an intact ``retain = "refused"`` store exited 1,
+    ``NOT_REPRODUCED``: the passed decisions, by design not retained, counted as
+    ``EVIDENCE_UNAVAILABLE``, so a scheduled replay job was red on every healthy run."""
+    log, store, lines = _refused_mode_log(tmp_path)
+    assert [line["retained"] for line in lines] == [False, False, True, True]
+    done = _replay(log, store, "--all", "--workers", "1")
+    assert done.returncode == 0, done.err
+    summary = done.document()
+    assert summary["status"] == "REPRODUCED" and summary["decisions"] == 4
+    assert summary["counts"]["NOT_RETAINED"] == 2 and summary["counts"]["REPRODUCED"] == 2
+    assert summary["counts"]["EVIDENCE_UNAVAILABLE"] == 0 and summary["problems"] == []
+    one = _replay(log, store, str(lines[0]["seq"]))
+    assert one.returncode == 0 and one.document()["status"] == "NOT_RETAINED"
+
+
+def test_kept_evidence_that_is_missing_is_still_a_fault_beside_not_retained(
+    tmp_path: Path,
+) -> None:
+    log, store, lines = _refused_mode_log(tmp_path)
+    assert store.delete(lines[2]["evidence"][0]["digest"])
+    done = _replay(log, store, "--all", "--workers", "1")
+    assert done.returncode == 1
+    summary = done.document()
+    assert summary["status"] == "NOT_REPRODUCED"
+    assert summary["counts"]["EVIDENCE_UNAVAILABLE"] == 1
+    assert summary["counts"]["NOT_RETAINED"] == 2
+    assert [p["seq"] for p in summary["problems"]] == [lines[2]["seq"]]
+
+
+async def test_replay_all_over_the_real_daemons_retain_refused_log_is_green(
+    short_dir: Path,
+) -> None:
+    """The same row through the real daemon: a ``retain = "refused"`` session answers one
+    PASS (not retained, by design) and one FAIL (retained); ``replay --all`` exits 0."""
+    from daemon import open_client, open_server
+    from daemon.config._config import parse_config
+
+    config = parse_config(
+        f'[server]\nlisten = ""\nsocket = "{short_dir}/sock"\n'
+        f'[audit]\npath = "{short_dir}/audit.jsonl"\n'
+        '[sessions.b]\nmechanisms = ["bytes-sha256"]\nmax_evidence_items = 1\n'
+        'retain = "refused"\nstore = "fs:evidence"\n',
+        base=short_dir,
+        source="test.toml",
+    )
+    hosted, _ = config.build_sessions()
+    async with (
+        open_server(hosted, config.server) as server,
+        open_client(unix=server.unix_path) as client,
+    ):
+        passed = await client.submit("b", bytes_binding(b"fine"), [b"fine"])
+        failed = await client.submit(
+            "b", bytes_binding(b"bad", expected="sha256:" + "0" * 64), [b"bad"]
+        )
+    assert (passed.outcome, failed.outcome) == ("PASS", "FAIL")
+    store = FilesystemStore(short_dir / "evidence")
+    done = _replay(short_dir / "audit.jsonl", store, "--all", "--workers", "1")
+    assert done.returncode == 0, done.err
+    summary = done.document()
+    assert summary["status"] == "REPRODUCED"
+    assert summary["counts"]["NOT_RETAINED"] == 1 and summary["counts"]["REPRODUCED"] == 1

@@ -212,7 +212,7 @@ def test_the_packaged_unit_runs_the_daemon_under_a_service_manager(short_dir: Pa
         .replace("/run/evidenced", str(run))
     )
     command = service["ExecStart"][0].split()
-    assert command[:2] == ["/usr/bin/evidenced", "serve"]
+    assert command[:2] == ["/usr/local/bin/evidenced", "serve"]
     argv = [*CLI, *command[1:]]
     argv[argv.index("/etc/evidenced/evidenced.toml")] = str(config)
     notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)

@@ -1,0 +1,251 @@
+"""Operational logs (docs/operations.md, daemon/logs): every message the daemon and the CLI
+print for humans is one structlog event with a name, a level, a timestamp and fields, rendered
+as console text or as JSON lines; the audit log is untouched.
+
+Real processes: ``evidenced serve`` is started, signalled and read back from its stderr.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from daemon_testkit import ROOT
+
+from daemon import logs
+
+CLI = [sys.executable, "-m", "daemon.cli"]
+EVENT_CALL = re.compile(r"logs\.(?:debug|info|warning|error)\(\s*\"([a-z_]+)\"")
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("JOURNAL_STREAM",)}
+    env.pop("EVIDENCED_LOG_FORMAT", None)
+    env.pop("EVIDENCED_LOG_LEVEL", None)
+    env.update(extra)
+    return env
+
+
+def _serve(
+    short_dir: Path, *args: str, env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[bytes], dict[str, Any]]:
+    process = subprocess.Popen(
+        [*CLI, "serve", "--socket", str(short_dir / "s"), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=short_dir,
+        env=env or _env(),
+    )
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    if not line:
+        raise AssertionError(f"serve did not start: {process.communicate(timeout=10)[1]!r}")
+    return process, json.loads(line)
+
+
+def _hup(process: subprocess.Popen[bytes], ready: dict[str, Any]) -> None:
+    """SIGHUP once the daemon answers (its signal handlers are in place by then)."""
+    health = [*CLI, "health", "--socket", ready["unix"]]
+    assert subprocess.run(health, capture_output=True, env=_env(), timeout=60).returncode == 0
+    process.send_signal(signal.SIGHUP)
+
+
+def _stop(process: subprocess.Popen[bytes]) -> str:
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=30)
+    assert process.returncode == 0, err
+    return err.decode()
+
+
+def _json_lines(err: str) -> list[dict[str, Any]]:
+    events = [json.loads(line) for line in err.splitlines()]  # every line is one JSON object
+    for event in events:
+        assert {"event", "level", "timestamp", "message", "logger", "pid"} <= event.keys(), event
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+Z", event["timestamp"])
+    return events
+
+
+def test_the_daemons_messages_are_events_with_names_and_fields_not_sentences_only(
+    short_dir: Path,
+) -> None:
+    """Issue 26: 19 plain ``sys.stderr.write("evidenced: ...")`` lines, no timestamp, level
+    or structure. Under ``--log-format json`` every stderr line of a daemon's life is a JSON
+    event: the start (naming its listeners and sessions), a SIGHUP it cannot act on, the
+    stop."""
+    audit = short_dir / "audit.jsonl"
+    process, ready = _serve(
+        short_dir,
+        "--log-format",
+        "json",
+        "--audit-log",
+        str(audit),
+        "--http",
+        "127.0.0.1:0",
+    )
+    _hup(process, ready)  # handled, in order, before the SIGTERM that follows
+    err = _stop(process)
+    events = _json_lines(err)
+    names = [event["event"] for event in events]
+    assert "serving" in names and "reload_unavailable" in names and "shutdown" in names, names
+    serving = events[names.index("serving")]
+    assert serving["unix"] == ready["unix"] and serving["http"] == ready["http"]
+    assert serving["sessions"] == ready["sessions"] and serving["level"] == "info"
+    assert events[names.index("reload_unavailable")]["level"] == "warning"
+    assert events[names.index("shutdown")]["signal"] == "SIGTERM"
+    # the audit log is no operational log: its lines are its own, hash-chained
+    lines = [json.loads(line) for line in audit.read_bytes().splitlines()]
+    assert lines and all("line_digest" in line and "level" not in line for line in lines)
+
+
+def test_under_systemd_journal_stream_the_default_is_json(short_dir: Path) -> None:
+    """``$JOURNAL_STREAM`` names the stream systemd connected as ``DEVICE:INODE``: here the
+    file the daemon's stderr is, as the journal's socket would be."""
+    err = short_dir / "stderr"
+    with err.open("wb") as stream:
+        info = os.fstat(stream.fileno())
+        process = subprocess.Popen(
+            [*CLI, "serve", "--socket", str(short_dir / "s"), "--audit-log", "a.jsonl"],
+            stdout=subprocess.PIPE,
+            stderr=stream,
+            cwd=short_dir,
+            env=_env(JOURNAL_STREAM=f"{info.st_dev}:{info.st_ino}"),
+        )
+        assert process.stdout is not None and process.stdout.readline()
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=30)
+    assert process.returncode == 0
+    events = _json_lines(err.read_text())
+    assert [e["event"] for e in events][:1] == ["serving"]
+
+
+def test_an_inherited_journal_stream_that_is_not_stderr_keeps_the_console(
+    short_dir: Path,
+) -> None:
+    """A shell started by a service inherits ``$JOURNAL_STREAM``, not the stream."""
+    process, _ = _serve(short_dir, "--audit-log", "a.jsonl", env=_env(JOURNAL_STREAM="8:1"))
+    err = _stop(process)
+    assert err and not err.startswith("{") and "event=serving" in err
+
+
+def test_log_level_warning_drops_the_info_events(short_dir: Path) -> None:
+    process, ready = _serve(
+        short_dir, "--audit-log", "a.jsonl", "--log-level", "warning", "--log-format", "json"
+    )
+    _hup(process, ready)
+    events = _json_lines(_stop(process))
+    assert [e["event"] for e in events] == ["reload_unavailable"]
+
+
+def test_the_console_rendering_has_a_timestamp_a_level_and_the_event_name(
+    short_dir: Path,
+) -> None:
+    process, ready = _serve(short_dir, "--audit-log", "a.jsonl")
+    err = _stop(process)
+    serving = next(line for line in err.splitlines() if "event=serving" in line)
+    assert re.match(r"\d{4}-\d\d-\d\dT[\d:.]+Z \[info\s*\] serving ", serving), serving
+    assert f"unix={ready['unix']}" in serving and "[evidenced]" in serving
+
+
+def test_serve_start_line_names_the_http_address(short_dir: Path) -> None:
+    """Issue 26: with an HTTP listener, the stderr line named only the socket."""
+    process, ready = _serve(short_dir, "--audit-log", "a.jsonl", "--http", "127.0.0.1:0")
+    err = _stop(process)
+    assert ready["http"] and f"http://{ready['http']}" in err, err
+
+
+def test_serve_check_ends_with_a_newline(short_dir: Path) -> None:
+    """Issue 26: ``serve --check`` printed no trailing newline."""
+    done = subprocess.run(
+        [*CLI, "serve", "--check", "--socket", str(short_dir / "s")],
+        capture_output=True,
+        cwd=short_dir,
+        env=_env(),
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.endswith(b"\n") and done.stderr.endswith(b"\n")
+    assert json.loads(done.stdout)["status"] == "VALID"
+
+
+def test_a_cli_message_becomes_a_json_event_and_stdout_keeps_its_one_document(
+    tmp_path: Path,
+) -> None:
+    missing = tmp_path / "missing.jsonl"
+    done = subprocess.run(
+        [*CLI, "audit", "verify", str(missing), "--log-format", "json"],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=60,
+    )
+    assert done.returncode == 66
+    assert json.loads(done.stdout)["error"]["code"] == "INPUT_UNREADABLE"
+    (event,) = _json_lines(done.stderr)
+    assert event["event"] == "cli_message" and event["command"] == "evidenced audit verify"
+    assert str(missing) in event["message"]
+
+
+def test_an_unknown_log_format_is_a_usage_error() -> None:
+    done = subprocess.run(
+        [*CLI, "--log-format", "xml", "health"], capture_output=True, text=True, env=_env()
+    )
+    assert done.returncode == 2 and "--log-format" in json.loads(done.stdout)["error"]["message"]
+
+
+def test_a_peer_text_cannot_forge_a_second_console_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    stream = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", stream)
+    try:
+        logs.configure("console", "info")
+        hostile = "boom\n2026-01-01T00:00:00Z [error    ] forged\x1b[31m"
+        logs.error("connection_failed", f"connection failed: {hostile}", error=hostile)
+        logs.configure("json", "info")
+        logs.error("connection_failed", hostile, error=hostile)
+    finally:
+        logs.configure()
+    console, line = stream.getvalue().splitlines()
+    assert "forged" in console and "\x1b" not in console
+    assert json.loads(line)["error"] == hostile
+
+
+def test_a_closed_stderr_loses_the_line_not_the_daemon(monkeypatch: pytest.MonkeyPatch) -> None:
+    stream = io.StringIO()
+    stream.close()
+    monkeypatch.setattr(sys, "stderr", stream)
+    logs.error("audit_write_failed", "closed stderr", error="ENOSPC")  # nothing raised
+
+
+def test_no_daemon_module_writes_to_stderr_around_the_logs_room() -> None:
+    """Every operational message goes through ``daemon.logs`` (the old code had 19
+    ``sys.stderr.write`` sites in the rooms)."""
+    found = []
+    for path in sorted((ROOT / "daemon").rglob("*.py")):
+        if path.parent.name == "logs":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr == "write":
+                target = node.value
+                if isinstance(target, ast.Attribute) and target.attr == "stderr":
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert found == []
+
+
+def test_every_event_the_code_writes_is_documented() -> None:
+    names = set()
+    for path in (ROOT / "daemon").rglob("*.py"):
+        names |= set(EVENT_CALL.findall(path.read_text()))
+    assert len(names) >= 15, names
+    documented = (ROOT / "docs" / "operations.md").read_text()
+    assert sorted(n for n in names if f"`{n}`" not in documented) == []
+    assert "`cli_message`" in documented

@@ -1,0 +1,275 @@
+"""``evidenced audit report`` as an operator reads it (issue 26): rotated files, the
+transparency checkpoint checked against the log, reloads and noise, restarts, count axes,
+legends, and no text ever interpreted as markup or math (fuzzed with hostile lines)."""
+
+from __future__ import annotations
+
+import html.parser
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import clirun
+import pytest
+from daemon_testkit import bytes_binding
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from daemon import HostedSession, open_client, open_server
+from daemon.audit._synthetic import write_synthetic_log
+from daemon.audit._transparency import TransparencyConfig
+from daemon.commands._report import aggregate
+from daemon.commands._report_html import render_report_html
+from daemon.tlog import SignerKey, write_key_file
+from session import BytesDigestMechanism
+
+ORIGIN = "test.example/evidenced/report"
+MATH = "$\\frac{1}{$"
+
+
+def _report(*args: str) -> clirun.CliResult:
+    return clirun.in_process(["audit", "report", *args])
+
+
+def _line(seq: int, event: str, **fields: Any) -> bytes:
+    minute, second = divmod(seq, 60)
+    stamp = f"2026-11-29T08:{minute % 60:02d}:{second:02d}.000000Z"
+    return json.dumps({"seq": seq, "event": event, "timestamp": stamp, **fields}).encode() + b"\n"
+
+
+def _plot(page: str, name: str) -> str:
+    start = page.index(f'id="plot-{name}"')
+    return page[start : page.index("</figure>", start)]
+
+
+def _tick_labels(svg: str, axis: str) -> list[str]:
+    labels = []
+    for match in re.finditer(rf'<g id="{axis}tick_\d+">(.*?)</text>', svg, re.S):
+        labels.append(re.sub(r"<[^>]+>", "", match.group(1).rsplit(">", 1)[-1]).strip())
+    return labels
+
+
+def test_the_first_start_is_not_a_restart(tmp_path: Path) -> None:
+    """Issue 26: the first start of a log counted as "1 restarts"."""
+    log = tmp_path / "audit.jsonl"
+    write_synthetic_log(log, 40)
+    result = aggregate(log)
+    assert result["totals"]["starts"] == 1 and result["totals"]["restarts"] == 0
+    assert result["restarts"] == []
+    assert 'id="restart-0"' not in render_report_html(result)
+
+
+def test_rotated_files_are_one_report_like_audit_verify(tmp_path: Path) -> None:
+    """Issue 26: ``audit report A B`` over rotated files was a usage error."""
+    whole = tmp_path / "whole.jsonl"
+    write_synthetic_log(whole, 600, restart_every=250)
+    lines = whole.read_bytes().splitlines(keepends=True)
+    older, newer = tmp_path / "audit.jsonl.1", tmp_path / "audit.jsonl"
+    older.write_bytes(b"".join(lines[:300]))
+    newer.write_bytes(b"".join(lines[300:]))
+    done = _report(str(older), str(newer), "--format", "json")
+    assert done.returncode == 0, done.stderr
+    both = json.loads(done.stdout)
+    assert both["integrity"]["chain"]["status"] == "INTACT"
+    assert both["integrity"]["chain"]["files"] == 2
+    assert both["source"]["paths"] == [str(older), str(newer)]
+    single = aggregate(whole)
+    for key in ("totals", "series", "restarts", "lines", "refusals_by_code"):
+        assert both[key] == single[key], key
+    assert _report(str(newer), "--format", "json").document()["integrity"]["chain"]["status"] == (
+        "BROKEN"
+    )  # the newer file alone does not start the chain
+
+
+def test_config_reload_and_noise_are_shown(tmp_path: Path) -> None:
+    """Issue 26: ``config_reload`` events were missing from the report; noise too."""
+    log = tmp_path / "audit.jsonl"
+    log.write_bytes(
+        _line(1, "daemon_start")
+        + _line(2, "config_reload", status="APPLIED", source="/etc/e.toml")
+        + _line(3, "config_reload", status="REFUSED", source="/etc/e.toml", reason="bad <b>")
+        + _line(4, "noise", count=7, peers={"10.0.0.9": 5, "10.0.0.8": 2}, other_peers=0)
+        + _line(70, "noise", count=3, peers={"10.0.0.9": 3}, other_peers=0)
+    )
+    result = aggregate(log)
+    assert result["totals"]["config_reloads"] == 2
+    assert result["totals"]["config_reloads_refused"] == 1
+    assert result["totals"]["noise"] == 10
+    assert result["noise_peers"][0] == {"name": "10.0.0.9", "count": 8}
+    assert [s["noise"] for s in result["series"]] == [7, 3]
+    assert [r["status"] for r in result["config_reloads"]] == ["REFUSED", "APPLIED"]
+    page = render_report_html(result)
+    assert 'id="config-reloads"' in page and "bad &lt;b&gt;" in page
+    assert page.count('id="noise"') == 1 and "10.0.0.9" in page
+
+
+def test_count_axes_have_integer_ticks_from_zero(tmp_path: Path) -> None:
+    """Issue 26: an all-zero chart's axis ran −0.04…0.04; a count of 1 had ticks at 0.2,
+    0.4…"""
+    log = tmp_path / "audit.jsonl"
+    log.write_bytes(
+        _line(1, "daemon_start")
+        + _line(2, "decision", outcome="PASS", session="s", metrics={"total_ns": 1000})
+    )
+    page = render_report_html(aggregate(log))
+    decisions = _tick_labels(_plot(page, "decisions"), "y")
+    pressure = _tick_labels(_plot(page, "pressure"), "y")  # nothing at all: every series is 0
+    refusals = _tick_labels(_plot(page, "refusals"), "x")
+    for labels in (decisions, pressure, refusals):
+        assert labels and all(re.fullmatch(r"\d+", label) for label in labels), labels
+    assert decisions[0] == "0" and "1" in decisions
+
+
+def test_legends_sit_above_the_data(tmp_path: Path) -> None:
+    """Issue 26: legends covered the p99 line."""
+    log = tmp_path / "audit.jsonl"
+    write_synthetic_log(log, 300)
+    page = render_report_html(aggregate(log))
+    for name in ("decisions", "latency", "pressure"):
+        svg = _plot(page, name)
+        frame = svg[svg.index('<g id="patch_2">') :]
+        top = min(float(y) for y in re.findall(r"[ML] [\d.]+ ([\d.]+)", frame[:400]))
+        legend = svg[svg.index('<g id="legend_1">') :]
+        texts = [float(y) for y in re.findall(r'<text [^>]*\by="([\d.]+)"', legend)]
+        assert texts and max(texts) < top, (name, texts, top)  # SVG y grows downwards
+
+
+def test_a_math_text_refusal_code_does_not_crash_the_report(tmp_path: Path) -> None:
+    """Issue 26: a refusal code ``$\\frac{1}{$`` in a doctored log crashed the report (exit
+    70, a matplotlib math-text parse error)."""
+    log = tmp_path / "audit.jsonl"
+    log.write_bytes(_line(1, "daemon_start") + _line(2, "refusal", code=MATH, session=MATH))
+    out = tmp_path / "report.html"
+    done = _report(str(log), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    page = out.read_text()
+    assert MATH in _plot(page, "refusals")  # drawn as the characters it is
+
+
+class _Tags(html.parser.HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: set[str] = set()
+        self.handlers: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.add(tag)
+        self.handlers += [name for name, _ in attrs if name.lower().startswith("on")]
+
+
+HOSTILE = st.sampled_from(
+    [
+        MATH,
+        "$x$",
+        "$$",
+        "\\",
+        "_underscore",
+        "<script>alert(1)</script>",
+        '"><img src=x onerror=alert(1)>',
+        "</svg><iframe src=//x>",
+        "&amp;&#0;",
+        "\x00\x1b[31m\u2028",
+        "\ud800",
+        "",
+        "a" * 300,
+    ]
+) | st.text(max_size=40)
+FIELDS = st.fixed_dictionaries(
+    {
+        "event": st.sampled_from(
+            ["decision", "refusal", "daemon_start", "config_reload", "noise", "audit_overflow"]
+        )
+        | HOSTILE,
+        "code": HOSTILE,
+        "session": HOSTILE,
+        "outcome": st.sampled_from(["PASS", "FAIL", "UNKNOWN"]) | HOSTILE,
+        "details": HOSTILE,
+        "reason_codes": st.lists(HOSTILE, max_size=3) | HOSTILE,
+        "status": HOSTILE,
+        "source": HOSTILE,
+        "reason": HOSTILE,
+        "peers": st.dictionaries(HOSTILE, st.integers(-5, 10**12), max_size=3) | HOSTILE,
+        "count": st.integers(-5, 10**12) | HOSTILE,
+        "dropped": st.integers(-5, 10**12) | HOSTILE,
+        "requester": st.fixed_dictionaries({"transport": HOSTILE, "peer": HOSTILE}) | HOSTILE,
+        "metrics": st.fixed_dictionaries({"total_ns": st.integers(-5, 10**15)}) | HOSTILE,
+    }
+)
+
+
+@settings(
+    max_examples=8,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(lines=st.lists(st.tuples(st.integers(0, 7200), FIELDS), min_size=1, max_size=12))
+def test_hostile_lines_never_crash_the_report_nor_become_markup(
+    tmp_path: Path, lines: list[tuple[int, dict[str, Any]]]
+) -> None:
+    log = tmp_path / "audit.jsonl"
+    log.write_bytes(
+        b"".join(
+            _line(seq, str(fields.pop("event")), **fields).replace(b"\\ud800", b"\xed\xa0\x80")
+            for seq, fields in lines
+        )
+        + b"not json\n"
+    )
+    page = render_report_html(aggregate(log))
+    parser = _Tags()
+    parser.feed(page)
+    assert not parser.tags & {"script", "iframe", "img", "a", "foreignobject", "object"}
+    assert parser.handlers == []
+
+
+async def test_the_transparency_panel_checks_the_checkpoint_against_the_log(
+    short_dir: Path,
+) -> None:
+    """Issue 26: with a transparency directory beside the log, the panel said "not
+    configured". Now: the root of the lines against the latest checkpoint (signature only
+    under ``--key``), naming the key; an edited line is caught."""
+    signer = SignerKey.generate(ORIGIN)
+    write_key_file(short_dir / "log.key", signer)
+    audit = short_dir / "audit.jsonl"
+    async with (
+        open_server(
+            [HostedSession("bytes", (BytesDigestMechanism(),))],
+            tcp=None,
+            unix=str(short_dir / "sock"),
+            audit_path=str(audit),
+            transparency=TransparencyConfig(
+                key_file=str(short_dir / "log.key"), origin=ORIGIN, checkpoint_interval=0.05
+            ),
+        ),
+        open_client(unix=str(short_dir / "sock")) as client,
+    ):
+        for payload in (b"a", b"b", b"c"):
+            await client.submit("bytes", bytes_binding(payload), [payload])
+    vkey = signer.verifier().encode()
+    plain = _report(str(audit), "--format", "json").document()["integrity"]["transparency"]
+    assert plain["status"] == "ROOT_MATCHES" and plain["signature_checked"] is False
+    assert plain["directory"] == str(short_dir / "audit.jsonl.tlog")
+    assert [s["name"] for s in plain["signed_by"]] == [ORIGIN] and plain["key"] is None
+    assert plain["checkpoint_size"] >= 4  # daemon_start and three decisions
+    keyed = _report(str(audit), "--key", vkey, "--format", "json").document()
+    found = keyed["integrity"]["transparency"]
+    assert found["status"] == "VERIFIED" and found["key"] == vkey, found
+    page = render_report_html(aggregate(audit))
+    assert 'class="status ROOT_MATCHES" id="transparency"' in page and ORIGIN in page
+    lines = audit.read_bytes().splitlines(keepends=True)
+    lines[1] = lines[1].replace(b'"PASS"', b'"FAIL"')
+    audit.write_bytes(b"".join(lines))
+    edited = aggregate(audit)["integrity"]["transparency"]
+    assert edited["status"] == "INVALID" and edited["code"] == "LOG_EDITED"
+    refused = _report(str(audit), "--key", vkey, "--format", "json").document()
+    assert refused["integrity"]["transparency"]["status"] == "INVALID"
+
+
+@pytest.mark.parametrize(("key", "exit_code"), [("no-such-key-file", 66), ("x+y+z", 65)])
+def test_a_bad_key_is_refused_before_the_log_is_read(
+    tmp_path: Path, key: str, exit_code: int
+) -> None:
+    log = tmp_path / "audit.jsonl"
+    write_synthetic_log(log, 5)
+    done = _report(str(log), "--key", key)
+    assert done.returncode == exit_code, done.stderr
