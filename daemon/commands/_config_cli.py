@@ -2,9 +2,12 @@
 
 The :mod:`cli` contract applies. Per command:
 
-* ``config check [FILE]`` (default: the embedded configuration) validates FILE exactly as
-  ``serve`` would at start — the shape, every value, option files read, every session's
-  mechanism constructed — without listening or opening the audit log, and prints
+* ``config check [FILE] [--insecure-listen]`` (default: the embedded configuration) validates
+  FILE exactly as ``serve`` would at start — the shape, every value, option files read, every
+  session's mechanism constructed, and the listener checks of :mod:`daemon.config._checks`
+  (a non-loopback listener without TLS and authentication is invalid unless
+  ``--insecure-listen``; the TLS and tokens files are read and checked) — without listening or
+  opening the audit log, and prints
   ``{"status": "VALID", "config": <effective configuration>, "sessions": [names hosted],
   "skipped": [messages]}``. Exit 0 valid; 65 invalid (``CONFIG_INVALID``, the message names
   the key path); 66 FILE missing or unreadable. ``serve --check`` does the same with ``serve``'s
@@ -19,22 +22,38 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+import attrs
+
 import cli
 from cli import Exit, RejectedInput, UsageError
+from daemon.config._checks import check_listeners
 from daemon.config._config import ConfigError, DaemonConfig, default_config_text, load_config
+from daemon.config._hosting import ServerConfig
+from daemon.config._security import ExposureRefused
+from daemon.config._tls import TlsConfigError
+from daemon.config._tokens import TokenFileError
 
 __all__ = ["check_document", "register"]
 
 
-def check_document(config: DaemonConfig, *, source_config: Any = None) -> dict[str, Any]:
-    """Build every session of ``config`` (as ``serve`` does) and describe the result; a
-    session that cannot be hosted is :class:`ConfigError`."""
+def check_document(
+    config: DaemonConfig, server: ServerConfig | None = None, *, source_config: Any = None
+) -> dict[str, Any]:
+    """Run every check ``serve`` runs at start on ``config`` (with ``server``, the settings
+    after the command line's overrides; default ``config.server``): build every session, then
+    the listener checks (:func:`~daemon.config._checks.check_listeners`). Any failure is
+    :class:`ConfigError`, naming what is wrong."""
     hosted, skipped = config.build_sessions()
+    try:
+        checked = check_listeners(config.server if server is None else server)
+    except (ExposureRefused, TlsConfigError, TokenFileError) as error:
+        raise ConfigError(str(error)) from None
     return {
         "status": "VALID",
         "config": config.effective() if source_config is None else source_config,
         "sessions": sorted(session.name for session in hosted),
         "skipped": skipped,
+        "exposed": list(checked.exposed),
     }
 
 
@@ -47,8 +66,9 @@ def _load(path: str | None) -> DaemonConfig:
 
 def _check(args: argparse.Namespace) -> int:
     config = _load(args.file)
+    server = attrs.evolve(config.server, insecure_listen=args.insecure_listen)
     try:
-        document = check_document(config)
+        document = check_document(config, server)
     except ConfigError as error:
         raise RejectedInput(f"invalid configuration: {error}", code="CONFIG_INVALID") from None
     cli.emit(document)
@@ -82,6 +102,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     check.add_argument(
         "file", nargs="?", metavar="FILE", help="TOML configuration (default: the embedded one)"
+    )
+    check.add_argument(
+        "--insecure-listen",
+        action="store_true",
+        help="as serve --insecure-listen: a non-loopback listener without TLS and "
+        "authentication is reported, not refused",
     )
     check.set_defaults(handler=_check)
     default = commands.add_parser("default", help="print the embedded default configuration")

@@ -237,38 +237,38 @@ def _serve(args: argparse.Namespace) -> int:
     except (ConfigError, ValueError) as error:
         raise RejectedInput(f"invalid configuration: {error}", code="CONFIG_INVALID") from None
     if args.check:
+        from daemon.commands._config_cli import check_document
+
         effective = config.effective()
         effective["server"]["listen"] = (
             "" if server_config.tcp is None else f"{server_config.tcp[0]}:{server_config.tcp[1]}"
         )
         effective["server"]["socket"] = server_config.unix or ""
         effective["audit"]["path"] = server_config.audit_path
-        cli.emit(
-            {
-                "status": "VALID",
-                "config": effective,
-                "sessions": sorted(session.name for session in sessions),
-                "skipped": skipped,
-            }
-        )
+        try:  # the checks of config check, with serve's flags applied
+            document = check_document(config, server_config, source_config=effective)
+        except ConfigError as error:
+            raise RejectedInput(f"invalid configuration: {error}", code="CONFIG_INVALID") from None
+        cli.emit(document)
         cli.say(f"{config.source}: valid (not started: --check)")
         return Exit.OK
     for message in skipped:
         cli.say(message)
     origin = "--audit-log" if args.audit_log else config.source
     _make_parents(server_config.audit_path)
-    if server_config.serving_count() > 1:
-        return _serve_workers(sessions, server_config, skipped, origin)
-    server = Server(sessions, server_config)
-    server.inherited = systemd.listen_fds()
-    server.notify = systemd.notify
 
     def load() -> tuple[DaemonConfig, ServerConfig]:
         return _load(args)
 
+    reload_from = load if args.config is not None else None
+    if server_config.serving_count() > 1:
+        return _serve_workers(sessions, server_config, skipped, origin, reload_from, config.source)
+    server = Server(sessions, server_config)
+    server.inherited = systemd.listen_fds()
+    server.notify = systemd.notify
     reloader = (
-        Reloader(server, load, source=config.source, say=cli.say, notify=systemd.notify)
-        if args.config is not None
+        Reloader(server, reload_from, source=config.source, say=cli.say, notify=systemd.notify)
+        if reload_from is not None
         else None
     )
 
@@ -318,7 +318,12 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _serve_workers(
-    sessions: list[HostedSession], server_config: ServerConfig, skipped: list[str], origin: str
+    sessions: list[HostedSession],
+    server_config: ServerConfig,
+    skipped: list[str],
+    origin: str,
+    load: Callable[[], tuple[DaemonConfig, ServerConfig]] | None,
+    source: str,
 ) -> int:
     """``serve`` with ``--workers N`` (N > 1): the parent sequences, N workers serve
     (:mod:`daemon.server._supervisor`)."""
@@ -333,7 +338,7 @@ def _serve_workers(
                 "tcp": listen.get("tcp"),
                 "unix": listen.get("unix"),
                 "http": listen.get("http"),
-                "insecure_listen": server_config.insecure_listen,
+                "insecure_listen": supervisor.exposed,
                 "audit_log": server_config.audit_path,
                 "sessions": sorted(session.name for session in sessions),
                 "skipped": skipped,
@@ -365,6 +370,8 @@ def _serve_workers(
             on_ready=ready,
             notify=systemd.notify,
             serving=_tune_collector,
+            load=load,
+            source=source,
         )
     except BaseExceptionGroup as group:
         first: BaseException = group
@@ -406,7 +413,7 @@ def _announce(server: Server, server_config: ServerConfig, skipped: list[str], o
             "http": None
             if server.http_address is None
             else f"{server.http_address[0]}:{server.http_address[1]}",
-            "insecure_listen": server_config.insecure_listen,
+            "insecure_listen": bool(server.exposed),
             "audit_log": server_config.audit_path,
             "sessions": sorted(server.sessions),
             "skipped": skipped,

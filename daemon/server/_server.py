@@ -57,7 +57,7 @@ import socket as stdlib_socket
 import sys
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -68,10 +68,11 @@ from daemon._version import __version__
 from daemon.audit._audit import AuditLog, AuditLogError, Durability
 from daemon.audit._transparency import open_transparency
 from daemon.audit._transparency import status as transparency_status
+from daemon.config._checks import Checked, check_listeners
 from daemon.config._describe import describe_sessions
 from daemon.config._hosting import DEFAULT_PORT, HostedSession, ServerConfig
 from daemon.config._http_config import HttpConfig
-from daemon.config._security import ExposureRefused, LoadedSecurity
+from daemon.config._security import LoadedSecurity
 from daemon.retention._retainer import Retention
 from daemon.server._audit_client import AuditClient
 from daemon.server._evaluation import (
@@ -137,6 +138,12 @@ class Server:
         self.http_address: tuple[str, int] | None = None
         self._security = LoadedSecurity()
         self._http_security = LoadedSecurity()
+        #: The listeners served exposed (non-loopback, no TLS or auth) under insecure_listen.
+        self.exposed: tuple[str, ...] = ()
+        #: Configuration generations applied by reloads since start (docs/operations.md).
+        self.generation = 0
+        self._front: FrontEnd | None = None
+        self._http_front: HttpFrontEnd | None = None
         self._capacity = trio.CapacityLimiter(config.max_in_flight)
         # Sized for real in run(), once the descriptor limit is known.
         self.max_connections = config.max_connections
@@ -152,8 +159,9 @@ class Server:
         self._started_ns = time.monotonic_ns()
         self._start_recorded = False
         self.counters: Counter[str] = Counter()
-        #: Called on SIGHUP (when ``handle_signals``): :class:`daemon.server._reload.Reloader`.
-        self.reloader: Callable[[], Awaitable[None]] | None = None
+        #: Called on SIGHUP (when ``handle_signals``): asks for a reload and returns at once
+        #: (:meth:`daemon.server._reload.Reloader.request`, which coalesces them).
+        self.reloader: Callable[[], object] | None = None
         #: Called with ``"STOPPING=1"`` when a signal begins a shutdown (``sd_notify``).
         self.notify: Callable[[str], object] = _ignore
         #: Listening sockets inherited from systemd (``LISTEN_FDS``), used instead of binding.
@@ -222,6 +230,7 @@ class Server:
         """This server's own figures, as a worker reports them to the sequencer."""
         return {
             "pid": os.getpid(),
+            "generation": self.generation,
             "status": self.readiness()[0],
             "connections": len(self._connections),
             "in_flight": self._capacity.borrowed_tokens,
@@ -241,6 +250,18 @@ class Server:
             "request_deadline_ms": int(self.config.request_deadline * 1000),
         }
 
+    def apply_security(self, checked: Checked) -> None:
+        """Serve with ``checked``'s TLS contexts and tokens from now on (a reload,
+        :mod:`daemon.server._reload`): a connection accepted, or a request authenticated,
+        after this call uses them; one already past its handshake or its token check is not
+        asked again."""
+        self._security, self._http_security = checked.binary, checked.http
+        self.exposed = checked.exposed
+        if self._front is not None:
+            self._front.security = checked.binary
+        if self._http_front is not None:
+            self._http_front.security = checked.http
+
     # -- lifecycle
 
     def shutdown(self) -> None:
@@ -256,12 +277,11 @@ class Server:
             config.max_connections, raise_descriptor_limit(), workers
         )
         self._peers.connection_cap = config.peer_connection_cap(self.max_connections)
-        exposed = config.exposure_problems()
-        if exposed and not config.insecure_listen:
-            raise ExposureRefused("; ".join(exposed))
-        self._security = config.security.load()
-        if config.http is not None:
-            self._http_security = config.http.security.load()
+        # The same checks as config check, serve --check and a reload (daemon.config._checks),
+        # on the listeners that will serve (inherited ones included).
+        checked = check_listeners(config, self.inherited)
+        self._security, self._http_security = checked.binary, checked.http
+        self.exposed = checked.exposed
         _remove_stale_snapshots()
         audit: AuditLog | AuditClient
         if self.role is not None:  # a worker: the parent's sequencer keeps the logs
@@ -405,7 +425,8 @@ class Server:
             "pid": os.getpid(),
             "listen": dict(listen),
             "security": self._describe_security(),
-            "insecure_listen": self.config.insecure_listen,
+            # True exactly when a listener is served exposed (daemon.config._checks rule 2).
+            "insecure_listen": bool(self.exposed),
             "sessions": self._session_list,
             "session_config": {
                 name: dict(session.recipe)
@@ -440,7 +461,7 @@ class Server:
         pipeline: Pipeline,
         signals: AsyncIterator[int] | None,
     ) -> None:
-        front = FrontEnd(
+        front = self._front = FrontEnd(
             config=self.config,
             pipeline=pipeline,
             peers=self._peers,
@@ -500,7 +521,7 @@ class Server:
         """The HTTP listener's acceptor: the same connection registry and caps as the
         binary protocol's."""
         http = self.config.http or HttpConfig()
-        front = HttpFrontEnd(
+        front = self._http_front = HttpFrontEnd(
             config=self.config,
             http=http,
             pipeline=pipeline,
@@ -533,7 +554,7 @@ class Server:
                 if self.reloader is None:
                     sys.stderr.write("evidenced: SIGHUP received: no configuration to reload\n")
                 elif not self._shutdown.is_set():
-                    await self.reloader()
+                    self.reloader()
                 continue
             if not self._shutdown.is_set():
                 self.notify("STOPPING=1")

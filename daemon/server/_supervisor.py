@@ -26,8 +26,15 @@ Rules (the contract):
    signal: SIGTERM again, which makes them cancel in-flight requests, as in one process);
    each drains as one process does and exits; once all are gone (or ``shutdown_grace`` + 5 s
    passed: then SIGKILL) the parent writes one ``daemon_stop`` with the workers' summed
-   counters, closes the logs and removes the Unix socket file. SIGHUP is not supported with
-   workers (a message says to restart instead).
+   counters, closes the logs and removes the Unix socket file.
+3a. SIGHUP (with a configuration file): the parent reads and checks the new configuration as
+   one process does (:func:`daemon.server._reload.prepare`: restart-only keys, the TLS and
+   tokens files, every session built), coalescing SIGHUPs as one process does; it writes the
+   one ``config_reload`` line (``APPLIED`` or ``REFUSED``); once applied it sends SIGHUP to
+   every worker, and each reloads as one process does (its own checks again, including the
+   exposure check on its inherited listeners; new evaluation workers; no line of its own). A
+   worker started later (a restart) is told the generation and loads the configuration file
+   itself. Without a configuration file, SIGHUP is ignored with a message.
 4. Workers ignore SIGINT (the parent decides) and stop when the parent's stream ends.
 5. ``health`` (answered by whichever worker a client reaches) aggregates: the counters and
    connection figures summed over the workers, ``workers`` (each worker's figures, pid,
@@ -53,7 +60,10 @@ import trio
 from daemon._version import __version__
 from daemon.audit._audit import AuditLog, Durability
 from daemon.audit._transparency import open_transparency
+from daemon.config._checks import Checked, check_listeners
+from daemon.config._config import DaemonConfig
 from daemon.config._hosting import HostedSession, ServerConfig
+from daemon.config._security import LoadedSecurity
 from daemon.server._audit_client import PUSH_INTERVAL, AuditClient
 from daemon.server._listeners import open_listeners
 from daemon.server._sequencer import Link, Sequencer
@@ -160,6 +170,15 @@ class Supervisor:
         self._nursery: trio.Nursery | None = None
         #: Called with ``"STOPPING=1"`` when a signal begins the drain (``sd_notify``).
         self.notify: Callable[[str], object] = lambda state: None
+        #: Whether a listener is served exposed under ``insecure_listen`` (daemon.config._checks).
+        self.exposed = False
+        #: Rule 3a: reads and checks the configuration anew (None: no file to reload).
+        self.prepare_reload: Callable[[], list[HostedSession]] | None = None
+        self.source = ""
+        #: Reloads applied (the generation a worker started now serves).
+        self.generation = 0
+        self.reloads_refused = 0
+        self._reload_wanted = trio.Event()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         config = self.config
@@ -208,14 +227,17 @@ class Supervisor:
                         self._stop_workers()
                         raise WorkersFailed("a worker exited before it could serve (see above)")
                     nursery.start_soon(self._push_state)
+                    nursery.start_soon(self._reloads, audit)
                     self._serving = True
                     task_status.started()
                     async for signum in signals:
                         if signum == signal.SIGHUP:
-                            sys.stderr.write(
-                                "evidenced: SIGHUP: reloading is not supported with workers > 1; "
-                                "restart the daemon to apply a new configuration\n"
-                            )
+                            if self.prepare_reload is None:
+                                sys.stderr.write(
+                                    "evidenced: SIGHUP received: no configuration to reload\n"
+                                )
+                            elif not self._draining:
+                                self._reload_wanted.set()
                             continue
                         self._signals += 1
                         if self._signals == 1:
@@ -239,6 +261,45 @@ class Supervisor:
                 )
             if not stopped:
                 self._kill_workers()
+
+    async def _reloads(self, audit: AuditLog) -> None:
+        """Rule 3a: one reload at a time; SIGHUPs during one collapse into one more."""
+        from daemon.config._config import ConfigError
+        from daemon.server._reload import ReloadRefused, reload_fields
+
+        while True:
+            await self._reload_wanted.wait()
+            self._reload_wanted = trio.Event()
+            if self.prepare_reload is None or self._draining:
+                continue
+            self.notify("RELOADING=1")
+            try:
+                sessions = self.prepare_reload()
+            except (ConfigError, ReloadRefused) as error:
+                self.reloads_refused += 1
+                sys.stderr.write(
+                    "evidenced: SIGHUP: configuration not reloaded, the old one keeps "
+                    f"serving: {error}\n"
+                )
+                await audit.record(
+                    "config_reload", source=self.source, status="REFUSED", reason=str(error)
+                )
+                self.notify("READY=1")
+                continue
+            self.sessions = sessions
+            self.generation += 1
+            await audit.record(
+                "config_reload", source=self.source, status="APPLIED", **reload_fields(sessions)
+            )
+            for slot in self._slots:
+                if slot.link is not None and slot.link.alive:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(slot.link.pid, signal.SIGHUP)
+            sys.stderr.write(
+                f"evidenced: SIGHUP: configuration reloaded from {self.source}: "
+                f"{sorted(s.name for s in sessions)} ({self.count} workers)\n"
+            )
+            self.notify("READY=1")
 
     async def _drain(self, nursery: trio.Nursery) -> None:
         """Rule 3."""
@@ -270,7 +331,7 @@ class Supervisor:
 
     async def _start(self, index: int) -> None:
         assert self._nursery is not None
-        pid, sock = await self.spawner.spawn(index)
+        pid, sock = await self.spawner.spawn(index, self.generation)
         slot = self._slots[index]
         slot.link = Link(index, pid, sock)
         slot.started = time.monotonic()
@@ -326,19 +387,43 @@ def worker_main_for(
     config: ServerConfig,
     bound: Bound,
     serving: Callable[[], None] = lambda: None,
+    load: Callable[[], tuple[DaemonConfig, ServerConfig]] | None = None,
 ) -> WorkerMain:
     """What a forked worker runs: one :class:`~daemon.server._server.Server` on the inherited
-    listeners whose audit log is an :class:`AuditClient` (rule 4). Never returns normally
-    to the spawner: the caller exits."""
+    listeners whose audit log is an :class:`AuditClient` (rule 4), and, with ``load``, its
+    :class:`~daemon.server._reload.Reloader` (rule 3a). Never returns normally to the
+    spawner: the caller exits."""
 
-    def main(index: int, sock: stdlib_socket.socket) -> None:
+    def main(index: int, sock: stdlib_socket.socket, generation: int) -> None:
+        from daemon.server._reload import Reloader
         from daemon.server._server import Server, WorkerRole
 
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        server = Server(sessions, attrs.evolve(config, handle_signals=True))
+        hosted = list(sessions)
+        if generation and load is not None:  # started after a reload: serve what it applied
+            try:
+                hosted = load()[0].build_sessions()[0]
+            except Exception as error:
+                sys.stderr.write(
+                    f"evidenced: worker {index}: the configuration no longer loads ({error}); "
+                    "serving the one the daemon started with\n"
+                )
+        server = Server(hosted, attrs.evolve(config, handle_signals=True))
+        server.generation = generation
         server.inherited = list(bound.binary)
         server.inherited_http = list(bound.http)
+        reloader = None
+        if load is not None:
+            reloader = Reloader(
+                server,
+                load,
+                source="",
+                say=lambda line: _say(f"worker {index}: {line}"),
+                notify=lambda state: None,
+                record=False,
+            )
+            server.reloader = reloader.request  # a SIGHUP from now on is kept for it
 
         async def run() -> None:
             stream = trio.SocketStream(trio.socket.from_stdlib_socket(sock))
@@ -352,12 +437,18 @@ def worker_main_for(
             server.role = WorkerRole(client, index)
             async with trio.open_nursery() as nursery:
                 await nursery.start(server.run)
+                if reloader is not None:
+                    await nursery.start(reloader.run)
                 serving()
                 await client.ready()
 
         trio.run(run)
 
     return main
+
+
+def _say(line: str) -> None:
+    sys.stderr.write(f"evidenced: {line}\n")
 
 
 def _open_stores(sessions: Sequence[HostedSession]) -> None:
@@ -379,23 +470,24 @@ def run_workers(
     on_ready: Callable[[Supervisor], None],
     notify: Callable[[str], object] = lambda state: None,
     serving: Callable[[], None] = lambda: None,
+    load: Callable[[], tuple[DaemonConfig, ServerConfig]] | None = None,
+    source: str = "",
 ) -> Supervisor:
     """Run a daemon of ``config.serving_count()`` workers until it stops (module rules);
     ``on_ready`` is called once every worker serves, ``serving`` in each worker once it
-    serves. Call from a process without a running
-    event loop (the spawner is forked first)."""
-    from daemon.config._security import ExposureRefused
+    serves; ``load`` reads the configuration ``source`` anew for a SIGHUP (rule 3a; None: no
+    reload). Call from a process without a running event loop (the spawner is forked
+    first)."""
     from daemon.server._server import Server
 
-    exposed = config.exposure_problems()
-    if exposed and not config.insecure_listen:
-        raise ExposureRefused("; ".join(exposed))
-    config.security.load()  # a bad TLS or token file stops the start here, naming it
-    if config.http is not None:
-        config.http.security.load()
+    # The checks of one process (daemon.config._checks), on the listeners that will serve: a
+    # bad TLS or token file, or an exposed listener, stops the start here, naming it.
+    checked = check_listeners(config, inherited)
     bound = bind(config, inherited)
     try:
-        spawner = Spawner(worker_main_for(sessions, config, bound, serving), bound.close_sockets)
+        spawner = Spawner(
+            worker_main_for(sessions, config, bound, serving, load), bound.close_sockets
+        )
     except BaseException:
         bound.close()
         raise
@@ -415,9 +507,33 @@ def run_workers(
         sessions, config, bound, config.serving_count(), spawner, describe=describe
     )
     supervisor.notify = notify
+    supervisor.exposed = bool(checked.exposed)
+    if load is not None:
+        reload_from = load
+        supervisor.source = source
+
+        def prepare_reload() -> list[HostedSession]:
+            from daemon.server._reload import prepare
+
+            # The parent's listening sockets are the workers' now; the exposure of a listener
+            # cannot change without a restart-only key, and each worker checks its own.
+            _, built, _ = prepare(
+                reload_from,
+                config,
+                {session.name: session for session in supervisor.sessions},
+                lambda new: Checked(
+                    new.security.load(),
+                    new.http.security.load() if new.http is not None else LoadedSecurity(),
+                ),
+            )
+            return built
+
+        supervisor.prepare_reload = prepare_reload
 
     async def main() -> None:
-        holder.append(Server(sessions, config))
+        server = Server(sessions, config)
+        server.exposed = checked.exposed
+        holder.append(server)
         async with trio.open_nursery() as nursery:
             await nursery.start(supervisor.run)
             on_ready(supervisor)
