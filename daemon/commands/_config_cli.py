@@ -1,4 +1,5 @@
-"""CLI commands ``config check`` and ``config default``: a configuration an operator can check.
+"""CLI commands ``config check``, ``config keys`` and ``config default``: a configuration an
+operator can check.
 
 The :mod:`cli` contract applies. Per command:
 
@@ -12,6 +13,10 @@ The :mod:`cli` contract applies. Per command:
   "skipped": [messages]}``. Exit 0 valid; 65 invalid (``CONFIG_INVALID``, the message names
   the key path); 66 FILE missing or unreadable. ``serve --check`` does the same with ``serve``'s
   flags applied.
+* ``config keys`` prints ``{"keys": [{"table", "key", "type", "default", "rule", "doc"}, ...]}``:
+  every key of the schema, the one declaration of each (:mod:`daemon.config._config_schema`);
+  ``--markdown`` prints the key table of ``docs/configuration.md`` instead (a test holds the
+  two equal). Exit 0.
 * ``config default`` prints ``{"text": <the embedded default TOML>, "config": <its effective
   configuration>}``; ``--raw`` prints the TOML text itself and ``--out FILE`` writes it to FILE
   (a starting point to edit). Exit 0; 73 when FILE cannot be written.
@@ -28,6 +33,7 @@ import cli
 from cli import Exit, RejectedInput, UsageError
 from daemon.config._checks import check_listeners
 from daemon.config._config import ConfigError, DaemonConfig, default_config_text, load_config
+from daemon.config._config_schema import key_rows, key_table
 from daemon.config._hosting import ServerConfig
 from daemon.config._security import ExposureRefused
 from daemon.config._tls import TlsConfigError
@@ -78,6 +84,14 @@ def _check(args: argparse.Namespace) -> int:
     return Exit.OK
 
 
+def _keys(args: argparse.Namespace) -> int:
+    if args.markdown:
+        cli.emit_bytes(key_table().encode("utf-8"))
+    else:
+        cli.emit({"keys": key_rows()})
+    return Exit.OK
+
+
 def _default(args: argparse.Namespace) -> int:
     if args.raw and args.out is not None:
         raise UsageError("--raw and --out exclude each other")
@@ -110,6 +124,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "authentication is reported, not refused",
     )
     check.set_defaults(handler=_check)
+    keys = commands.add_parser("keys", help="list every configuration key (the schema's)")
+    keys.add_argument(
+        "--markdown", action="store_true", help="print the key table of docs/configuration.md"
+    )
+    keys.set_defaults(handler=_keys)
     default = commands.add_parser("default", help="print the embedded default configuration")
     default.add_argument("--out", metavar="FILE", help="write the TOML text to FILE")
     default.add_argument("--raw", action="store_true", help="print the TOML text instead of JSON")

@@ -89,10 +89,10 @@ class ServerTable:
 
     listen: str = attrs.field(
         default="127.0.0.1:7433",
-        metadata=_key('TCP ``HOST:PORT`` of the binary protocol (EVD1); ``""``: no TCP'),
+        metadata=_key('TCP `HOST:PORT` of the binary protocol (EVD1); `""`: no TCP'),
     )
     socket: str = attrs.field(
-        default="", metadata=_key('Unix socket path (created mode 0600); ``""``: none')
+        default="", metadata=_key('Unix socket path (created mode 0600); `""`: none')
     )
     socket_group: str = attrs.field(
         default="", metadata=_key("a group name or gid: the socket is then mode 0660 for it")
@@ -188,7 +188,7 @@ class ServerTable:
     )
     tokens_file: str = attrs.field(
         default="",
-        metadata=_key('``"<sha256 hex of token> <name>"`` per line; every request needs one'),
+        metadata=_key('`"<sha256 hex of token> <name>"` per line; every request needs one'),
     )
 
 
@@ -198,13 +198,13 @@ class HttpTable:
     (daemon.config._http_config)."""
 
     listen: str = attrs.field(
-        default="127.0.0.1:7434", metadata=_key("``HOST:PORT`` of the HTTP/JSON API")
+        default="127.0.0.1:7434", metadata=_key("`HOST:PORT` of the HTTP/JSON API")
     )
-    tls_cert: str = attrs.field(default="", metadata=_key("as in ``[server]``, for HTTP"))
-    tls_key: str = attrs.field(default="", metadata=_key("as in ``[server]``, for HTTP"))
-    tls_client_ca: str = attrs.field(default="", metadata=_key("as in ``[server]``, for HTTP"))
+    tls_cert: str = attrs.field(default="", metadata=_key("as in `[server]`, for HTTP"))
+    tls_key: str = attrs.field(default="", metadata=_key("as in `[server]`, for HTTP"))
+    tls_client_ca: str = attrs.field(default="", metadata=_key("as in `[server]`, for HTTP"))
     tokens_file: str = attrs.field(
-        default="", metadata=_key("as in ``[server]``; sent as ``Authorization: Bearer``")
+        default="", metadata=_key("as in `[server]`; sent as `Authorization: Bearer`")
     )
     max_header_bytes: int = attrs.field(
         default=16384, metadata=_key("the largest request head (line and fields)", POSITIVE)
@@ -227,11 +227,11 @@ class AuditTable:
 
     path: str = attrs.field(default="evidenced-audit.jsonl", metadata=_key("the audit log file"))
     durability: str = attrs.field(
-        default="fsync", metadata=_key("``fsync`` | ``write`` | ``none`` before an answer")
+        default="fsync", metadata=_key("`fsync` or `write` or `none` before an answer")
     )
     overflow: str = attrs.field(
         default="block",
-        metadata=_key("``block`` | ``drop`` (dropped lines are counted and logged)"),
+        metadata=_key("`block` or `drop` (dropped lines are counted and logged)"),
     )
     max_pending: int = attrs.field(
         default=4096, metadata=_key("lines rendered and not yet durable, at most", NON_NEGATIVE)
@@ -247,21 +247,19 @@ class TransparencyTable:
     """``[transparency]`` (optional; present means on): the signed transparency log."""
 
     key_file: str = attrs.field(
-        metadata=_key("the signing key (``evidenced log keygen``, mode 0600); required")
+        metadata=_key("the signing key (`evidenced log keygen`, mode 0600); required")
     )
     origin: str | None = attrs.field(
         default=None,
-        metadata=_key("default: ``<host name>/evidenced/<absolute audit log path>``"),
+        metadata=_key("default: `<host name>/evidenced/<absolute audit log path>`"),
     )
     directory: str | None = attrs.field(
-        default=None, metadata=_key("default: ``<audit log path>.tlog``")
+        default=None, metadata=_key("default: `<audit log path>.tlog`")
     )
     checkpoint_interval: float = attrs.field(
         default=1.0, metadata=_key("seconds between checkpoint signatures, at most")
     )
-    entry_bundles: bool = attrs.field(
-        default=False, metadata=_key("also write ``tile/entries/``")
-    )
+    entry_bundles: bool = attrs.field(default=False, metadata=_key("also write `tile/entries/`"))
 
 
 @attrs.frozen
@@ -270,7 +268,7 @@ class SessionTable:
     (``[sessions.<name>.options.<mechanism>]``, each a table the mechanism's provider reads)."""
 
     mechanisms: tuple[str, ...] = attrs.field(
-        metadata=_key("names of installed mechanism providers (``evidenced mechanisms``)")
+        metadata=_key("names of installed mechanism providers (`evidenced mechanisms`)")
     )
     max_evidence_items: int = attrs.field(
         default=2, metadata=_key("declared bound, clamped to the mechanisms'", NON_NEGATIVE)
@@ -284,13 +282,13 @@ class SessionTable:
     )
     options: dict[str, dict[str, Any]] = attrs.field(
         factory=dict,
-        metadata=_key("``[sessions.<name>.options.<mechanism>]``: the provider's typed options"),
+        metadata=_key("`[sessions.<name>.options.<mechanism>]`: the provider's typed options"),
     )
     retain: str = attrs.field(
-        default="none", metadata=_key('``"none"`` | ``"all"`` | ``"refused"``: keep evidence')
+        default="none", metadata=_key('`"none"` or `"all"` or `"refused"`: keep evidence')
     )
     store: str | None = attrs.field(
-        default=None, metadata=_key("with retain: ``fs:PATH`` or ``s3://bucket/prefix``")
+        default=None, metadata=_key("with retain: `fs:PATH` or `s3://bucket/prefix`")
     )
 
 
@@ -326,3 +324,85 @@ def unstructure_config(config: ConfigFile) -> dict[str, Any]:
     for table in value["sessions"].values():
         table["mechanisms"] = list(table["mechanisms"])
     return value
+
+
+#: The tables of the key table, in the file's order: (heading, class).
+KEY_TABLES: Final = (
+    ("[server]", ServerTable),
+    ("[http]", HttpTable),
+    ("[audit]", AuditTable),
+    ("[transparency]", TransparencyTable),
+    ("[sessions.<name>]", SessionTable),
+)
+_TYPE_NAMES: Final = {
+    "str": "string",
+    "str | None": "string",
+    "int": "integer",
+    "int | None": "integer",
+    "float": "number",
+    "bool": "boolean",
+    "int | str": 'integer or "auto"',
+    "tuple[str, ...]": "array of strings",
+    "dict[str, dict[str, Any]]": "tables",
+}
+
+
+def _default_of(field: attrs.Attribute[Any]) -> Any:
+    default: Any = field.default
+    if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+        return default.factory()
+    return None if default is attrs.NOTHING else default
+
+
+def _default_text(row: dict[str, Any]) -> str:
+    default = row["default"]
+    if row["required"]:
+        return "required"
+    if default is None:
+        return "unset"
+    if type(default) is bool:
+        return "`true`" if default else "`false`"
+    if type(default) is str:
+        return f'`"{default}"`'
+    return f"`{default}`"
+
+
+def key_rows() -> list[dict[str, Any]]:
+    """Every key of the schema: ``table``, ``key``, ``type``, ``default`` (its value, None
+    when unset), ``required``, ``rule`` (the range rule, or None) and ``doc`` (its meaning)."""
+    rows = []
+    for table, cls in KEY_TABLES:
+        for field in attrs.fields(cls):
+            rows.append(
+                {
+                    "table": table,
+                    "key": field.name,
+                    "type": _TYPE_NAMES.get(str(field.type), str(field.type)),
+                    "default": _default_of(field),
+                    "required": field.default is attrs.NOTHING,
+                    "rule": field.metadata.get(RULE),
+                    "doc": field.metadata.get(DOC, ""),
+                }
+            )
+    return rows
+
+
+def key_table() -> str:
+    """The Markdown key table of ``docs/configuration.md`` (``evidenced config keys
+    --markdown``), generated from the schema: one table per TOML table."""
+    lines: list[str] = []
+    current = None
+    for row in key_rows():
+        if row["table"] != current:
+            current = row["table"]
+            if lines:
+                lines.append("")
+            lines += [
+                f"### `{current}`",
+                "",
+                "| key | type | default | meaning |",
+                "|---|---|---|---|",
+            ]
+        meaning = row["doc"] + (f" ({row['rule']})" if row["rule"] else "")
+        lines.append(f"| `{row['key']}` | {row['type']} | {_default_text(row)} | {meaning} |")
+    return "\n".join(lines) + "\n"
