@@ -113,7 +113,7 @@ def _is_sequence(cl: Any) -> bool:
 
 
 def _is_raw_table(cl: Any) -> bool:
-    return cl == dict[str, Any]
+    return bool(cl == dict[str, Any])
 
 
 def _is_mapping(cl: Any) -> bool:

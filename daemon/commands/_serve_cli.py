@@ -91,9 +91,9 @@ from daemon.config._tls import TlsConfigError
 from daemon.config._tokens import TokenFileError
 from daemon.retention import StoreError
 from daemon.server import _systemd as systemd
-from daemon.server._reload import Reloader
 from daemon.server._server import DEFAULT_PORT, Server
-from daemon.server._supervisor import Supervisor, WorkersFailed, run_workers
+from daemon.server._service import ServiceHooks, run_service
+from daemon.server._supervisor import Supervisor, WorkersFailed
 from daemon.tlog import encode_receipt
 from session import BoundProposition, EvidenceCountError, providers_for_mechanism
 
@@ -260,120 +260,27 @@ def _serve(args: argparse.Namespace) -> int:
     def load() -> tuple[DaemonConfig, ServerConfig]:
         return _load(args)
 
-    reload_from = load if args.config is not None else None
-    if server_config.serving_count() > 1:
-        return _serve_workers(sessions, server_config, skipped, origin, reload_from, config.source)
-    server = Server(sessions, server_config)
-    server.inherited = systemd.listen_fds()
-    server.notify = systemd.notify
-    reloader = (
-        Reloader(server, reload_from, source=config.source, say=cli.say, notify=systemd.notify)
-        if reload_from is not None
-        else None
+    # One service assembly for one process and for --workers N (daemon.server._service).
+    hooks = ServiceHooks.from_environment(
+        load=load if args.config is not None else None, source=config.source, say=cli.say
     )
 
-    async def run_server(task_status: trio.TaskStatus[Server]) -> None:
-        try:
-            await server.run(task_status=task_status)
-        finally:
-            stop.cancel()
-
-    stop = trio.CancelScope()
-
-    async def main() -> None:
-        with stop:
-            async with trio.open_nursery() as nursery:
-                await nursery.start(run_server)
-                if reloader is not None:
-                    await nursery.start(reloader.run)
-                interval = systemd.watchdog_interval()
-                if interval is not None:
-                    nursery.start_soon(_watchdog, interval)
-                _announce(server, server_config, skipped, origin)
-                systemd.notify(
-                    f"READY=1\nMAINPID={os.getpid()}\nSTATUS=serving "
-                    f"{', '.join(sorted(server.sessions))}"
-                )
-                await trio.sleep_forever()
+    def ready(service: Server | Supervisor) -> None:
+        if isinstance(service, Supervisor):
+            _announce_workers(service, server_config, sessions, skipped, origin)
+        else:
+            _announce(service, server_config, skipped, origin)
 
     try:
-        trio.run(main)
-    except BaseExceptionGroup as group:  # from the nursery: report the first cause
-        first: BaseException = group
-        while isinstance(first, BaseExceptionGroup):
-            first = first.exceptions[0]
-        raise _start_failure(first) from None
-    except (AuditLogError, StoreError, OSError) as error:
-        raise _start_failure(error) from None
-    failure = server.audit.failure_reason if server.audit is not None else None
-    if failure is not None:
-        raise CliError(
-            f"stopped, but the audit log could not be written ({failure}); daemon_stop is "
-            "not recorded and requests answered AUDIT_FAILED have no line",
-            exit=Exit.INTERNAL,
-            code="AUDIT_FAILED",
-        )
-    cli.say("stopped; audit log flushed")
-    return Exit.OK
-
-
-def _serve_workers(
-    sessions: list[HostedSession],
-    server_config: ServerConfig,
-    skipped: list[str],
-    origin: str,
-    load: Callable[[], tuple[DaemonConfig, ServerConfig]] | None,
-    source: str,
-) -> int:
-    """``serve`` with ``--workers N`` (N > 1): the parent sequences, N workers serve
-    (:mod:`daemon.server._supervisor`)."""
-
-    def ready(supervisor: Supervisor) -> None:
-        _tune_collector()
-        listen = supervisor.bound.listen
-        tlog = supervisor.transparency
-        cli.emit(
-            {
-                "status": "serving",
-                "tcp": listen.get("tcp"),
-                "unix": listen.get("unix"),
-                "http": listen.get("http"),
-                "insecure_listen": supervisor.exposed,
-                "audit_log": server_config.audit_path,
-                "sessions": sorted(session.name for session in sessions),
-                "skipped": skipped,
-                "transparency": None
-                if tlog is None
-                else {
-                    "origin": tlog.origin,
-                    "verifier_key": tlog.signer.verifier().encode(),
-                    "directory": str(tlog.directory),
-                    "checkpoint_size": None if tlog.checkpoint is None else tlog.checkpoint.size,
-                },
-                "workers": supervisor.count,
-            }
-        )
-        where = listen.get("unix") or listen.get("tcp") or "inherited sockets"
-        cli.say(
-            f"serving {', '.join(sorted(s.name for s in sessions))} on {where} with "
-            f"{supervisor.count} workers; audit log {server_config.audit_path} (from {origin})"
-        )
-        systemd.notify(
-            f"READY=1\nMAINPID={os.getpid()}\nSTATUS=serving ({supervisor.count} workers)"
-        )
-
-    try:
-        supervisor = run_workers(
+        ran = run_service(
             sessions,
             server_config,
+            hooks,
             inherited=systemd.listen_fds(),
             on_ready=ready,
-            notify=systemd.notify,
             serving=_tune_collector,
-            load=load,
-            source=source,
         )
-    except BaseExceptionGroup as group:
+    except BaseExceptionGroup as group:  # several causes at once: report the first
         first: BaseException = group
         while isinstance(first, BaseExceptionGroup):
             first = first.exceptions[0]
@@ -388,7 +295,7 @@ def _serve_workers(
         TokenFileError,
     ) as error:
         raise _start_failure(error) from None
-    failure = supervisor.audit.failure_reason if supervisor.audit is not None else None
+    failure = ran.audit.failure_reason if ran.audit is not None else None
     if failure is not None:
         raise CliError(
             f"stopped, but the audit log could not be written ({failure}); daemon_stop is "
@@ -398,6 +305,45 @@ def _serve_workers(
         )
     cli.say("stopped; audit log flushed")
     return Exit.OK
+
+
+def _announce_workers(
+    supervisor: Supervisor,
+    server_config: ServerConfig,
+    sessions: list[HostedSession],
+    skipped: list[str],
+    origin: str,
+) -> None:
+    """The ``serving`` document and the stderr line of a ``--workers N`` daemon."""
+    _tune_collector()
+    listen = supervisor.bound.listen
+    tlog = supervisor.transparency
+    cli.emit(
+        {
+            "status": "serving",
+            "tcp": listen.get("tcp"),
+            "unix": listen.get("unix"),
+            "http": listen.get("http"),
+            "insecure_listen": supervisor.exposed,
+            "audit_log": server_config.audit_path,
+            "sessions": sorted(session.name for session in sessions),
+            "skipped": skipped,
+            "transparency": None
+            if tlog is None
+            else {
+                "origin": tlog.origin,
+                "verifier_key": tlog.signer.verifier().encode(),
+                "directory": str(tlog.directory),
+                "checkpoint_size": None if tlog.checkpoint is None else tlog.checkpoint.size,
+            },
+            "workers": supervisor.count,
+        }
+    )
+    where = listen.get("unix") or listen.get("tcp") or "inherited sockets"
+    cli.say(
+        f"serving {', '.join(sorted(s.name for s in sessions))} on {where} with "
+        f"{supervisor.count} workers; audit log {server_config.audit_path} (from {origin})"
+    )
 
 
 def _announce(server: Server, server_config: ServerConfig, skipped: list[str], origin: str) -> None:
@@ -435,14 +381,6 @@ def _announce(server: Server, server_config: ServerConfig, skipped: list[str], o
         f"serving {', '.join(sorted(server.sessions))} on {where}; audit log "
         f"{server_config.audit_path} (from {origin})"
     )
-
-
-async def _watchdog(interval: float) -> None:
-    """``WATCHDOG=1`` every ``interval`` seconds while the event loop runs (a stuck loop stops
-    the pings, and systemd restarts the service)."""
-    while True:
-        systemd.notify("WATCHDOG=1")
-        await trio.sleep(interval)
 
 
 def _transparency_summary(server: Server) -> dict[str, Any] | None:

@@ -27,6 +27,8 @@ a test checks they agree).
 from __future__ import annotations
 
 import math
+import types
+import typing
 from typing import Any, Final
 
 import attrs
@@ -73,14 +75,13 @@ def _key(doc: str, rule: str | None = None) -> dict[str, str | None]:
 def check_range(name: str, rule: str | None, value: object) -> None:
     """``value`` of the key ``name`` within ``rule``, else ``ValueError`` naming the key."""
     if rule == POSITIVE_SECONDS:
-        if type(value) not in (int, float) or not math.isfinite(value) or value <= 0:  # type: ignore[arg-type,operator]
+        number = value if type(value) in (int, float) else math.nan
+        if not math.isfinite(number) or number <= 0:  # type: ignore[arg-type,operator]
             raise ValueError(f"{name} must be a positive number of seconds")
-    elif rule == POSITIVE:
-        if type(value) is not int or value < 1:
-            raise ValueError(f"{name} must be a positive integer")
-    elif rule == NON_NEGATIVE:
-        if type(value) is not int or value < 0:
-            raise ValueError(f"{name} must be a non-negative integer")
+        return
+    least = {POSITIVE: 1, NON_NEGATIVE: 0}.get(rule or "")
+    if least is not None and (type(value) is not int or value < least):
+        raise ValueError(f"{name} must be a {rule}")
 
 
 @attrs.frozen
@@ -334,17 +335,22 @@ KEY_TABLES: Final = (
     ("[transparency]", TransparencyTable),
     ("[sessions.<name>]", SessionTable),
 )
-_TYPE_NAMES: Final = {
-    "str": "string",
-    "str | None": "string",
-    "int": "integer",
-    "int | None": "integer",
-    "float": "number",
-    "bool": "boolean",
-    "int | str": 'integer or "auto"',
-    "tuple[str, ...]": "array of strings",
-    "dict[str, dict[str, Any]]": "tables",
-}
+_SCALAR_NAMES: Final = {str: "string", int: "integer", float: "number", bool: "boolean"}
+
+
+def _type_label(kind: Any) -> str:
+    """A field's type in the words of the key table (``integer or "auto"``, ``array of
+    strings``)."""
+    members = [member for member in typing.get_args(kind) if member is not type(None)]
+    if typing.get_origin(kind) in (typing.Union, types.UnionType):
+        if members == [int, str]:
+            return 'integer or "auto"'
+        return " or ".join(_type_label(member) for member in members)
+    if typing.get_origin(kind) is tuple:
+        return f"array of {_SCALAR_NAMES[members[0]]}s"
+    if typing.get_origin(kind) is dict:
+        return "tables"
+    return _SCALAR_NAMES[kind]
 
 
 def _default_of(field: attrs.Attribute[Any]) -> Any:
@@ -372,12 +378,13 @@ def key_rows() -> list[dict[str, Any]]:
     when unset), ``required``, ``rule`` (the range rule, or None) and ``doc`` (its meaning)."""
     rows = []
     for table, cls in KEY_TABLES:
+        attrs.resolve_types(cls)  # the annotations as types (cattrs does it when it first runs)
         for field in attrs.fields(cls):
             rows.append(
                 {
                     "table": table,
                     "key": field.name,
-                    "type": _TYPE_NAMES.get(str(field.type), str(field.type)),
+                    "type": _type_label(field.type),
                     "default": _default_of(field),
                     "required": field.default is attrs.NOTHING,
                     "rule": field.metadata.get(RULE),

@@ -91,7 +91,6 @@ from daemon.server._resources import connection_capacity, raise_descriptor_limit
 from daemon.server._workers import WorkerPool
 from daemon.tlog import TransparencyLog
 from daemon.wire._protocol import PROTOCOL_VERSION, ErrorCode, ErrorResponse, ServerConnection
-from session import VerificationMechanism
 
 __all__ = [
     "DEADLINE_DETAILS",
@@ -100,8 +99,6 @@ __all__ = [
     "HostedSession",
     "Server",
     "ServerConfig",
-    "open_server",
-    "serve",
 ]
 
 SERVER_NAME: Final = f"evidenced/{__version__}"
@@ -609,76 +606,3 @@ def _remove_stale_snapshots(pid: int | None = None) -> None:
     removed = remove_stale_snapshots(pid=pid)
     if removed:
         sys.stderr.write(f"evidenced: removed {len(removed)} stale snapshot folder(s)\n")
-
-
-async def serve(
-    sessions: Sequence[HostedSession] | Mapping[str, Sequence[VerificationMechanism]],
-    config: ServerConfig | None = None,
-    *,
-    handle_signals: bool | None = None,
-    task_status: trio.TaskStatus[Server] = trio.TASK_STATUS_IGNORED,
-    **options: Any,
-) -> None:
-    """The host API: serve ``sessions`` until shutdown.
-
-    ``sessions`` is a list of :class:`HostedSession` or a mapping ``name -> mechanisms``
-    (then each session admits 2 items / 524,288 bytes). ``config`` or keyword ``options``
-    (fields of :class:`ServerConfig`) say where and how. ``task_status.started`` receives the
-    :class:`Server` (its ``tcp_address``/``unix_path`` and ``shutdown()``).
-
-    Signals: with ``handle_signals`` (the default when called from the main thread, where
-    Python delivers signals; pass ``False`` to keep your own handlers) SIGINT and SIGTERM shut
-    the server down gracefully (a second one: at once) and SIGHUP is ignored with a message
-    (there is no configuration file to reload; ``evidenced serve`` reloads its own). Without
-    it, stop the server with ``server.shutdown()``.
-    """
-    import threading
-
-    hosted = _hosted(sessions)
-    if handle_signals is None:
-        handle_signals = threading.current_thread() is threading.main_thread()
-    if config is None:
-        config = ServerConfig(**options, handle_signals=handle_signals)
-    else:
-        config = attrs.evolve(config, **options, handle_signals=handle_signals)
-    server = Server(hosted, config)
-    await server.run(task_status=task_status)
-
-
-def _hosted(
-    sessions: Sequence[HostedSession] | Mapping[str, Sequence[VerificationMechanism]],
-) -> list[HostedSession]:
-    if isinstance(sessions, Mapping):
-        return [HostedSession(name, tuple(mechs)) for name, mechs in sessions.items()]
-    return list(sessions)
-
-
-@contextlib.asynccontextmanager
-async def open_server(
-    sessions: Sequence[HostedSession] | Mapping[str, Sequence[VerificationMechanism]],
-    config: ServerConfig | None = None,
-    **options: Any,
-) -> AsyncIterator[Server]:
-    """Run a server for the duration of the block (tests, embedding); shuts down on exit,
-    gracefully also when the block raises (the error is re-raised once the server stopped)."""
-    failure: Exception | None = None
-    async with trio.open_nursery() as nursery:
-        server: Server = await nursery.start(_run_server, _hosted(sessions), config, options)
-        try:
-            yield server
-        except Exception as error:  # let the server drain instead of cancelling it
-            failure = error
-        finally:
-            server.shutdown()
-    if failure is not None:
-        raise failure
-
-
-async def _run_server(
-    sessions: list[HostedSession],
-    config: ServerConfig | None,
-    options: dict[str, Any],
-    *,
-    task_status: trio.TaskStatus[Server] = trio.TASK_STATUS_IGNORED,
-) -> None:
-    await serve(sessions, config, task_status=task_status, **options)

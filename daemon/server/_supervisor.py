@@ -64,6 +64,7 @@ from daemon.config._checks import Checked, check_listeners
 from daemon.config._config import DaemonConfig
 from daemon.config._hosting import HostedSession, ServerConfig
 from daemon.config._security import LoadedSecurity
+from daemon.server import _systemd as systemd
 from daemon.server._audit_client import PUSH_INTERVAL, AuditClient
 from daemon.server._listeners import open_listeners
 from daemon.server._sequencer import Link, Sequencer
@@ -472,12 +473,14 @@ def run_workers(
     serving: Callable[[], None] = lambda: None,
     load: Callable[[], tuple[DaemonConfig, ServerConfig]] | None = None,
     source: str = "",
+    watchdog: float | None = None,
 ) -> Supervisor:
     """Run a daemon of ``config.serving_count()`` workers until it stops (module rules);
-    ``on_ready`` is called once every worker serves, ``serving`` in each worker once it
+    ``on_ready`` is called once every worker serves, then ``notify`` hears ``READY=1`` and,
+    every ``watchdog`` seconds, ``WATCHDOG=1``; ``serving`` is called in each worker once it
     serves; ``load`` reads the configuration ``source`` anew for a SIGHUP (rule 3a; None: no
-    reload). Call from a process without a running event loop (the spawner is forked
-    first)."""
+    reload). The service assembly (:mod:`daemon.server._service`) calls it. Call from a
+    process without a running event loop (the spawner is forked first)."""
     from daemon.server._server import Server
 
     # The checks of one process (daemon.config._checks), on the listeners that will serve: a
@@ -534,9 +537,24 @@ def run_workers(
         server = Server(sessions, config)
         server.exposed = checked.exposed
         holder.append(server)
-        async with trio.open_nursery() as nursery:
-            await nursery.start(supervisor.run)
-            on_ready(supervisor)
+        stop = trio.CancelScope()
+
+        async def supervise(*, task_status: trio.TaskStatus[None]) -> None:
+            try:
+                await supervisor.run(task_status=task_status)
+            finally:
+                stop.cancel()
+
+        with stop:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(supervise)
+                on_ready(supervisor)
+                notify(
+                    f"READY=1\nMAINPID={os.getpid()}\nSTATUS=serving ({supervisor.count} workers)"
+                )
+                if watchdog is not None:
+                    nursery.start_soon(systemd.watchdog, notify, watchdog)
+                await trio.sleep_forever()
 
     try:
         trio.run(main)

@@ -116,6 +116,6 @@ def test_server_config_takes_each_default_and_range_rule_from_the_schema() -> No
         rule = key.metadata.get(RULE)
         if rule is None:
             continue
-        bad = -1 if "integer" in rule else 0.0
+        bad: dict[str, Any] = {name: -1 if "integer" in rule else 0.0}
         with pytest.raises(ValueError, match=name):
-            ServerConfig(**{name: bad})
+            ServerConfig(**bad)
