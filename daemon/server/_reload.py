@@ -7,8 +7,9 @@ Rules, in this order, for one reload:
    SIGHUP while one is being built or applied marks one more as pending, and any number of
    further SIGHUPs collapse into that one. At most one reload is built at a time.
 2. The configuration file is read and checked exactly as at start (the command line's
-   overrides applied again): the shape and every value, every session's mechanisms built
-   (mechanism options included), and the listener checks of :mod:`daemon.config._checks`
+   overrides applied again; in a worker thread, so the event loop keeps serving): the shape
+   and every value, every session's mechanisms built (mechanism options included), and the
+   listener checks of :mod:`daemon.config._checks`
    (exposure, inherited sockets included; the TLS certificates and the tokens file read and
    checked again: a missing, malformed or loose file — a symlink to a 0666 file — refuses the
    reload as it refuses a start). Any failure refuses the whole reload: nothing of it is
@@ -194,7 +195,7 @@ class Reloader:
         while len(self._draining) >= MAX_DRAINING:  # rule 5: bounded processes
             await trio.sleep(_POLL)
         try:
-            generation = self._prepare()
+            generation = await self._prepare()
         except (ConfigError, ReloadRefused) as error:
             self.refused += 1
             self.say(f"SIGHUP: configuration not reloaded, the old one keeps serving: {error}")
@@ -244,17 +245,20 @@ class Reloader:
             settle = server.config.idle_timeout + server.config.request_deadline
             self._nursery.start_soon(self._drain, old, pipeline, admitted, settle)
 
-    def _prepare(self) -> _Generation:
-        """Rule 2: everything read and checked, the new workers forked; nothing swapped."""
+    async def _prepare(self) -> _Generation:
+        """Rule 2: everything read and checked (in a thread: reading the file and building
+        the mechanisms take ~0.1 s that the event loop keeps serving through), then the new
+        workers forked (in the event loop's thread, as at start); nothing swapped."""
         server = self.server
-        config, sessions, checked = prepare(
+        running, hosted, inherited = server.config, dict(server.sessions), list(server.inherited)
+        config, sessions, checked = await trio.to_thread.run_sync(
+            prepare,
             self.load,
-            server.config,
-            server.sessions,
-            lambda new: check_listeners(new, server.inherited),
+            running,
+            hosted,
+            lambda new: check_listeners(new, inherited),
         )
         current = server._evaluator
-        running = server.config
         pool = WorkerPool(
             current.pool.size if current is not None else running.worker_count(),
             worker_job_handler({session.name: session for session in sessions}),

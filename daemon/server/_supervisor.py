@@ -274,8 +274,8 @@ class Supervisor:
             if self.prepare_reload is None or self._draining:
                 continue
             self.notify("RELOADING=1")
-            try:
-                sessions = self.prepare_reload()
+            try:  # in a thread: the sequencer keeps committing lines meanwhile
+                sessions = await trio.to_thread.run_sync(self.prepare_reload)
             except (ConfigError, ReloadRefused) as error:
                 self.reloads_refused += 1
                 sys.stderr.write(
