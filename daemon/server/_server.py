@@ -21,13 +21,17 @@ Rules (the contract):
 
 1. Start (:meth:`Server.run`): raise the descriptor soft limit to the hard limit and size
    ``max_connections`` to fit it with headroom (:mod:`daemon.server._resources`); remove stale
-   snapshot folders of dead processes of this user (:mod:`mechanism.snapshots`); load the
-   listeners' TLS and token files (a bad one stops the start, naming it); open the
+   snapshot folders of dead processes of this user (:mod:`mechanism.snapshots`); run the
+   listener checks of :mod:`daemon.config._checks` on the listeners that will serve
+   (inherited ones included): exposure, then the TLS and token files (a failure stops the
+   start, naming it); open the
    audit log (and the transparency log, when configured); fork the evaluation workers
    before the audit writer or any connection exists; open the evidence stores of the
    sessions that retain evidence (:mod:`daemon.retention`); open the listeners; record
-   ``daemon_start`` (with each TCP listener's security and whether ``insecure_listen`` was
-   given); then report readiness (``task_status.started``).
+   ``daemon_start`` (with each TCP listener's security, and ``insecure_listen``: whether a
+   listener is served exposed under ``--insecure-listen``); then report readiness
+   (``task_status.started``). The service around it (readiness notification, watchdog,
+   reload) is assembled by :mod:`daemon.server._service`.
 2. Each request gets a fresh :class:`EvidenceStore` and :class:`VerificationSession`, so
    requests share no state; every decision and every refusal of a request is audited before
    it is answered (:mod:`daemon.server._pipeline`). Every client-chosen value in a message, an audit

@@ -12,9 +12,10 @@ Rules (the contract):
    that never runs an event loop and forks the workers on request, so a worker restarted
    later starts from the same clean state as the first ones); open the audit log and the
    transparency log; record ``daemon_start`` (the parent's pid); start the N workers; report
-   readiness once every worker said it serves. The exposure check, the TLS and token files
-   and the evidence stores are checked in the parent first, so they fail the start as in one
-   process (with the same codes). A worker that cannot start (it exits before
+   readiness once every worker said it serves (then ``READY=1`` and the watchdog, as in one
+   process). The listener checks (:mod:`daemon.config._checks`: exposure, inherited sockets
+   included, the TLS and token files) and the evidence stores are checked in the parent
+   first, so they fail the start as in one process (with the same codes). A worker that cannot start (it exits before
    saying so) stops the start: ``daemon_stop`` is written, the workers stopped, the start
    fails with :class:`WorkersFailed`.
 2. A worker whose stream ends while the daemon is not draining (it crashed or was killed)
