@@ -33,9 +33,10 @@ from typing import Any
 import clirun
 import pytest
 import trio
+import trustme
 from daemon_testkit import bytes_binding
 
-from daemon import RejectedError, open_client
+from daemon import RejectedError, TransportError, open_client
 from daemon.audit._audit import tail
 from daemon.config._tokens import token_line
 from session import EvidenceBounds
@@ -148,6 +149,10 @@ def test_a_reload_refuses_a_symlink_to_a_world_writable_tokens_file_as_a_start_d
     os.chmod(loose, 0o666)
     tokens.unlink()
     tokens.symlink_to(loose)
+    # The same reload also changes a bound: all of it is refused, or none.
+    config.write_text(
+        config.read_text().replace("max_evidence_bytes = 64", "max_evidence_bytes = 8")
+    )
     process.send_signal(signal.SIGHUP)
     audit = short_dir / "audit.jsonl"
     _wait_for(lambda: bool(_events(audit, "config_reload")), "config_reload")
@@ -155,12 +160,55 @@ def test_a_reload_refuses_a_symlink_to_a_world_writable_tokens_file_as_a_start_d
     assert reload["status"] == "REFUSED"
     assert "writable by group or others" in reload["reason"]
 
-    async def sessions() -> list[str]:  # the old tokens keep serving
+    async def sessions() -> list[tuple[str, int]]:  # the old generation keeps serving
         async with open_client(f"tcp://{ready['tcp']}", token=NEW_TOKEN) as client:
+            return [
+                (item["name"], item["bounds"]["max_evidence_bytes"])
+                for item in await client.list_sessions()
+            ]
+
+    assert trio.run(sessions) == [("bytes", 64)]
+    assert "not reloaded" in _stop(process)
+
+
+def _issue(ca: trustme.CA, folder: Path) -> None:
+    """A server certificate for 127.0.0.1 from ``ca`` as ``folder``/cert.pem and key.pem."""
+    issued = ca.issue_cert("127.0.0.1")
+    (folder / "cert.pem").write_bytes(b"".join(blob.bytes() for blob in issued.cert_chain_pems))
+    issued.private_key_pem.write_to_path(str(folder / "key.pem"))
+
+
+def test_a_reload_serves_the_renewed_tls_certificate_to_new_connections(
+    short_dir: Path, processes: list[subprocess.Popen[bytes]]
+) -> None:
+    config, tokens = short_dir / "evidenced.toml", short_dir / "tokens"
+    old_ca, new_ca = trustme.CA(), trustme.CA()
+    old_ca.cert_pem.write_to_path(str(short_dir / "old-ca.pem"))
+    new_ca.cert_pem.write_to_path(str(short_dir / "new-ca.pem"))
+    _issue(old_ca, short_dir)
+    _tokens(tokens, (NEW_TOKEN, "ci-runner"))
+    _server_config(
+        config, server='tls_cert = "cert.pem"\ntls_key = "key.pem"\ntokens_file = "tokens"\n'
+    )
+    process, ready = _start("--config", str(config), cwd=short_dir)
+    processes.append(process)
+
+    async def names(ca: str) -> list[str]:
+        async with open_client(
+            f"tls://{ready['tcp']}", tls_ca=str(short_dir / ca), token=NEW_TOKEN
+        ) as client:
             return [item["name"] for item in await client.list_sessions()]
 
-    assert trio.run(sessions) == ["bytes"]
-    assert "not reloaded" in _stop(process)
+    assert trio.run(names, "old-ca.pem") == ["bytes"]
+    _issue(new_ca, short_dir)  # renewed in place, as certbot or a secret rotation does
+    process.send_signal(signal.SIGHUP)
+    audit = short_dir / "audit.jsonl"
+    _wait_for(lambda: bool(_events(audit, "config_reload")), "config_reload")
+    assert _events(audit, "config_reload")[-1]["status"] == "APPLIED"
+    assert trio.run(names, "new-ca.pem") == ["bytes"]
+    with pytest.raises(TransportError):
+        trio.run(names, "old-ca.pem")
+    _stop(process)
 
 
 # --------------------------------------------------------------------------- exposure
