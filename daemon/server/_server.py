@@ -92,6 +92,7 @@ from daemon.server._metrics import ServerMetrics
 from daemon.server._peers import PeerLedger
 from daemon.server._pipeline import Pipeline
 from daemon.server._resources import connection_capacity, raise_descriptor_limit
+from daemon.server._signals import obey
 from daemon.server._workers import WorkerPool
 from daemon.tlog import TransparencyLog
 from daemon.wire._protocol import PROTOCOL_VERSION, ErrorCode, ErrorResponse, ServerConnection
@@ -546,25 +547,27 @@ class Server:
         )
 
     async def _watch_signals(self, signals: AsyncIterator[int]) -> None:
-        """First SIGINT/SIGTERM: graceful shutdown. A second one: cancel in-flight requests
-        now (their audit lines, if being written, still complete). SIGHUP: the reloader, or
-        a message; never a stop."""
-        async for signum in signals:
-            name = signal.Signals(signum).name
-            if signum == signal.SIGHUP:
-                if self.reloader is None:
-                    sys.stderr.write("evidenced: SIGHUP received: no configuration to reload\n")
-                elif not self._shutdown.is_set():
-                    self.reloader()
-                continue
-            if not self._shutdown.is_set():
-                self.notify("STOPPING=1")
-                sys.stderr.write(f"evidenced: {name} received, shutting down\n")
-                self.shutdown()
-            else:
-                sys.stderr.write(f"evidenced: second {name}: cancelling in-flight requests\n")
-                if self._handlers_scope is not None:
-                    self._handlers_scope.cancel()
+        """SIGINT/SIGTERM drain, a second one cancels in-flight requests, SIGHUP asks the
+        reloader (the one signal policy: :mod:`daemon.server._signals`)."""
+        await obey(
+            signals,
+            drain=self.shutdown,
+            hurry=self._cancel_in_flight,
+            reload=self._request_reload,
+            notify=self.notify,
+        )
+
+    def _cancel_in_flight(self) -> None:
+        if self._handlers_scope is not None:
+            self._handlers_scope.cancel()
+
+    def _request_reload(self) -> bool:
+        """SIGHUP: ask :attr:`reloader`; False when there is no configuration to reload."""
+        if self.reloader is None:
+            return False
+        if not self._shutdown.is_set():
+            self.reloader()
+        return True
 
 
 def _aggregate(report: dict[str, Any], role: WorkerRole, own: dict[str, Any]) -> dict[str, Any]:

@@ -15,8 +15,9 @@ Rules (the contract):
    listener checks and the start of :mod:`daemon.config._checks` and
    :class:`~daemon.server._server.Server`; ``on_ready`` called once serving; ``READY=1``
    with ``MAINPID`` and a ``STATUS``; then ``WATCHDOG=1`` every interval while the event
-   loop runs; SIGHUP a reload (coalesced; every worker together); SIGINT/SIGTERM
-   ``STOPPING=1`` and the drain (a second signal: cancel in-flight requests). It returns the
+   loop runs; and the one signal policy of :mod:`daemon.server._signals` (SIGHUP a reload,
+   coalesced, every worker together; SIGINT/SIGTERM ``STOPPING=1`` and the drain; a second
+   signal cancels in-flight requests). It returns the
    :class:`Server` or the :class:`Supervisor` (its audit log's state), or raises why the
    start failed (never an exception group: the first cause).
 3. :func:`serve_one` is the one-process assembly as a task (the library's :func:`serve` and

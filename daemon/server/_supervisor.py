@@ -15,15 +15,16 @@ Rules (the contract):
    readiness once every worker said it serves (then ``READY=1`` and the watchdog, as in one
    process). The listener checks (:mod:`daemon.config._checks`: exposure, inherited sockets
    included, the TLS and token files) and the evidence stores are checked in the parent
-   first, so they fail the start as in one process (with the same codes). A worker that cannot start (it exits before
-   saying so) stops the start: ``daemon_stop`` is written, the workers stopped, the start
-   fails with :class:`WorkersFailed`.
+   first, so they fail the start as in one process (with the same codes). A worker that
+   cannot start (it exits before saying so) stops the start: ``daemon_stop`` is written,
+   the workers stopped, the start fails with :class:`WorkersFailed`.
 2. A worker whose stream ends while the daemon is not draining (it crashed or was killed)
    is restarted in the same slot, after :data:`RESTART_DELAY` seconds (doubling, up to
    :data:`RESTART_DELAY_MAX`, while it keeps dying within :data:`STABLE_SECONDS`). Every line
    it sent was committed and acknowledged only once durable; its clients reconnect to the
    listening socket, which never closed.
-3. SIGINT/SIGTERM: the parent stops restarting and sends SIGTERM to every worker (a second
+3. SIGINT/SIGTERM (the signal policy of :mod:`daemon.server._signals`, as in one process):
+   the parent stops restarting and sends SIGTERM to every worker (a second
    signal: SIGTERM again, which makes them cancel in-flight requests, as in one process);
    each drains as one process does and exits; once all are gone (or ``shutdown_grace`` + 5 s
    passed: then SIGKILL) the parent writes one ``daemon_stop`` with the workers' summed
@@ -69,6 +70,7 @@ from daemon.server import _systemd as systemd
 from daemon.server._audit_client import PUSH_INTERVAL, AuditClient
 from daemon.server._listeners import open_listeners
 from daemon.server._sequencer import Link, Sequencer
+from daemon.server._signals import obey
 from daemon.server._spawner import Spawner, WorkerMain
 from daemon.tlog import TransparencyLog
 
@@ -168,7 +170,6 @@ class Supervisor:
         self._slots = [_Slot() for _ in range(count)]
         self._draining = False
         self._serving = False  # every first worker said it serves (rule 1 is over)
-        self._signals = 0
         self._nursery: trio.Nursery | None = None
         #: Called with ``"STOPPING=1"`` when a signal begins the drain (``sd_notify``).
         self.notify: Callable[[str], object] = lambda state: None
@@ -232,25 +233,14 @@ class Supervisor:
                     nursery.start_soon(self._reloads, audit)
                     self._serving = True
                     task_status.started()
-                    async for signum in signals:
-                        if signum == signal.SIGHUP:
-                            if self.prepare_reload is None:
-                                sys.stderr.write(
-                                    "evidenced: SIGHUP received: no configuration to reload\n"
-                                )
-                            elif not self._draining:
-                                self._reload_wanted.set()
-                            continue
-                        self._signals += 1
-                        if self._signals == 1:
-                            self.notify("STOPPING=1")
-                            sys.stderr.write(
-                                f"evidenced: {signal.Signals(signum).name} received, "
-                                f"draining {self.count} workers\n"
-                            )
-                            nursery.start_soon(self._drain, nursery)
-                        else:
-                            self._stop_workers()
+                    await obey(  # the one signal policy (daemon.server._signals)
+                        signals,
+                        drain=lambda: nursery.start_soon(self._drain, nursery),
+                        hurry=self._stop_workers,
+                        reload=self._request_reload,
+                        notify=self.notify,
+                        draining=f"draining {self.count} workers",
+                    )
             stopped = True
         finally:
             self._draining = True
@@ -263,6 +253,14 @@ class Supervisor:
                 )
             if not stopped:
                 self._kill_workers()
+
+    def _request_reload(self) -> bool:
+        """SIGHUP (rule 3a): False when there is no configuration to reload."""
+        if self.prepare_reload is None:
+            return False
+        if not self._draining:
+            self._reload_wanted.set()
+        return True
 
     async def _reloads(self, audit: AuditLog) -> None:
         """Rule 3a: one reload at a time; SIGHUPs during one collapse into one more."""
