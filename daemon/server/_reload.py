@@ -160,8 +160,6 @@ class Reloader:
         self.record = record
         self.applied = 0
         self.refused = 0
-        #: The most old generations seen draining at once (rule 5; tests read it).
-        self.most_draining = 0
         self._nursery: trio.Nursery | None = None
         self._pools: list[WorkerPool] = []
         self._draining: list[Evaluator] = []
@@ -241,7 +239,6 @@ class Reloader:
         server.generation += 1
         if old is not None and self._nursery is not None:
             self._draining.append(old)
-            self.most_draining = max(self.most_draining, len(self._draining))
             settle = server.config.idle_timeout + server.config.request_deadline
             self._nursery.start_soon(self._drain, old, pipeline, admitted, settle)
 
