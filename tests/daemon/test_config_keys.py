@@ -119,3 +119,34 @@ def test_server_config_takes_each_default_and_range_rule_from_the_schema() -> No
         bad: dict[str, Any] = {name: -1 if "integer" in rule else 0.0}
         with pytest.raises(ValueError, match=name):
             ServerConfig(**bad)
+
+
+def test_the_configuration_and_the_mechanism_options_cannot_disagree_on_types() -> None:
+    """Two copies of the exact-type hooks used to exist; one base (``session._exact``) now
+    structures both, so the same fault reads the same in both."""
+    from session import structure_options
+    from session._exact import ExactError, exact_converter, structure_exact
+
+    @attrs.frozen
+    class Limits:
+        count: int = 1
+        names: tuple[str, ...] = ()
+
+    for raw, problem in (
+        ({"count": True}, "count: expected int, got bool"),
+        ({"names": ["a", 2]}, "names[1]: expected str, got int"),
+        ({"other": 1}, "unknown key 'other'"),
+    ):
+        with pytest.raises(ValueError) as from_options:
+            structure_options(Limits, raw, where="w")
+        with pytest.raises(ExactError) as from_base:
+            structure_exact(exact_converter(), raw, Limits, "w")
+        assert problem in str(from_options.value) and str(from_options.value) == str(
+            from_base.value
+        )
+    with pytest.raises(ValueError, match=r"server.max_items: expected int, got bool"):
+        parse_config(
+            '[server]\nmax_items = true\n[sessions.b]\nmechanisms = ["bytes-sha256"]\n',
+            base=ROOT,
+            source="t",
+        )

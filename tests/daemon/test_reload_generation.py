@@ -451,6 +451,22 @@ def test_sighup_under_two_workers_reloads_every_worker_and_logs_once(
 
     _wait_for(every_worker_reloaded, "both workers on generation 1")
     assert {trio.run(bounds) for _ in range(8)} == {32}
+    # A worker that dies now is restarted on the generation the others serve.
+    (victim,) = [w for w in trio.run(health)["workers"] if w["index"] == 0]
+    os.kill(victim["pid"], signal.SIGKILL)
+
+    def restarted_on_generation_1() -> bool:
+        workers = {w["index"]: w for w in trio.run(health)["workers"]}
+        entry = workers.get(0, {})
+        return (
+            entry.get("restarts") == 1
+            and entry.get("alive") is True
+            and entry.get("pid") != victim["pid"]
+            and entry.get("generation") == 1
+        )
+
+    _wait_for(restarted_on_generation_1, "worker 0 restarted on generation 1")
+    assert {trio.run(bounds) for _ in range(8)} == {32}
     err = _stop(process)
     reloads = _events(short_dir / "audit.jsonl", "config_reload")
     assert [line["status"] for line in reloads] == ["APPLIED"]  # one line for the daemon
