@@ -10,10 +10,12 @@ The :mod:`cli` contract applies. Per command:
   ``--insecure-listen``; the TLS and tokens files are read and checked) — without listening or
   opening the audit log, and prints
   ``{"status": "VALID", "config": <effective configuration>, "sessions": [names hosted],
-  "skipped": [messages]}``. Exit 0 valid; 65 invalid (``CONFIG_INVALID``, the message names
-  the key path); 66 FILE missing or unreadable. ``serve --check`` does the same with ``serve``'s
+  "skipped": [messages], "exposed": [listeners served exposed under --insecure-listen]}``.
+  Exit 0 valid; 65 invalid (``CONFIG_INVALID``, the message names the key path); 66 FILE
+  missing or unreadable. ``serve --check`` does the same with ``serve``'s
   flags applied.
-* ``config keys`` prints ``{"keys": [{"table", "key", "type", "default", "rule", "doc"}, ...]}``:
+* ``config keys`` prints ``{"keys": [{"table", "key", "type", "default", "required", "rule",
+  "doc"}, ...]}``:
   every key of the schema, the one declaration of each (:mod:`daemon.config._config_schema`);
   ``--markdown`` prints the key table of ``docs/configuration.md`` instead (a test holds the
   two equal). Exit 0.
