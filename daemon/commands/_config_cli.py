@@ -27,6 +27,8 @@ The :mod:`cli` contract applies. Per command:
 from __future__ import annotations
 
 import argparse
+import socket
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
@@ -45,15 +47,20 @@ __all__ = ["check_document", "register"]
 
 
 def check_document(
-    config: DaemonConfig, server: ServerConfig | None = None, *, source_config: Any = None
+    config: DaemonConfig,
+    server: ServerConfig | None = None,
+    *,
+    source_config: Any = None,
+    inherited: Sequence[socket.socket] = (),
 ) -> dict[str, Any]:
     """Run every check ``serve`` runs at start on ``config`` (with ``server``, the settings
     after the command line's overrides; default ``config.server``): build every session, then
-    the listener checks (:func:`~daemon.config._checks.check_listeners`). Any failure is
-    :class:`ConfigError`, naming what is wrong."""
+    the listener checks (:func:`~daemon.config._checks.check_listeners`, on the ``inherited``
+    sockets of socket activation when there are any). Any failure is :class:`ConfigError`,
+    naming what is wrong."""
     hosted, skipped = config.build_sessions()
     try:
-        checked = check_listeners(config.server if server is None else server)
+        checked = check_listeners(config.server if server is None else server, inherited)
     except (ExposureRefused, TlsConfigError, TokenFileError) as error:
         raise ConfigError(str(error)) from None
     return {

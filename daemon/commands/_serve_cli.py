@@ -246,7 +246,9 @@ def _serve(args: argparse.Namespace) -> int:
         effective["server"]["socket"] = server_config.unix or ""
         effective["audit"]["path"] = server_config.audit_path
         try:  # the checks of config check, with serve's flags applied
-            document = check_document(config, server_config, source_config=effective)
+            document = check_document(
+                config, server_config, source_config=effective, inherited=systemd.listen_fds()
+            )
         except ConfigError as error:
             raise RejectedInput(f"invalid configuration: {error}", code="CONFIG_INVALID") from None
         cli.emit(document)

@@ -242,6 +242,10 @@ def test_an_inherited_non_loopback_socket_without_tls_or_auth_is_refused(
     listener.bind(("0.0.0.0", 0))
     listener.listen(16)
     try:
+        checked = _activated(["--config", str(config), "--check"], listener, short_dir)
+        processes.append(checked)
+        out, err = checked.communicate(timeout=60)
+        assert checked.returncode == 65 and b"inherited socket" in err, err  # as serve will
         refused = _activated(["--config", str(config)], listener, short_dir)
         processes.append(refused)
         out, err = refused.communicate(timeout=60)
