@@ -23,7 +23,8 @@ Rules (the contract):
    :meth:`ServerConfig.peer_in_flight_cap`) and for ``worker_processes`` (the CPU count).
    A TCP listener (``tcp`` with ``security``, ``http``) on an address that is not loopback
    without TLS and authentication is refused when the server starts, unless
-   ``insecure_listen`` (:meth:`ServerConfig.exposure_problems`, :mod:`daemon.config._security`).
+   ``insecure_listen`` (:mod:`daemon.config._checks`, on the listeners that will serve,
+   inherited ones included; :mod:`daemon.config._security`).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from daemon.audit._audit import Durability, Overflow
 from daemon.audit._transparency import TransparencyConfig
 from daemon.config._config_schema import RULE, AuditTable, ServerTable, check_range
 from daemon.config._http_config import HttpConfig
-from daemon.config._security import ListenerSecurity, exposure_problem
+from daemon.config._security import ListenerSecurity
 from daemon.retention._policy import RetentionPolicy
 from session import (
     EvidenceStore,
@@ -173,16 +174,6 @@ class ServerConfig:
         if self.workers == "auto":
             return max(1, os.cpu_count() or 1)
         return int(self.workers)
-
-    def exposure_problems(self) -> list[str]:
-        """Each TCP listener on a non-loopback address without TLS and authentication
-        (:func:`~daemon.config._security.exposure_problem`), whatever ``insecure_listen`` says."""
-        problems = []
-        if self.tcp is not None:
-            problems.append(exposure_problem("binary protocol", *self.tcp, self.security))
-        if self.http is not None:
-            problems.append(exposure_problem("http", *self.http.listen, self.http.security))
-        return [problem for problem in problems if problem is not None]
 
     def peer_connection_cap(self, max_connections: int) -> int:
         """Connections one peer may hold: as configured, else a quarter of ``max_connections``
