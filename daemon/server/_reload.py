@@ -95,7 +95,12 @@ def prepare(
     """Rules 2-3 without forking: the new configuration read and checked against the
     ``running`` one and its ``sessions``; ``check`` runs the listener checks. Raises
     :class:`ConfigError` or :class:`ReloadRefused` naming what is wrong."""
-    config, server_config = load()
+    try:
+        config, server_config = load()
+    except OSError as error:  # the file is gone or unreadable: refused, never a crash
+        raise ReloadRefused(f"cannot read the configuration: {error.strerror or error}") from None
+    except ValueError as error:  # ConfigError, or a command-line override it refuses
+        raise ReloadRefused(str(error)) from None
     changed = restart_keys(running, server_config)
     if changed:
         raise ReloadRefused(f"{', '.join(changed)} changed: that takes a restart")

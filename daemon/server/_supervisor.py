@@ -60,7 +60,7 @@ import attrs
 import trio
 
 from daemon._version import __version__
-from daemon.audit._audit import AuditLog, Durability
+from daemon.audit._audit import AuditLog, AuditLogError, Durability
 from daemon.audit._transparency import open_transparency
 from daemon.config._checks import Checked, check_listeners
 from daemon.config._config import DaemonConfig
@@ -281,16 +281,12 @@ class Supervisor:
                     "evidenced: SIGHUP: configuration not reloaded, the old one keeps "
                     f"serving: {error}\n"
                 )
-                await audit.record(
-                    "config_reload", source=self.source, status="REFUSED", reason=str(error)
-                )
+                await self._record_reload(audit, status="REFUSED", reason=str(error))
                 self.notify("READY=1")
                 continue
             self.sessions = sessions
             self.generation += 1
-            await audit.record(
-                "config_reload", source=self.source, status="APPLIED", **reload_fields(sessions)
-            )
+            await self._record_reload(audit, status="APPLIED", **reload_fields(sessions))
             for slot in self._slots:
                 if slot.link is not None and slot.link.alive:
                     with contextlib.suppress(ProcessLookupError):
@@ -300,6 +296,12 @@ class Supervisor:
                 f"{sorted(s.name for s in sessions)} ({self.count} workers)\n"
             )
             self.notify("READY=1")
+
+    async def _record_reload(self, audit: AuditLog, **fields: Any) -> None:
+        try:
+            await audit.record("config_reload", source=self.source, **fields)
+        except AuditLogError as error:  # the audit log's own fault handling reports it
+            sys.stderr.write(f"evidenced: config_reload not recorded: {error}\n")
 
     async def _drain(self, nursery: trio.Nursery) -> None:
         """Rule 3."""

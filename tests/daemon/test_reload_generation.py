@@ -106,6 +106,31 @@ def _server_config(path: Path, *, server: str = "", sessions: str = "", http: st
     )
 
 
+# --------------------------------------------------------------------------- refusals
+
+
+def test_a_reload_whose_configuration_file_is_gone_is_refused_not_a_crash(
+    short_dir: Path, processes: list[subprocess.Popen[bytes]]
+) -> None:
+    config = short_dir / "evidenced.toml"
+    _server_config(config)
+    process, ready = _start("--config", str(config), cwd=short_dir)
+    processes.append(process)
+    config.unlink()  # a deployment tool removed it, or a mount went away
+    process.send_signal(signal.SIGHUP)
+    audit = short_dir / "audit.jsonl"
+    _wait_for(lambda: bool(_events(audit, "config_reload")), "config_reload")
+    (refused,) = _events(audit, "config_reload")
+    assert refused["status"] == "REFUSED" and "cannot read the configuration" in refused["reason"]
+
+    async def names() -> list[str]:
+        async with open_client(f"tcp://{ready['tcp']}") as client:
+            return [item["name"] for item in await client.list_sessions()]
+
+    assert trio.run(names) == ["bytes"]
+    _stop(process)
+
+
 # --------------------------------------------------------------------------- tokens
 
 
