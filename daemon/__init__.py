@@ -53,8 +53,8 @@ _LAZY: dict[str, str] = {
     "HostedSession": "daemon.config._hosting",
     "Server": "daemon.server._server",
     "ServerConfig": "daemon.config._hosting",
-    "open_server": "daemon.server._server",
-    "serve": "daemon.server._server",
+    "open_server": "daemon.server._service",
+    "serve": "daemon.server._service",
 }
 
 if TYPE_CHECKING:
@@ -86,7 +86,8 @@ if TYPE_CHECKING:
     from daemon.config._config import ConfigError, DaemonConfig, default_sessions, load_config
     from daemon.config._hosting import DEFAULT_PORT, HostedSession, ServerConfig
     from daemon.server._evaluation import DEADLINE_DETAILS
-    from daemon.server._server import Server, open_server, serve
+    from daemon.server._server import Server
+    from daemon.server._service import open_server, serve
 
 
 def __getattr__(name: str) -> Any:

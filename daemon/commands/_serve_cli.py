@@ -92,9 +92,9 @@ from daemon.config._tls import TlsConfigError
 from daemon.config._tokens import TokenFileError
 from daemon.retention import StoreError
 from daemon.server import _systemd as systemd
-from daemon.server._reload import Reloader
 from daemon.server._server import DEFAULT_PORT, Server
-from daemon.server._supervisor import Supervisor, WorkersFailed, run_workers
+from daemon.server._service import ServiceHooks, run_service
+from daemon.server._supervisor import Supervisor, WorkersFailed
 from daemon.tlog import encode_receipt
 from session import Announcement, BoundProposition, EvidenceCountError, providers_for_mechanism
 
@@ -238,141 +238,52 @@ def _serve(args: argparse.Namespace) -> int:
     except (ConfigError, ValueError) as error:
         raise RejectedInput(f"invalid configuration: {error}", code="CONFIG_INVALID") from None
     if args.check:
+        from daemon.commands._config_cli import check_document
+
         effective = config.effective()
         effective["server"]["listen"] = (
             "" if server_config.tcp is None else f"{server_config.tcp[0]}:{server_config.tcp[1]}"
         )
         effective["server"]["socket"] = server_config.unix or ""
         effective["audit"]["path"] = server_config.audit_path
-        cli.emit(
-            {
-                "status": "VALID",
-                "config": effective,
-                "sessions": sorted(session.name for session in sessions),
-                "skipped": skipped,
-            }
-        )
+        try:  # the checks of config check, with serve's flags applied
+            document = check_document(
+                config, server_config, source_config=effective, inherited=systemd.listen_fds()
+            )
+        except ConfigError as error:
+            raise RejectedInput(f"invalid configuration: {error}", code="CONFIG_INVALID") from None
+        cli.emit(document)
         cli.say(f"{config.source}: valid (not started: --check)")
         return Exit.OK
     for message in skipped:
         cli.say(message)
     origin = "--audit-log" if args.audit_log else config.source
     _make_parents(server_config.audit_path)
-    if server_config.serving_count() > 1:
-        return _serve_workers(sessions, server_config, skipped, origin)
-    server = Server(sessions, server_config)
-    server.inherited = systemd.listen_fds()
-    server.notify = systemd.notify
 
     def load() -> tuple[DaemonConfig, ServerConfig]:
         return _load(args)
 
-    reloader = (
-        Reloader(server, load, source=config.source, say=_said_reload, notify=systemd.notify)
-        if args.config is not None
-        else None
+    # One service assembly for one process and for --workers N (daemon.server._service).
+    hooks = ServiceHooks.from_environment(
+        load=load if args.config is not None else None, source=config.source
     )
 
-    async def run_server(task_status: trio.TaskStatus[Server]) -> None:
-        try:
-            await server.run(task_status=task_status)
-        finally:
-            stop.cancel()
-
-    stop = trio.CancelScope()
-
-    async def main() -> None:
-        with stop:
-            async with trio.open_nursery() as nursery:
-                await nursery.start(run_server)
-                if reloader is not None:
-                    await nursery.start(reloader.run)
-                interval = systemd.watchdog_interval()
-                if interval is not None:
-                    nursery.start_soon(_watchdog, interval)
-                _announce(server, server_config, skipped, origin)
-                systemd.notify(
-                    f"READY=1\nMAINPID={os.getpid()}\nSTATUS=serving "
-                    f"{', '.join(sorted(server.sessions))}"
-                )
-                await trio.sleep_forever()
+    def ready(service: Server | Supervisor) -> None:
+        if isinstance(service, Supervisor):
+            _announce_workers(service, server_config, sessions, skipped, origin)
+        else:
+            _announce(service, server_config, skipped, origin)
 
     try:
-        trio.run(main)
-    except BaseExceptionGroup as group:  # from the nursery: report the first cause
-        first: BaseException = group
-        while isinstance(first, BaseExceptionGroup):
-            first = first.exceptions[0]
-        raise _start_failure(first) from None
-    except (AuditLogError, StoreError, OSError) as error:
-        raise _start_failure(error) from None
-    failure = server.audit.failure_reason if server.audit is not None else None
-    if failure is not None:
-        raise CliError(
-            f"stopped, but the audit log could not be written ({failure}); daemon_stop is "
-            "not recorded and requests answered AUDIT_FAILED have no line",
-            exit=Exit.INTERNAL,
-            code="AUDIT_FAILED",
-        )
-    cli.say("stopped; audit log flushed")
-    return Exit.OK
-
-
-def _serve_workers(
-    sessions: list[HostedSession], server_config: ServerConfig, skipped: list[str], origin: str
-) -> int:
-    """``serve`` with ``--workers N`` (N > 1): the parent sequences, N workers serve
-    (:mod:`daemon.server._supervisor`)."""
-
-    def ready(supervisor: Supervisor) -> None:
-        _tune_collector()
-        listen = supervisor.bound.listen
-        tlog = supervisor.transparency
-        cli.emit(
-            {
-                "status": "serving",
-                "tcp": listen.get("tcp"),
-                "unix": listen.get("unix"),
-                "http": listen.get("http"),
-                "insecure_listen": server_config.insecure_listen,
-                "audit_log": server_config.audit_path,
-                "sessions": sorted(session.name for session in sessions),
-                "skipped": skipped,
-                "transparency": None
-                if tlog is None
-                else {
-                    "origin": tlog.origin,
-                    "verifier_key": tlog.signer.verifier().encode(),
-                    "directory": str(tlog.directory),
-                    "checkpoint_size": None if tlog.checkpoint is None else tlog.checkpoint.size,
-                },
-                "workers": supervisor.count,
-            }
-        )
-        where = _where(listen.get("unix"), listen.get("tcp"), listen.get("http"))
-        logs.info(
-            "serving",
-            f"serving {', '.join(sorted(s.name for s in sessions))} on {where} with "
-            f"{supervisor.count} workers; audit log {server_config.audit_path} (from {origin})",
-            **listen,
-            workers=supervisor.count,
-            audit_log=server_config.audit_path,
-            sessions=sorted(s.name for s in sessions),
-        )
-        systemd.notify(
-            f"READY=1\nMAINPID={os.getpid()}\nSTATUS=serving ({supervisor.count} workers)"
-        )
-
-    try:
-        supervisor = run_workers(
+        ran = run_service(
             sessions,
             server_config,
+            hooks,
             inherited=systemd.listen_fds(),
             on_ready=ready,
-            notify=systemd.notify,
             serving=_tune_collector,
         )
-    except BaseExceptionGroup as group:
+    except BaseExceptionGroup as group:  # several causes at once: report the first
         first: BaseException = group
         while isinstance(first, BaseExceptionGroup):
             first = first.exceptions[0]
@@ -387,7 +298,7 @@ def _serve_workers(
         TokenFileError,
     ) as error:
         raise _start_failure(error) from None
-    failure = supervisor.audit.failure_reason if supervisor.audit is not None else None
+    failure = ran.audit.failure_reason if ran.audit is not None else None
     if failure is not None:
         raise CliError(
             f"stopped, but the audit log could not be written ({failure}); daemon_stop is "
@@ -397,6 +308,50 @@ def _serve_workers(
         )
     cli.say("stopped; audit log flushed")
     return Exit.OK
+
+
+def _announce_workers(
+    supervisor: Supervisor,
+    server_config: ServerConfig,
+    sessions: list[HostedSession],
+    skipped: list[str],
+    origin: str,
+) -> None:
+    """The ``serving`` document and the stderr line of a ``--workers N`` daemon."""
+    _tune_collector()
+    listen = supervisor.bound.listen
+    tlog = supervisor.transparency
+    cli.emit(
+        {
+            "status": "serving",
+            "tcp": listen.get("tcp"),
+            "unix": listen.get("unix"),
+            "http": listen.get("http"),
+            "insecure_listen": supervisor.exposed,
+            "audit_log": server_config.audit_path,
+            "sessions": sorted(session.name for session in sessions),
+            "skipped": skipped,
+            "transparency": None
+            if tlog is None
+            else {
+                "origin": tlog.origin,
+                "verifier_key": tlog.signer.verifier().encode(),
+                "directory": str(tlog.directory),
+                "checkpoint_size": None if tlog.checkpoint is None else tlog.checkpoint.size,
+            },
+            "workers": supervisor.count,
+        }
+    )
+    where = _where(listen.get("unix"), listen.get("tcp"), listen.get("http"))
+    logs.info(
+        "serving",
+        f"serving {', '.join(sorted(s.name for s in sessions))} on {where} with "
+        f"{supervisor.count} workers; audit log {server_config.audit_path} (from {origin})",
+        **listen,
+        workers=supervisor.count,
+        audit_log=server_config.audit_path,
+        sessions=sorted(s.name for s in sessions),
+    )
 
 
 def _announce(server: Server, server_config: ServerConfig, skipped: list[str], origin: str) -> None:
@@ -412,7 +367,7 @@ def _announce(server: Server, server_config: ServerConfig, skipped: list[str], o
             "http": None
             if server.http_address is None
             else f"{server.http_address[0]}:{server.http_address[1]}",
-            "insecure_listen": server_config.insecure_listen,
+            "insecure_listen": bool(server.exposed),
             "audit_log": server_config.audit_path,
             "sessions": sorted(server.sessions),
             "skipped": skipped,
@@ -436,24 +391,6 @@ def _announce(server: Server, server_config: ServerConfig, skipped: list[str], o
         audit_log=server_config.audit_path,
         sessions=sorted(server.sessions),
     )
-
-
-def _said_reload(message: str) -> None:
-    logs.info("config_reload", message)
-
-
-def _where(unix: str | None, tcp: str | None, http: str | None) -> str:
-    """Every listener the start line names (the HTTP one as a URL)."""
-    found = [unix, tcp, http and f"http://{http}"]
-    return ", ".join(place for place in found if place) or "inherited sockets"
-
-
-async def _watchdog(interval: float) -> None:
-    """``WATCHDOG=1`` every ``interval`` seconds while the event loop runs (a stuck loop stops
-    the pings, and systemd restarts the service)."""
-    while True:
-        systemd.notify("WATCHDOG=1")
-        await trio.sleep(interval)
 
 
 def _transparency_summary(server: Server) -> dict[str, Any] | None:
@@ -883,3 +820,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     tail_parser.set_defaults(handler=_audit_tail)
     add_report_command(audit_commands)
+
+
+def _where(unix: str | None, tcp: str | None, http: str | None) -> str:
+    """Every listener the start line names (the HTTP one as a URL)."""
+    found = [unix, tcp, http and f"http://{http}"]
+    return ", ".join(place for place in found if place) or "inherited sockets"

@@ -81,7 +81,7 @@ from daemon.config._config_schema import (
     unstructure_config,
 )
 from daemon.config._credentials import resolve_file
-from daemon.config._hosting import HostedSession, ServerConfig
+from daemon.config._hosting import HostedSession, ServerConfig, schema_fields
 from daemon.config._http_config import HttpConfig
 from daemon.config._security import ListenerSecurity
 from daemon.config._tls import TlsConfig
@@ -227,31 +227,19 @@ def parse_config(text: str, *, base: Path, source: str) -> DaemonConfig:
             raise ConfigError(f"{source}: server.worker_threads and worker_processes both set")
         workers = server_table.worker_threads
     try:
+        # Every schema key of ServerConfig, copied by name (daemon.config._hosting.schema_fields).
+        copied = {
+            name: getattr(audit if name.startswith("audit_") else server_table, key.name)
+            for name, key in schema_fields().items()
+        }
         server = ServerConfig(
+            **{
+                **copied,
+                "worker_processes": workers,
+                "audit_path": str(base / audit.path),
+            },
             tcp=parse_address(server_table.listen) if server_table.listen else None,
             unix=str(base / server_table.socket) if server_table.socket else None,
-            socket_group=server_table.socket_group,
-            audit_path=str(base / audit.path),
-            audit_durability=audit.durability,
-            audit_overflow=audit.overflow,
-            audit_max_pending=audit.max_pending,
-            audit_rotate_bytes=audit.rotate_bytes,
-            idle_timeout=server_table.idle_timeout,
-            pre_hello_timeout=server_table.pre_hello_timeout,
-            min_evidence_rate=server_table.min_evidence_rate,
-            evidence_grace=server_table.evidence_grace,
-            request_deadline=server_table.request_deadline,
-            shutdown_grace=server_table.shutdown_grace,
-            max_in_flight=server_table.max_in_flight,
-            max_in_flight_per_peer=server_table.max_in_flight_per_peer,
-            max_connections=server_table.max_connections,
-            max_connections_per_peer=server_table.max_connections_per_peer,
-            workers=server_table.workers,
-            worker_processes=workers,
-            inline_max_bytes=server_table.inline_max_bytes,
-            max_header_bytes=server_table.max_header_bytes,
-            max_frame_bytes=server_table.max_frame_bytes,
-            max_items=server_table.max_items,
             transparency=_transparency(file, base),
             security=_security(server_table, base, f"{source}: server"),
             http=_http(file.http, base, source),

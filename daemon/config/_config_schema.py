@@ -26,17 +26,20 @@ a test checks they agree).
 
 from __future__ import annotations
 
+import math
+import types
+import typing
 from typing import Any, Final
 
 import attrs
-import cattrs
-from cattrs.errors import (
-    AttributeValidationNote,
-    ForbiddenExtraKeysError,
-    IterableValidationNote,
-)
 
 from daemon.errors import PeerError
+from daemon.wire._protocol import (
+    DEFAULT_MAX_FRAME_BYTES,
+    DEFAULT_MAX_HEADER_BYTES,
+    DEFAULT_MAX_ITEMS,
+)
+from session._exact import ExactError, exact_converter, structure_exact
 
 __all__ = [
     "CONFIG_CONVERTER",
@@ -56,35 +59,139 @@ class SchemaError(PeerError, ValueError):
     """A configuration whose shape is wrong; the message names every key path at fault."""
 
 
+#: The metadata keys of a schema field: its one-line meaning (``docs/configuration.md``, from
+#: :func:`key_table`) and its range rule (:func:`check_range`; None: the type says it all).
+DOC: Final = "evidenced.doc"
+RULE: Final = "evidenced.rule"
+#: Range rules: a positive finite number of seconds; an integer >= 1; an integer >= 0.
+POSITIVE_SECONDS: Final = "positive seconds"
+POSITIVE: Final = "positive integer"
+NON_NEGATIVE: Final = "non-negative integer"
+
+
+def _key(doc: str, rule: str | None = None) -> dict[str, str | None]:
+    return {DOC: doc, RULE: rule}
+
+
+def check_range(name: str, rule: str | None, value: object) -> None:
+    """``value`` of the key ``name`` within ``rule``, else ``ValueError`` naming the key."""
+    if rule == POSITIVE_SECONDS:
+        number = value if type(value) in (int, float) else math.nan
+        if not math.isfinite(number) or number <= 0:  # type: ignore[arg-type,operator]
+            raise ValueError(f"{name} must be a positive number of seconds")
+        return
+    least = {POSITIVE: 1, NON_NEGATIVE: 0}.get(rule or "")
+    if least is not None and (type(value) is not int or value < least):
+        raise ValueError(f"{name} must be a {rule}")
+
+
 @attrs.frozen
 class ServerTable:
     """``[server]``: where to listen and the server's limits (times in seconds)."""
 
-    listen: str = "127.0.0.1:7433"
-    socket: str = ""
-    socket_group: str = ""
-    pre_hello_timeout: float = 5.0
-    idle_timeout: float = 30.0
-    min_evidence_rate: int = 65_536
-    evidence_grace: float = 1.0
-    request_deadline: float = 30.0
-    shutdown_grace: float = 10.0
-    max_in_flight: int = 256
-    max_in_flight_per_peer: int = 0
-    max_connections: int = 1024
-    max_connections_per_peer: int = 0
-    workers: int | str = 1  # serving processes: N or "auto" (daemon.server._supervisor)
-    worker_processes: int = 2
-    worker_threads: int | None = None  # the former name of worker_processes
-    inline_max_bytes: int = 4096
-    max_header_bytes: int = 65536
-    max_frame_bytes: int = 2097152
-    max_items: int = 16
+    listen: str = attrs.field(
+        default="127.0.0.1:7433",
+        metadata=_key('TCP `HOST:PORT` of the binary protocol (EVD1); `""`: no TCP'),
+    )
+    socket: str = attrs.field(
+        default="", metadata=_key('Unix socket path (created mode 0600); `""`: none')
+    )
+    socket_group: str = attrs.field(
+        default="", metadata=_key("a group name or gid: the socket is then mode 0660 for it")
+    )
+    pre_hello_timeout: float = attrs.field(
+        default=5.0,
+        metadata=_key("seconds a new connection has to say hello", POSITIVE_SECONDS),
+    )
+    idle_timeout: float = attrs.field(
+        default=30.0,
+        metadata=_key("seconds to complete the next request frame", POSITIVE_SECONDS),
+    )
+    min_evidence_rate: int = attrs.field(
+        default=65_536,
+        metadata=_key(
+            "bytes/s evidence must keep arriving at after the grace, else IDLE_TIMEOUT", POSITIVE
+        ),
+    )
+    evidence_grace: float = attrs.field(
+        default=1.0,
+        metadata=_key("seconds before the minimum evidence rate applies", POSITIVE_SECONDS),
+    )
+    request_deadline: float = attrs.field(
+        default=30.0,
+        metadata=_key(
+            "seconds from a complete frame to its answer (UNKNOWN if overrun)", POSITIVE_SECONDS
+        ),
+    )
+    shutdown_grace: float = attrs.field(
+        default=10.0,
+        metadata=_key("seconds in-flight requests get on SIGINT/SIGTERM", POSITIVE_SECONDS),
+    )
+    max_in_flight: int = attrs.field(
+        default=256, metadata=_key("concurrent submits; more are answered BUSY", POSITIVE)
+    )
+    max_in_flight_per_peer: int = attrs.field(
+        default=0,
+        metadata=_key(
+            "per uid (Unix socket) / address (TCP); 0: max_in_flight less an eighth",
+            NON_NEGATIVE,
+        ),
+    )
+    max_connections: int = attrs.field(
+        default=1024,
+        metadata=_key(
+            "open connections; more are answered BUSY (lowered to fit the descriptor limit)",
+            POSITIVE,
+        ),
+    )
+    max_connections_per_peer: int = attrs.field(
+        default=0,
+        metadata=_key("per uid / address; 0: a quarter of max_connections", NON_NEGATIVE),
+    )
+    workers: int | str = attrs.field(
+        default=1,
+        metadata=_key(
+            'serving processes sharing the listeners and one audit log; "auto": one per CPU'
+        ),
+    )
+    worker_processes: int = attrs.field(
+        default=2,
+        metadata=_key(
+            "forked evaluation workers (killed at the deadline); 0: one per CPU", NON_NEGATIVE
+        ),
+    )
+    worker_threads: int | None = attrs.field(
+        default=None, metadata=_key("the former name of worker_processes (still read)")
+    )
+    inline_max_bytes: int = attrs.field(
+        default=4096,
+        metadata=_key(
+            "evaluate pairs up to this size on the event loop (no worker hop)", NON_NEGATIVE
+        ),
+    )
+    max_header_bytes: int = attrs.field(
+        default=DEFAULT_MAX_HEADER_BYTES,
+        metadata=_key("the largest EVD1 header a frame may declare", POSITIVE),
+    )
+    max_frame_bytes: int = attrs.field(
+        default=DEFAULT_MAX_FRAME_BYTES, metadata=_key("the largest EVD1 frame", POSITIVE)
+    )
+    max_items: int = attrs.field(
+        default=DEFAULT_MAX_ITEMS,
+        metadata=_key("the most evidence items one frame may declare", NON_NEGATIVE),
+    )
     # The TCP listener's TLS and bearer tokens ("": none; daemon.config._security).
-    tls_cert: str = ""
-    tls_key: str = ""
-    tls_client_ca: str = ""
-    tokens_file: str = ""
+    tls_cert: str = attrs.field(
+        default="", metadata=_key("PEM chain; with tls_key: TLS 1.2+ on the TCP listener")
+    )
+    tls_key: str = attrs.field(default="", metadata=_key("the certificate's private key (PEM)"))
+    tls_client_ca: str = attrs.field(
+        default="", metadata=_key("require client certificates signed by this bundle")
+    )
+    tokens_file: str = attrs.field(
+        default="",
+        metadata=_key('`"<sha256 hex of token> <name>"` per line; every request needs one'),
+    )
 
 
 @attrs.frozen
@@ -92,36 +199,69 @@ class HttpTable:
     """``[http]`` (optional; present means on): the HTTP/1.1 listener
     (daemon.config._http_config)."""
 
-    listen: str = "127.0.0.1:7434"
-    tls_cert: str = ""
-    tls_key: str = ""
-    tls_client_ca: str = ""
-    tokens_file: str = ""
-    max_header_bytes: int = 16384
-    max_headers: int = 100
-    header_timeout: float = 5.0
+    listen: str = attrs.field(
+        default="127.0.0.1:7434", metadata=_key("`HOST:PORT` of the HTTP/JSON API")
+    )
+    tls_cert: str = attrs.field(default="", metadata=_key("as in `[server]`, for HTTP"))
+    tls_key: str = attrs.field(default="", metadata=_key("as in `[server]`, for HTTP"))
+    tls_client_ca: str = attrs.field(default="", metadata=_key("as in `[server]`, for HTTP"))
+    tokens_file: str = attrs.field(
+        default="", metadata=_key("as in `[server]`; sent as `Authorization: Bearer`")
+    )
+    max_header_bytes: int = attrs.field(
+        default=16384, metadata=_key("the largest request head (line and fields)", POSITIVE)
+    )
+    max_headers: int = attrs.field(
+        default=100, metadata=_key("the most header fields in a request head", POSITIVE)
+    )
+    header_timeout: float = attrs.field(
+        default=5.0,
+        metadata=_key(
+            "seconds for a new connection's TLS handshake and first request head",
+            POSITIVE_SECONDS,
+        ),
+    )
 
 
 @attrs.frozen
 class AuditTable:
     """``[audit]``: the audit log file and its policies."""
 
-    path: str = "evidenced-audit.jsonl"
-    durability: str = "fsync"
-    overflow: str = "block"
-    max_pending: int = 4096
-    rotate_bytes: int = 0
+    path: str = attrs.field(default="evidenced-audit.jsonl", metadata=_key("the audit log file"))
+    durability: str = attrs.field(
+        default="fsync", metadata=_key("`fsync` or `write` or `none` before an answer")
+    )
+    overflow: str = attrs.field(
+        default="block",
+        metadata=_key("`block` or `drop` (dropped lines are counted and logged)"),
+    )
+    max_pending: int = attrs.field(
+        default=4096, metadata=_key("lines rendered and not yet durable, at most", NON_NEGATIVE)
+    )
+    rotate_bytes: int = attrs.field(
+        default=0,
+        metadata=_key("start a new, linked file at this size; 0: never", NON_NEGATIVE),
+    )
 
 
 @attrs.frozen
 class TransparencyTable:
     """``[transparency]`` (optional; present means on): the signed transparency log."""
 
-    key_file: str
-    origin: str | None = None
-    directory: str | None = None
-    checkpoint_interval: float = 1.0
-    entry_bundles: bool = False
+    key_file: str = attrs.field(
+        metadata=_key("the signing key (`evidenced log keygen`, mode 0600); required")
+    )
+    origin: str | None = attrs.field(
+        default=None,
+        metadata=_key("default: `<host name>/evidenced/<absolute audit log path>`"),
+    )
+    directory: str | None = attrs.field(
+        default=None, metadata=_key("default: `<audit log path>.tlog`")
+    )
+    checkpoint_interval: float = attrs.field(
+        default=1.0, metadata=_key("seconds between checkpoint signatures, at most")
+    )
+    entry_bundles: bool = attrs.field(default=False, metadata=_key("also write `tile/entries/`"))
 
 
 @attrs.frozen
@@ -129,13 +269,29 @@ class SessionTable:
     """``[sessions.<name>]``: the mechanisms, the evidence bounds, and mechanism options
     (``[sessions.<name>.options.<mechanism>]``, each a table the mechanism's provider reads)."""
 
-    mechanisms: tuple[str, ...]
-    max_evidence_items: int = 2
-    max_evidence_bytes: int = 524_288
-    optional: bool = False
-    options: dict[str, dict[str, Any]] = attrs.field(factory=dict)
-    retain: str = "none"
-    store: str | None = None
+    mechanisms: tuple[str, ...] = attrs.field(
+        metadata=_key("names of installed mechanism providers (`evidenced mechanisms`)")
+    )
+    max_evidence_items: int = attrs.field(
+        default=2, metadata=_key("declared bound, clamped to the mechanisms'", NON_NEGATIVE)
+    )
+    max_evidence_bytes: int = attrs.field(
+        default=524_288,
+        metadata=_key("declared bound, clamped to the mechanisms'", NON_NEGATIVE),
+    )
+    optional: bool = attrs.field(
+        default=False, metadata=_key("skip the session (with a message) if it cannot be built")
+    )
+    options: dict[str, dict[str, Any]] = attrs.field(
+        factory=dict,
+        metadata=_key("`[sessions.<name>.options.<mechanism>]`: the provider's typed options"),
+    )
+    retain: str = attrs.field(
+        default="none", metadata=_key('`"none"` or `"all"` or `"refused"`: keep evidence')
+    )
+    store: str | None = attrs.field(
+        default=None, metadata=_key("with retain: `fs:PATH` or `s3://bucket/prefix`")
+    )
 
 
 @attrs.frozen
@@ -151,151 +307,17 @@ class ConfigFile:
     stores: dict[str, dict[str, Any]] = attrs.field(factory=dict)
 
 
-class _Mismatch(TypeError):
-    """A value of the wrong type (raised by the exact-type hooks)."""
-
-    def __init__(self, expected: str, value: object) -> None:
-        super().__init__(f"expected {expected}, got {type_name(value)}")
-
-
-def type_name(value: object) -> str:
-    """The TOML name of a value's type (``table``, ``array``, ``bool``, ``int`` …)."""
-    if type(value) is dict:
-        return "table"
-    if type(value) is list:
-        return "array"
-    if type(value) is float:
-        return "float"
-    return type(value).__name__
-
-
-CONFIG_CONVERTER: Final = cattrs.Converter(forbid_extra_keys=True, detailed_validation=True)
-
-
-def _exact(kind: type) -> Any:
-    def hook(value: object, _: object) -> object:
-        if type(value) is not kind:
-            raise _Mismatch(kind.__name__, value)
-        return value
-
-    return hook
-
-
-def _number(value: object, _: object) -> float:
-    if type(value) is not float and type(value) is not int:
-        raise _Mismatch("float", value)
-    return float(value)
-
-
-def _strings(value: object, _: object) -> tuple[str, ...]:
-    if type(value) is not list:
-        raise _Mismatch("array", value)
-    members: list[str] = []
-    for index, member in enumerate(value):
-        if type(member) is not str:
-            error = _Mismatch("str", member)
-            error.__notes__ = [IterableValidationNote(f"@ index {index}", index, str)]
-            raise cattrs.IterableValidationError("array", [error], tuple)
-        members.append(member)
-    return tuple(members)
-
-
-def _raw_table(value: object, _: object) -> dict[str, Any]:
-    if type(value) is not dict:
-        raise _Mismatch("table", value)
-    return dict(value)
-
-
-for _kind in (str, int, bool):
-    CONFIG_CONVERTER.register_structure_hook(_kind, _exact(_kind))
-CONFIG_CONVERTER.register_structure_hook(float, _number)
-
-
-def _count_or_word(value: object, _: object) -> int | str:
-    if type(value) is not int and type(value) is not str:
-        raise _Mismatch("int or str", value)
-    return value
-
-
-CONFIG_CONVERTER.register_structure_hook_func(lambda cl: cl == int | str, _count_or_word)
-CONFIG_CONVERTER.register_structure_hook_func(lambda cl: cl == tuple[str, ...], _strings)
-CONFIG_CONVERTER.register_structure_hook_func(lambda cl: cl == dict[str, Any], _raw_table)
-
-
-def _table_hook(cl: Any) -> Any:
-    generated = cattrs.gen.make_dict_structure_fn(
-        cl, CONFIG_CONVERTER, _cattrs_forbid_extra_keys=True
-    )
-
-    def hook(value: object, _: object) -> object:
-        if type(value) is not dict:
-            raise _Mismatch("table", value)
-        return generated(value, cl)
-
-    return hook
-
-
-def _mapping_hook(cl: Any) -> Any:
-    inner = CONFIG_CONVERTER.gen_structure_mapping(cl)
-
-    def hook(value: object, kind: object) -> object:
-        if type(value) is not dict:
-            raise _Mismatch("table", value)
-        return inner(value, kind)
-
-    return hook
-
-
-def _is_table(cl: Any) -> bool:
-    return attrs.has(cl)
-
-
-def _is_mapping_of_tables(cl: Any) -> bool:
-    return getattr(cl, "__origin__", None) is dict and cl != dict[str, Any]
-
-
-CONFIG_CONVERTER.register_structure_hook_factory(_is_table, _table_hook)
-CONFIG_CONVERTER.register_structure_hook_factory(_is_mapping_of_tables, _mapping_hook)
-
-
-def _messages(error: BaseException, path: str) -> list[str]:
-    """Flatten cattrs' validation groups into ``path: problem`` lines, in document order."""
-    if isinstance(error, ForbiddenExtraKeysError):
-        extra = sorted(error.extra_fields)
-        where = path or "<top level>"
-        if len(extra) == 1:
-            return [f"{where}: unknown key {extra[0]!r}"]
-        return [f"{where}: unknown keys {extra}"]
-    if isinstance(error, BaseExceptionGroup):
-        found: list[str] = []
-        for member in error.exceptions:
-            found.extend(_messages(member, _extend(path, member)))
-        return found
-    if isinstance(error, KeyError):
-        return [f"{path}: required"]
-    if isinstance(error, _Mismatch):
-        return [f"{path}: {error}"]
-    return [f"{path}: {type(error).__name__}: {error}"]
-
-
-def _extend(path: str, error: BaseException) -> str:
-    for note in reversed(getattr(error, "__notes__", ())):
-        if isinstance(note, AttributeValidationNote):
-            path = f"{path}.{note.name}" if path else note.name
-        elif isinstance(note, IterableValidationNote):
-            if isinstance(note.index, str):
-                path = f"{path}.{note.index}" if path else note.index
-            else:
-                path = f"{path}[{note.index}]"
-    return path
+#: The exact-type converter of the configuration (:mod:`session._exact`, shared with the
+#: mechanism options).
+CONFIG_CONVERTER: Final = exact_converter()
 
 
 def structure_config(raw: dict[str, Any]) -> ConfigFile:
     """``raw`` (what ``tomllib`` returned) as :class:`ConfigFile` (module rules)."""
     try:
-        return CONFIG_CONVERTER.structure(raw, ConfigFile)
-    except (cattrs.BaseValidationError, ForbiddenExtraKeysError, _Mismatch) as error:
-        raise SchemaError("; ".join(_messages(error, ""))) from None
+        return structure_exact(CONFIG_CONVERTER, raw, ConfigFile)
+    except ExactError as error:
+        raise SchemaError(str(error)) from None
 
 
 def unstructure_config(config: ConfigFile) -> dict[str, Any]:
@@ -304,3 +326,91 @@ def unstructure_config(config: ConfigFile) -> dict[str, Any]:
     for table in value["sessions"].values():
         table["mechanisms"] = list(table["mechanisms"])
     return value
+
+
+#: The tables of the key table, in the file's order: (heading, class).
+KEY_TABLES: Final = (
+    ("[server]", ServerTable),
+    ("[http]", HttpTable),
+    ("[audit]", AuditTable),
+    ("[transparency]", TransparencyTable),
+    ("[sessions.<name>]", SessionTable),
+)
+_SCALAR_NAMES: Final = {str: "string", int: "integer", float: "number", bool: "boolean"}
+
+
+def _type_label(kind: Any) -> str:
+    """A field's type in the words of the key table (``integer or "auto"``, ``array of
+    strings``)."""
+    members = [member for member in typing.get_args(kind) if member is not type(None)]
+    if typing.get_origin(kind) in (typing.Union, types.UnionType):
+        if members == [int, str]:
+            return 'integer or "auto"'
+        return " or ".join(_type_label(member) for member in members)
+    if typing.get_origin(kind) is tuple:
+        return f"array of {_SCALAR_NAMES[members[0]]}s"
+    if typing.get_origin(kind) is dict:
+        return "tables"
+    return _SCALAR_NAMES[kind]
+
+
+def _default_of(field: attrs.Attribute[Any]) -> Any:
+    default: Any = field.default
+    if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+        return default.factory()
+    return None if default is attrs.NOTHING else default
+
+
+def _default_text(row: dict[str, Any]) -> str:
+    default = row["default"]
+    if row["required"]:
+        return "required"
+    if default is None:
+        return "unset"
+    if type(default) is bool:
+        return "`true`" if default else "`false`"
+    if type(default) is str:
+        return f'`"{default}"`'
+    return f"`{default}`"
+
+
+def key_rows() -> list[dict[str, Any]]:
+    """Every key of the schema: ``table``, ``key``, ``type``, ``default`` (its value, None
+    when unset), ``required``, ``rule`` (the range rule, or None) and ``doc`` (its meaning)."""
+    rows = []
+    for table, cls in KEY_TABLES:
+        attrs.resolve_types(cls)  # the annotations as types (cattrs does it when it first runs)
+        for field in attrs.fields(cls):
+            rows.append(
+                {
+                    "table": table,
+                    "key": field.name,
+                    "type": _type_label(field.type),
+                    "default": _default_of(field),
+                    "required": field.default is attrs.NOTHING,
+                    "rule": field.metadata.get(RULE),
+                    "doc": field.metadata.get(DOC, ""),
+                }
+            )
+    return rows
+
+
+def key_table() -> str:
+    """The Markdown key table of ``docs/configuration.md`` (``evidenced config keys
+    --markdown``), generated from the schema: one table per TOML table."""
+    lines: list[str] = []
+    current = None
+    for row in key_rows():
+        if row["table"] != current:
+            current = row["table"]
+            if lines:
+                lines.append("")
+            lines += [
+                f"### `{current}`",
+                "",
+                "| key | type | default | meaning |",
+                "|---|---|---|---|",
+            ]
+        meaning = row["doc"] + (f" ({row['rule']})" if row["rule"] else "")
+        lines.append(f"| `{row['key']}` | {row['type']} | {_default_text(row)} | {meaning} |")
+    return "\n".join(lines) + "\n"

@@ -23,12 +23,12 @@ Rules (the contract):
    :meth:`ServerConfig.peer_in_flight_cap`) and for ``worker_processes`` (the CPU count).
    A TCP listener (``tcp`` with ``security``, ``http``) on an address that is not loopback
    without TLS and authentication is refused when the server starts, unless
-   ``insecure_listen`` (:meth:`ServerConfig.exposure_problems`, :mod:`daemon.config._security`).
+   ``insecure_listen`` (:mod:`daemon.config._checks`, on the listeners that will serve,
+   inherited ones included; :mod:`daemon.config._security`).
 """
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Mapping
 from typing import Any, Final
@@ -37,14 +37,10 @@ import attrs
 
 from daemon.audit._audit import Durability, Overflow
 from daemon.audit._transparency import TransparencyConfig
+from daemon.config._config_schema import RULE, AuditTable, ServerTable, check_range
 from daemon.config._http_config import HttpConfig
-from daemon.config._security import ListenerSecurity, exposure_problem
+from daemon.config._security import ListenerSecurity
 from daemon.retention._policy import RetentionPolicy
-from daemon.wire._protocol import (
-    DEFAULT_MAX_FRAME_BYTES,
-    DEFAULT_MAX_HEADER_BYTES,
-    DEFAULT_MAX_ITEMS,
-)
 from session import (
     EvidenceStore,
     VerificationMechanism,
@@ -113,38 +109,44 @@ class HostedSession:
         }
 
 
+_SERVER: Final = ServerTable()
+_AUDIT: Final = AuditTable()
+
+
 @attrs.frozen
 class ServerConfig:
     """Everything the server needs besides its sessions (all times in seconds, rates in
-    bytes per second)."""
+    bytes per second). A field named as a ``[server]`` key, or as an ``[audit]`` key after
+    ``audit_``, is that key: its default and its range rule are the schema's
+    (:mod:`daemon.config._config_schema`, :func:`schema_fields`), declared once there."""
 
     tcp: tuple[str, int] | None = ("127.0.0.1", DEFAULT_PORT)
     unix: str | None = None
-    socket_group: str = ""
-    audit_path: str = "evidenced-audit.jsonl"
-    audit_durability: str = "fsync"
-    audit_overflow: str = "block"
-    audit_max_pending: int = 4096
-    audit_rotate_bytes: int = 0
+    socket_group: str = _SERVER.socket_group
+    audit_path: str = _AUDIT.path
+    audit_durability: str = _AUDIT.durability
+    audit_overflow: str = _AUDIT.overflow
+    audit_max_pending: int = _AUDIT.max_pending
+    audit_rotate_bytes: int = _AUDIT.rotate_bytes
     #: The transparency log (``docs/spec/transparency.md §6``); ``None``: not kept.
     transparency: TransparencyConfig | None = None
-    idle_timeout: float = 30.0
-    pre_hello_timeout: float = 5.0
-    request_deadline: float = 30.0
-    min_evidence_rate: int = 65_536
-    evidence_grace: float = 1.0
-    max_in_flight: int = 256
-    max_in_flight_per_peer: int = 0
-    max_connections: int = 1024
-    max_connections_per_peer: int = 0
+    idle_timeout: float = _SERVER.idle_timeout
+    pre_hello_timeout: float = _SERVER.pre_hello_timeout
+    request_deadline: float = _SERVER.request_deadline
+    min_evidence_rate: int = _SERVER.min_evidence_rate
+    evidence_grace: float = _SERVER.evidence_grace
+    max_in_flight: int = _SERVER.max_in_flight
+    max_in_flight_per_peer: int = _SERVER.max_in_flight_per_peer
+    max_connections: int = _SERVER.max_connections
+    max_connections_per_peer: int = _SERVER.max_connections_per_peer
     #: Serving processes (``--workers``; ``"auto"``: one per CPU; ``daemon.server._supervisor``).
-    workers: int | str = 1
-    worker_processes: int = 2
-    inline_max_bytes: int = 4096
-    shutdown_grace: float = 10.0
-    max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES
-    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
-    max_items: int = DEFAULT_MAX_ITEMS
+    workers: int | str = _SERVER.workers
+    worker_processes: int = _SERVER.worker_processes
+    inline_max_bytes: int = _SERVER.inline_max_bytes
+    shutdown_grace: float = _SERVER.shutdown_grace
+    max_header_bytes: int = _SERVER.max_header_bytes
+    max_frame_bytes: int = _SERVER.max_frame_bytes
+    max_items: int = _SERVER.max_items
     handle_signals: bool = False
     #: The binary protocol's TCP listener's TLS and tokens (``docs/http.md``).
     security: ListenerSecurity = attrs.field(factory=ListenerSecurity)
@@ -162,39 +164,8 @@ class ServerConfig:
             raise ValueError("socket_group must be a group name or number (a string)")
         Durability(self.audit_durability)
         Overflow(self.audit_overflow)
-        for name in (
-            "idle_timeout",
-            "pre_hello_timeout",
-            "request_deadline",
-            "shutdown_grace",
-            "evidence_grace",
-        ):
-            value = getattr(self, name)
-            if type(value) not in (int, float) or not math.isfinite(value) or value <= 0:
-                raise ValueError(f"{name} must be a positive number of seconds")
-        for name in (
-            "max_in_flight",
-            "max_connections",
-            "max_header_bytes",
-            "max_frame_bytes",
-            "min_evidence_rate",
-        ):
-            value = getattr(self, name)
-            if type(value) is not int or value < 1:
-                raise ValueError(f"{name} must be a positive integer")
-        for name in (
-            "inline_max_bytes",
-            "max_items",
-            "audit_max_pending",
-            "audit_rotate_bytes",
-            "max_in_flight_per_peer",
-            "max_connections_per_peer",
-            "worker_processes",
-        ):
-            value = getattr(self, name)
-            if type(value) is not int or value < 0:
-                raise ValueError(f"{name} must be a non-negative integer")
-
+        for name, key in schema_fields().items():
+            check_range(name, key.metadata.get(RULE), getattr(self, name))
         if self.workers != "auto" and (type(self.workers) is not int or self.workers < 1):
             raise ValueError('workers must be a positive integer or "auto"')
 
@@ -203,16 +174,6 @@ class ServerConfig:
         if self.workers == "auto":
             return max(1, os.cpu_count() or 1)
         return int(self.workers)
-
-    def exposure_problems(self) -> list[str]:
-        """Each TCP listener on a non-loopback address without TLS and authentication
-        (:func:`~daemon.config._security.exposure_problem`), whatever ``insecure_listen`` says."""
-        problems = []
-        if self.tcp is not None:
-            problems.append(exposure_problem("binary protocol", *self.tcp, self.security))
-        if self.http is not None:
-            problems.append(exposure_problem("http", *self.http.listen, self.http.security))
-        return [problem for problem in problems if problem is not None]
 
     def peer_connection_cap(self, max_connections: int) -> int:
         """Connections one peer may hold: as configured, else a quarter of ``max_connections``
@@ -232,3 +193,17 @@ class ServerConfig:
     def worker_count(self) -> int:
         """Evaluation worker processes: as configured, else one per CPU."""
         return self.worker_processes or max(1, os.cpu_count() or 1)
+
+
+def schema_fields() -> dict[str, attrs.Attribute[Any]]:
+    """The :class:`ServerConfig` fields that are schema keys: name -> the schema's field
+    (``[server]`` keys by their name, ``[audit]`` keys as ``audit_<key>``)."""
+    names = {field.name for field in attrs.fields(ServerConfig)}
+    found: dict[str, attrs.Attribute[Any]] = {}
+    for field in attrs.fields(ServerTable):
+        if field.name in names:
+            found[field.name] = field
+    for field in attrs.fields(AuditTable):
+        if f"audit_{field.name}" in names:
+            found[f"audit_{field.name}"] = field
+    return found

@@ -6,13 +6,16 @@ Rules (the contract):
    server): two servers in one process never mix their counts, and nothing is registered in
    the library's global registry. ``/metrics`` is that registry's text exposition
    (:meth:`ServerMetrics.exposition`, ``prometheus_client``'s own), never a hand-written one.
-2. Labels have bounded values: ``session`` only takes the names of hosted sessions (fixed at
-   start), ``outcome`` ``PASS``/``FAIL``/``UNKNOWN``, ``code`` the protocol's closed vocabulary
-   of error codes, ``stage`` :data:`STAGES`, ``listener`` :data:`LISTENERS`. A request naming
-   a session that is not hosted is counted by its refusal code, never by its name, so no
-   client can grow the exposition.
+2. Labels have bounded values: ``session`` only takes the names of hosted sessions (set at
+   start, and by each applied reload: :meth:`ServerMetrics.set_sessions`), ``outcome``
+   ``PASS``/``FAIL``/``UNKNOWN``, ``code`` the protocol's closed vocabulary of error codes,
+   ``stage`` :data:`STAGES`, ``listener`` :data:`LISTENERS`. A request naming a session that
+   is not hosted is counted by its refusal code, never by its name, so no client can grow the
+   exposition.
 3. Every labelled series exists from the start at zero (a counter that has never moved is
-   exported as 0, not missing), so rates and alerts work from the first scrape.
+   exported as 0, not missing), so rates and alerts work from the first scrape. A session a
+   reload adds gets its series at zero when the reload is applied; a session it removes
+   loses them (its counts are gone with it); a session it keeps keeps its counts.
 4. Gauges of the server's state (requests in flight, open connections, audit lines pending)
    and the refusal counts (the server's own ``refusal:<CODE>`` counters, which every
    refusal on either listener increments) are read when scraped; decisions and histograms
@@ -129,6 +132,17 @@ class ServerMetrics:
         self.registry.register(self)
         if process:
             ProcessCollector(namespace="evidenced", registry=self.registry)
+
+    def set_sessions(self, sessions: Iterable[str]) -> None:
+        """The hosted sessions are now ``sessions`` (a reload; rules 2-3)."""
+        names = tuple(sorted(sessions))
+        self._decisions = {(s, o): self._decisions.get((s, o), 0) for s in names for o in OUTCOMES}
+        self._received = {s: self._received.get(s, 0) for s in names}
+        self._stages = {
+            s: self._stages.get(s) or tuple(_Histogram(LATENCY_BUCKETS) for _ in STAGES)
+            for s in names
+        }
+        self.sessions = names
 
     # -- the request path (rule 4)
 

@@ -21,13 +21,17 @@ Rules (the contract):
 
 1. Start (:meth:`Server.run`): raise the descriptor soft limit to the hard limit and size
    ``max_connections`` to fit it with headroom (:mod:`daemon.server._resources`); remove stale
-   snapshot folders of dead processes of this user (:mod:`mechanism.snapshots`); load the
-   listeners' TLS and token files (a bad one stops the start, naming it); open the
+   snapshot folders of dead processes of this user (:mod:`mechanism.snapshots`); run the
+   listener checks of :mod:`daemon.config._checks` on the listeners that will serve
+   (inherited ones included): exposure, then the TLS and token files (a failure stops the
+   start, naming it); open the
    audit log (and the transparency log, when configured); fork the evaluation workers
    before the audit writer or any connection exists; open the evidence stores of the
    sessions that retain evidence (:mod:`daemon.retention`); open the listeners; record
-   ``daemon_start`` (with each TCP listener's security and whether ``insecure_listen`` was
-   given); then report readiness (``task_status.started``).
+   ``daemon_start`` (with each TCP listener's security, and ``insecure_listen``: whether a
+   listener is served exposed under ``--insecure-listen``); then report readiness
+   (``task_status.started``). The service around it (readiness notification, watchdog,
+   reload) is assembled by :mod:`daemon.server._service`.
 2. Each request gets a fresh :class:`EvidenceStore` and :class:`VerificationSession`, so
    requests share no state; every decision and every refusal of a request is audited before
    it is answered (:mod:`daemon.server._pipeline`). Every client-chosen value in a message, an audit
@@ -56,7 +60,7 @@ import signal
 import socket as stdlib_socket
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -68,10 +72,11 @@ from daemon._version import __version__
 from daemon.audit._audit import AuditLog, AuditLogError, Durability
 from daemon.audit._transparency import open_transparency
 from daemon.audit._transparency import status as transparency_status
+from daemon.config._checks import Checked, check_listeners
 from daemon.config._describe import describe_sessions
 from daemon.config._hosting import DEFAULT_PORT, HostedSession, ServerConfig
 from daemon.config._http_config import HttpConfig
-from daemon.config._security import ExposureRefused, LoadedSecurity
+from daemon.config._security import LoadedSecurity
 from daemon.retention._retainer import Retention
 from daemon.server._audit_client import AuditClient
 from daemon.server._evaluation import (
@@ -87,10 +92,10 @@ from daemon.server._metrics import ServerMetrics
 from daemon.server._peers import PeerLedger
 from daemon.server._pipeline import Pipeline
 from daemon.server._resources import connection_capacity, raise_descriptor_limit
+from daemon.server._signals import obey
 from daemon.server._workers import WorkerPool
 from daemon.tlog import TransparencyLog
 from daemon.wire._protocol import PROTOCOL_VERSION, ErrorCode, ErrorResponse, ServerConnection
-from session import VerificationMechanism
 
 __all__ = [
     "DEADLINE_DETAILS",
@@ -99,8 +104,6 @@ __all__ = [
     "HostedSession",
     "Server",
     "ServerConfig",
-    "open_server",
-    "serve",
 ]
 
 SERVER_NAME: Final = f"evidenced/{__version__}"
@@ -137,6 +140,12 @@ class Server:
         self.http_address: tuple[str, int] | None = None
         self._security = LoadedSecurity()
         self._http_security = LoadedSecurity()
+        #: The listeners served exposed (non-loopback, no TLS or auth) under insecure_listen.
+        self.exposed: tuple[str, ...] = ()
+        #: Configuration generations applied by reloads since start (docs/operations.md).
+        self.generation = 0
+        self._front: FrontEnd | None = None
+        self._http_front: HttpFrontEnd | None = None
         self._capacity = trio.CapacityLimiter(config.max_in_flight)
         # Sized for real in run(), once the descriptor limit is known.
         self.max_connections = config.max_connections
@@ -152,8 +161,9 @@ class Server:
         self._started_ns = time.monotonic_ns()
         self._start_recorded = False
         self.counters: Counter[str] = Counter()
-        #: Called on SIGHUP (when ``handle_signals``): :class:`daemon.server._reload.Reloader`.
-        self.reloader: Callable[[], Awaitable[None]] | None = None
+        #: Called on SIGHUP (when ``handle_signals``): asks for a reload and returns at once
+        #: (:meth:`daemon.server._reload.Reloader.request`, which coalesces them).
+        self.reloader: Callable[[], object] | None = None
         #: Called with ``"STOPPING=1"`` when a signal begins a shutdown (``sd_notify``).
         self.notify: Callable[[str], object] = _ignore
         #: Listening sockets inherited from systemd (``LISTEN_FDS``), used instead of binding.
@@ -222,6 +232,7 @@ class Server:
         """This server's own figures, as a worker reports them to the sequencer."""
         return {
             "pid": os.getpid(),
+            "generation": self.generation,
             "status": self.readiness()[0],
             "connections": len(self._connections),
             "in_flight": self._capacity.borrowed_tokens,
@@ -241,6 +252,18 @@ class Server:
             "request_deadline_ms": int(self.config.request_deadline * 1000),
         }
 
+    def apply_security(self, checked: Checked) -> None:
+        """Serve with ``checked``'s TLS contexts and tokens from now on (a reload,
+        :mod:`daemon.server._reload`): a connection accepted, or a request authenticated,
+        after this call uses them; one already past its handshake or its token check is not
+        asked again."""
+        self._security, self._http_security = checked.binary, checked.http
+        self.exposed = checked.exposed
+        if self._front is not None:  # the front end and its connection core
+            self._front.security = self._front.core.security = checked.binary
+        if self._http_front is not None:
+            self._http_front.security = self._http_front.core.security = checked.http
+
     # -- lifecycle
 
     def shutdown(self) -> None:
@@ -256,12 +279,11 @@ class Server:
             config.max_connections, raise_descriptor_limit(), workers
         )
         self._peers.connection_cap = config.peer_connection_cap(self.max_connections)
-        exposed = config.exposure_problems()
-        if exposed and not config.insecure_listen:
-            raise ExposureRefused("; ".join(exposed))
-        self._security = config.security.load()
-        if config.http is not None:
-            self._http_security = config.http.security.load()
+        # The same checks as config check, serve --check and a reload (daemon.config._checks),
+        # on the listeners that will serve (inherited ones included).
+        checked = check_listeners(config, self.inherited)
+        self._security, self._http_security = checked.binary, checked.http
+        self.exposed = checked.exposed
         _remove_stale_snapshots()
         audit: AuditLog | AuditClient
         if self.role is not None:  # a worker: the parent's sequencer keeps the logs
@@ -405,7 +427,8 @@ class Server:
             "pid": os.getpid(),
             "listen": dict(listen),
             "security": self._describe_security(),
-            "insecure_listen": self.config.insecure_listen,
+            # True exactly when a listener is served exposed (daemon.config._checks rule 2).
+            "insecure_listen": bool(self.exposed),
             "sessions": self._session_list,
             "session_config": {
                 name: dict(session.recipe)
@@ -440,7 +463,7 @@ class Server:
         pipeline: Pipeline,
         signals: AsyncIterator[int] | None,
     ) -> None:
-        front = FrontEnd(
+        front = self._front = FrontEnd(
             config=self.config,
             pipeline=pipeline,
             peers=self._peers,
@@ -500,7 +523,7 @@ class Server:
         """The HTTP listener's acceptor: the same connection registry and caps as the
         binary protocol's."""
         http = self.config.http or HttpConfig()
-        front = HttpFrontEnd(
+        front = self._http_front = HttpFrontEnd(
             config=self.config,
             http=http,
             pipeline=pipeline,
@@ -524,31 +547,27 @@ class Server:
         )
 
     async def _watch_signals(self, signals: AsyncIterator[int]) -> None:
-        """First SIGINT/SIGTERM: graceful shutdown. A second one: cancel in-flight requests
-        now (their audit lines, if being written, still complete). SIGHUP: the reloader, or
-        a message; never a stop."""
-        async for signum in signals:
-            name = signal.Signals(signum).name
-            if signum == signal.SIGHUP:
-                if self.reloader is None:
-                    logs.warning(
-                        "reload_unavailable",
-                        "SIGHUP received: no configuration to reload",
-                        signal="SIGHUP",
-                    )
-                elif not self._shutdown.is_set():
-                    await self.reloader()
-                continue
-            if not self._shutdown.is_set():
-                self.notify("STOPPING=1")
-                logs.info("shutdown", f"{name} received, shutting down", signal=name)
-                self.shutdown()
-            else:
-                logs.warning(
-                    "shutdown_forced", f"second {name}: cancelling in-flight requests", signal=name
-                )
-                if self._handlers_scope is not None:
-                    self._handlers_scope.cancel()
+        """SIGINT/SIGTERM drain, a second one cancels in-flight requests, SIGHUP asks the
+        reloader (the one signal policy: :mod:`daemon.server._signals`)."""
+        await obey(
+            signals,
+            drain=self.shutdown,
+            hurry=self._cancel_in_flight,
+            reload=self._request_reload,
+            notify=self.notify,
+        )
+
+    def _cancel_in_flight(self) -> None:
+        if self._handlers_scope is not None:
+            self._handlers_scope.cancel()
+
+    def _request_reload(self) -> bool:
+        """SIGHUP: ask :attr:`reloader`; False when there is no configuration to reload."""
+        if self.reloader is None:
+            return False
+        if not self._shutdown.is_set():
+            self.reloader()
+        return True
 
 
 def _aggregate(report: dict[str, Any], role: WorkerRole, own: dict[str, Any]) -> dict[str, Any]:
@@ -598,76 +617,3 @@ def _remove_stale_snapshots(pid: int | None = None) -> None:
             f"removed {len(removed)} stale snapshot folder(s)",
             count=len(removed),
         )
-
-
-async def serve(
-    sessions: Sequence[HostedSession] | Mapping[str, Sequence[VerificationMechanism]],
-    config: ServerConfig | None = None,
-    *,
-    handle_signals: bool | None = None,
-    task_status: trio.TaskStatus[Server] = trio.TASK_STATUS_IGNORED,
-    **options: Any,
-) -> None:
-    """The host API: serve ``sessions`` until shutdown.
-
-    ``sessions`` is a list of :class:`HostedSession` or a mapping ``name -> mechanisms``
-    (then each session admits 2 items / 524,288 bytes). ``config`` or keyword ``options``
-    (fields of :class:`ServerConfig`) say where and how. ``task_status.started`` receives the
-    :class:`Server` (its ``tcp_address``/``unix_path`` and ``shutdown()``).
-
-    Signals: with ``handle_signals`` (the default when called from the main thread, where
-    Python delivers signals; pass ``False`` to keep your own handlers) SIGINT and SIGTERM shut
-    the server down gracefully (a second one: at once) and SIGHUP is ignored with a message
-    (there is no configuration file to reload; ``evidenced serve`` reloads its own). Without
-    it, stop the server with ``server.shutdown()``.
-    """
-    import threading
-
-    hosted = _hosted(sessions)
-    if handle_signals is None:
-        handle_signals = threading.current_thread() is threading.main_thread()
-    if config is None:
-        config = ServerConfig(**options, handle_signals=handle_signals)
-    else:
-        config = attrs.evolve(config, **options, handle_signals=handle_signals)
-    server = Server(hosted, config)
-    await server.run(task_status=task_status)
-
-
-def _hosted(
-    sessions: Sequence[HostedSession] | Mapping[str, Sequence[VerificationMechanism]],
-) -> list[HostedSession]:
-    if isinstance(sessions, Mapping):
-        return [HostedSession(name, tuple(mechs)) for name, mechs in sessions.items()]
-    return list(sessions)
-
-
-@contextlib.asynccontextmanager
-async def open_server(
-    sessions: Sequence[HostedSession] | Mapping[str, Sequence[VerificationMechanism]],
-    config: ServerConfig | None = None,
-    **options: Any,
-) -> AsyncIterator[Server]:
-    """Run a server for the duration of the block (tests, embedding); shuts down on exit,
-    gracefully also when the block raises (the error is re-raised once the server stopped)."""
-    failure: Exception | None = None
-    async with trio.open_nursery() as nursery:
-        server: Server = await nursery.start(_run_server, _hosted(sessions), config, options)
-        try:
-            yield server
-        except Exception as error:  # let the server drain instead of cancelling it
-            failure = error
-        finally:
-            server.shutdown()
-    if failure is not None:
-        raise failure
-
-
-async def _run_server(
-    sessions: list[HostedSession],
-    config: ServerConfig | None,
-    options: dict[str, Any],
-    *,
-    task_status: trio.TaskStatus[Server] = trio.TASK_STATUS_IGNORED,
-) -> None:
-    await serve(sessions, config, task_status=task_status, **options)

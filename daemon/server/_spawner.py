@@ -4,10 +4,11 @@ Rules (the contract):
 
 1. :class:`Spawner` forks one process from the parent before the parent starts an event loop
    or a thread. That process never runs an event loop: it forks a worker per request
-   (:meth:`Spawner.spawn`: the slot index in, the worker's pid and the parent's end of a new
-   ``socketpair`` out, passed with ``SCM_RIGHTS``), so every worker, the first ones and each
-   restart, starts from the same single-threaded state, with the listening sockets it
-   inherited.
+   (:meth:`Spawner.spawn`: the slot index and the configuration generation in — 0 for the
+   one the daemon started with, one more for each reload applied since, which a worker
+   started later loads itself — the worker's pid and the parent's end of a new ``socketpair``
+   out, passed with ``SCM_RIGHTS``), so every worker, the first ones and each restart, starts
+   from the same single-threaded state, with the listening sockets it inherited.
 2. It reaps its dead workers (every 0.5 s at least). It ignores SIGINT and SIGHUP (the parent
    decides).
 3. When the parent's end closes (:meth:`Spawner.stop`, or the parent died) it closes its copies
@@ -35,9 +36,10 @@ from daemon import logs
 
 __all__ = ["Spawner", "WorkerMain"]
 
-#: What a forked worker runs: ``(slot index, its end of the sequencer's stream)``.
-WorkerMain = Callable[[int, stdlib_socket.socket], None]
-_SPAWN: Final = struct.Struct(">I")
+#: What a forked worker runs: ``(slot index, its end of the sequencer's stream, the
+#: configuration generation)``.
+WorkerMain = Callable[[int, stdlib_socket.socket, int], None]
+_SPAWN: Final = struct.Struct(">II")
 _PID: Final = struct.Struct(">q")
 
 
@@ -63,13 +65,14 @@ class Spawner:
         self._control = ours
         self._lock = trio.Lock()
 
-    async def spawn(self, index: int) -> tuple[int, stdlib_socket.socket]:
-        """A new worker in slot ``index``: (its pid, the parent's end of its stream)."""
+    async def spawn(self, index: int, generation: int = 0) -> tuple[int, stdlib_socket.socket]:
+        """A new worker in slot ``index`` serving configuration ``generation``: (its pid, the
+        parent's end of its stream)."""
         async with self._lock:
-            return await trio.to_thread.run_sync(self._spawn_sync, index)
+            return await trio.to_thread.run_sync(self._spawn_sync, index, generation)
 
-    def _spawn_sync(self, index: int) -> tuple[int, stdlib_socket.socket]:
-        self._control.sendall(_SPAWN.pack(index))
+    def _spawn_sync(self, index: int, generation: int) -> tuple[int, stdlib_socket.socket]:
+        self._control.sendall(_SPAWN.pack(index, generation))
         data, fds, _, _ = stdlib_socket.recv_fds(self._control, _PID.size, 1)
         if len(data) != _PID.size or len(fds) != 1:
             raise OSError(errno.EPIPE, "the worker spawner stopped")
@@ -106,14 +109,14 @@ def _spawner_main(
                 pass
         if not readable:
             continue
-        data = control.recv(_SPAWN.size)
+        data = control.recv(_SPAWN.size, stdlib_socket.MSG_WAITALL)
         if len(data) < _SPAWN.size:
             release()
             with contextlib.suppress(ChildProcessError):
                 while True:
                     os.waitpid(-1, 0)
             return
-        (index,) = _SPAWN.unpack(data)
+        index, generation = _SPAWN.unpack(data)
         parent_end, worker_end = stdlib_socket.socketpair(
             stdlib_socket.AF_UNIX, stdlib_socket.SOCK_STREAM
         )
@@ -123,7 +126,7 @@ def _spawner_main(
             try:
                 control.close()
                 parent_end.close()
-                worker_main(index, worker_end)
+                worker_main(index, worker_end, generation)
             except BaseException as error:
                 code = 70
                 _report(index, error)

@@ -12,22 +12,31 @@ Rules (the contract):
    that never runs an event loop and forks the workers on request, so a worker restarted
    later starts from the same clean state as the first ones); open the audit log and the
    transparency log; record ``daemon_start`` (the parent's pid); start the N workers; report
-   readiness once every worker said it serves. The exposure check, the TLS and token files
-   and the evidence stores are checked in the parent first, so they fail the start as in one
-   process (with the same codes). A worker that cannot start (it exits before
-   saying so) stops the start: ``daemon_stop`` is written, the workers stopped, the start
-   fails with :class:`WorkersFailed`.
+   readiness once every worker said it serves (then ``READY=1`` and the watchdog, as in one
+   process). The listener checks (:mod:`daemon.config._checks`: exposure, inherited sockets
+   included, the TLS and token files) and the evidence stores are checked in the parent
+   first, so they fail the start as in one process (with the same codes). A worker that
+   cannot start (it exits before saying so) stops the start: ``daemon_stop`` is written,
+   the workers stopped, the start fails with :class:`WorkersFailed`.
 2. A worker whose stream ends while the daemon is not draining (it crashed or was killed)
    is restarted in the same slot, after :data:`RESTART_DELAY` seconds (doubling, up to
    :data:`RESTART_DELAY_MAX`, while it keeps dying within :data:`STABLE_SECONDS`). Every line
    it sent was committed and acknowledged only once durable; its clients reconnect to the
    listening socket, which never closed.
-3. SIGINT/SIGTERM: the parent stops restarting and sends SIGTERM to every worker (a second
+3. SIGINT/SIGTERM (the signal policy of :mod:`daemon.server._signals`, as in one process):
+   the parent stops restarting and sends SIGTERM to every worker (a second
    signal: SIGTERM again, which makes them cancel in-flight requests, as in one process);
    each drains as one process does and exits; once all are gone (or ``shutdown_grace`` + 5 s
    passed: then SIGKILL) the parent writes one ``daemon_stop`` with the workers' summed
-   counters, closes the logs and removes the Unix socket file. SIGHUP is not supported with
-   workers (a message says to restart instead).
+   counters, closes the logs and removes the Unix socket file.
+3a. SIGHUP (with a configuration file): the parent reads and checks the new configuration as
+   one process does (:func:`daemon.server._reload.prepare`: restart-only keys, the TLS and
+   tokens files, every session built), coalescing SIGHUPs as one process does; it writes the
+   one ``config_reload`` line (``APPLIED`` or ``REFUSED``); once applied it sends SIGHUP to
+   every worker, and each reloads as one process does (its own checks again, including the
+   exposure check on its inherited listeners; new evaluation workers; no line of its own). A
+   worker started later (a restart) is told the generation and loads the configuration file
+   itself. Without a configuration file, SIGHUP is ignored with a message.
 4. Workers ignore SIGINT (the parent decides) and stop when the parent's stream ends.
 5. ``health`` (answered by whichever worker a client reaches) aggregates: the counters and
    connection figures summed over the workers, ``workers`` (each worker's figures, pid,
@@ -51,13 +60,18 @@ import trio
 
 from daemon import logs
 from daemon._version import __version__
-from daemon.audit._audit import AuditLog, Durability
+from daemon.audit._audit import AuditLog, AuditLogError, Durability
 from daemon.audit._transparency import open_transparency
+from daemon.config._checks import Checked, check_listeners
+from daemon.config._config import DaemonConfig
 from daemon.config._hosting import HostedSession, ServerConfig
+from daemon.config._security import LoadedSecurity
 from daemon.errors import ServiceError
+from daemon.server import _systemd as systemd
 from daemon.server._audit_client import PUSH_INTERVAL, AuditClient
 from daemon.server._listeners import open_listeners
 from daemon.server._sequencer import Link, Sequencer
+from daemon.server._signals import obey
 from daemon.server._spawner import Spawner, WorkerMain
 from daemon.tlog import TransparencyLog
 
@@ -157,10 +171,18 @@ class Supervisor:
         self._slots = [_Slot() for _ in range(count)]
         self._draining = False
         self._serving = False  # every first worker said it serves (rule 1 is over)
-        self._signals = 0
         self._nursery: trio.Nursery | None = None
         #: Called with ``"STOPPING=1"`` when a signal begins the drain (``sd_notify``).
         self.notify: Callable[[str], object] = lambda state: None
+        #: Whether a listener is served exposed under ``insecure_listen`` (daemon.config._checks).
+        self.exposed = False
+        #: Rule 3a: reads and checks the configuration anew (None: no file to reload).
+        self.prepare_reload: Callable[[], list[HostedSession]] | None = None
+        self.source = ""
+        #: Reloads applied (the generation a worker started now serves).
+        self.generation = 0
+        self.reloads_refused = 0
+        self._reload_wanted = trio.Event()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         config = self.config
@@ -209,31 +231,17 @@ class Supervisor:
                         self._stop_workers()
                         raise WorkersFailed("a worker exited before it could serve (see above)")
                     nursery.start_soon(self._push_state)
+                    nursery.start_soon(self._reloads, audit)
                     self._serving = True
                     task_status.started()
-                    async for signum in signals:
-                        if signum == signal.SIGHUP:
-                            logs.warning(
-                                "reload_unsupported",
-                                "SIGHUP: reloading is not supported with workers > 1; restart"
-                                " the daemon to apply a new configuration",
-                                signal="SIGHUP",
-                                workers=self.count,
-                            )
-                            continue
-                        self._signals += 1
-                        if self._signals == 1:
-                            self.notify("STOPPING=1")
-                            name = signal.Signals(signum).name
-                            logs.info(
-                                "shutdown",
-                                f"{name} received, draining {self.count} workers",
-                                signal=name,
-                                workers=self.count,
-                            )
-                            nursery.start_soon(self._drain, nursery)
-                        else:
-                            self._stop_workers()
+                    await obey(  # the one signal policy (daemon.server._signals)
+                        signals,
+                        drain=lambda: nursery.start_soon(self._drain, nursery),
+                        hurry=self._stop_workers,
+                        reload=self._request_reload,
+                        notify=self.notify,
+                        draining=f"draining {self.count} workers",
+                    )
             stopped = True
         finally:
             self._draining = True
@@ -246,6 +254,66 @@ class Supervisor:
                 )
             if not stopped:
                 self._kill_workers()
+
+    def _request_reload(self) -> bool:
+        """SIGHUP (rule 3a): False when there is no configuration to reload."""
+        if self.prepare_reload is None:
+            return False
+        if not self._draining:
+            self._reload_wanted.set()
+        return True
+
+    async def _reloads(self, audit: AuditLog) -> None:
+        """Rule 3a: one reload at a time; SIGHUPs during one collapse into one more."""
+        from daemon.config._config import ConfigError
+        from daemon.server._reload import ReloadRefused, reload_fields
+
+        while True:
+            await self._reload_wanted.wait()
+            self._reload_wanted = trio.Event()
+            if self.prepare_reload is None or self._draining:
+                continue
+            self.notify("RELOADING=1")
+            try:  # in a thread: the sequencer keeps committing lines meanwhile
+                sessions = await trio.to_thread.run_sync(self.prepare_reload)
+            except (ConfigError, ReloadRefused) as error:
+                self.reloads_refused += 1
+                logs.warning(
+                    "config_reload",
+                    f"SIGHUP: configuration not reloaded, the old one keeps serving: {error}",
+                    status="REFUSED",
+                    workers=self.count,
+                )
+                await self._record_reload(audit, status="REFUSED", reason=str(error))
+                self.notify("READY=1")
+                continue
+            self.sessions = sessions
+            self.generation += 1
+            await self._record_reload(audit, status="APPLIED", **reload_fields(sessions))
+            for slot in self._slots:
+                if slot.link is not None and slot.link.alive:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(slot.link.pid, signal.SIGHUP)
+            logs.info(
+                "config_reload",
+                f"SIGHUP: configuration reloaded from {self.source}: "
+                f"{sorted(s.name for s in sessions)} ({self.count} workers)",
+                status="APPLIED",
+                workers=self.count,
+                sessions=sorted(s.name for s in sessions),
+            )
+            self.notify("READY=1")
+
+    async def _record_reload(self, audit: AuditLog, **fields: Any) -> None:
+        try:
+            await audit.record("config_reload", source=self.source, **fields)
+        except AuditLogError as error:  # the audit log's own fault handling reports it
+            logs.error(
+                "audit_write_failed",
+                f"config_reload not recorded: {error}",
+                path=str(audit.path),
+                error=str(error),
+            )
 
     async def _drain(self, nursery: trio.Nursery) -> None:
         """Rule 3."""
@@ -277,7 +345,7 @@ class Supervisor:
 
     async def _start(self, index: int) -> None:
         assert self._nursery is not None
-        pid, sock = await self.spawner.spawn(index)
+        pid, sock = await self.spawner.spawn(index, self.generation)
         slot = self._slots[index]
         slot.link = Link(index, pid, sock)
         slot.started = time.monotonic()
@@ -338,19 +406,48 @@ def worker_main_for(
     config: ServerConfig,
     bound: Bound,
     serving: Callable[[], None] = lambda: None,
+    load: Callable[[], tuple[DaemonConfig, ServerConfig]] | None = None,
 ) -> WorkerMain:
     """What a forked worker runs: one :class:`~daemon.server._server.Server` on the inherited
-    listeners whose audit log is an :class:`AuditClient` (rule 4). Never returns normally
-    to the spawner: the caller exits."""
+    listeners whose audit log is an :class:`AuditClient` (rule 4), and, with ``load``, its
+    :class:`~daemon.server._reload.Reloader` (rule 3a). Never returns normally to the
+    spawner: the caller exits."""
 
-    def main(index: int, sock: stdlib_socket.socket) -> None:
+    def main(index: int, sock: stdlib_socket.socket, generation: int) -> None:
+        from daemon.server._reload import Reloader
         from daemon.server._server import Server, WorkerRole
 
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        server = Server(sessions, attrs.evolve(config, handle_signals=True))
+        hosted = list(sessions)
+        if generation and load is not None:  # started after a reload: serve what it applied
+            try:
+                hosted = load()[0].build_sessions()[0]
+            except Exception as error:
+                logs.warning(
+                    "config_reload",
+                    f"worker {index}: the configuration no longer loads ({error}); "
+                    "serving the one the daemon started with",
+                    worker=index,
+                    status="REFUSED",
+                )
+        server = Server(hosted, attrs.evolve(config, handle_signals=True))
+        server.generation = generation
         server.inherited = list(bound.binary)
         server.inherited_http = list(bound.http)
+        reloader = None
+        if load is not None:
+            reloader = Reloader(
+                server,
+                load,
+                source="",
+                say=lambda line: logs.info(
+                    "config_reload", f"worker {index}: {line}", worker=index
+                ),
+                notify=lambda state: None,
+                record=False,
+            )
+            server.reloader = reloader.request  # a SIGHUP from now on is kept for it
 
         async def run() -> None:
             stream = trio.SocketStream(trio.socket.from_stdlib_socket(sock))
@@ -364,6 +461,8 @@ def worker_main_for(
             server.role = WorkerRole(client, index)
             async with trio.open_nursery() as nursery:
                 await nursery.start(server.run)
+                if reloader is not None:
+                    await nursery.start(reloader.run)
                 serving()
                 await client.ready()
 
@@ -391,23 +490,26 @@ def run_workers(
     on_ready: Callable[[Supervisor], None],
     notify: Callable[[str], object] = lambda state: None,
     serving: Callable[[], None] = lambda: None,
+    load: Callable[[], tuple[DaemonConfig, ServerConfig]] | None = None,
+    source: str = "",
+    watchdog: float | None = None,
 ) -> Supervisor:
     """Run a daemon of ``config.serving_count()`` workers until it stops (module rules);
-    ``on_ready`` is called once every worker serves, ``serving`` in each worker once it
-    serves. Call from a process without a running
-    event loop (the spawner is forked first)."""
-    from daemon.config._security import ExposureRefused
+    ``on_ready`` is called once every worker serves, then ``notify`` hears ``READY=1`` and,
+    every ``watchdog`` seconds, ``WATCHDOG=1``; ``serving`` is called in each worker once it
+    serves; ``load`` reads the configuration ``source`` anew for a SIGHUP (rule 3a; None: no
+    reload). The service assembly (:mod:`daemon.server._service`) calls it. Call from a
+    process without a running event loop (the spawner is forked first)."""
     from daemon.server._server import Server
 
-    exposed = config.exposure_problems()
-    if exposed and not config.insecure_listen:
-        raise ExposureRefused("; ".join(exposed))
-    config.security.load()  # a bad TLS or token file stops the start here, naming it
-    if config.http is not None:
-        config.http.security.load()
+    # The checks of one process (daemon.config._checks), on the listeners that will serve: a
+    # bad TLS or token file, or an exposed listener, stops the start here, naming it.
+    checked = check_listeners(config, inherited)
     bound = bind(config, inherited)
     try:
-        spawner = Spawner(worker_main_for(sessions, config, bound, serving), bound.close_sockets)
+        spawner = Spawner(
+            worker_main_for(sessions, config, bound, serving, load), bound.close_sockets
+        )
     except BaseException:
         bound.close()
         raise
@@ -427,12 +529,51 @@ def run_workers(
         sessions, config, bound, config.serving_count(), spawner, describe=describe
     )
     supervisor.notify = notify
+    supervisor.exposed = bool(checked.exposed)
+    if load is not None:
+        reload_from = load
+        supervisor.source = source
+
+        def prepare_reload() -> list[HostedSession]:
+            from daemon.server._reload import prepare
+
+            # The parent's listening sockets are the workers' now; the exposure of a listener
+            # cannot change without a restart-only key, and each worker checks its own.
+            _, built, _ = prepare(
+                reload_from,
+                config,
+                {session.name: session for session in supervisor.sessions},
+                lambda new: Checked(
+                    new.security.load(),
+                    new.http.security.load() if new.http is not None else LoadedSecurity(),
+                ),
+            )
+            return built
+
+        supervisor.prepare_reload = prepare_reload
 
     async def main() -> None:
-        holder.append(Server(sessions, config))
-        async with trio.open_nursery() as nursery:
-            await nursery.start(supervisor.run)
-            on_ready(supervisor)
+        server = Server(sessions, config)
+        server.exposed = checked.exposed
+        holder.append(server)
+        stop = trio.CancelScope()
+
+        async def supervise(*, task_status: trio.TaskStatus[None]) -> None:
+            try:
+                await supervisor.run(task_status=task_status)
+            finally:
+                stop.cancel()
+
+        with stop:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(supervise)
+                on_ready(supervisor)
+                notify(
+                    f"READY=1\nMAINPID={os.getpid()}\nSTATUS=serving ({supervisor.count} workers)"
+                )
+                if watchdog is not None:
+                    nursery.start_soon(systemd.watchdog, notify, watchdog)
+                await trio.sleep_forever()
 
     try:
         trio.run(main)

@@ -9,7 +9,9 @@ Rules (``sd_notify(3)``, ``sd_listen_fds(3)``; docs/operations.md):
    ``evidenced serve`` sends ``READY=1`` (with ``MAINPID`` and a ``STATUS``) once it listens and
    its audit log is open, ``RELOADING=1`` and ``READY=1`` around a SIGHUP reload,
    ``STOPPING=1`` when a shutdown begins, and ``WATCHDOG=1`` every half
-   ``$WATCHDOG_USEC`` when that is set for this process (``$WATCHDOG_PID`` absent or ours).
+   ``$WATCHDOG_USEC`` when that is set for this process (``$WATCHDOG_PID`` absent or ours):
+   :func:`watchdog`, run by the service assembly (:mod:`daemon.server._service`) in one
+   process and in a ``--workers`` parent alike.
 2. :func:`listen_fds` returns the listening sockets systemd passed (``$LISTEN_FDS`` descriptors
    from 3, only when ``$LISTEN_PID`` is this process), marks them close-on-exec and unsets the
    three variables so no child inherits them. The server then serves on them instead of
@@ -20,9 +22,12 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Callable
 from typing import Final
 
-__all__ = ["listen_fds", "notify", "watchdog_interval"]
+import trio
+
+__all__ = ["listen_fds", "notify", "watchdog", "watchdog_interval"]
 
 LISTEN_FDS_START: Final = 3
 
@@ -72,3 +77,11 @@ def listen_fds() -> list[socket.socket]:
         os.set_inheritable(fd, False)
         sockets.append(socket.socket(fileno=fd))
     return sockets
+
+
+async def watchdog(send: Callable[[str], object], interval: float) -> None:
+    """``WATCHDOG=1`` every ``interval`` seconds while the event loop runs (a stuck loop
+    stops the pings, and the service manager restarts the service)."""
+    while True:
+        send("WATCHDOG=1")
+        await trio.sleep(interval)
