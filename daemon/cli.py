@@ -27,7 +27,7 @@ from collections.abc import Sequence
 import cli
 
 # Top-level command → the module contributing it, in help order. Only the module of the command
-# being run is imported (the others pull in numpy, jsonschema, ...); ``--help`` imports all.
+# being run is imported (the others pull in numpy, jsonschema, trio, ...).
 _COMMANDS = {
     "serve": "daemon.commands._serve_cli",
     "submit": "daemon.commands._serve_cli",
@@ -45,6 +45,29 @@ _COMMANDS = {
     "catalog": "catalog.cli",
     "holdout": "holdout.cli",
     "demo": "daemon.commands.demo",
+}
+
+
+# Top-level command → its one-line help: ``evidenced --help`` (or no, or an unknown, command)
+# lists these without importing any command's module (docs/benchmarks.md, "The CLI's imports");
+# ``tests/test_cli_contract.py`` holds each to its module's own ``help``.
+SUMMARIES = {
+    "serve": "run the daemon",
+    "submit": "submit an evidence pair to a session",
+    "sessions": "list hosted sessions",
+    "health": "server health",
+    "audit": "verify or read an audit log",
+    "config": "check a configuration, print the default",
+    "log": "the transparency log: keys, receipts, verify",
+    "replay": "re-evaluate logged decisions on their retained evidence",
+    "store": "manage an evidence retention store",
+    "mechanisms": "list the installed mechanism providers",
+    "mechanism": "tools for mechanism authors",
+    "formation": "VSTD typed formation 0.1: produce, check, evaluate",
+    "descriptor": "T81 experiment descriptors: check, make, run-tisc",
+    "catalog": "component registry, stored packages, exact discovery, planning, readiness",
+    "holdout": "holdout challenges: observe, score, commit, release, interop",
+    "demo": "start a daemon, submit seven example pairs, verify the audit chain",
 }
 
 
@@ -83,8 +106,10 @@ def _command_of(arguments: Sequence[str]) -> str | None:
 
 
 def build_parser(arguments: Sequence[str] | str | None = None) -> argparse.ArgumentParser:
-    """The finished parser for the command ``arguments`` name when it is known, else for
-    every command (``arguments``: the argument list, or a command name)."""
+    """The finished parser for the command ``arguments`` name when it is known; for
+    ``None``, every command's full parser; for an argument list naming no known command
+    (``--help``, none, a typo), a parser whose commands are the one-line :data:`SUMMARIES`
+    (no command's module imported: ``evidenced --help`` stays fast)."""
     command = (
         arguments if isinstance(arguments, str) or arguments is None else _command_of(arguments)
     )
@@ -97,6 +122,10 @@ def build_parser(arguments: Sequence[str] | str | None = None) -> argparse.Argum
     if command in _COMMANDS:
         modules = [_COMMANDS[command]]
     elif command == "--version":
+        modules = []
+    elif arguments is not None:
+        for name, summary in SUMMARIES.items():
+            subparsers.add_parser(name, help=summary)
         modules = []
     else:
         modules = list(dict.fromkeys(_COMMANDS.values()))

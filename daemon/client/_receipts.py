@@ -14,13 +14,14 @@ Rules (the contract):
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
 from daemon.client._client import Client, SubmitResult
-from daemon.tlog import VerifierKey, make_receipt, peek_checkpoint, verify_receipt
-from daemon.tlog._receipt import encode_receipt
+
+if TYPE_CHECKING:  # the log room (and cryptography) loads when a receipt is fetched
+    from daemon.tlog import VerifierKey
 
 
 class ReceiptUnavailable(Exception):
@@ -35,6 +36,9 @@ async def fetch_receipt(
     log_key: VerifierKey | None = None,
 ) -> dict[str, Any]:
     """The receipt of a decision (rule 2)."""
+    from daemon.tlog import make_receipt, peek_checkpoint, verify_receipt
+    from daemon.tlog._receipt import encode_receipt
+
     index, line = result.log_index, result.audit_line
     if index is None or line is None:
         raise ReceiptUnavailable("the decision answer carries no log index (no transparency log)")

@@ -53,22 +53,13 @@ import math
 import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import attrs
 import trio
 
 import cli
 from cli import CliError, Exit, RejectedInput, UsageError
-from daemon.audit._audit import (
-    AuditLog,
-    AuditLogCorrupt,
-    AuditLogError,
-    AuditLogInUse,
-    parse_anchor,
-    tail,
-    verify_log,
-)
 from daemon.client._client import (
     Client,
     ClientError,
@@ -81,21 +72,19 @@ from daemon.client._client import (
 )
 from daemon.client._connect import open_client
 from daemon.client._receipts import ReceiptUnavailable, fetch_receipt
+from daemon.client._targets import DEFAULT_TCP_PORT as DEFAULT_PORT
 from daemon.client._targets import parse_target
 from daemon.commands._report_cli import add_report_command
-from daemon.config._config import ConfigError, DaemonConfig, load_config, parse_address
-from daemon.config._hosting import HostedSession, ServerConfig
-from daemon.config._http_config import HttpConfig
-from daemon.config._security import ExposureRefused
-from daemon.config._tls import TlsConfigError
-from daemon.config._tokens import TokenFileError
-from daemon.retention import StoreError
-from daemon.server import _systemd as systemd
-from daemon.server._reload import Reloader
-from daemon.server._server import DEFAULT_PORT, Server
-from daemon.server._supervisor import Supervisor, WorkersFailed, run_workers
-from daemon.tlog import encode_receipt
 from session import BoundProposition, EvidenceCountError, providers_for_mechanism
+
+# The client commands (submit, sessions, health) never load the server, the configuration or
+# the audit log: ``serve`` and ``audit`` import them when run (docs/benchmarks.md, "The CLI's
+# imports").
+if TYPE_CHECKING:
+    from daemon.config._config import DaemonConfig
+    from daemon.config._hosting import HostedSession, ServerConfig
+    from daemon.server._server import Server
+    from daemon.server._supervisor import Supervisor
 
 _OUTCOME_EXIT: Final = {"PASS": Exit.OK, "FAIL": Exit.FAIL, "UNKNOWN": Exit.UNKNOWN}
 _SERVICE_EXIT: Final = {"AUDIT_FAILED": Exit.INTERNAL, "INTERNAL": Exit.INTERNAL}
@@ -212,6 +201,9 @@ def _client_failure(error: ClientError) -> CliError:
 def _load(args: argparse.Namespace) -> tuple[DaemonConfig, ServerConfig]:
     """The configuration and the server settings with the command line's overrides (at start,
     and again for each SIGHUP reload); ``ConfigError`` when invalid."""
+    from daemon.config._config import load_config, parse_address
+    from daemon.config._http_config import HttpConfig
+
     config = load_config(args.config)
     changes: dict[str, Any] = {}
     if args.address:
@@ -231,6 +223,13 @@ def _load(args: argparse.Namespace) -> tuple[DaemonConfig, ServerConfig]:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from daemon.audit._audit import AuditLogError
+    from daemon.config._config import ConfigError
+    from daemon.retention import StoreError
+    from daemon.server import _systemd as systemd
+    from daemon.server._reload import Reloader
+    from daemon.server._server import Server
+
     try:
         config, server_config = _load(args)
         sessions, skipped = config.build_sessions()
@@ -322,6 +321,13 @@ def _serve_workers(
 ) -> int:
     """``serve`` with ``--workers N`` (N > 1): the parent sequences, N workers serve
     (:mod:`daemon.server._supervisor`)."""
+    from daemon.audit._audit import AuditLogError
+    from daemon.config._security import ExposureRefused
+    from daemon.config._tls import TlsConfigError
+    from daemon.config._tokens import TokenFileError
+    from daemon.retention import StoreError
+    from daemon.server import _systemd as systemd
+    from daemon.server._supervisor import WorkersFailed, run_workers
 
     def ready(supervisor: Supervisor) -> None:
         _tune_collector()
@@ -433,6 +439,8 @@ def _announce(server: Server, server_config: ServerConfig, skipped: list[str], o
 async def _watchdog(interval: float) -> None:
     """``WATCHDOG=1`` every ``interval`` seconds while the event loop runs (a stuck loop stops
     the pings, and systemd restarts the service)."""
+    from daemon.server import _systemd as systemd
+
     while True:
         systemd.notify("WATCHDOG=1")
         await trio.sleep(interval)
@@ -481,6 +489,13 @@ def _make_parents(path: str) -> None:
 def _start_failure(error: BaseException) -> BaseException:
     """Why ``serve`` could not start: a log held by another daemon is busy (75), a corrupt or
     unsafe log is rejected input (65), a socket that cannot be bound is 69."""
+    from daemon.audit._audit import AuditLogCorrupt, AuditLogError, AuditLogInUse
+    from daemon.config._security import ExposureRefused
+    from daemon.config._tls import TlsConfigError
+    from daemon.config._tokens import TokenFileError
+    from daemon.retention import StoreError
+    from daemon.server._supervisor import WorkersFailed
+
     if isinstance(error, ExposureRefused | TlsConfigError | TokenFileError):
         return RejectedInput(f"invalid configuration: {error}", code="CONFIG_INVALID")
     if isinstance(error, AuditLogInUse):
@@ -625,6 +640,8 @@ def _submit(args: argparse.Namespace) -> int:
             raise CliError(
                 f"no receipt: {receipt['error']}", exit=Exit.INTERNAL, code="RECEIPT_UNAVAILABLE"
             )
+        from daemon.tlog import encode_receipt
+
         target_file = Path(args.receipt)
         temporary = target_file.with_name(f".{target_file.name}.tmp-{os.getpid()}")
         cli.write_output(temporary, encode_receipt(receipt))
@@ -676,6 +693,8 @@ def _regular_files(paths: list[str]) -> None:
 
 
 def _audit_verify(args: argparse.Namespace) -> int:
+    from daemon.audit._audit import parse_anchor, verify_log
+
     try:
         anchors = tuple(parse_anchor(text) for text in args.anchors)
     except ValueError as error:
@@ -694,6 +713,8 @@ def _audit_verify(args: argparse.Namespace) -> int:
 
 
 def _audit_rotate(args: argparse.Namespace) -> int:
+    from daemon.audit._audit import AuditLog, AuditLogError, AuditLogInUse, tail
+
     _regular_files([args.path])
 
     async def main() -> tuple[AuditLog, bool]:
@@ -760,6 +781,8 @@ def _non_negative(text: str) -> int:
 
 
 def _audit_tail(args: argparse.Namespace) -> int:
+    from daemon.audit._audit import tail
+
     _regular_files([args.path])
     cli.emit(tail(args.path, args.lines))
     return Exit.OK
