@@ -30,6 +30,10 @@ commit              write(2) + fsync(2) of the line, alone (c=1), and per line o
 send                the answer written to a socketpair and read back by the peer.
 ==================  ==============================================================
 
+Rows marked ``before:`` time the implementation a stage had before issue 25's cuts, in the
+same rounds (the h11-only head, the cattrs binding, the structlog processor pipeline), so a
+cut is a ratio measured in one run; they are not part of the sum.
+
 What is *not* here: the event loop's scheduling, trio's checkpoints and the thread hop of the
 group commit (the gap between the sum and the peer benchmark's CPU per decision is theirs).
 Never asserts on time.
@@ -47,18 +51,22 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import orjson
+import structlog
 import trio
 from _harness import Report, _calibrate, _sampler, interleave, main
 
 from daemon.audit._audit import AuditLog
+from daemon.audit._audit_format import seal
 from daemon.config._config import parse_config
 from daemon.config._hosting import HostedSession
+from daemon.server import _http_codec
 from daemon.server._evaluation import evaluate_pair
 from daemon.server._http_body import JSON_TYPE, body_parser
 from daemon.server._http_codec import HttpServerCodec, RequestHead, _frame
 from daemon.server._peers import PeerLedger
 from daemon.server._pipeline import Pipeline, _Request, decision_id
-from daemon.wire._binding import binding_from_wire
+from daemon.wire._binding import binding_from_wire, binding_from_wire_structured
 from daemon.wire._protocol import (
     Decision,
     Hello,
@@ -79,6 +87,7 @@ max_evidence_bytes = 4096
 PAYLOAD = bytes(range(64))
 GROUP = 64
 HANDSHAKE = "(handshake)"
+BEFORE = "before: "
 
 
 class Job:
@@ -156,6 +165,16 @@ def http_head(job: Job) -> RequestHead:
     return head
 
 
+def http_head_h11(job: Job) -> RequestHead:
+    """Before: every head through h11 (the codec's llhttp path switched off)."""
+    fast = _http_codec._parse_fast
+    _http_codec._parse_fast = lambda head: None  # type: ignore[assignment]
+    try:
+        return http_head(job)
+    finally:
+        _http_codec._parse_fast = fast
+
+
 def http_body(job: Job) -> object:
     parser = body_parser(JSON_TYPE, None, max_items=1, max_bytes=4096, max_binding_bytes=65536)
     parser.feed(job.body)
@@ -182,6 +201,31 @@ def evd_head(job: Job) -> Submit:
 
 def binding(job: Job) -> object:
     return binding_from_wire(job.wire)
+
+
+def binding_cattrs(job: Job) -> object:
+    """Before: the binding structured by the cattrs converter."""
+    return binding_from_wire_structured(job.wire)
+
+
+_PIPELINE = (
+    structlog.processors.TimeStamper(fmt="iso", utc=True, key="timestamp"),
+    structlog.processors.JSONRenderer(serializer=orjson.dumps, option=orjson.OPT_SORT_KEYS),
+)
+
+
+def audit_render_pipeline(job: Job) -> bytes:
+    """Before: the line through structlog's processors (stamper, chain fields, renderer,
+    seal), as ``AuditLog._render`` ran them per line."""
+    line: Any = dict(job.fields())
+    line["event"] = "decision"
+    line = _PIPELINE[0](None, "info", line)
+    line["seq"] = 8
+    line["prev"] = "sha256:" + "0" * 64
+    body = _PIPELINE[1](None, "info", line)
+    assert isinstance(body, bytes)
+    sealed, _ = seal(body)
+    return sealed + b"\n"
 
 
 def admission(job: Job) -> None:
@@ -246,6 +290,12 @@ def stages(job: Job, transport: str) -> list[tuple[str, Callable[[], object], in
         ("commit, per line of 64", lambda: commit_group(job), GROUP),
         ("commit, one line", lambda: commit_one(job), 1),
     ]
+    if transport == "http":
+        table.insert(1, (BEFORE + "head (h11 only)", lambda: http_head_h11(job), 1))
+    table += [
+        (BEFORE + "binding (cattrs)", lambda: binding_cattrs(job), 1),
+        (BEFORE + "audit render (structlog pipeline)", lambda: audit_render_pipeline(job), 1),
+    ]
     if transport == "evd1":  # the handshake, once per connection, is not the request's
         table.append((HANDSHAKE, lambda: evd_hello(job), 1))
     return table
@@ -271,15 +321,17 @@ def measure(report: Report, job: Job, transport: str) -> None:
         per = sorted(values)[len(values) // 2] / units
         medians[name] = per
         report.value(f"{transport}: {name}", per, "s", spread=[v / units for v in values])
-    grouped = sum(v for k, v in medians.items() if k != "commit, one line")
-    single = sum(v for k, v in medians.items() if k != "commit, per line of 64")
+    counted = {k: v for k, v in medians.items() if not k.startswith(BEFORE)}
+    grouped = sum(v for k, v in counted.items() if k != "commit, one line")
+    single = sum(v for k, v in counted.items() if k != "commit, per line of 64")
     report.value(f"{transport}: sum, group commit of 64", grouped, "s")
     report.value(f"{transport}: sum, commit alone", single, "s")
     print(f"\n{transport}: per-stage {report.clock} time per decision")
     for name, value in medians.items():
-        share = value / grouped * 100 if name != "commit, one line" else float("nan")
-        print(f"  {name:<24} {value * 1e6:8.1f} µs  {share:5.1f} %")
-    print(f"  {'sum (group commit)':<24} {grouped * 1e6:8.1f} µs")
+        counts = name in counted and name != "commit, one line"
+        share = f"{value / grouped * 100:5.1f} %" if counts else ""
+        print(f"  {name:<42} {value * 1e6:8.1f} µs  {share}")
+    print(f"  {'sum (group commit)':<42} {grouped * 1e6:8.1f} µs")
 
 
 def run(report: Report, args: argparse.Namespace) -> None:

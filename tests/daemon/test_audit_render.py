@@ -34,7 +34,9 @@ def _pipeline(fields: dict[str, Any], event: str, seq: int, head: str, stamp: st
     renderer = structlog.processors.JSONRenderer(
         serializer=orjson.dumps, option=orjson.OPT_SORT_KEYS
     )
-    return seal(renderer(None, "info", line))[0] + b"\n"
+    body = renderer(None, "info", line)
+    assert isinstance(body, bytes)
+    return seal(body)[0] + b"\n"
 
 
 def _open(tmp_path: Path) -> AuditLog:
