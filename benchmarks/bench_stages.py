@@ -168,7 +168,7 @@ def http_head(job: Job) -> RequestHead:
 def http_head_h11(job: Job) -> RequestHead:
     """Before: every head through h11 (the codec's llhttp path switched off)."""
     fast = _http_codec._parse_fast
-    _http_codec._parse_fast = lambda head: None  # type: ignore[assignment]
+    _http_codec._parse_fast = lambda head: None
     try:
         return http_head(job)
     finally:
