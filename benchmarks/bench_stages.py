@@ -129,6 +129,12 @@ class Job:
         self.commit_fd = os.open(directory / "commit.jsonl", os.O_WRONLY | os.O_CREAT, 0o600)
         self.left, self.right = socket.socketpair()
 
+    def close(self) -> None:
+        self.log.close_sync()
+        os.close(self.commit_fd)
+        self.left.close()
+        self.right.close()
+
     def fields(self) -> dict[str, Any]:
         """The decision line's fields, as the pipeline's stage 7 passes them."""
         result, _, refs = self.evaluated
@@ -341,10 +347,7 @@ def run(report: Report, args: argparse.Namespace) -> None:
             for transport in ("http", "evd1"):
                 measure(report, job, transport)
         finally:
-            job.log.close_sync()
-            os.close(job.commit_fd)
-            job.left.close()
-            job.right.close()
+            job.close()
 
 
 if __name__ == "__main__":

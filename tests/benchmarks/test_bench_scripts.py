@@ -42,4 +42,4 @@ def test_every_stage_of_bench_stages_runs_on_the_daemons_code(tmp_path: Path) ->
         assert bench_stages.http_head(job) == bench_stages.http_head_h11(job)
         assert bench_stages.binding(job) == bench_stages.binding_cattrs(job)
     finally:
-        job.log.close_sync()
+        job.close()
