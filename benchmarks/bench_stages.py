@@ -31,7 +31,8 @@ send                the answer written to a socketpair and read back by the peer
 ==================  ==============================================================
 
 Rows marked ``before:`` time the implementation a stage had before issue 25's cuts, in the
-same rounds (the h11-only head, the cattrs binding, the structlog processor pipeline), so a
+same rounds (the h11-only head, the cattrs binding, the binding digested by ``json.dumps`` alone, the
+structlog processor pipeline), so a
 cut is a ratio measured in one run; they are not part of the sum.
 
 What is *not* here: the event loop's scheduling, trio's checkpoints and the thread hop of the
@@ -56,6 +57,7 @@ import structlog
 import trio
 from _harness import Report, _calibrate, _sampler, interleave, main
 
+from canon import core_digest
 from daemon.audit._audit import AuditLog
 from daemon.audit._audit_format import seal
 from daemon.config._config import parse_config
@@ -75,7 +77,7 @@ from daemon.wire._protocol import (
     encode_frame,
     encode_header,
 )
-from session import NoOptions
+from session import BoundProposition, NoOptions
 from session._bytes_provider import PROVIDER
 
 CONFIG = """
@@ -245,6 +247,20 @@ def decision(job: Job) -> object:
     return evaluate_pair(job.session, job.binding, job.items)
 
 
+def decision_json_digest(job: Job) -> object:
+    """Before: the binding digested through ``json.dumps`` only (``canon.core_digest``)."""
+    fast = BoundProposition.digest
+    BoundProposition.digest = _core_digest  # type: ignore[method-assign]
+    try:
+        return decision(job)
+    finally:
+        BoundProposition.digest = fast  # type: ignore[method-assign]
+
+
+def _core_digest(binding: BoundProposition) -> str:
+    return core_digest(binding.to_dict())
+
+
 def audit_render(job: Job) -> bytes:
     return job.log._render("decision", job.fields())
 
@@ -300,6 +316,7 @@ def stages(job: Job, transport: str) -> list[tuple[str, Callable[[], object], in
         table.insert(1, (BEFORE + "head (h11 only)", lambda: http_head_h11(job), 1))
     table += [
         (BEFORE + "binding (cattrs)", lambda: binding_cattrs(job), 1),
+        (BEFORE + "decision (json.dumps digest)", lambda: decision_json_digest(job), 1),
         (BEFORE + "audit render (structlog pipeline)", lambda: audit_render_pipeline(job), 1),
     ]
     if transport == "evd1":  # the handshake, once per connection, is not the request's
