@@ -250,7 +250,7 @@ def decision(job: Job) -> object:
 def decision_json_digest(job: Job) -> object:
     """Before: the binding digested through ``json.dumps`` only (``canon.core_digest``)."""
     fast = BoundProposition.digest
-    BoundProposition.digest = _core_digest  # type: ignore[method-assign]
+    BoundProposition.digest = _core_digest  # type: ignore[method-assign,assignment]
     try:
         return decision(job)
     finally:
