@@ -2,7 +2,7 @@
 
 Run: ``python benchmarks/bench_stages.py [--quick] [--json PATH] [--clock cpu|wall]``.
 
-The job is the peer benchmark's (docs/benchmarks.md, "The peer benchmark"): a 64-byte payload
+The job is the peer benchmark's (issue 25): a 64-byte payload
 and the honest ``bytes-sha256`` binding of it, session ``bytes``. Each stage is the daemon's
 own code for that stage, called directly with what the previous stage produced, in
 interleaved rounds (benchmarks/_harness.py; the default clock here is this thread's CPU time,
