@@ -20,7 +20,7 @@ Two references, each measured in its own interleaved rounds (benchmarks/_harness
 ``evaluate`` is the session adapter called directly with the honest binding (its preflight
 rehashes both items and admits the subject, whose record the pure check is handed).
 
-**session decision / bare check** (issue 25, goal ≤ 3.3× on the minimal pair): what the daemon
+**session decision / bare check** (goal ≤ 3.3× on the minimal pair): what the daemon
 runs per pair (``daemon.server._evaluation.evaluate_pair``: a fresh evidence store holding
 both items, a fresh ``VerificationSession``, ``evaluate(binding)``) against
 ``check_formation`` of the same pair, which it provably does too (a true floor).

@@ -2,7 +2,7 @@
 
 Run: ``python benchmarks/bench_stages.py [--quick] [--json PATH] [--clock cpu|wall]``.
 
-The job is the peer benchmark's (issue 25): a 64-byte payload
+The job is the peer comparison's (a Go server doing the same work): a 64-byte payload
 and the honest ``bytes-sha256`` binding of it, session ``bytes``. Each stage is the daemon's
 own code for that stage, called directly with what the previous stage produced, in
 interleaved rounds (benchmarks/_harness.py; the default clock here is this thread's CPU time,
@@ -30,7 +30,7 @@ commit              write(2) + fsync(2) of the line, alone (c=1), and per line o
 send                the answer written to a socketpair and read back by the peer.
 ==================  ==============================================================
 
-Rows marked ``before:`` time the implementation a stage had before issue 25's cuts, in the
+Rows marked ``before:`` time the implementation a stage had before the per-stage cuts, in the
 same rounds (the h11-only head, the cattrs binding, the binding digested by ``json.dumps`` alone, the
 structlog processor pipeline), so a
 cut is a ratio measured in one run; they are not part of the sum.
