@@ -31,9 +31,9 @@ send                the answer written to a socketpair and read back by the peer
 ==================  ==============================================================
 
 Rows marked ``before:`` time the implementation a stage had before the per-stage cuts, in the
-same rounds (the h11-only head, the cattrs binding, the binding digested by ``json.dumps`` alone, the
-structlog processor pipeline), so a
-cut is a ratio measured in one run; they are not part of the sum.
+same rounds (the h11-only head, the cattrs binding, the binding digested by ``json.dumps``
+alone, the structlog processor pipeline), so a cut is a ratio measured in one run; they are
+not part of the sum.
 
 What is *not* here: the event loop's scheduling, trio's checkpoints and the thread hop of the
 group commit (the gap between the sum and the peer benchmark's CPU per decision is theirs).
