@@ -196,8 +196,11 @@ class _Fields:
         self.fields.append((name, value.rstrip(b" \t")))
 
 
-def _parse_fast(head: bytes) -> tuple[bytes, bytes, bytes, list[tuple[bytes, bytes]]] | None:
-    """(method, target, version, fields) of a complete head that takes the llhttp path
+def _parse_fast(
+    head: bytes,
+) -> tuple[bytes, bytes, bytes, list[tuple[bytes, bytes]], frozenset[bytes]] | None:
+    """(method, target, version, fields, lower-case field names) of a complete head that
+    takes the llhttp path
     (rule 7), else None: the head goes to h11, which accepts it or words its refusal."""
     if _REQUEST_LINE.match(head) is None:
         return None
@@ -209,14 +212,14 @@ def _parse_fast(head: bytes) -> tuple[bytes, bytes, bytes, list[tuple[bytes, byt
         return None  # h11 refuses it in its words (an upgrade: as it always did)
     version = parser.get_http_version().encode("ascii")
     lowered = [name.lower() for name, _ in found.fields]
-    names = set(lowered)
+    names = frozenset(lowered)
     if len(names) != len(lowered):
         return None  # a repeated field: h11 merges or refuses it first, in its words
     if b"transfer-encoding" in names or b"expect" in names:
         return None  # chunked bodies and 100-continue: h11 frames them
     if version == b"1.1" and b"host" not in names:
         return None  # h11 refuses it, in its words
-    return parser.get_method(), found.target, version, found.fields
+    return parser.get_method(), found.target, version, found.fields, names
 
 
 def _wrong_method(method: str, allowed: str) -> HttpRefusal:
@@ -351,13 +354,13 @@ class HttpServerCodec:
         head = bytes(pending[:end])
         fast = _parse_fast(head)
         if fast is not None:
-            method, target, version, fields = fast
+            method, target, version, fields, names = fast
             del pending[:end]
             self._scanned = 0
             self._fast = True
             self.requests += 1
             self.named_session = _named_session(target)
-            self._head = self._checked(method, target, version, fields, head)
+            self._head = self._checked(method, target, version, fields, head, names)
             self._remaining = self._head.content_length or 0
             return self._head
         connection = h11.Connection(h11.SERVER, max_incomplete_event_size=self.max_header_bytes)
@@ -391,18 +394,25 @@ class HttpServerCodec:
         http_version: bytes,
         fields: Sequence[tuple[bytes, bytes]],
         head: bytes,
+        names: frozenset[bytes] | None = None,
     ) -> RequestHead:
-        """Rules 2-3 on a parsed head (``head``: its raw bytes, for what a parser merges)."""
-        lowered = head.lower()
-        seen: set[bytes] = set()
-        for name in _SINGLE:
-            count = lowered.count(b"\n" + name + b":")
-            if count > 1:
-                raise HttpRefusal(
-                    ErrorCode.HEADER_INVALID, f"header {name.decode()} given more than once"
-                )
-            if count:
-                seen.add(name)
+        """Rules 2-3 on a parsed head (``head``: its raw bytes, for what a parser merges;
+        ``names``: the lower-case field names when the llhttp path found none repeated)."""
+        seen: set[bytes] | frozenset[bytes]
+        if names is not None:
+            seen = _SINGLE & names
+        else:
+            lowered = head.lower()
+            counted: set[bytes] = set()
+            for name in _SINGLE:
+                count = lowered.count(b"\n" + name + b":")
+                if count > 1:
+                    raise HttpRefusal(
+                        ErrorCode.HEADER_INVALID, f"header {name.decode()} given more than once"
+                    )
+                if count:
+                    counted.add(name)
+            seen = counted
         authorization = None
         content_type = ""
         expects_continue = False
