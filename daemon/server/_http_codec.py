@@ -18,7 +18,8 @@ Rules (the contract):
    ``Host`` or ``Transfer-Encoding`` given twice (even with equal values), both
    ``Content-Length`` and ``Transfer-Encoding``, a request target that is not a path
    (origin form), a path that is not UTF-8 once percent-decoded.
-3. Routes (:data:`ROUTES`): ``POST /v1/sessions/{name}/decisions`` (submit), ``GET
+3. Routes (:data:`ROUTES`): ``POST /v1/sessions/{name}/decisions`` (submit),
+   ``POST /v1/sessions/{name}/decisions:batch`` (a batch, :mod:`daemon.server._batch`), ``GET
    /v1/sessions``, ``GET /health``, ``GET /ready``, ``GET /metrics``; a query string is
    ignored. A known path asked with another method (``HEAD`` included) is ``UNKNOWN_KIND``
    with status 405 and ``Allow``; any other path is ``UNKNOWN_KIND`` (404). A route is
@@ -97,6 +98,7 @@ CLOSED: Final = _Sentinel.CLOSED
 
 class Route(enum.Enum):
     SUBMIT = "submit"
+    BATCH = "batch"
     SESSIONS = "sessions"
     HEALTH = "health"
     READY = "ready"
@@ -110,7 +112,7 @@ ROUTES: Final = {
     "/ready": (Route.READY, "GET"),
     "/metrics": (Route.METRICS, "GET"),
 }
-_SUBMIT_PATH: Final = re.compile(r"/v1/sessions/([^/]+)/decisions\Z")
+_SUBMIT_PATH: Final = re.compile(r"/v1/sessions/([^/]+)/decisions(:batch)?\Z")
 _HEAD_END: Final = re.compile(rb"\r?\n\r?\n")
 #: h11's own request-line grammar (``h11._abnf.request_line``), versions 1.0 and 1.1 only: a
 #: head whose request line h11 would refuse never takes the llhttp path (rule 7).
@@ -158,7 +160,7 @@ def route(method: str, path: str) -> tuple[Route, str | None]:
             ) from None
         if method != "POST":
             raise _wrong_method(method, "POST")
-        return Route.SUBMIT, name
+        return (Route.SUBMIT if match.group(2) is None else Route.BATCH), name
     known = ROUTES.get(path)
     if known is None:
         raise HttpRefusal(ErrorCode.UNKNOWN_KIND, f"no resource at {_short(path)}")

@@ -59,6 +59,7 @@ from daemon.config._http_config import HttpConfig
 from daemon.config._security import LoadedSecurity
 from daemon.config._tls import peer_identity
 from daemon.config._tokens import bearer_token
+from daemon.server._batch import submit_batch
 from daemon.server._fastpath import RECEIVE_CHUNK, half_close_and_drain, send, stream_fd
 from daemon.server._frontend import Connection
 from daemon.server._http_body import BodyParser, body_limit, body_parser
@@ -252,6 +253,12 @@ class HttpFrontEnd:
                     connection.in_request = True
                     keep = await self._submit(
                         stream, connection, codec, head, asker, number, deadline, started
+                    )
+                    connection.in_request = False
+                elif head.route is Route.BATCH:  # many pairs, one answer (daemon.server._batch)
+                    connection.in_request = True
+                    keep = await submit_batch(
+                        self, stream, connection, codec, head, asker, number, deadline, started
                     )
                     connection.in_request = False
                 else:
