@@ -16,7 +16,11 @@ Rules (the contract):
    with its code, message and ``decision_id``; anything else (not JSON, another shape, a
    body over ``max_response_bytes``) is :class:`~daemon.client._client.ServerProtocolError`. After a
    refusal, or an answer that closes the connection, the client is closed.
-4. The transparency-log requests are not served over HTTP: they raise
+4. :meth:`HttpClient.submit_batch` is ``POST /v1/sessions/{name}/decisions:batch`` (at most
+   64 pairs): per pair, in order, a :class:`~daemon.client._client.SubmitResult` or the
+   :class:`~daemon.client._client.RejectedError` of that pair's refusal (returned, not
+   raised); a refusal of the whole batch is raised as in rule 3.
+5. The transparency-log requests are not served over HTTP: they raise
    :class:`~daemon.client._client.ClientError` saying to use a ``tcp://``/``tls://``/Unix address.
 """
 
@@ -37,7 +41,9 @@ from daemon.client._client import (
     Client,
     ClientError,
     ClientTimeout,
+    RejectedError,
     ServerProtocolError,
+    ServiceUnavailable,
     SubmitResult,
     TransportError,
     _raise_for,
@@ -45,7 +51,9 @@ from daemon.client._client import (
 from daemon.wire._protocol import (
     ERROR_CODES,
     Decision,
+    ErrorCode,
     ErrorResponse,
+    Fault,
     HealthReport,
     ProtocolError,
     SessionList,
@@ -231,6 +239,57 @@ class HttpClient(Client):
                 answer.log_index,
                 answer.audit_line,
             )
+
+    async def submit_batch(
+        self,
+        session: str,
+        pairs: Sequence[tuple[BoundProposition | dict[str, Any], Sequence[bytes]]],
+    ) -> list[SubmitResult | RejectedError]:
+        """Many pairs in one request (rule 4)."""
+        elements = []
+        for binding, evidence in pairs:
+            wire = binding.to_dict() if isinstance(binding, BoundProposition) else dict(binding)
+            items = tuple(evidence)
+            if any(type(item) is not bytes for item in items):
+                raise TypeError("evidence items must be bytes")
+            encoded = [{"base64": base64.b64encode(item).decode()} for item in items]
+            elements.append({"binding": wire, "evidence": encoded})
+        try:
+            body = orjson.dumps({"pairs": elements})
+        except TypeError as error:
+            raise TypeError(f"binding cannot be sent: {error}") from None
+        target = f"/v1/sessions/{quote(session, safe='')}/decisions:batch"
+        async with self._lock:
+            document = await self._json("POST", target, body)
+        answers = document.get("decisions")
+        if type(answers) is not list or len(answers) != len(elements):
+            raise ServerProtocolError("unexpected answer to a batch: not one decision per pair")
+        results: list[SubmitResult | RejectedError] = []
+        for answer in answers:
+            if type(answer) is dict and "error" in answer:
+                response = _refusal(200, answer)
+                fault = ErrorCode[response.code].fault
+                error_type = ServiceUnavailable if fault is Fault.SERVICE else RejectedError
+                results.append(error_type(response))
+                continue
+            try:
+                decision = Decision.from_header(answer)
+            except ProtocolError as error:
+                raise ServerProtocolError(
+                    f"unexpected answer in a batch: {error.message}"
+                ) from None
+            results.append(
+                SubmitResult(
+                    decision.decision_id,
+                    decision.session,
+                    decision.result,
+                    decision.seq,
+                    decision.line_digest,
+                    decision.log_index,
+                    decision.audit_line,
+                )
+            )
+        return results
 
     async def checkpoint(self) -> bytes:
         raise _not_over_http()

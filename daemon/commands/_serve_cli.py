@@ -74,6 +74,7 @@ from daemon.client._connect import open_client
 from daemon.client._receipts import ReceiptUnavailable, fetch_receipt
 from daemon.client._targets import DEFAULT_TCP_PORT as DEFAULT_PORT
 from daemon.client._targets import parse_target
+from daemon.commands._batch_cli import add_pair_arguments
 from daemon.commands._report_cli import add_report_command
 from session import BoundProposition, EvidenceCountError, providers_for_mechanism
 
@@ -569,6 +570,12 @@ def _run_submitting(main: Callable[[], Awaitable[T]]) -> T:
 
 
 def _submit(args: argparse.Namespace) -> int:
+    if args.pairs or args.batch:  # many pairs (daemon/commands/_batch_cli.py)
+        from daemon.commands._batch_cli import submit_pairs
+
+        return submit_pairs(args)
+    if not args.files:
+        raise UsageError("the evidence FILE... (or --pair A B, or --batch FILE) is required")
     target = _client_target(args)
     files = [cli.read_input(name) for name in args.files]
     binding_wire: dict[str, Any] | None = None
@@ -842,8 +849,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     _add_timeout(submit, 60.0)
     submit.add_argument(
-        "files", nargs="+", metavar="FILE", help="evidence items, in order ('-': stdin)"
+        "files", nargs="*", metavar="FILE", help="evidence items, in order ('-': stdin)"
     )
+    add_pair_arguments(submit)
     submit.add_argument(
         "--receipt", metavar="FILE", help="save a transparency-log receipt of the decision"
     )

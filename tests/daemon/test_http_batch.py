@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import base64
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
-from http_testkit import LiveDaemon
+from http_testkit import LiveDaemon, atom
 
 from daemon.audit._audit import verify_log
 from daemon.server._batch import MAX_PAIRS
@@ -113,3 +116,67 @@ def test_a_pair_over_the_sessions_item_bound_is_that_pairs_refusal(daemon: LiveD
     ok, refused = answer.json()["decisions"]
     assert ok["result"]["outcome"] == "PASS"
     assert refused["error"]["code"] == "EVIDENCE_ITEMS_EXCEEDED"
+
+
+# --------------------------------------------------------------------------- the CLI
+
+
+def _cli(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "daemon.cli", *argv], capture_output=True, text=True, timeout=120
+    )
+
+
+def test_submit_batch_file_over_http_is_one_request_per_64_pairs(
+    daemon: LiveDaemon, tmp_path: Path
+) -> None:
+    files = []
+    for n in range(3):
+        path = tmp_path / f"artifact-{n}.bin"
+        path.write_bytes(bytes([n]) * 10)
+        files.append(path)
+    listing = tmp_path / "batch.txt"
+    listing.write_text("# one artifact per request\n" + "".join(f"{p}\n" for p in files))
+    before = len(daemon.audit())
+    done = _cli("submit", "--connect", daemon.base, "--session", "bytes", "--batch", str(listing))
+    assert done.returncode == 0, done.stderr
+    decisions = json.loads(done.stdout)["decisions"]
+    assert [d["outcome"] for d in decisions] == ["PASS"] * 3
+    new = [line for line in daemon.audit()[before:] if line["event"] == "decision"]
+    assert sorted(line["decision_id"] for line in new) == sorted(
+        d["decision_id"] for d in decisions
+    )
+
+
+def test_submit_pairs_over_the_binary_protocol_go_on_after_a_refusal(
+    daemon: LiveDaemon, tmp_path: Path
+) -> None:
+    (tmp_path / "small").write_bytes(b"s" * 10)
+    (tmp_path / "big").write_bytes(b"x" * 5000)  # over the bytes session's 4,096
+    listing = tmp_path / "batch.txt"
+    listing.write_text(f"{tmp_path / 'small'}\n{tmp_path / 'big'}\n{tmp_path / 'small'}\n")
+    done = _cli("submit", "--socket", daemon.socket, "--session", "bytes", "--batch", str(listing))
+    assert done.returncode == 65, done.stderr
+    first, refused, last = json.loads(done.stdout)["decisions"]
+    assert first["outcome"] == last["outcome"] == "PASS"
+    assert refused["error"]["code"] == "EVIDENCE_BYTES_EXCEEDED"
+    assert refused["error"]["decision_id"] is not None  # the refusal is audited
+
+
+def test_submit_pair_builds_each_honest_binding(daemon: LiveDaemon, tmp_path: Path) -> None:
+    subject, certificate, _ = atom()
+    (tmp_path / "s.json").write_bytes(subject)
+    (tmp_path / "c.json").write_bytes(certificate)
+    pair = [str(tmp_path / "s.json"), str(tmp_path / "c.json")]
+    done = _cli("submit", "--connect", daemon.base, "--session", "formation",
+                "--pair", *pair, "--pair", *pair)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert [d["outcome"] for d in json.loads(done.stdout)["decisions"]] == ["PASS", "PASS"]
+
+
+def test_pairs_take_no_positional_files(daemon: LiveDaemon, tmp_path: Path) -> None:
+    (tmp_path / "a").write_bytes(b"a")
+    a = str(tmp_path / "a")
+    done = _cli("submit", "--socket", daemon.socket, "--session", "bytes", "--pair", a, a, a)
+    assert done.returncode == 2
+    assert json.loads(done.stdout)["error"]["code"] == "USAGE"
