@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-import functools
+import sys
 from typing import TYPE_CHECKING, Any, Final
 
 import trio
@@ -261,6 +261,33 @@ async def _decide(
             element = _Element(body.items)
             elements.append(element)
             submit = Submit(number, name, body.binding, tuple(len(i) for i in body.items))
-            run = functools.partial(pipeline.submit, started=started)
-            nursery.start_soon(run, submit, element, requester, peer)
+            nursery.start_soon(_one, pipeline, submit, element, requester, peer, started)
     return [element.answer for element in elements]
+
+
+async def _one(
+    pipeline: Any,
+    submit: Submit,
+    element: _Element,
+    requester: dict[str, Any],
+    peer: str,
+    started: int,
+) -> None:
+    """One pair through the pipeline (rule 4). An exception of ours (a bug) is that pair's
+    audited ``INTERNAL`` refusal, as the front end's catch-all makes it for a single submit,
+    so one pair never takes the batch's other answers (nor an exception group) with it."""
+    try:
+        await pipeline.submit(submit, element, requester, peer, started=started)
+    except Exception as error:
+        sys.stderr.write(
+            f"evidenced: a batch pair of {echo(requester)} failed: "
+            f"{type(error).__name__}: {echo(str(error), 256)}\n"
+        )
+        answer = await pipeline.refusal(
+            requester,
+            ErrorCode.INTERNAL,
+            f"internal error: {type(error).__name__}",
+            request_id=submit.request_id,
+            session=echo(submit.session),
+        )
+        await element.refuse(answer)
