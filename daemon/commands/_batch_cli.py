@@ -18,7 +18,7 @@ The :mod:`cli` contract applies. Per command:
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Final
 
@@ -26,6 +26,7 @@ import cli
 from cli import Exit, UsageError
 from daemon.client._client import Client, RejectedError, SubmitResult
 from daemon.client._http_client import HttpClient
+from session import BoundProposition
 
 __all__ = ["BATCH_SIZE", "read_batch_file", "submit_pairs"]
 
@@ -46,15 +47,19 @@ def read_batch_file(name: str) -> list[list[str]]:
     return requests
 
 
-def submit_pairs(args: argparse.Namespace) -> int:
-    """``submit`` with ``--pair``/``--batch`` (module rules)."""
+def submit_pairs(
+    args: argparse.Namespace,
+    *,
+    target: dict[str, Any],
+    honest_binding: Callable[[dict[str, Any], list[bytes]], BoundProposition],
+    run: Callable[[Callable[[], Awaitable[Any]]], Any],
+    outcome_exit: Mapping[str, int],
+) -> int:
+    """``submit`` with ``--pair``/``--batch`` (module rules). ``submit``'s own pieces are
+    handed in (``daemon/commands/_serve_cli.py``): the client keywords of the address flags,
+    the honest binding of a session's mechanism, the runner that maps client failures to
+    exits, and the outcome → exit table."""
     from daemon.client._connect import open_client
-    from daemon.commands._serve_cli import (
-        _OUTCOME_EXIT,
-        _client_target,
-        _honest_binding,
-        _run_submitting,
-    )
 
     if args.binding or args.receipt or args.print_binding or args.files:
         raise UsageError("--pair and --batch take no FILE, --binding, --receipt or --print-binding")
@@ -62,7 +67,6 @@ def submit_pairs(args: argparse.Namespace) -> int:
     if args.batch:
         names += read_batch_file(args.batch)
     requests = [[cli.read_input(name) for name in request] for request in names]
-    target = _client_target(args)
 
     def connect() -> AbstractAsyncContextManager[Client]:
         return open_client(**target, connect_timeout=args.timeout, request_timeout=args.timeout)
@@ -79,7 +83,7 @@ def submit_pairs(args: argparse.Namespace) -> int:
             mechanisms = session["mechanisms"]
             if len(mechanisms) != 1:
                 raise UsageError("the session hosts several mechanisms; submit pairs one by one")
-            pairs = [(_honest_binding(mechanisms[0], items).to_dict(), items) for items in requests]
+            pairs = [(honest_binding(mechanisms[0], items).to_dict(), items) for items in requests]
             if isinstance(client, HttpClient):
                 results: list[SubmitResult | RejectedError] = []
                 for start in range(0, len(pairs), BATCH_SIZE):
@@ -88,7 +92,7 @@ def submit_pairs(args: argparse.Namespace) -> int:
                 return results
         return await _one_by_one(connect, args.session, pairs)
 
-    results = _run_submitting(main)
+    results: list[SubmitResult | RejectedError] = run(main)
     documents: list[dict[str, Any]] = []
     exits: set[int] = set()
     for result in results:
@@ -105,7 +109,7 @@ def submit_pairs(args: argparse.Namespace) -> int:
             exits.add(Exit.REJECTED)
         else:
             documents.append(result.to_dict())
-            exits.add(_OUTCOME_EXIT.get(result.outcome, Exit.INTERNAL))
+            exits.add(outcome_exit.get(result.outcome, Exit.INTERNAL))
     cli.emit({"decisions": documents})
     refused = sum(isinstance(result, RejectedError) for result in results)
     cli.say(f"{len(results)} pairs: {len(results) - refused} decided, {refused} refused")

@@ -74,7 +74,7 @@ from daemon.client._connect import open_client
 from daemon.client._receipts import ReceiptUnavailable, fetch_receipt
 from daemon.client._targets import DEFAULT_TCP_PORT as DEFAULT_PORT
 from daemon.client._targets import parse_target
-from daemon.commands._batch_cli import add_pair_arguments
+from daemon.commands._batch_cli import add_pair_arguments, submit_pairs
 from daemon.commands._report_cli import add_report_command
 from session import BoundProposition, EvidenceCountError, providers_for_mechanism
 
@@ -571,9 +571,13 @@ def _run_submitting(main: Callable[[], Awaitable[T]]) -> T:
 
 def _submit(args: argparse.Namespace) -> int:
     if args.pairs or args.batch:  # many pairs (daemon/commands/_batch_cli.py)
-        from daemon.commands._batch_cli import submit_pairs
-
-        return submit_pairs(args)
+        return submit_pairs(
+            args,
+            target=_client_target(args),
+            honest_binding=_honest_binding,
+            run=_run_submitting,
+            outcome_exit=_OUTCOME_EXIT,
+        )
     if not args.files:
         raise UsageError("the evidence FILE... (or --pair A B, or --batch FILE) is required")
     target = _client_target(args)
