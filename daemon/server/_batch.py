@@ -13,7 +13,8 @@ Rules (the contract):
    declared ``Content-Length`` over it is refused (``EVIDENCE_BYTES_EXCEEDED``, 413) before a
    body byte is read, and a body is cut the moment it passes it. The route, token, session,
    draining and media-type checks are a single submit's, in its order (``application/json``
-   only). One body slot is held for the whole batch.
+   only). The body holds one server slot (``max_in_flight``) from before it is read until the
+   answer, so batch bodies in memory are bounded as single ones are.
 2. The document: strict JSON (a single submit's rules), an object with exactly ``pairs``, an
    array of 1 to :data:`MAX_PAIRS` elements; else the whole request is refused
    ``HEADER_INVALID`` (400) and audited once, as a single submit's malformed body is.
@@ -41,7 +42,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
-from daemon.server._http_body import BodyParser, SubmitBody, body_limit, parse_json
+from daemon.server._http_body import SubmitBody, body_limit, parse_json
+from daemon.server._http_codec import END_OF_BODY
 from daemon.server._http_errors import HttpRefusal, error_document
 from daemon.wire._echo import echo
 from daemon.wire._protocol import Decision, ErrorCode, ErrorResponse, Submit, encode_header
@@ -66,9 +68,8 @@ def batch_limit(*, max_items: int, max_bytes: int, max_binding_bytes: int) -> in
     return MAX_PAIRS * single + _DOCUMENT_ALLOWANCE
 
 
-class _BatchBody(BodyParser):
-    """Collects the body; :meth:`finish` checks the document (rule 2) and hands the pairs on
-    as the ``binding`` of a :class:`SubmitBody` (the front end's body reader returns that)."""
+class _BatchBody:
+    """Collects the body; :meth:`pairs` checks the document (rule 2)."""
 
     def __init__(self) -> None:
         self._data = bytearray()
@@ -76,7 +77,7 @@ class _BatchBody(BodyParser):
     def feed(self, chunk: bytes) -> None:
         self._data += chunk
 
-    def finish(self) -> SubmitBody:
+    def pairs(self) -> list[Any]:
         document = parse_json(bytes(self._data), "the request body")
         self._data = bytearray()
         if type(document) is not dict or set(document) != {"pairs"}:
@@ -88,7 +89,7 @@ class _BatchBody(BodyParser):
             raise HttpRefusal(
                 ErrorCode.HEADER_INVALID, f"pairs must be an array of 1 to {MAX_PAIRS} pairs"
             )
-        return SubmitBody({"pairs": pairs}, ())
+        return pairs
 
 
 def _decoded_size(text: str) -> int:
@@ -204,31 +205,59 @@ async def submit_batch(
         f"{max_bytes} bytes in total, a batch body of at most {limit} bytes",
     )
     peer = connection.peer
-    token = object()
+    token = object()  # the body's own server slot, held until the answer (rule 1)
     try:
-        front.body_slots.acquire_on_behalf_of_nowait(token)
+        pipeline.capacity.acquire_on_behalf_of_nowait(token)
     except trio.WouldBlock:
         raise HttpRefusal(
             ErrorCode.BUSY, f"{config.max_in_flight} requests in flight; retry later"
         ) from None
     try:
-        if not front.body_peers.start_request(peer):
-            raise HttpRefusal(
-                ErrorCode.BUSY,
-                f"{front.body_peers.in_flight_cap} requests in flight from this peer; retry later",
-            )
-        try:
-            document, _, _ = await front._read_body(
-                stream, connection, codec, _BatchBody(), deadline
-            )
-            answers = await _decide(pipeline, name, document["pairs"], requester, peer, number,
-                                    started, max_items=max_items, max_bytes=max_bytes)  # fmt: skip
-        finally:
-            front.body_peers.end_request(peer)
+        pairs = await _read_pairs(front, stream, connection, codec, deadline)
+        answers = await _decide(pipeline, name, pairs, requester, peer, number, started,
+                                max_items=max_items, max_bytes=max_bytes)  # fmt: skip
     finally:
-        front.body_slots.release_on_behalf_of(token)
+        pipeline.capacity.release_on_behalf_of(token)
     body = b'{"decisions":[' + b",".join(answers) + b"]}"
     return await front._send(stream, codec.respond(200, body))
+
+
+async def _read_pairs(
+    front: HttpFrontEnd,
+    stream: trio.abc.Stream,
+    connection: HttpConnection,
+    codec: HttpServerCodec,
+    deadline: float,
+) -> list[Any]:
+    """The body, read as a single submit's is (under the idle deadline and the minimum rate,
+    a stall a strike against the peer), then its pairs (rule 2)."""
+    config = front.config
+    go_on = codec.continue_bytes()
+    if go_on and not await front._send(stream, go_on):
+        raise HttpRefusal(ErrorCode.TRUNCATED_FRAME, "the connection broke")
+    parser = _BatchBody()
+    begin = trio.current_time()
+    while True:
+        event = codec.next_event()
+        if event is END_OF_BODY:
+            return parser.pairs()
+        if isinstance(event, bytes):
+            parser.feed(event)
+            continue
+        rate_deadline = begin + config.evidence_grace + codec.body_bytes / config.min_evidence_rate
+        with trio.move_on_at(min(deadline, rate_deadline)):
+            await front._receive(stream, codec)
+            continue
+        front.peers.strike(connection.peer)
+        if rate_deadline < deadline:
+            raise HttpRefusal(
+                ErrorCode.IDLE_TIMEOUT,
+                f"the body arrived slower than {config.min_evidence_rate} bytes/s "
+                f"({codec.body_bytes} bytes in {trio.current_time() - begin:.1f} s)",
+            )
+        raise HttpRefusal(
+            ErrorCode.IDLE_TIMEOUT, f"the request was not received within {config.idle_timeout} s"
+        )
 
 
 async def _decide(

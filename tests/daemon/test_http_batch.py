@@ -180,3 +180,12 @@ def test_pairs_take_no_positional_files(daemon: LiveDaemon, tmp_path: Path) -> N
     done = _cli("submit", "--socket", daemon.socket, "--session", "bytes", "--pair", a, a, a)
     assert done.returncode == 2
     assert json.loads(done.stdout)["error"]["code"] == "USAGE"
+
+
+def test_a_batch_body_that_stalls_is_an_idle_timeout(daemon: LiveDaemon) -> None:
+    head = (
+        f"POST {BATCH} HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+        "Content-Length: 100\r\n\r\n"
+    ).encode()
+    answer = daemon.exchange(head + b'{"pairs": [')  # and then nothing more
+    assert answer.status == 408 and answer.error["code"] == "IDLE_TIMEOUT"
