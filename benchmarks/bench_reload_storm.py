@@ -1,4 +1,4 @@
-"""A SIGHUP storm under load: 100 SIGHUPs at 20 a second to ``evidenced serve`` (issue 23).
+"""A SIGHUP storm under load: 100 SIGHUPs at 20 a second to ``evidenced serve``.
 
 One real daemon on loopback (``worker_processes = 2``, a fsync'd audit log, one session of
 ``bytes-sha256``) serves decisions on four connections all through the storm while this

@@ -42,7 +42,7 @@ _COMMANDS: dict[str, str | tuple[str, ...]] = {
     "sessions": "daemon.commands._serve_cli",
     "health": "daemon.commands._serve_cli",
     "audit": "daemon.commands._serve_cli",
-    "config": ("daemon.commands._config_cli", "daemon.commands._systemd_unit"),
+    "config": ("daemon.commands._config_cli", "daemon.commands._systemd_unit_cli"),
     "log": "daemon.commands._log_cli",
     "replay": "daemon.commands._retention_cli",
     "store": "daemon.commands._retention_cli",
@@ -53,7 +53,31 @@ _COMMANDS: dict[str, str | tuple[str, ...]] = {
     "catalog": "catalog.cli",
     "holdout": "holdout.cli",
     "demo": "daemon.commands.demo",
-    "completion": "daemon.commands._completion",
+    "completion": "daemon.commands._completion_cli",
+}
+
+
+# Top-level command → its one-line help: ``evidenced --help`` (or no, or an unknown, command)
+# lists these without importing any command's module (docs/benchmarks.md, "The CLI's imports");
+# ``tests/test_cli_contract.py`` holds each to its module's own ``help``.
+SUMMARIES = {
+    "serve": "run the daemon",
+    "submit": "submit an evidence pair to a session",
+    "sessions": "list hosted sessions",
+    "health": "server health",
+    "audit": "verify or read an audit log",
+    "config": "check a configuration, print the default",
+    "log": "the transparency log: keys, receipts, verify",
+    "replay": "re-evaluate logged decisions on their retained evidence",
+    "store": "manage an evidence retention store",
+    "mechanisms": "list the installed mechanism providers",
+    "mechanism": "tools for mechanism authors",
+    "formation": "VSTD typed formation 0.1: produce, check, evaluate",
+    "descriptor": "T81 experiment descriptors: check, make, run-tisc",
+    "catalog": "component registry, stored packages, exact discovery, planning, readiness",
+    "holdout": "holdout challenges: observe, score, commit, release, interop",
+    "demo": "start a daemon, submit seven example pairs, verify the audit chain",
+    "completion": "print a shell completion script (bash, zsh, tcsh)",
 }
 
 
@@ -137,8 +161,10 @@ def _add_log_options(parser: argparse.ArgumentParser, *, top: bool) -> None:
 
 
 def build_parser(arguments: Sequence[str] | str | None = None) -> argparse.ArgumentParser:
-    """The finished parser for the command ``arguments`` name when it is known, else for
-    every command (``arguments``: the argument list, or a command name)."""
+    """The finished parser for the command ``arguments`` name when it is known; for
+    ``None``, every command's full parser; for an argument list naming no known command
+    (``--help``, none, a typo), a parser whose commands are the one-line :data:`SUMMARIES`
+    (no command's module imported: ``evidenced --help`` stays fast)."""
     command = (
         arguments if isinstance(arguments, str) or arguments is None else _command_of(arguments)
     )
@@ -154,6 +180,10 @@ def build_parser(arguments: Sequence[str] | str | None = None) -> argparse.Argum
     if command in _COMMANDS:
         modules = list(_modules(_COMMANDS[command]))
     elif command == "--version":
+        modules = []
+    elif arguments is not None:
+        for name, summary in SUMMARIES.items():
+            subparsers.add_parser(name, help=summary)
         modules = []
     else:
         modules = list(dict.fromkeys(m for names in _COMMANDS.values() for m in _modules(names)))

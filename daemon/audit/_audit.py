@@ -54,13 +54,13 @@ import math
 import os
 import sys
 import time
-from collections.abc import Callable, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
 import attrs
 import orjson
-import structlog
 import trio
 
 from daemon import logs
@@ -141,30 +141,20 @@ class FileOps:
 
 
 class _Chain:
-    """structlog processor (before the renderer): ``seq`` and ``prev`` for the next line."""
+    """The chain's state: the last rendered line's ``seq`` and digest."""
+
+    __slots__ = ("head", "seq")
 
     def __init__(self, seq: int, head: str) -> None:
         self.seq = seq
         self.head = head
 
-    def __call__(self, logger: Any, method: str, event: MutableMapping[str, Any]) -> Any:
-        event["seq"] = self.seq + 1
-        event["prev"] = self.head
-        return event
 
-
-class _Seal:
-    """structlog processor (after the renderer): appends ``line_digest`` and advances the
-    chain, only once the line is fully rendered (a failed render leaves no gap)."""
-
-    def __init__(self, chain: _Chain) -> None:
-        self.chain = chain
-
-    def __call__(self, logger: Any, method: str, body: Any) -> Any:
-        line, digest = seal(body)
-        self.chain.seq += 1
-        self.chain.head = digest
-        return line
+def timestamp() -> str:
+    """Now, as the audit line's ``timestamp``: what structlog's ``TimeStamper(fmt="iso",
+    utc=True)`` writes (``datetime.now(UTC).isoformat()`` with ``Z`` for ``+00:00``; a test
+    holds the two equal)."""
+    return datetime.now(UTC).isoformat().replace("+00:00", "Z")
 
 
 _RESERVED: Final = frozenset({"seq", "prev", "line_digest", "timestamp"})
@@ -279,9 +269,7 @@ def _event_of(line: bytes) -> str:
 
 
 def _now() -> str:
-    stamper = structlog.processors.TimeStamper(fmt="iso", utc=True, key="t")
-    stamped: str = stamper(None, "info", {})["t"]
-    return stamped
+    return timestamp()
 
 
 class AuditLog:
@@ -310,14 +298,6 @@ class AuditLog:
         self.max_pending = max_pending
         self.rotate_bytes = rotate_bytes
         self._chain = _Chain(opened.seq, opened.head)
-        # structlog's processor chain, run directly (as a bound logger would, minus the
-        # per-call proxy binding and any global structlog configuration, e.g. a level filter).
-        self._processors: tuple[Any, ...] = (
-            structlog.processors.TimeStamper(fmt="iso", utc=True, key="timestamp"),
-            self._chain,
-            structlog.processors.JSONRenderer(serializer=orjson.dumps, option=orjson.OPT_SORT_KEYS),
-            _Seal(self._chain),
-        )
         self._durable = AuditRef(opened.seq, opened.head)
         self._size = opened.size  # durable bytes of the current file
         self._file_first_seq = opened.first_seq  # of the current file on disk
@@ -458,11 +438,20 @@ class AuditLog:
     def _render(self, event: str, fields: Mapping[str, Any]) -> bytes:
         if "event" in fields or not _RESERVED.isdisjoint(fields):
             raise ValueError("reserved audit field")
-        line: Any = dict(fields)
+        # One function, no per-line processor pipeline: the bytes structlog's TimeStamper
+        # and JSONRenderer(serializer=orjson.dumps, option=OPT_SORT_KEYS) made, then the
+        # seal; the chain advances only once the line is fully rendered (a failed render
+        # leaves no gap). tests/daemon/test_audit_render.py holds the bytes equal.
+        line = dict(fields)
         line["event"] = event
-        for processor in self._processors:
-            line = processor(None, "info", line)
-        rendered = bytes(line) + b"\n"
+        line["timestamp"] = timestamp()
+        chain = self._chain
+        line["seq"] = chain.seq + 1
+        line["prev"] = chain.head
+        sealed, digest = seal(orjson.dumps(line, option=orjson.OPT_SORT_KEYS))
+        chain.seq += 1
+        chain.head = digest
+        rendered = sealed + b"\n"
         self._file_bytes += len(rendered)
         self._last_rendered = rendered
         return rendered

@@ -22,6 +22,10 @@ Rules (the contract):
    exactly the sizes asked), :meth:`~HttpClient.log_entry` ``GET /v1/log/entry`` (the line
    must be the leaf it claims: its own ``seq`` is ``log_index + 1``), :meth:`~HttpClient.tile`
    ``GET /tile/...``. A refusal of these routes leaves the connection open.
+5. :meth:`HttpClient.submit_batch` is ``POST /v1/sessions/{name}/decisions:batch`` (at most
+   64 pairs): per pair, in order, a :class:`~daemon.client._client.SubmitResult` or the
+   :class:`~daemon.client._client.RejectedError` of that pair's refusal (returned, not
+   raised); a refusal of the whole batch is raised as in rule 3.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from __future__ import annotations
 import base64
 import contextlib
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import quote, urlencode
 
 import h11
@@ -40,25 +44,30 @@ from daemon.client._client import (
     CLIENT_NAME,
     Client,
     ClientTimeout,
+    RejectedError,
     ServerProtocolError,
+    ServiceUnavailable,
     SubmitResult,
     TransportError,
     _decode_proof,
     _raise_for,
 )
-from daemon.tlog._lookup import LineQuery
-from daemon.tlog._tiles import tile_path
 from daemon.wire._protocol import (
     ERROR_CODES,
     ConsistencyProof,
     Decision,
+    ErrorCode,
     ErrorResponse,
+    Fault,
     HealthReport,
     InclusionProof,
     ProtocolError,
     SessionList,
 )
 from session import BoundProposition
+
+if TYPE_CHECKING:  # the log room (and cryptography) loads only when used
+    from daemon.tlog._lookup import LineQuery
 
 __all__ = ["HttpClient"]
 
@@ -240,6 +249,57 @@ class HttpClient(Client):
                 answer.audit_line,
             )
 
+    async def submit_batch(
+        self,
+        session: str,
+        pairs: Sequence[tuple[BoundProposition | dict[str, Any], Sequence[bytes]]],
+    ) -> list[SubmitResult | RejectedError]:
+        """Many pairs in one request (rule 5)."""
+        elements = []
+        for binding, evidence in pairs:
+            wire = binding.to_dict() if isinstance(binding, BoundProposition) else dict(binding)
+            items = tuple(evidence)
+            if any(type(item) is not bytes for item in items):
+                raise TypeError("evidence items must be bytes")
+            encoded = [{"base64": base64.b64encode(item).decode()} for item in items]
+            elements.append({"binding": wire, "evidence": encoded})
+        try:
+            body = orjson.dumps({"pairs": elements})
+        except TypeError as error:
+            raise TypeError(f"binding cannot be sent: {error}") from None
+        target = f"/v1/sessions/{quote(session, safe='')}/decisions:batch"
+        async with self._lock:
+            document = await self._json("POST", target, body)
+        answers = document.get("decisions")
+        if type(answers) is not list or len(answers) != len(elements):
+            raise ServerProtocolError("unexpected answer to a batch: not one decision per pair")
+        results: list[SubmitResult | RejectedError] = []
+        for answer in answers:
+            if type(answer) is dict and "error" in answer:
+                response = _refusal(200, answer)
+                fault = ErrorCode[response.code].fault
+                error_type = ServiceUnavailable if fault is Fault.SERVICE else RejectedError
+                results.append(error_type(response))
+                continue
+            try:
+                decision = Decision.from_header(answer)
+            except ProtocolError as error:
+                raise ServerProtocolError(
+                    f"unexpected answer in a batch: {error.message}"
+                ) from None
+            results.append(
+                SubmitResult(
+                    decision.decision_id,
+                    decision.session,
+                    decision.result,
+                    decision.seq,
+                    decision.line_digest,
+                    decision.log_index,
+                    decision.audit_line,
+                )
+            )
+        return results
+
     # -- the transparency log (rule 4)
 
     async def _raw(self, target: str) -> bytes:
@@ -271,6 +331,8 @@ class HttpClient(Client):
 
     async def tile(self, level: int | str, index: int, width: int = 256) -> bytes:
         """``GET /tile/...``: a tile or entry bundle's bytes (C2SP tlog-tiles)."""
+        from daemon.tlog._tiles import tile_path  # the log room loads only when used
+
         return await self._raw("/" + tile_path(level, index, width))
 
     async def inclusion_proof(self, index: int, tree_size: int) -> list[bytes]:

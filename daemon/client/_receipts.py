@@ -16,14 +16,15 @@ Rules (the contract):
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
 from daemon.client._client import Client, SubmitResult
 from daemon.errors import PeerError
-from daemon.tlog import VerifierKey, make_receipt, peek_checkpoint, verify_receipt
-from daemon.tlog._receipt import encode_receipt
+
+if TYPE_CHECKING:  # the log room (and cryptography) loads when a receipt is fetched
+    from daemon.tlog import VerifierKey
 
 
 class ReceiptUnavailable(PeerError):
@@ -53,6 +54,9 @@ async def receipt_for_line(
     log_key: VerifierKey | None = None,
 ) -> dict[str, Any]:
     """The receipt of audit line ``line`` at leaf ``index`` (rules 2, 3)."""
+    from daemon.tlog import make_receipt, peek_checkpoint, verify_receipt
+    from daemon.tlog._receipt import encode_receipt
+
     deadline = trio.current_time() + wait
     delay = 0.05
     while True:

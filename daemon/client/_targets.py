@@ -22,6 +22,9 @@ import attrs
 __all__ = ["SCHEMES", "Target", "parse_target"]
 
 SCHEMES: Final = ("tcp", "tls", "unix", "http", "https")
+#: The daemon's default EVD1 port (``daemon.config._hosting.DEFAULT_PORT``, held equal by a
+#: test): a client names it without loading the configuration room.
+DEFAULT_TCP_PORT: Final = 7433
 _DEFAULT_PORTS: Final = {"tcp": 7433, "tls": 7433, "http": 7434, "https": 7434}
 
 

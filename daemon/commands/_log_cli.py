@@ -163,7 +163,7 @@ def _verify(args: argparse.Namespace) -> int:
 
 def _verify_receipt(args: argparse.Namespace) -> int:
     if args.fleet:
-        from daemon.commands._fleet import verify_receipt_in_fleet
+        from daemon.commands._fleet_cli import verify_receipt_in_fleet
 
         return verify_receipt_in_fleet(args)
     if not args.key:
@@ -339,7 +339,7 @@ def _remote_source(
 
 def _monitor(args: argparse.Namespace) -> int:
     if args.fleet:
-        from daemon.commands._fleet import run_fleet_monitor
+        from daemon.commands._fleet_cli import run_fleet_monitor
 
         return run_fleet_monitor(args)
     if not args.key:
@@ -516,7 +516,7 @@ def _receipt(args: argparse.Namespace) -> int:
     query = _line_query(args)
     key = read_verifier_key(args.key, sig_type=SIG_ED25519) if args.key else None
     if args.fleet:
-        from daemon.commands._fleet import receipt_from_fleet
+        from daemon.commands._fleet_cli import receipt_from_fleet
 
         receipt = receipt_from_fleet(args, query.decision_id, query.line_digest)
     elif args.dir:
@@ -649,7 +649,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     receipt_for.add_argument("--timeout", type=float, default=10.0, help="per-request seconds")
     receipt_for.set_defaults(handler=_wrap(_receipt))
 
-    from daemon.commands._fleet import register_publish
+    from daemon.commands._fleet_cli import register_publish
 
     register_publish(commands)
 

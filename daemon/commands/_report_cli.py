@@ -32,12 +32,17 @@ from typing import Any
 
 import cli
 from cli import Exit, UsageError
-from daemon.commands._report import ReportError, aggregate, parse_instant
 
 __all__ = ["add_report_command"]
 
 
 def _report(args: argparse.Namespace) -> int:
+    from daemon.commands._report import (
+        ReportError,
+        aggregate,
+        parse_instant,
+    )  # lazily: orjson, the audit room
+
     try:
         since = None if args.since is None else parse_instant(args.since)
         until = None if args.until is None else parse_instant(args.until)

@@ -80,7 +80,7 @@ def _replay(args: argparse.Namespace) -> int:
     from daemon.replay._replay_run import ReplayRefused, ReplayRequest, run_replay
 
     if args.fleet:
-        from daemon.commands._fleet import replay_fleet
+        from daemon.commands._fleet_cli import replay_fleet
 
         return replay_fleet(args)
     if not args.log:

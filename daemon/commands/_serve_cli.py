@@ -53,7 +53,7 @@ import math
 import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import attrs
 import trio
@@ -61,15 +61,6 @@ import trio
 import cli
 from cli import CliError, Exit, RejectedInput, UsageError
 from daemon import logs
-from daemon.audit._audit import (
-    AuditLog,
-    AuditLogCorrupt,
-    AuditLogError,
-    AuditLogInUse,
-    parse_anchor,
-    tail,
-    verify_log,
-)
 from daemon.client._client import (
     Client,
     ClientError,
@@ -82,21 +73,20 @@ from daemon.client._client import (
 )
 from daemon.client._connect import open_client
 from daemon.client._receipts import ReceiptUnavailable, fetch_receipt
+from daemon.client._targets import DEFAULT_TCP_PORT as DEFAULT_PORT
 from daemon.client._targets import parse_target
+from daemon.commands._batch_cli import add_pair_arguments, submit_pairs
 from daemon.commands._report_cli import add_report_command
-from daemon.config._config import ConfigError, DaemonConfig, load_config, parse_address
-from daemon.config._hosting import HostedSession, ServerConfig
-from daemon.config._http_config import HttpConfig
-from daemon.config._security import ExposureRefused
-from daemon.config._tls import TlsConfigError
-from daemon.config._tokens import TokenFileError
-from daemon.retention import StoreError
-from daemon.server import _systemd as systemd
-from daemon.server._server import DEFAULT_PORT, Server
-from daemon.server._service import ServiceHooks, run_service
-from daemon.server._supervisor import Supervisor, WorkersFailed
-from daemon.tlog import encode_receipt
 from session import Announcement, BoundProposition, EvidenceCountError, providers_for_mechanism
+
+# The client commands (submit, sessions, health) never load the server, the configuration or
+# the audit log: ``serve`` and ``audit`` import them when run (docs/benchmarks.md, "The CLI's
+# imports").
+if TYPE_CHECKING:
+    from daemon.config._config import DaemonConfig
+    from daemon.config._hosting import HostedSession, ServerConfig
+    from daemon.server._server import Server
+    from daemon.server._supervisor import Supervisor
 
 _OUTCOME_EXIT: Final = {"PASS": Exit.OK, "FAIL": Exit.FAIL, "UNKNOWN": Exit.UNKNOWN}
 _SERVICE_EXIT: Final = {"AUDIT_FAILED": Exit.INTERNAL, "INTERNAL": Exit.INTERNAL}
@@ -213,6 +203,9 @@ def _client_failure(error: ClientError) -> CliError:
 def _load(args: argparse.Namespace) -> tuple[DaemonConfig, ServerConfig]:
     """The configuration and the server settings with the command line's overrides (at start,
     and again for each SIGHUP reload); ``ConfigError`` when invalid."""
+    from daemon.config._config import load_config, parse_address
+    from daemon.config._http_config import HttpConfig
+
     config = load_config(args.config)
     changes: dict[str, Any] = {}
     if args.address:
@@ -232,6 +225,16 @@ def _load(args: argparse.Namespace) -> tuple[DaemonConfig, ServerConfig]:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from daemon.audit._audit import AuditLogError
+    from daemon.config._config import ConfigError
+    from daemon.config._security import ExposureRefused
+    from daemon.config._tls import TlsConfigError
+    from daemon.config._tokens import TokenFileError
+    from daemon.retention import StoreError
+    from daemon.server import _systemd as systemd
+    from daemon.server._service import ServiceHooks, run_service
+    from daemon.server._supervisor import Supervisor, WorkersFailed
+
     try:
         config, server_config = _load(args)
         sessions, skipped = config.build_sessions()
@@ -436,6 +439,13 @@ def _make_parents(path: str) -> None:
 def _start_failure(error: BaseException) -> BaseException:
     """Why ``serve`` could not start: a log held by another daemon is busy (75), a corrupt or
     unsafe log is rejected input (65), a socket that cannot be bound is 69."""
+    from daemon.audit._audit import AuditLogCorrupt, AuditLogError, AuditLogInUse
+    from daemon.config._security import ExposureRefused
+    from daemon.config._tls import TlsConfigError
+    from daemon.config._tokens import TokenFileError
+    from daemon.retention import StoreError
+    from daemon.server._supervisor import WorkersFailed
+
     if isinstance(error, ExposureRefused | TlsConfigError | TokenFileError):
         return RejectedInput(f"invalid configuration: {error}", code="CONFIG_INVALID")
     if isinstance(error, AuditLogInUse):
@@ -507,6 +517,16 @@ def _run_submitting(main: Callable[[], Awaitable[T]]) -> T:
 
 
 def _submit(args: argparse.Namespace) -> int:
+    if args.pairs or args.batch:  # many pairs (daemon/commands/_batch_cli.py)
+        return submit_pairs(
+            args,
+            target=_client_target(args),
+            honest_binding=_honest_binding,
+            run=_run_submitting,
+            outcome_exit=_OUTCOME_EXIT,
+        )
+    if not args.files:
+        raise UsageError("the evidence FILE... (or --pair A B, or --batch FILE) is required")
     target = _client_target(args)
     files = [cli.read_input(name) for name in args.files]
     binding_wire: dict[str, Any] | None = None
@@ -578,6 +598,8 @@ def _submit(args: argparse.Namespace) -> int:
             raise CliError(
                 f"no receipt: {receipt['error']}", exit=Exit.INTERNAL, code="RECEIPT_UNAVAILABLE"
             )
+        from daemon.tlog import encode_receipt
+
         target_file = Path(args.receipt)
         temporary = target_file.with_name(f".{target_file.name}.tmp-{os.getpid()}")
         cli.write_output(temporary, encode_receipt(receipt))
@@ -629,6 +651,8 @@ def _regular_files(paths: list[str]) -> None:
 
 
 def _audit_verify(args: argparse.Namespace) -> int:
+    from daemon.audit._audit import parse_anchor, verify_log
+
     try:
         anchors = tuple(parse_anchor(text) for text in args.anchors)
     except ValueError as error:
@@ -647,6 +671,8 @@ def _audit_verify(args: argparse.Namespace) -> int:
 
 
 def _audit_rotate(args: argparse.Namespace) -> int:
+    from daemon.audit._audit import AuditLog, AuditLogError, AuditLogInUse, tail
+
     _regular_files([args.path])
 
     async def main() -> tuple[AuditLog, bool]:
@@ -713,6 +739,8 @@ def _non_negative(text: str) -> int:
 
 
 def _audit_tail(args: argparse.Namespace) -> int:
+    from daemon.audit._audit import tail
+
     _regular_files([args.path])
     cli.emit(tail(args.path, args.lines))
     return Exit.OK
@@ -772,8 +800,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     _add_timeout(submit, 60.0)
     submit.add_argument(
-        "files", nargs="+", metavar="FILE", help="evidence items, in order ('-': stdin)"
+        "files", nargs="*", metavar="FILE", help="evidence items, in order ('-': stdin)"
     )
+    add_pair_arguments(submit)
     submit.add_argument(
         "--receipt", metavar="FILE", help="save a transparency-log receipt of the decision"
     )

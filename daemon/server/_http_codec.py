@@ -1,7 +1,8 @@
 """The HTTP/1.1 front end's sans-IO codec: bytes in, request events out; answers in, bytes out.
 
-Built on ``h11`` (one :class:`h11.Connection` per request cycle) with the limits h11 leaves
-to its host. Nothing here touches a socket, a clock or a file; the trio listener
+Built on ``httptools`` (llhttp) for the common request and ``h11`` (one
+:class:`h11.Connection` per request cycle) for the rest (rule 7), with the limits both leave to
+their host. Nothing here touches a socket, a clock or a file; the trio listener
 (:mod:`daemon.server._http_server`) moves bytes and keeps the deadlines.
 
 Rules (the contract):
@@ -17,7 +18,8 @@ Rules (the contract):
    ``Host`` or ``Transfer-Encoding`` given twice (even with equal values), both
    ``Content-Length`` and ``Transfer-Encoding``, a request target that is not a path
    (origin form), a path that is not UTF-8 once percent-decoded.
-3. Routes (:data:`ROUTES`): ``POST /v1/sessions/{name}/decisions`` (submit), ``GET
+3. Routes (:data:`ROUTES`): ``POST /v1/sessions/{name}/decisions`` (submit),
+   ``POST /v1/sessions/{name}/decisions:batch`` (a batch, :mod:`daemon.server._batch`), ``GET
    /v1/sessions``, ``GET /health``, ``GET /ready``, ``GET /metrics``, the transparency
    log's ``GET /checkpoint``, ``GET /tile/...``, ``GET /v1/log/...`` and ``GET
    /openapi.json``; a query string is ignored here (the log routes read theirs). A known
@@ -44,6 +46,13 @@ Rules (the contract):
    order.
 6. The codec raises :class:`~daemon.server._http_errors.HttpRefusal` for every peer error and
    nothing else for peer bytes.
+7. Two parsers, one behaviour. A complete head (rule 1) whose request line matches h11's own
+   grammar with version 1.0 or 1.1, that llhttp parses, that repeats no field, names no
+   ``Transfer-Encoding`` or ``Expect`` and (1.1) has a ``Host``, is parsed by llhttp (about a
+   twentieth of h11's cost; docs/benchmarks.md) and its body framed here by its
+   ``Content-Length``. Every other head goes to h11 exactly as before, which accepts it or
+   words its refusal. Either way the events, refusals and words are the same
+   (``tests/daemon/test_http_codec_llhttp.py`` holds the two paths equal on any head).
 """
 
 from __future__ import annotations
@@ -57,6 +66,7 @@ from urllib.parse import unquote_to_bytes
 
 import attrs
 import h11
+import httptools
 
 from daemon.config._http_config import DEFAULT_MAX_HEADER_BYTES, DEFAULT_MAX_HEADERS
 from daemon.server._http_errors import HttpRefusal, error_document
@@ -90,6 +100,7 @@ CLOSED: Final = _Sentinel.CLOSED
 
 class Route(enum.Enum):
     SUBMIT = "submit"
+    BATCH = "batch"
     SESSIONS = "sessions"
     HEALTH = "health"
     READY = "ready"
@@ -117,8 +128,11 @@ ROUTES: Final = {
 }
 #: ``GET /tile/...``: the C2SP tlog-tiles paths, parsed by daemon.server._http_tlog.
 TILE_PREFIX: Final = "/tile/"
-_SUBMIT_PATH: Final = re.compile(r"/v1/sessions/([^/]+)/decisions\Z")
+_SUBMIT_PATH: Final = re.compile(r"/v1/sessions/([^/]+)/decisions(:batch)?\Z")
 _HEAD_END: Final = re.compile(rb"\r?\n\r?\n")
+#: h11's own request-line grammar (``h11._abnf.request_line``), versions 1.0 and 1.1 only: a
+#: head whose request line h11 would refuse never takes the llhttp path (rule 7).
+_REQUEST_LINE: Final = re.compile(rb"[-!#$%&'*+.^_`|~0-9a-zA-Z]+ [\x21-\x7e]+ HTTP/1\.[01]\r\n")
 #: Fields that must not repeat: framing (rule 2), who is asking, what the body is.
 _SINGLE: Final = frozenset(
     {b"content-length", b"transfer-encoding", b"host", b"authorization", b"content-type"}
@@ -162,7 +176,7 @@ def route(method: str, path: str) -> tuple[Route, str | None]:
             ) from None
         if method != "POST":
             raise _wrong_method(method, "POST")
-        return Route.SUBMIT, name
+        return (Route.SUBMIT if match.group(2) is None else Route.BATCH), name
     known = ROUTES.get(path)
     if known is None and path.startswith(TILE_PREFIX):
         known = (Route.TILE, "GET")
@@ -183,6 +197,49 @@ def _named_session(target: bytes) -> str | None:
         return unquote_to_bytes(match.group(1)).decode("utf-8")
     except UnicodeDecodeError:
         return None
+
+
+class _Fields:
+    """llhttp callbacks: the request target and the header fields, as sent (a value without
+    its trailing whitespace, as h11 gives it)."""
+
+    __slots__ = ("fields", "target")
+
+    def __init__(self) -> None:
+        self.target = b""
+        self.fields: list[tuple[bytes, bytes]] = []
+
+    def on_url(self, url: bytes) -> None:
+        self.target += url
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.fields.append((name, value.rstrip(b" \t")))
+
+
+def _parse_fast(
+    head: bytes,
+) -> tuple[bytes, bytes, bytes, list[tuple[bytes, bytes]], frozenset[bytes]] | None:
+    """(method, target, version, fields, lower-case field names) of a complete head that
+    takes the llhttp path
+    (rule 7), else None: the head goes to h11, which accepts it or words its refusal."""
+    if _REQUEST_LINE.match(head) is None:
+        return None
+    found = _Fields()
+    parser = httptools.HttpRequestParser(found)
+    try:
+        parser.feed_data(head)
+    except (httptools.HttpParserError, httptools.HttpParserUpgrade):
+        return None  # h11 refuses it in its words (an upgrade: as it always did)
+    version = parser.get_http_version().encode("ascii")
+    lowered = [name.lower() for name, _ in found.fields]
+    names = frozenset(lowered)
+    if len(names) != len(lowered):
+        return None  # a repeated field: h11 merges or refuses it first, in its words
+    if b"transfer-encoding" in names or b"expect" in names:
+        return None  # chunked bodies and 100-continue: h11 frames them
+    if version == b"1.1" and b"host" not in names:
+        return None  # h11 refuses it, in its words
+    return parser.get_method(), found.target, version, found.fields, names
 
 
 def _wrong_method(method: str, allowed: str) -> HttpRefusal:
@@ -227,6 +284,11 @@ class HttpServerCodec:
         self._scanned = 0
         self._eof = False
         self._h11: h11.Connection | None = None
+        #: The llhttp path (rule 7): the head was parsed by llhttp and the body is framed
+        #: here by its Content-Length; body bytes then stay in ``_pending``.
+        self._fast = False
+        self._remaining = 0  # body bytes of a fast-path request still to come
+        self._done = False  # the fast-path request was read to its end
         self._head: RequestHead | None = None
         self._body_limit: int | None = None
         self._body_code = ErrorCode.EVIDENCE_BYTES_EXCEEDED
@@ -273,10 +335,12 @@ class HttpServerCodec:
         :data:`NEED_DATA` or :data:`CLOSED` (module rules)."""
         if self._closed:
             return CLOSED
-        if self._h11 is None:
+        if self._h11 is None and not self._fast:
             return self._next_head()
         if self._body_limit is None:
             return NEED_DATA  # the host has not accepted the body yet
+        if self._fast:
+            return self._next_fast_body()
         return self._next_body()
 
     def _next_head(self) -> RequestHead | _Sentinel:
@@ -307,8 +371,19 @@ class HttpServerCodec:
             raise HttpRefusal(
                 ErrorCode.HEADER_TOO_LARGE, f"more than {self.max_headers} header fields"
             )
-        connection = h11.Connection(h11.SERVER, max_incomplete_event_size=self.max_header_bytes)
         head = bytes(pending[:end])
+        fast = _parse_fast(head)
+        if fast is not None:
+            method, target, version, fields, names = fast
+            del pending[:end]
+            self._scanned = 0
+            self._fast = True
+            self.requests += 1
+            self.named_session = _named_session(target)
+            self._head = self._checked(method, target, version, fields, head, names)
+            self._remaining = self._head.content_length or 0
+            return self._head
+        connection = h11.Connection(h11.SERVER, max_incomplete_event_size=self.max_header_bytes)
         connection.receive_data(bytes(pending))
         if self._eof:
             connection.receive_data(b"")
@@ -323,27 +398,50 @@ class HttpServerCodec:
             raise HttpRefusal(ErrorCode.HEADER_INVALID, "malformed request head")
         self.requests += 1
         self.named_session = _named_session(bytes(event.target))
-        self._head = self._checked(event, head)
+        self._head = self._checked(
+            bytes(event.method),
+            bytes(event.target),
+            event.http_version,
+            event.headers.raw_items(),
+            head,
+        )
         return self._head
 
-    def _checked(self, request: h11.Request, head: bytes) -> RequestHead:
-        """Rules 2-3 on a parsed head (``head``: its raw bytes, for what h11 merges)."""
-        lowered = head.lower()
-        seen: set[bytes] = set()
-        for name in _SINGLE:
-            count = lowered.count(b"\n" + name + b":")
-            if count > 1:
-                raise HttpRefusal(
-                    ErrorCode.HEADER_INVALID, f"header {name.decode()} given more than once"
-                )
-            if count:
-                seen.add(name)
+    def _checked(
+        self,
+        method_bytes: bytes,
+        target: bytes,
+        http_version: bytes,
+        fields: Sequence[tuple[bytes, bytes]],
+        head: bytes,
+        names: frozenset[bytes] | None = None,
+    ) -> RequestHead:
+        """Rules 2-3 on a parsed head (``head``: its raw bytes, for what a parser merges;
+        ``names``: the lower-case field names when the llhttp path found none repeated)."""
+        seen: set[bytes] | frozenset[bytes]
+        if names is not None:
+            seen = _SINGLE & names
+        else:
+            lowered = head.lower()
+            counted: set[bytes] = set()
+            for name in _SINGLE:
+                count = lowered.count(b"\n" + name + b":")
+                if count > 1:
+                    raise HttpRefusal(
+                        ErrorCode.HEADER_INVALID, f"header {name.decode()} given more than once"
+                    )
+                if count:
+                    counted.add(name)
+            seen = counted
         authorization = None
         content_type = ""
         expects_continue = False
-        for name, value in request.headers.raw_items():
+        length = None
+        for name, value in fields:
             lower = name.lower()
-            if lower == b"authorization":
+            if lower == b"content-length":
+                length = value
+            elif lower == b"authorization":
                 authorization = value.decode("latin-1")
             elif lower == b"content-type":
                 content_type = value.decode("latin-1")
@@ -351,23 +449,18 @@ class HttpServerCodec:
                 expects_continue = True
             elif lower == b"connection" and b"close" in value.lower():
                 self._keep_alive = False
-        if request.http_version != b"1.1":
+        if http_version != b"1.1":
             self._keep_alive = False
         if b"content-length" in seen and b"transfer-encoding" in seen:
             raise HttpRefusal(
                 ErrorCode.HEADER_INVALID, "both Content-Length and Transfer-Encoding given"
             )
-        target = bytes(request.target)
         if not target.startswith(b"/"):
             raise HttpRefusal(ErrorCode.HEADER_INVALID, "the request target must be a path")
-        method = bytes(request.method).decode("ascii", "replace")
+        method = method_bytes.decode("ascii", "replace")
         path = target.split(b"?", 1)[0].decode("ascii", "replace")
         kind, session = route(method, path)
         media, boundary = _media_type(content_type)
-        length = None
-        for name, value in request.headers.raw_items():
-            if name.lower() == b"content-length":
-                length = value
         return RequestHead(
             method=method,
             target=target.decode("ascii", "replace"),
@@ -404,12 +497,39 @@ class HttpServerCodec:
     def continue_bytes(self) -> bytes:
         """``100 Continue`` when the client waits for it (after :meth:`accept_body`), else
         ``b""``."""
+        if self._fast:  # the llhttp path takes no Expect header (rule 7)
+            return b""
         connection = self._h11
         assert connection is not None and self._body_limit is not None
         if not connection.they_are_waiting_for_100_continue:
             return b""
         data = connection.send(h11.InformationalResponse(status_code=100, headers=[]))
         return data or b""
+
+    def _next_fast_body(self) -> bytes | _Sentinel:
+        """The body of an llhttp-path request: its declared ``Content-Length`` bytes, as they
+        arrive (rule 7); what follows them stays buffered for the next request."""
+        assert self._body_limit is not None
+        remaining = self._remaining
+        if remaining == 0:
+            if self._done:
+                return NEED_DATA
+            self._done = True
+            return END_OF_BODY
+        pending = self._pending
+        if not pending:
+            if self._eof:
+                raise HttpRefusal(
+                    ErrorCode.TRUNCATED_FRAME, "the stream ended inside a request body"
+                )
+            return NEED_DATA
+        chunk = bytes(pending[:remaining])
+        del pending[: len(chunk)]
+        self._remaining = remaining - len(chunk)
+        self._body_bytes += len(chunk)
+        if self._body_bytes > self._body_limit:
+            raise self._over_limit(self._body_bytes)
+        return chunk
 
     def _next_body(self) -> bytes | _Sentinel:
         connection = self._h11
@@ -449,10 +569,14 @@ class HttpServerCodec:
         """A complete answer to the current request (rule 5): our own fixed fields and
         ``Content-Length``, ``Connection: close`` when the connection will not go on (or
         ``close``: the server ends it after this answer)."""
-        if self._answered or self._h11 is None:
+        if self._answered or (self._h11 is None and not self._fast):
             raise RuntimeError("respond() needs a request that has no answer yet")
         self._answered = True
-        finished = self._h11.their_state is h11.DONE
+        if self._fast:
+            finished = self._done
+        else:
+            assert self._h11 is not None
+            finished = self._h11.their_state is h11.DONE
         if close:
             self._keep_alive = False
         return _frame(
@@ -471,15 +595,20 @@ class HttpServerCodec:
         """After an answer: prepare for the next request on this connection (rule 5); False
         when the connection must close."""
         connection = self._h11
-        if self._closed or connection is None:
+        if self._closed or (connection is None and not self._fast):
             return False
-        if not (self._answered and self._keep_alive and connection.their_state is h11.DONE):
+        finished = self._done if connection is None else connection.their_state is h11.DONE
+        if not (self._answered and self._keep_alive and finished):
             self._closed = True
             return False
-        trailing, closed = connection.trailing_data
-        self._pending = bytearray(trailing)
-        self._eof = closed
+        if connection is not None:
+            trailing, closed = connection.trailing_data
+            self._pending = bytearray(trailing)
+            self._eof = closed
         self._h11 = None
+        self._fast = False
+        self._remaining = 0
+        self._done = False
         self._head = None
         self.named_session = None
         self._body_limit = None

@@ -66,6 +66,7 @@ from daemon.config._hosting import HostedSession, ServerConfig
 from daemon.config._http_config import HttpConfig
 from daemon.config._security import LoadedSecurity
 from daemon.config._tokens import bearer_token
+from daemon.server._batch import submit_batch
 from daemon.server._connection import Connection, ConnectionCore, read_at_rate
 from daemon.server._fastpath import RECEIVE_CHUNK, half_close_and_drain, send, stream_fd
 from daemon.server._http_body import body_limit, body_parser
@@ -247,6 +248,12 @@ class HttpFrontEnd:
                     transport = _HttpSubmit(self, stream, codec, number, head.session)
                     keep = await pipeline.submit_body(
                         number, head.session, transport, asker, peer, started=started
+                    )
+                    connection.in_request = False
+                elif head.route is Route.BATCH:  # many pairs, one answer (daemon.server._batch)
+                    connection.in_request = True
+                    keep = await submit_batch(
+                        self, stream, connection, codec, head, asker, number, deadline, started
                     )
                     connection.in_request = False
                 else:

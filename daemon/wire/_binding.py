@@ -10,9 +10,14 @@ message; nothing else escapes.
 
 Checked in this order, the first failure reported: the value is an object; its key set; then
 ``bounds``, ``parameters``, ``subject_id``, ``predicate``, ``mechanism_id``,
-``mechanism_digest``, ``evidence_refs``, ``trust_roots``; then the constructor. The binding
-converter (:data:`BINDINGS`, :mod:`daemon.wire._exact`) structures the fields; the session's
+``mechanism_digest``, ``evidence_refs``, ``trust_roots``; then the constructor. The session's
 ``to_dict()`` is the other direction (a digest preimage: ``docs/adr/0012``).
+
+:func:`binding_from_wire` is on every submit's path, so it applies the field rules itself, in
+the check order, and calls the constructor once: no generic structuring per request. The
+binding converter (:data:`BINDINGS`, :mod:`daemon.wire._exact`) applies the same rules through
+cattrs and stays the reference: ``tests/daemon/test_header_models.py`` holds both to the
+recorded corpus (``binding_cases.jsonl``), refusal words included.
 """
 
 from __future__ import annotations
@@ -118,8 +123,42 @@ BINDINGS.register_structure_hook(
 _STRUCTURE: Final = BINDINGS.get_structure_hook(BoundProposition)
 
 
+_FIELD_RULES: Final = (
+    ("bounds", _bounds),
+    ("parameters", _parameters),
+    ("subject_id", _string),
+    ("predicate", _string),
+    ("mechanism_id", _string),
+    ("mechanism_digest", _string),
+    ("evidence_refs", _strings),
+    ("trust_roots", _strings),
+)
+
+
 def binding_from_wire(data: object) -> BoundProposition:
-    """Build the bound proposition a client sent, or raise :class:`BindingWireError`."""
+    """Build the bound proposition a client sent, or raise :class:`BindingWireError` (module
+    rules: the key set, each field's rule in the check order, then the constructor)."""
+    if type(data) is not dict:
+        raise BindingWireError("binding must be an object")
+    if data.keys() != BINDING_KEYS:
+        raise BindingWireError(
+            f"binding keys must be exactly {sorted(BINDING_KEYS)}; got {sorted(data)}"
+        )
+    values: dict[str, Any] = {"expected": data["expected"]}
+    for key, check in _FIELD_RULES:
+        try:
+            values[key] = check(data[key])
+        except FieldError as failure:
+            raise BindingWireError(failure.words(key)) from None
+    try:
+        return BoundProposition(**values)
+    except EvidenceBindingError as failure:
+        raise BindingWireError(str(failure)) from None
+
+
+def binding_from_wire_structured(data: object) -> BoundProposition:
+    """:func:`binding_from_wire` through the cattrs converter (:data:`BINDINGS`): the
+    reference the hand-applied rules are tested against."""
     if type(data) is not dict:
         raise BindingWireError("binding must be an object")
     if exact_keys(data, BINDING_KEYS) is not None:

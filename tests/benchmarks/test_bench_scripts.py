@@ -8,7 +8,10 @@ catches that at test time.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import bench_descriptor
+import bench_stages
 
 from mechanism.descriptor import (
     default_mechanism,
@@ -26,3 +29,17 @@ def test_descriptor_stage_names_still_name_the_mechanisms_stages() -> None:
     stages = bench_descriptor.stage_breakdown(mechanism, binding, (descriptor, payload), 1)
     assert all(ns > 0 for ns in stages.values()), stages
     assert mechanism.evaluate(binding, (descriptor, payload)).outcome.value == "PASS"
+
+
+def test_every_stage_of_bench_stages_runs_on_the_daemons_code(tmp_path: Path) -> None:
+    """``bench_stages.py`` calls the daemon's stage functions by name: one call of each, and
+    its former implementations give what the current ones give."""
+    job = bench_stages.Job(tmp_path)
+    try:
+        for transport in ("http", "evd1"):
+            for name, call, _ in bench_stages.stages(job, transport):
+                assert call() is not NotImplemented, name
+        assert bench_stages.http_head(job) == bench_stages.http_head_h11(job)
+        assert bench_stages.binding(job) == bench_stages.binding_cattrs(job)
+    finally:
+        job.close()

@@ -1,4 +1,4 @@
-"""One declaration of each configuration key (issue 23, item 5).
+"""One declaration of each configuration key.
 
 The schema (``daemon/config/_config_schema.py``) declares a key's type, default, range rule and
 meaning once; the embedded default, the runtime object and ``docs/configuration.md`` must

@@ -1,5 +1,5 @@
-"""The connection core under both front ends, tried as an attacker would (issue 23, items 2-4;
-issue 24, row 1; docs/operations.md "Open routes" and "Refusal accounting").
+"""The connection core under both front ends, tried as an attacker would
+(docs/operations.md "Open routes" and "Refusal accounting").
 
 Every test runs a real server on loopback and talks to it over real sockets; several peers are
 distinct loopback addresses (127.0.0.2-5), since a peer is a host.

@@ -20,7 +20,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from daemon.wire import _protocol as protocol
-from daemon.wire._binding import BindingWireError, binding_from_wire
+from daemon.wire._binding import (
+    BindingWireError,
+    binding_from_wire,
+    binding_from_wire_structured,
+)
 from daemon.wire._header_fields import HEADERS, MAX_REQUEST_ID, MAX_SIZE
 from daemon.wire._protocol import (
     ERROR_CODES,
@@ -72,18 +76,55 @@ def test_every_recorded_header_gets_the_recorded_answer() -> None:
     assert wrong == []
 
 
-def test_every_recorded_binding_gets_the_recorded_answer() -> None:
+def _binding_answer(parse: Any, data: Any) -> list[Any]:
+    try:
+        return [None, parse(data).to_dict()]
+    except BindingWireError as error:
+        return [str(error), None]
+
+
+@pytest.mark.parametrize(
+    "parse", [binding_from_wire, binding_from_wire_structured], ids=["hot-path", "cattrs"]
+)
+def test_every_recorded_binding_gets_the_recorded_answer(parse: Any) -> None:
+    """The submit path's hand-applied rules and the cattrs converter: the same answers."""
     assert len(BINDING_CASES) > 200
     wrong: list[Any] = []
     for data, message, wire in BINDING_CASES:
-        got: list[Any]
-        try:
-            got = [None, binding_from_wire(data).to_dict()]
-        except BindingWireError as error:
-            got = [str(error), None]
+        got = _binding_answer(parse, data)
         if got != [message, wire]:
             wrong.append((data, [message, wire], got))
     assert wrong == []
+
+
+_BINDING_VALUES = st.sampled_from([case[0] for case in BINDING_CASES if type(case[0]) is dict])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    base=_BINDING_VALUES,
+    changes=st.dictionaries(
+        st.sampled_from(
+            ["bounds", "parameters", "subject_id", "predicate", "mechanism_id",
+             "mechanism_digest", "evidence_refs", "trust_roots", "expected", "extra"]
+        ),
+        st.none() | st.booleans() | st.integers(-3, 3) | st.text(max_size=5)
+        | st.lists(st.text(max_size=3) | st.integers(), max_size=3)
+        | st.dictionaries(
+            st.text(max_size=20), st.integers(-1, 9) | st.text(max_size=3) | st.booleans(),
+            max_size=3,
+        ),
+        max_size=3,
+    ),
+)  # fmt: skip
+def test_a_mutated_binding_is_refused_in_the_same_words_by_both(
+    base: dict[str, Any], changes: dict[str, Any]
+) -> None:
+    """Several faults at once: the hot path reports the one the converter reports."""
+    data = {**base, **changes}
+    assert _binding_answer(binding_from_wire, data) == _binding_answer(
+        binding_from_wire_structured, data
+    )
 
 
 # --------------------------------------------------------------------------- properties

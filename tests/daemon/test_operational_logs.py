@@ -77,7 +77,7 @@ def _json_lines(err: str) -> list[dict[str, Any]]:
 def test_the_daemons_messages_are_events_with_names_and_fields_not_sentences_only(
     short_dir: Path,
 ) -> None:
-    """Issue 26: 19 plain ``sys.stderr.write("evidenced: ...")`` lines, no timestamp, level
+    """19 plain ``sys.stderr.write("evidenced: ...")`` lines, no timestamp, level
     or structure. Under ``--log-format json`` every stderr line of a daemon's life is a JSON
     event: the start (naming its listeners and sessions), a SIGHUP it cannot act on, the
     stop."""
@@ -156,14 +156,14 @@ def test_the_console_rendering_has_a_timestamp_a_level_and_the_event_name(
 
 
 def test_serve_start_line_names_the_http_address(short_dir: Path) -> None:
-    """Issue 26: with an HTTP listener, the stderr line named only the socket."""
+    """With an HTTP listener, the stderr line named only the socket."""
     process, ready = _serve(short_dir, "--audit-log", "a.jsonl", "--http", "127.0.0.1:0")
     err = _stop(process)
     assert ready["http"] and f"http://{ready['http']}" in err, err
 
 
 def test_serve_check_ends_with_a_newline(short_dir: Path) -> None:
-    """Issue 26: ``serve --check`` printed no trailing newline."""
+    """``serve --check`` printed no trailing newline."""
     done = subprocess.run(
         [*CLI, "serve", "--check", "--socket", str(short_dir / "s")],
         capture_output=True,

@@ -1,4 +1,4 @@
-"""Installable as a service (issue 26): the systemd unit of a pip/pipx install, keys through
+"""Installable as a service: the systemd unit of a pip/pipx install, keys through
 ``LoadCredential=``, Kubernetes manifests validated offline, shell completion, and the build
 folders ignored by git. Real processes, real files; ``systemd-analyze`` when it is there."""
 
@@ -17,7 +17,7 @@ import pytest
 import yaml  # type: ignore[import-untyped]  # PyYAML, with kubernetes-validate
 from daemon_testkit import ROOT
 
-from daemon.commands._systemd_unit import DEFAULT_CONFIG, render_unit
+from daemon.commands._systemd_unit_cli import DEFAULT_CONFIG, render_unit
 from daemon.tlog import SignerKey, write_key_file
 
 CLI = [sys.executable, "-m", "daemon.cli"]
@@ -51,7 +51,7 @@ def _credential_config(folder: Path) -> Path:
 
 
 def test_the_systemd_unit_runs_the_installed_evidenced_not_usr_bin(tmp_path: Path) -> None:
-    """Issue 26: ``ExecStart=/usr/bin/evidenced``, which no pip or pipx install creates
+    """``ExecStart=/usr/bin/evidenced``, which no pip or pipx install creates
     (``systemd-analyze verify``: "not executable"). ``config systemd-unit`` writes the unit
     with the real path of the running ``evidenced`` and a ``LoadCredential=`` per credential
     the configuration names; the packaged unit is its rendering for ``/usr/local/bin``."""
@@ -98,7 +98,7 @@ def test_systemd_analyze_verifies_the_written_unit(tmp_path: Path) -> None:
 def test_a_key_passed_with_load_credential_is_read_from_the_credentials_directory(
     short_dir: Path,
 ) -> None:
-    """Issue 26: with ``DynamicUser=yes`` a root-owned 0600 key in ``/etc/evidenced`` is
+    """With ``DynamicUser=yes`` a root-owned 0600 key in ``/etc/evidenced`` is
     unreadable to the service. ``credential:NAME`` reads ``$CREDENTIALS_DIRECTORY/NAME``,
     where systemd puts the ``LoadCredential=`` copy (mode 0400, the service's own)."""
     config = _credential_config(short_dir)
@@ -182,8 +182,25 @@ def test_kubernetes_manifests_validate_offline() -> None:
 
 
 def test_the_kubernetes_configuration_is_valid(tmp_path: Path) -> None:
+    """The ConfigMap's configuration passes ``config check``, which reads the TLS and token
+    files it names: real ones stand in for the Secret the init container copies (only the
+    folder of the secrets changes)."""
+    import trustme
+
+    from daemon.config._tokens import token_line
+
+    secrets = tmp_path / "secrets"
+    secrets.mkdir()
+    certificate = trustme.CA().issue_cert("evidenced.example")
+    certificate.private_key_pem.write_to_path(str(secrets / "tls.key"))
+    for blob in certificate.cert_chain_pems:
+        blob.write_to_path(str(secrets / "tls.crt"), append=True)
+    (secrets / "tokens").write_text(token_line("a-long-random-token-for-the-test", "ci") + "\n")
+    for name in ("tls.key", "tokens"):
+        os.chmod(secrets / name, 0o400)
+    text = _manifests()["ConfigMap"]["data"]["evidenced.toml"]
     config = tmp_path / "evidenced.toml"
-    config.write_text(_manifests()["ConfigMap"]["data"]["evidenced.toml"])
+    config.write_text(text.replace("/run/evidenced-secrets", str(secrets)))
     done = _run("config", "check", str(config))
     assert done.returncode == 0, done.stderr
     checked = json.loads(done.stdout)["config"]
@@ -211,7 +228,7 @@ def test_bash_completion_knows_every_command(tmp_path: Path) -> None:
 
 
 def test_dist_and_build_are_ignored_by_git() -> None:
-    """Issue 26: ``dist/`` was not ignored by git (a wheel build left it untracked)."""
+    """``dist/`` was not ignored by git (a wheel build left it untracked)."""
     git = shutil.which("git")
     if git is None or not (ROOT / ".git").exists():
         pytest.skip("not a git checkout")

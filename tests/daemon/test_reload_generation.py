@@ -1,4 +1,4 @@
-"""One set of checks everywhere, and reload as a generation (issue 23, items 5-6).
+"""One set of checks everywhere, and reload as a generation.
 
 Every daemon here is a real ``evidenced serve`` process, signalled with real signals; the
 listening socket of socket activation is a real socket passed as descriptor 3 with

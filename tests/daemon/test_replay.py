@@ -425,7 +425,7 @@ def _refused_mode_log(tmp_path: Path) -> tuple[Path, Any, list[dict[str, Any]]]:
 
 
 def test_replay_all_is_not_red_on_a_healthy_retain_refused_store(tmp_path: Path) -> None:
-    """Issue 26: ``replay --all`` on an intact ``retain = "refused"`` store exited 1,
+    """``replay --all`` on an intact ``retain = "refused"`` store exited 1,
     ``NOT_REPRODUCED``: the passed decisions, by design not retained, counted as
     ``EVIDENCE_UNAVAILABLE``, so a scheduled replay job was red on every healthy run."""
     log, store, lines = _refused_mode_log(tmp_path)

@@ -1,4 +1,4 @@
-"""``evidenced audit report`` as an operator reads it (issue 26): rotated files, the
+"""``evidenced audit report`` as an operator reads it: rotated files, the
 transparency checkpoint checked against the log, reloads and noise, restarts, count axes,
 legends, and no text ever interpreted as markup or math (fuzzed with hostile lines)."""
 
@@ -51,7 +51,7 @@ def _tick_labels(svg: str, axis: str) -> list[str]:
 
 
 def test_the_first_start_is_not_a_restart(tmp_path: Path) -> None:
-    """Issue 26: the first start of a log counted as "1 restarts"."""
+    """The first start of a log counted as "1 restarts"."""
     log = tmp_path / "audit.jsonl"
     write_synthetic_log(log, 40)
     result = aggregate(log)
@@ -61,7 +61,7 @@ def test_the_first_start_is_not_a_restart(tmp_path: Path) -> None:
 
 
 def test_rotated_files_are_one_report_like_audit_verify(tmp_path: Path) -> None:
-    """Issue 26: ``audit report A B`` over rotated files was a usage error."""
+    """``audit report A B`` over rotated files was a usage error."""
     whole = tmp_path / "whole.jsonl"
     write_synthetic_log(whole, 600, restart_every=250)
     lines = whole.read_bytes().splitlines(keepends=True)
@@ -83,7 +83,7 @@ def test_rotated_files_are_one_report_like_audit_verify(tmp_path: Path) -> None:
 
 
 def test_config_reload_and_noise_are_shown(tmp_path: Path) -> None:
-    """Issue 26: ``config_reload`` events were missing from the report; noise too."""
+    """``config_reload`` events were missing from the report; noise too."""
     log = tmp_path / "audit.jsonl"
     log.write_bytes(
         _line(1, "daemon_start")
@@ -105,7 +105,7 @@ def test_config_reload_and_noise_are_shown(tmp_path: Path) -> None:
 
 
 def test_count_axes_have_integer_ticks_from_zero(tmp_path: Path) -> None:
-    """Issue 26: an all-zero chart's axis ran −0.04…0.04; a count of 1 had ticks at 0.2,
+    """An all-zero chart's axis ran −0.04…0.04; a count of 1 had ticks at 0.2,
     0.4…"""
     log = tmp_path / "audit.jsonl"
     log.write_bytes(
@@ -122,7 +122,7 @@ def test_count_axes_have_integer_ticks_from_zero(tmp_path: Path) -> None:
 
 
 def test_legends_sit_above_the_data(tmp_path: Path) -> None:
-    """Issue 26: legends covered the p99 line."""
+    """Legends covered the p99 line."""
     log = tmp_path / "audit.jsonl"
     write_synthetic_log(log, 300)
     page = render_report_html(aggregate(log))
@@ -136,7 +136,7 @@ def test_legends_sit_above_the_data(tmp_path: Path) -> None:
 
 
 def test_a_math_text_refusal_code_does_not_crash_the_report(tmp_path: Path) -> None:
-    """Issue 26: a refusal code ``$\\frac{1}{$`` in a doctored log crashed the report (exit
+    """A refusal code ``$\\frac{1}{$`` in a doctored log crashed the report (exit
     70, a matplotlib math-text parse error)."""
     log = tmp_path / "audit.jsonl"
     log.write_bytes(_line(1, "daemon_start") + _line(2, "refusal", code=MATH, session=MATH))
@@ -225,7 +225,7 @@ def test_hostile_lines_never_crash_the_report_nor_become_markup(
 async def test_the_transparency_panel_checks_the_checkpoint_against_the_log(
     short_dir: Path,
 ) -> None:
-    """Issue 26: with a transparency directory beside the log, the panel said "not
+    """With a transparency directory beside the log, the panel said "not
     configured". Now: the root of the lines against the latest checkpoint (signature only
     under ``--key``), naming the key; an edited line is caught."""
     signer = SignerKey.generate(ORIGIN)

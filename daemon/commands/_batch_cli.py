@@ -1,0 +1,155 @@
+"""``evidenced submit`` with many pairs: ``--pair A B`` (repeated) or ``--batch FILE``.
+
+The :mod:`cli` contract applies. Per command:
+
+* ``submit --session NAME (--pair A B)... [--batch FILE]`` (the address, token and TLS flags of
+  a single ``submit``) builds the honest binding of every pair (the session's one mechanism,
+  as a single ``submit`` does) and submits them all: over ``http://``/``https://`` in batches
+  of up to 64 pairs, one request each (``POST .../decisions:batch``, ``docs/http.md``);
+  over the binary protocol one after another on one connection. ``--batch FILE`` lists one
+  request per line, its evidence files separated by whitespace (blank lines and lines starting
+  with ``#`` are skipped; ``-`` is stdin). ``--binding`` does not combine with them.
+* stdout is ``{"decisions": [...]}``, one element per pair in order: the decision (as a single
+  ``submit`` prints it) or ``{"error": {"code", "message", "decision_id"}}`` for a pair the
+  server refused. Exit: 65 when any pair was refused, else 1 when any failed, else 3 when any is
+  UNKNOWN, else 0; a failure of the whole exchange exits as a single ``submit`` does.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Final
+
+import cli
+from cli import Exit, UsageError
+from daemon.client._client import Client, RejectedError, SubmitResult
+from daemon.client._http_client import HttpClient
+from session import BoundProposition
+
+__all__ = ["BATCH_SIZE", "read_batch_file", "submit_pairs"]
+
+#: Pairs per HTTP batch request (the server's most).
+BATCH_SIZE: Final = 64
+
+
+def read_batch_file(name: str) -> list[list[str]]:
+    """The evidence file names of each request listed in ``name`` (module rules)."""
+    text = cli.read_input(name).decode("utf-8", "replace")
+    requests = []
+    for line in text.splitlines():
+        fields = line.split()
+        if fields and not fields[0].startswith("#"):
+            requests.append(fields)
+    if not requests:
+        raise UsageError(f"--batch {name}: no request listed")
+    return requests
+
+
+def submit_pairs(
+    args: argparse.Namespace,
+    *,
+    target: dict[str, Any],
+    honest_binding: Callable[[dict[str, Any], list[bytes]], BoundProposition],
+    run: Callable[[Callable[[], Awaitable[Any]]], Any],
+    outcome_exit: Mapping[str, int],
+) -> int:
+    """``submit`` with ``--pair``/``--batch`` (module rules). ``submit``'s own pieces are
+    handed in (``daemon/commands/_serve_cli.py``): the client keywords of the address flags,
+    the honest binding of a session's mechanism, the runner that maps client failures to
+    exits, and the outcome → exit table."""
+    from daemon.client._connect import open_client
+
+    if args.binding or args.receipt or args.print_binding or args.files:
+        raise UsageError("--pair and --batch take no FILE, --binding, --receipt or --print-binding")
+    names = [list(pair) for pair in args.pairs or []]
+    if args.batch:
+        names += read_batch_file(args.batch)
+    requests = [[cli.read_input(name) for name in request] for request in names]
+
+    def connect() -> AbstractAsyncContextManager[Client]:
+        return open_client(**target, connect_timeout=args.timeout, request_timeout=args.timeout)
+
+    async def main() -> list[SubmitResult | RejectedError]:
+        async with connect() as client:
+            sessions = {item["name"]: item for item in await client.list_sessions()}
+            session = sessions.get(args.session)
+            if session is None:
+                raise cli.RejectedInput(
+                    f"the server hosts no session {args.session!r} (it hosts {sorted(sessions)})",
+                    code="UNKNOWN_SESSION",
+                )
+            mechanisms = session["mechanisms"]
+            if len(mechanisms) != 1:
+                raise UsageError("the session hosts several mechanisms; submit pairs one by one")
+            pairs = [(honest_binding(mechanisms[0], items).to_dict(), items) for items in requests]
+            if isinstance(client, HttpClient):
+                results: list[SubmitResult | RejectedError] = []
+                for start in range(0, len(pairs), BATCH_SIZE):
+                    chunk = pairs[start : start + BATCH_SIZE]
+                    results += await client.submit_batch(args.session, chunk)
+                return results
+        return await _one_by_one(connect, args.session, pairs)
+
+    results: list[SubmitResult | RejectedError] = run(main)
+    documents: list[dict[str, Any]] = []
+    exits: set[int] = set()
+    for result in results:
+        if isinstance(result, RejectedError):
+            documents.append(
+                {
+                    "error": {
+                        "code": result.code,
+                        "message": result.message,
+                        "decision_id": result.decision_id,
+                    }
+                }
+            )
+            exits.add(Exit.REJECTED)
+        else:
+            documents.append(result.to_dict())
+            exits.add(outcome_exit.get(result.outcome, Exit.INTERNAL))
+    cli.emit({"decisions": documents})
+    refused = sum(isinstance(result, RejectedError) for result in results)
+    cli.say(f"{len(results)} pairs: {len(results) - refused} decided, {refused} refused")
+    for code in (Exit.REJECTED, Exit.INTERNAL, Exit.FAIL, Exit.UNKNOWN):
+        if code in exits:
+            return code
+    return Exit.OK
+
+
+async def _one_by_one(
+    connect: Callable[[], AbstractAsyncContextManager[Client]],
+    session: str,
+    pairs: list[tuple[dict[str, Any], list[bytes]]],
+) -> list[SubmitResult | RejectedError]:
+    """The binary protocol: one submit after another on one connection, a new connection
+    after a refusal (a refusal ends its connection)."""
+    results: list[SubmitResult | RejectedError] = []
+    while len(results) < len(pairs):
+        async with connect() as client:
+            for binding, items in pairs[len(results) :]:
+                try:
+                    results.append(await client.submit(session, binding, items))
+                except RejectedError as error:
+                    results.append(error)
+                    break
+    return results
+
+
+def add_pair_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--pair A B`` and ``--batch FILE`` on ``submit``."""
+    parser.add_argument(
+        "--pair",
+        dest="pairs",
+        nargs=2,
+        action="append",
+        metavar=("A", "B"),
+        help="one evidence pair (repeat for many; instead of FILE...)",
+    )
+    parser.add_argument(
+        "--batch",
+        metavar="FILE",
+        help="a file listing one request per line, its evidence files separated by spaces",
+    )

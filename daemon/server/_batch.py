@@ -1,0 +1,322 @@
+"""Batches: many evidence pairs in one HTTP request, each its own decision (``docs/http.md``).
+
+``POST /v1/sessions/{name}/decisions:batch`` carries up to :data:`MAX_PAIRS` pairs for one
+session, as ``{"pairs": [{"binding": {...}, "evidence": [{"base64": "..."}, ...]}, ...]}``
+(each element exactly a single submit's JSON body), and is answered ``200`` with
+``{"decisions": [...]}``: one element per pair, in order, each either the single submit's
+``decision`` document or its refusal document ``{"error": {...}}``.
+
+Rules (the contract):
+
+1. Bounds before reads. The body limit is :data:`MAX_PAIRS` times a single submit's body limit
+   for the session (:func:`~daemon.server._http_body.body_limit`, its effective bounds); a
+   declared ``Content-Length`` over it is refused (``EVIDENCE_BYTES_EXCEEDED``, 413) before a
+   body byte is read, and a body is cut the moment it passes it. The route, token, session,
+   draining and media-type checks are a single submit's, in its order (``application/json``
+   only). The body holds one server slot (``max_in_flight``) from before it is read until the
+   answer, so batch bodies in memory are bounded as single ones are.
+2. The document: strict JSON (a single submit's rules), an object with exactly ``pairs``, an
+   array of 1 to :data:`MAX_PAIRS` elements; else the whole request is refused
+   ``HEADER_INVALID`` (400) and audited once, as a single submit's malformed body is.
+3. Each pair is checked as a single submit's body is (an object with exactly ``binding`` and
+   ``evidence``, items within the session's bounds, canonical base64); a pair that fails is
+   that element's refusal, audited with its code like a single submit's, and the other pairs
+   go on.
+4. Each admitted pair runs the pipeline's own stages (:meth:`Pipeline.submit`): its own bounds,
+   binding, capacity slot, evaluation, audit line (and so transparency leaf) and answer, so a
+   pair is decided exactly as the same pair sent alone would be. The pairs run concurrently:
+   their lines go into the same group commit and the batch waits for one ``fsync``, not one
+   per pair; each element still carries its own line's ``seq``, ``line_digest`` and (with a
+   transparency log) ``log_index`` and ``audit_line``. A pair refused ``BUSY`` (the server's
+   or the peer's in-flight cap) is that element's refusal. Every answer's ``request_id`` is
+   the HTTP request's number on its connection.
+5. The answer is sent once every pair has its answer, after every admitted line is durable.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import sys
+from typing import TYPE_CHECKING, Any, Final
+
+import trio
+
+from daemon.server._http_body import SubmitBody, body_limit, parse_json
+from daemon.server._http_codec import END_OF_BODY
+from daemon.server._http_errors import HttpRefusal, error_document
+from daemon.wire._echo import echo
+from daemon.wire._protocol import Decision, ErrorCode, ErrorResponse, Submit, encode_header
+
+if TYPE_CHECKING:
+    from daemon.config._hosting import HostedSession
+    from daemon.server._http_codec import HttpServerCodec, RequestHead
+    from daemon.server._http_server import HttpConnection, HttpFrontEnd
+
+__all__ = ["MAX_PAIRS", "batch_limit", "submit_batch"]
+
+#: The most pairs one batch carries.
+MAX_PAIRS: Final = 64
+_DOCUMENT_ALLOWANCE: Final = 64  # ``{"pairs":[`` ... ``]}`` and the commas
+
+
+def batch_limit(*, max_items: int, max_bytes: int, max_binding_bytes: int) -> int:
+    """The largest batch body a session can need (rule 1)."""
+    single = body_limit(
+        max_items=max_items, max_bytes=max_bytes, max_binding_bytes=max_binding_bytes
+    )
+    return MAX_PAIRS * single + _DOCUMENT_ALLOWANCE
+
+
+class _BatchBody:
+    """Collects the body; :meth:`pairs` checks the document (rule 2)."""
+
+    def __init__(self) -> None:
+        self._data = bytearray()
+
+    def feed(self, chunk: bytes) -> None:
+        self._data += chunk
+
+    def pairs(self) -> list[Any]:
+        document = parse_json(bytes(self._data), "the request body")
+        self._data = bytearray()
+        if type(document) is not dict or set(document) != {"pairs"}:
+            raise HttpRefusal(
+                ErrorCode.HEADER_INVALID, 'the request body must be an object with exactly "pairs"'
+            )
+        pairs = document["pairs"]
+        if type(pairs) is not list or not 1 <= len(pairs) <= MAX_PAIRS:
+            raise HttpRefusal(
+                ErrorCode.HEADER_INVALID, f"pairs must be an array of 1 to {MAX_PAIRS} pairs"
+            )
+        return pairs
+
+
+def _decoded_size(text: str) -> int:
+    return len(text) // 4 * 3 - text[-2:].count("=") if text else 0
+
+
+def check_pair(pair: Any, index: int, *, max_items: int, max_bytes: int) -> SubmitBody:
+    """One pair as a single submit's JSON body (rule 3); :class:`HttpRefusal` naming it."""
+    where = f"pairs[{index}]"
+    if type(pair) is not dict or set(pair) != {"binding", "evidence"}:
+        raise HttpRefusal(
+            ErrorCode.HEADER_INVALID,
+            f'{where} must be an object with exactly "binding" and "evidence"',
+        )
+    binding, evidence = pair["binding"], pair["evidence"]
+    if type(binding) is not dict:
+        raise HttpRefusal(ErrorCode.BINDING_INVALID, f"{where}: binding must be an object")
+    if type(evidence) is not list:
+        raise HttpRefusal(ErrorCode.HEADER_INVALID, f"{where}: evidence must be an array")
+    texts = []
+    for number, item in enumerate(evidence):
+        if type(item) is not dict or set(item) != {"base64"} or type(item["base64"]) is not str:
+            raise HttpRefusal(
+                ErrorCode.HEADER_INVALID,
+                f'{where}: evidence[{number}] must be an object with exactly "base64", a string',
+            )
+        texts.append(item["base64"])
+    if len(texts) > max_items:
+        raise HttpRefusal(
+            ErrorCode.EVIDENCE_ITEMS_EXCEEDED,
+            f"{where}: {len(texts)} evidence items sent; at most {max_items} admitted",
+        )
+    declared = sum(_decoded_size(text) for text in texts)
+    if declared > max_bytes:
+        raise HttpRefusal(
+            ErrorCode.EVIDENCE_BYTES_EXCEEDED,
+            f"{where}: {declared} evidence bytes sent; at most {max_bytes} admitted",
+        )
+    items = []
+    for number, text in enumerate(texts):
+        if len(text) % 4:
+            raise HttpRefusal(
+                ErrorCode.HEADER_INVALID,
+                f"{where}: evidence[{number}] is not base64: length {len(text)} is not a "
+                "multiple of 4",
+            )
+        try:
+            items.append(base64.b64decode(text, validate=True))
+        except (binascii.Error, ValueError) as error:
+            raise HttpRefusal(
+                ErrorCode.HEADER_INVALID, f"{where}: evidence[{number}] is not base64: {error}"
+            ) from None
+    return SubmitBody(binding, tuple(items))
+
+
+class _Element:
+    """One pair's side of the batch (a :class:`~daemon.server._pipeline.SubmitTransport`): the
+    answer is kept, not sent, for the batch's one answer (rule 5)."""
+
+    __slots__ = ("answer", "items")
+
+    def __init__(self, items: tuple[bytes, ...]) -> None:
+        self.items = items
+        self.answer = b""
+
+    async def read_evidence(self) -> tuple[bytes, ...]:
+        items, self.items = self.items, ()
+        return items
+
+    def encode(self, answer: Decision) -> bytes:
+        return encode_header(answer.to_header())
+
+    async def send(self, data: bytes) -> bool:
+        self.answer = data
+        return True
+
+    async def refuse(self, answer: ErrorResponse) -> None:
+        self.answer = error_document(answer.code, answer.message, answer.decision_id)
+
+
+async def submit_batch(
+    front: HttpFrontEnd,
+    stream: trio.abc.Stream,
+    connection: HttpConnection,
+    codec: HttpServerCodec,
+    head: RequestHead,
+    requester: dict[str, Any],
+    number: int,
+    deadline: float,
+    started: int,
+) -> bool:
+    """Read, decide and answer one batch (module rules); True when the answer was sent."""
+    config = front.config
+    pipeline = front.pipeline
+    name = head.session
+    assert name is not None
+    session: HostedSession | None = pipeline.sessions.get(name)
+    if session is None:
+        raise HttpRefusal(ErrorCode.UNKNOWN_SESSION, f"no session named '{echo(name, 64)}'")
+    if pipeline.draining:
+        raise HttpRefusal(ErrorCode.SHUTTING_DOWN, "the server is shutting down")
+    if head.content_type != "application/json":
+        raise HttpRefusal(ErrorCode.HEADER_INVALID, "a batch body is application/json", status=415)
+    max_items = min(session.effective_items, config.max_items)
+    max_bytes = min(session.effective_bytes, config.max_frame_bytes)
+    limit = batch_limit(
+        max_items=max_items, max_bytes=max_bytes, max_binding_bytes=config.max_header_bytes
+    )
+    codec.accept_body(
+        limit,
+        ErrorCode.EVIDENCE_BYTES_EXCEEDED,
+        f"session '{echo(name, 64)}' admits {MAX_PAIRS} pairs of {max_items} items of "
+        f"{max_bytes} bytes in total, a batch body of at most {limit} bytes",
+    )
+    peer = connection.peer
+    token = object()  # the body's own server slot, held until the answer (rule 1)
+    try:
+        pipeline.capacity.acquire_on_behalf_of_nowait(token)
+    except trio.WouldBlock:
+        raise HttpRefusal(
+            ErrorCode.BUSY, f"{config.max_in_flight} requests in flight; retry later"
+        ) from None
+    try:
+        pairs = await _read_pairs(front, stream, connection, codec, deadline)
+        answers = await _decide(pipeline, name, pairs, requester, peer, number, started,
+                                max_items=max_items, max_bytes=max_bytes)  # fmt: skip
+    finally:
+        pipeline.capacity.release_on_behalf_of(token)
+    body = b'{"decisions":[' + b",".join(answers) + b"]}"
+    return await front._send(stream, codec.respond(200, body))
+
+
+async def _read_pairs(
+    front: HttpFrontEnd,
+    stream: trio.abc.Stream,
+    connection: HttpConnection,
+    codec: HttpServerCodec,
+    deadline: float,
+) -> list[Any]:
+    """The body, read as a single submit's is (under the idle deadline and the minimum rate,
+    a stall a strike against the peer), then its pairs (rule 2)."""
+    config = front.config
+    go_on = codec.continue_bytes()
+    if go_on and not await front._send(stream, go_on):
+        raise HttpRefusal(ErrorCode.TRUNCATED_FRAME, "the connection broke")
+    parser = _BatchBody()
+    begin = trio.current_time()
+    while True:
+        event = codec.next_event()
+        if event is END_OF_BODY:
+            return parser.pairs()
+        if isinstance(event, bytes):
+            parser.feed(event)
+            continue
+        rate_deadline = begin + config.evidence_grace + codec.body_bytes / config.min_evidence_rate
+        with trio.move_on_at(min(deadline, rate_deadline)):
+            await front._receive(stream, codec)
+            continue
+        front.peers.strike(connection.peer)
+        if rate_deadline < deadline:
+            raise HttpRefusal(
+                ErrorCode.IDLE_TIMEOUT,
+                f"the body arrived slower than {config.min_evidence_rate} bytes/s "
+                f"({codec.body_bytes} bytes in {trio.current_time() - begin:.1f} s)",
+            )
+        raise HttpRefusal(
+            ErrorCode.IDLE_TIMEOUT, f"the request was not received within {config.idle_timeout} s"
+        )
+
+
+async def _decide(
+    pipeline: Any,
+    name: str,
+    pairs: list[Any],
+    requester: dict[str, Any],
+    peer: str,
+    number: int,
+    started: int,
+    *,
+    max_items: int,
+    max_bytes: int,
+) -> list[bytes]:
+    """Every pair's answer, in order (rules 3-4): the admitted pairs concurrently."""
+    elements: list[_Element] = []
+    async with trio.open_nursery() as nursery:
+        for index, pair in enumerate(pairs):
+            try:
+                body = check_pair(pair, index, max_items=max_items, max_bytes=max_bytes)
+            except HttpRefusal as refusal:
+                element = _Element(())
+                answer = await pipeline.refusal(
+                    requester, refusal.code, refusal.message, request_id=number,
+                    session=echo(name),
+                )  # fmt: skip
+                await element.refuse(answer)
+                elements.append(element)
+                continue
+            element = _Element(body.items)
+            elements.append(element)
+            submit = Submit(number, name, body.binding, tuple(len(i) for i in body.items))
+            nursery.start_soon(_one, pipeline, submit, element, requester, peer, started)
+    return [element.answer for element in elements]
+
+
+async def _one(
+    pipeline: Any,
+    submit: Submit,
+    element: _Element,
+    requester: dict[str, Any],
+    peer: str,
+    started: int,
+) -> None:
+    """One pair through the pipeline (rule 4). An exception of ours (a bug) is that pair's
+    audited ``INTERNAL`` refusal, as the front end's catch-all makes it for a single submit,
+    so one pair never takes the batch's other answers (nor an exception group) with it."""
+    try:
+        await pipeline.submit(submit, element, requester, peer, started=started)
+    except Exception as error:
+        sys.stderr.write(
+            f"evidenced: a batch pair of {echo(requester)} failed: "
+            f"{type(error).__name__}: {echo(str(error), 256)}\n"
+        )
+        answer = await pipeline.refusal(
+            requester,
+            ErrorCode.INTERNAL,
+            f"internal error: {type(error).__name__}",
+            request_id=submit.request_id,
+            session=echo(submit.session),
+        )
+        await element.refuse(answer)
