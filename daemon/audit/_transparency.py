@@ -6,8 +6,9 @@ Rules (the contract):
 
 1. Configuration (:class:`TransparencyConfig`): a key file (required to enable the log), an
    origin (default :func:`daemon.tlog.default_origin` of the audit log path), the directory
-   (default ``LOG.tlog``), ``checkpoint_interval`` (seconds, > 0, default 1) and
-   ``entry_bundles`` (default false).
+   (default ``LOG.tlog``), ``checkpoint_interval`` (seconds, > 0, default 1),
+   ``entry_bundles`` (default false) and ``publish`` (``fs:PATH`` or ``s3://BUCKET/PREFIX/``,
+   default none: :mod:`daemon.server._publishing`).
 2. :func:`open_transparency` refuses (:class:`TransparencyStartError`, the CLI exits 65), in
    order: an unsafe or invalid key file (``docs/spec/transparency.md §6.3``); a key whose name
    is not the origin; then every start-up check of ``§6.4``. It reads audit lines from the
@@ -70,6 +71,8 @@ class TransparencyConfig:
     directory: str | None = None
     checkpoint_interval: float = DEFAULT_INTERVAL
     entry_bundles: bool = False
+    #: ``fs:PATH`` or ``s3://BUCKET/PREFIX/``: where the daemon publishes the log (or None).
+    publish: str | None = None
 
     def __attrs_post_init__(self) -> None:
         interval = self.checkpoint_interval
@@ -77,6 +80,12 @@ class TransparencyConfig:
             raise ValueError("checkpoint_interval must be a number of seconds in (0, 3600]")
         if type(self.entry_bundles) is not bool:
             raise ValueError("entry_bundles must be a boolean")
+        publish = self.publish
+        if publish is not None and not (
+            (publish.startswith("fs:") and len(publish) > 3)
+            or (publish.startswith("s3://") and len(publish) > 5 and publish[5] != "/")
+        ):
+            raise ValueError("publish must be fs:PATH or s3://BUCKET/PREFIX/")
 
     def directory_for(self, log: Path) -> Path:
         return Path(self.directory) if self.directory else log.with_name(log.name + ".tlog")

@@ -308,7 +308,15 @@ def _transparency(file: ConfigFile, base: Path) -> TransparencyConfig | None:
         directory=None if table.directory is None else str(base / table.directory),
         checkpoint_interval=table.checkpoint_interval,
         entry_bundles=table.entry_bundles,
+        publish=_publish_target(table.publish, base),
     )
+
+
+def _publish_target(spec: str | None, base: Path) -> str | None:
+    """``[transparency] publish``: an ``fs:`` path is relative to the configuration file."""
+    if spec is not None and spec.startswith("fs:") and len(spec) > 3:
+        return f"fs:{base / spec[3:]}"
+    return spec
 
 
 def _session_spec(

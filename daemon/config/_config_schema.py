@@ -262,6 +262,13 @@ class TransparencyTable:
         default=1.0, metadata=_key("seconds between checkpoint signatures, at most")
     )
     entry_bundles: bool = attrs.field(default=False, metadata=_key("also write `tile/entries/`"))
+    publish: str | None = attrs.field(
+        default=None,
+        metadata=_key(
+            "publish the tiles and checkpoints to `fs:PATH` or `s3://BUCKET/PREFIX/` "
+            "(docs/transparency.md §6); default: not published"
+        ),
+    )
 
 
 @attrs.frozen

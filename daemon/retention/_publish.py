@@ -319,11 +319,17 @@ class PublishLoop:
         self._thread.join(timeout)
 
     def status(self) -> PublishStatus:
+        """The state now: the local size is read afresh (one small file), so the lag is never
+        stale between passes."""
+        try:
+            local: int | None = peek_checkpoint(self.publisher.local_checkpoint()).size
+        except (PublishError, CheckpointError, OSError):
+            local = None
         with self._lock:
             return PublishStatus(
                 target=self.publisher.target.id,
                 published_size=self.publisher.published_size,
-                local_size=self._local_size,
+                local_size=local if local is not None else self._local_size,
                 failures=self._failures,
                 last_error=self._last_error,
                 last_success=self._last_success,

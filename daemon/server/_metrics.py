@@ -114,6 +114,9 @@ class ServerMetrics:
         self._in_flight = in_flight
         self._connections = dict(connections or {})
         self._audit_pending = audit_pending
+        #: The transparency log's publisher, when this process runs one (``health`` says
+        #: the same): read at scrape time; None means no publish series.
+        self.publish_status: Callable[[], Any] | None = None
         # Rule 3: every series exists from the start.
         self._decisions = {(s, o): 0 for s in self.sessions for o in OUTCOMES}
         self._codes = tuple(code.name for code in ErrorCode)
@@ -280,6 +283,18 @@ class ServerMetrics:
             count = self._connections.get(listener)
             connections.add_metric([listener], count() if count is not None else 0)
         yield connections
+        published = self.publish_status() if self.publish_status is not None else None
+        if published is not None:
+            yield GaugeMetricFamily(
+                "evidenced_publish_lag_leaves",
+                "Leaves of the local transparency log not yet in a published checkpoint.",
+                value=published.lag or 0,
+            )
+            yield CounterMetricFamily(
+                "evidenced_publish_failures",
+                "Publishing passes that failed (each is retried with backoff).",
+                value=published.failures,
+            )
 
     # -- views
 

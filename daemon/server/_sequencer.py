@@ -45,7 +45,9 @@ from daemon.audit._transparency import (
     inclusion_answer,
 )
 from daemon.audit._transparency import status as transparency_status
+from daemon.retention._publish import PublishLoop
 from daemon.server._ipc import FrameError, FrameReader, FrameWriter
+from daemon.server._publishing import publish_status
 from daemon.tlog import TransparencyLog
 
 __all__ = ["Link", "Sequencer"]
@@ -85,6 +87,8 @@ class Sequencer:
     def __init__(self, audit: AuditLog, transparency: TransparencyLog | None) -> None:
         self.audit = audit
         self.transparency = transparency
+        #: The transparency log's publisher (health shows it), when the log is published.
+        self.publisher: PublishLoop | None = None
         #: Figures of workers no longer running, added to the totals (rule 2).
         self.retired: Counter[str] = Counter()
 
@@ -174,7 +178,7 @@ class Sequencer:
         return {
             "failure_reason": self.audit.failure_reason,
             "audit": self.audit.status(),
-            "transparency": transparency_status(self.transparency),
+            "transparency": publish_status(transparency_status(self.transparency), self.publisher),
             "sequencer_pid": os.getpid(),
             "workers": workers,
         }

@@ -77,6 +77,7 @@ from daemon.config._describe import describe_sessions
 from daemon.config._hosting import DEFAULT_PORT, HostedSession, ServerConfig
 from daemon.config._http_config import HttpConfig
 from daemon.config._security import LoadedSecurity
+from daemon.retention._publish import PublishLoop
 from daemon.retention._retainer import Retention
 from daemon.server._audit_client import AuditClient
 from daemon.server._evaluation import (
@@ -91,6 +92,7 @@ from daemon.server._listeners import Acceptor, Listening, open_listeners
 from daemon.server._metrics import ServerMetrics
 from daemon.server._peers import PeerLedger
 from daemon.server._pipeline import Pipeline
+from daemon.server._publishing import publish_status, start_publishing, stop_publishing
 from daemon.server._resources import connection_capacity, raise_descriptor_limit
 from daemon.server._signals import obey
 from daemon.server._workers import WorkerPool
@@ -134,6 +136,7 @@ class Server:
         #: Set when this server is one worker of a multi-process daemon (:class:`WorkerRole`).
         self.role: WorkerRole | None = None
         self.transparency: TransparencyLog | None = None
+        self.publisher: PublishLoop | None = None
         self.tcp_address: tuple[str, int] | None = None
         self.unix_path: str | None = None
         #: The HTTP listener's address, once listening (``config.http``).
@@ -221,7 +224,7 @@ class Server:
                 key: self.counters[f"outcome:{key}"] for key in ("PASS", "FAIL", "UNKNOWN")
             },
             "audit": self.audit.status() if self.audit is not None else None,
-            "transparency": transparency_status(self.transparency),
+            "transparency": publish_status(transparency_status(self.transparency), self.publisher),
             "retention": self._retention.status(),
             "noise": self._pipeline.noise.status() if self._pipeline is not None else None,
             "metrics": self.metrics.snapshot(),
@@ -311,6 +314,9 @@ class Server:
                 audit.close_sync()
                 raise
             audit.transparency = self.transparency
+            self.publisher = start_publishing(config.transparency, self.transparency)
+            if self.publisher is not None:
+                self.metrics.publish_status = self.publisher.status
         pool = WorkerPool(
             workers,
             worker_job_handler(self.sessions),
@@ -372,6 +378,7 @@ class Server:
                         await audit.close()
         finally:
             audit.close_sync()
+            stop_publishing(self.publisher)  # the last checkpoint too (rule 3 of _publishing)
 
     async def _serve(
         self,

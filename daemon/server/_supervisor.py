@@ -67,9 +67,11 @@ from daemon.config._config import DaemonConfig
 from daemon.config._hosting import HostedSession, ServerConfig
 from daemon.config._security import LoadedSecurity
 from daemon.errors import ServiceError
+from daemon.retention._publish import PublishLoop
 from daemon.server import _systemd as systemd
 from daemon.server._audit_client import PUSH_INTERVAL, AuditClient
 from daemon.server._listeners import open_listeners
+from daemon.server._publishing import start_publishing, stop_publishing
 from daemon.server._sequencer import Link, Sequencer
 from daemon.server._signals import obey
 from daemon.server._spawner import Spawner, WorkerMain
@@ -167,6 +169,7 @@ class Supervisor:
         self.describe = describe
         self.audit: AuditLog | None = None
         self.transparency: TransparencyLog | None = None
+        self.publisher: PublishLoop | None = None
         self.sequencer: Sequencer | None = None
         self._slots = [_Slot() for _ in range(count)]
         self._draining = False
@@ -203,7 +206,9 @@ class Supervisor:
                     sync=audit.durability is Durability.FSYNC,
                 )
                 audit.transparency = self.transparency
+                self.publisher = start_publishing(config.transparency, self.transparency)
             self.sequencer = Sequencer(audit, self.transparency)
+            self.sequencer.publisher = self.publisher
             async with trio.open_nursery() as audit_nursery:
                 await audit_nursery.start(audit.run)
                 try:
@@ -213,6 +218,7 @@ class Supervisor:
                         await audit.close()
         finally:
             audit.close_sync()
+            stop_publishing(self.publisher)  # the last checkpoint too
 
     async def _serve(self, audit: AuditLog, task_status: trio.TaskStatus[None]) -> None:
         await audit.record("daemon_start", **self.describe())

@@ -414,3 +414,97 @@ def test_a_decision_s_receipt_is_made_from_the_bucket_and_verifies_against_the_f
         "00000000-0000-4000-8000-000000000000",
     )
     assert (status, missing["error"]["code"]) == (65, "LINE_NOT_FOUND")
+
+
+def _published_daemon(tmp_path: Path, publish: str) -> Any:
+    from http_testkit import LiveDaemon
+
+    signer = SignerKey.generate("daemon.test/evidenced")
+    write_key_file(tmp_path / "log.key", signer)
+    config = (
+        '[server]\nlisten = "127.0.0.1:0"\nsocket = "s"\n[http]\nlisten = "127.0.0.1:0"\n'
+        '[audit]\npath = "audit.jsonl"\n'
+        f'[transparency]\nkey_file = "{tmp_path / "log.key"}"\norigin = "{signer.name}"\n'
+        f'checkpoint_interval = 0.1\nentry_bundles = true\npublish = "{publish}"\n'
+        '[sessions.bytes]\nmechanisms = ["bytes-sha256"]\nmax_evidence_items = 1\n'
+    )
+    return signer, LiveDaemon(config_text=config)
+
+
+def _decide(daemon: Any, count: int) -> list[str]:
+    from daemon_testkit import bytes_binding
+
+    from daemon import SyncClient
+
+    client = SyncClient(unix=daemon.socket)
+    decided = []
+    for number in range(count):
+        item = f"artifact {number}".encode()
+        result = client.submit("bytes", bytes_binding(item), [item])
+        decided.append(result.decision_id)
+    return decided
+
+
+def test_a_daemon_publishes_its_log_and_its_last_checkpoint_at_stop(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+    import time
+
+    from daemon import SyncClient
+
+    public = tmp_path / "public"
+    signer, daemon = _published_daemon(tmp_path, f"fs:{public}")
+    try:
+        decided = _decide(daemon, 20)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            health = SyncClient(unix=daemon.socket).health()
+            published = health["transparency"]["publish"]
+            if (published["published_size"] or 0) >= 21 and published["lag"] == 0:
+                break
+            time.sleep(0.1)
+        assert published["target"] == f"fs:{public}"
+        assert published["failures"] == 0 and published["last_error"] is None
+        assert published["published_size"] >= 21  # daemon_start and 20 decisions
+        assert daemon.stop() == 0
+    finally:
+        daemon.stop()
+        local = (daemon.directory / "audit.jsonl.tlog" / "checkpoint").read_bytes()
+        daemon.cleanup()
+    assert (public / "checkpoint").read_bytes() == local  # the last one (daemon_stop) too
+    fleet = _fleet_file(tmp_path / "fleet.toml", [(signer, f"fs:{public}")])
+    for decision_id in decided:
+        status, document, _ = run(
+            capsys, "log", "receipt", "--fleet", str(fleet), "--decision-id", decision_id
+        )
+        assert status == 0 and json.loads(document["line"])["decision_id"] == decision_id
+
+
+def test_a_failing_publish_target_never_fails_a_decision(tmp_path: Path) -> None:
+    import time
+
+    from daemon import SyncClient
+
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("a file where the published tiles should go")
+    _, daemon = _published_daemon(tmp_path, f"fs:{blocker}/tiles")
+    try:
+        assert len(_decide(daemon, 5)) == 5  # every one answered
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            health = SyncClient(unix=daemon.socket).health()
+            published = health["transparency"]["publish"]
+            if published["failures"] and (published["local_size"] or 0) >= 6:
+                break
+            time.sleep(0.1)
+        assert published["failures"] >= 1 and published["published_size"] is None
+        assert published["last_error"].startswith("TARGET_FAILED")
+        assert published["lag"] >= 6  # daemon_start and 5 decisions, none published
+        metrics = SyncClient(unix=daemon.socket).health()["metrics"]
+        lag = [m for m in metrics if m["name"] == "evidenced_publish_lag_leaves"]
+        assert lag and lag[0]["value"] >= 6
+    finally:
+        assert daemon.stop() == 0
+        assert "publish_failed" in daemon.stderr()  # the last checkpoint could not go either
+        daemon.cleanup()
