@@ -346,6 +346,7 @@ class AuditLog:
         self.recoveries = 0
         self.checkpoint_error: str | None = None
         self.torn_tail: TornTail | None = opened.torn
+        self.background = opened.background  # the prefix start-up did not verify
         self.verified_from = opened.verified_from
         #: The transparency log fed with every durable line (``docs/spec/transparency.md
         #: §6.2``); attached by the server after :meth:`open`, ``None`` when not configured.
@@ -432,6 +433,8 @@ class AuditLog:
         the close was not clean."""
         if self._outage is not None:
             return self._outage.reason()
+        if self.background is not None and self.background.alarm is not None:
+            return self.background.alarm
         return self._close_error
 
     def status(self) -> dict[str, Any]:
