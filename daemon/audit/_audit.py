@@ -433,9 +433,14 @@ class AuditLog:
         the close was not clean."""
         if self._outage is not None:
             return self._outage.reason()
-        if self.background is not None and self.background.alarm is not None:
-            return self.background.alarm
         return self._close_error
+
+    @property
+    def alarm(self) -> str | None:
+        """An edit the background verification found in the prefix start-up trusted
+        (``daemon.audit._background_verify``); ``health`` is degraded with it. Not a write
+        failure: lines are still written."""
+        return self.background.alarm if self.background is not None else None
 
     def status(self) -> dict[str, Any]:
         durable = self._durable

@@ -11,12 +11,12 @@ daemon serves at once and verifies the rest behind itself. Rules:
    the chain of bytes ``[0, end)`` from the file's first line, the same check as ``audit
    verify``, and requires it to reach exactly the ``(seq, head)`` start-up continued from.
 2. While it runs, :attr:`Verification.state` is ``running``; then ``verified`` or ``broken``.
-   ``broken`` sets :attr:`Verification.alarm` (the bad line and why) for good: ``health``
-   turns ``degraded`` with that reason until the daemon is restarted on a repaired log (a
-   start on the edited file then refuses, as §7.5 says, once no sidecar vouches for it;
-   ``evidenced audit verify`` names the line). New lines are still written and answered:
-   refusing every decision because an old line was edited would hand an attacker who can
-   edit one byte a denial of service; the alarm is what tells the operator.
+   ``broken`` sets :attr:`Verification.alarm` (the bad line and why) for good, and
+   ``AuditLog.alarm`` with it: ``health`` turns ``degraded`` with that reason until the daemon
+   is restarted on a repaired log (``evidenced audit verify`` names the line). New lines are
+   still written and answered, and the stop is clean: refusing every decision because an old
+   line was edited would hand anyone who can edit one byte a denial of service; the alarm is
+   what tells the operator.
 3. The moment it finds the fault it writes one alarm line to standard error
    (``evidenced: ALARM audit log … is broken at line N: reason``) — the log itself is not
    written to: its chain is what is in doubt.

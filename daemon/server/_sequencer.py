@@ -64,6 +64,7 @@ class Link:
         self.figures: dict[str, Any] = {}
         self.lines = 0
         self.frames = 0
+        self.last_heard = trio.current_time()  # any frame is a heartbeat (_heartbeat rule 1)
 
     def entry(self, restarts: int) -> dict[str, Any]:
         """This worker in ``health``'s ``workers``."""
@@ -99,6 +100,7 @@ class Sequencer:
                         break
                     if message is None:
                         break
+                    link.last_heard = trio.current_time()
                     kind = message[0] if isinstance(message, list) and message else None
                     if kind == "r":
                         nursery.start_soon(self._commit, link, message[1])
@@ -159,7 +161,7 @@ class Sequencer:
     def state(self, workers: list[dict[str, Any]]) -> dict[str, Any]:
         """Rule 5."""
         return {
-            "failure_reason": self.audit.failure_reason,
+            "failure_reason": self.audit.failure_reason or self.audit.alarm,
             "audit": self.audit.status(),
             "transparency": transparency_status(self.transparency),
             "sequencer_pid": os.getpid(),

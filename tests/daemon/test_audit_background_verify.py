@@ -101,6 +101,7 @@ def test_same_length_edit_before_the_sidecar_point_degrades_health_with_an_alarm
     assert "broken at line 10" in health["reason"] and "background" in health["reason"]
     alarms = [line for line in stderr.splitlines() if "ALARM" in line]
     assert len(alarms) == 1 and "line 10" in alarms[0], stderr
+    assert process.returncode == 0 and "stopped; audit log flushed" in stderr
     assert log.stat().st_size > size  # the new decisions were written after the old bytes
     assert verify_log(log).first_bad_line == 10  # still there for `audit verify` to name
 
