@@ -4,7 +4,7 @@ suite: it runs for minutes and its figures are printed, never asserted).
 
 For ``--duration`` seconds (default 600) it runs ``evidenced serve`` (``--workers 2``; the
 transparency log; ``retain = "all"`` into an ``fs:`` store; HTTP with a bearer token) as a
-child process, with every file on a small tmpfs when ``mount`` is allowed (else disk full is
+child process, with every file on a 1 GiB tmpfs when ``mount`` is allowed (else disk full is
 ``RLIMIT_FSIZE`` on the parent, as ``tests/daemon/test_audit_disk_full.py`` does), and:
 
 * drives load from several clients: binary protocol over the Unix socket and HTTP with the
@@ -127,7 +127,7 @@ class Soak:
     def prepare(self) -> None:
         self.data.mkdir(mode=0o700)
         mounted = subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", "size=160m,mode=0700", "tmpfs", str(self.data)],
+            ["mount", "-t", "tmpfs", "-o", "size=1g,mode=0700", "tmpfs", str(self.data)],
             capture_output=True,
             text=True,
             check=False,
@@ -159,21 +159,29 @@ class Soak:
         )
 
     def start(self) -> None:
-        process = subprocess.Popen(
-            [*CLI, "serve", "--config", str(self.base / "evidenced.toml")],
-            stdout=subprocess.PIPE,
-            stderr=open(self.base / "daemon.stderr", "a"),  # noqa: SIM115 - the child keeps it
-            text=True,
-            cwd=ROOT,
-        )
-        assert process.stdout is not None
-        line = process.stdout.readline()
-        if not line:
+        """Start the daemon; a start that is refused (the old processes of a killed parent
+        may still hold the log's lock for a moment) is noted and tried again."""
+        for _ in range(60):
+            process = subprocess.Popen(
+                [*CLI, "serve", "--config", str(self.base / "evidenced.toml")],
+                stdout=subprocess.PIPE,
+                stderr=open(self.base / "daemon.stderr", "a"),  # noqa: SIM115 - the child's
+                text=True,
+                cwd=ROOT,
+            )
+            assert process.stdout is not None
+            line = process.stdout.readline()
+            with contextlib.suppress(ValueError):
+                ready = json.loads(line) if line else {}
+                if "http" in ready:
+                    self.ready = ready
+                    self.process = process
+                    self.seen_pids.add(process.pid)
+                    return
             process.wait()
-            raise SystemExit(f"the daemon did not start; see {self.base / 'daemon.stderr'}")
-        self.ready = json.loads(line)
-        self.process = process
-        self.seen_pids.add(process.pid)
+            self.fault_notes[f"a start was refused: {line.strip()[:200]}"] += 1
+            time.sleep(0.5)
+        raise SystemExit(f"the daemon did not start; see {self.base / 'daemon.stderr'}")
 
     @property
     def sock(self) -> str:
@@ -560,11 +568,7 @@ def main() -> int:
         if soak.process is not None and soak.process.poll() is None:
             soak.process.kill()
             soak.process.wait()
-        if soak.tmpfs:
-            if args.keep:
-                copy = base / "files"
-                with contextlib.suppress(OSError):
-                    shutil.copytree(soak.data, copy, symlinks=True, ignore_dangling_symlinks=True)
+        if soak.tmpfs:  # (--keep keeps the configuration and the daemon's stderr)
             subprocess.run(["umount", "-l", str(soak.data)], check=False)
         if not args.keep:
             shutil.rmtree(base, ignore_errors=True)
