@@ -327,6 +327,7 @@ class AuditLog:
         self.recoveries = 0
         self.checkpoint_error: str | None = None
         self.torn_tail: TornTail | None = opened.torn
+        self.background = opened.background  # the prefix start-up did not verify
         self.verified_from = opened.verified_from
         #: The transparency log fed with every durable line (``docs/spec/transparency.md
         #: §6.2``); attached by the server after :meth:`open`, ``None`` when not configured.
@@ -414,6 +415,13 @@ class AuditLog:
         if self._outage is not None:
             return self._outage.reason()
         return self._close_error
+
+    @property
+    def alarm(self) -> str | None:
+        """An edit the background verification found in the prefix start-up trusted
+        (``daemon.audit._background_verify``); ``health`` is degraded with it. Not a write
+        failure: lines are still written."""
+        return self.background.alarm if self.background is not None else None
 
     def status(self) -> dict[str, Any]:
         durable = self._durable

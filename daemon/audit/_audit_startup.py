@@ -23,6 +23,10 @@ Rules (the contract), in order:
    :class:`AuditLogCorrupt` and the file is left byte-identical.
 5. The verified end is made durable (``fsync``) and recorded in a new sidecar (best effort:
    a sidecar that cannot be written only means the next start verifies more).
+6. When only the bytes after the sidecar's point were verified, the prefix before it is
+   verified in the background (:mod:`daemon.audit._background_verify`): :attr:`Opened.background`
+   says how that goes, and an edit found there is an alarm (``health`` ``degraded``), not a
+   refusal of a start that already serves.
 """
 
 from __future__ import annotations
@@ -45,6 +49,8 @@ from daemon.audit._audit_files import (
 )
 from daemon.audit._audit_format import AuditLogError, parse_sealed, start_state
 from daemon.audit._audit_verify import VerifyReport, scan
+from daemon.audit._background_verify import Verification
+from daemon.audit._background_verify import start as verify_in_background
 
 
 class AuditLogCorrupt(AuditLogError):
@@ -68,6 +74,7 @@ class Opened:
     checkpoint_offset: int  # the sidecar's offset now on disk (0: none)
     verified_from: int  # the byte offset verification started at (0: the whole file)
     torn: TornTail | None
+    background: Verification | None = None  # rule 6
 
 
 def open_verified(path: Path) -> Opened:
@@ -145,7 +152,12 @@ def _verify_open(fd: int, path: Path, checkpoint: Checkpoint | None) -> Opened:
             offset = result.end
         except OSError:
             pass
-    return Opened(fd, result.seq, result.head, result.end, first_seq, offset, start, torn)
+    background = None
+    if start and state is not None:
+        background = verify_in_background(path, fd, start, *state)
+    return Opened(
+        fd, result.seq, result.head, result.end, first_seq, offset, start, torn, background
+    )
 
 
 class _Contradiction(Exception):

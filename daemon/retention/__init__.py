@@ -2,7 +2,8 @@
 
 * Stores: :class:`RetentionStore` (the contract), :class:`FilesystemStore`, :class:`S3Store`,
   :func:`open_store`, :func:`parse_spec`, and the errors :class:`StoreError`,
-  :class:`ObjectMissing`, :class:`ObjectCorrupt`.
+  :class:`ObjectMissing`, :class:`ObjectCorrupt`, :class:`UnsafeStorePath`,
+  :class:`StoreStuck` (each with a ``code``).
 * The retainer (what a decision keeps, under the session's policy) and the policy itself.
 * Publishing a transparency log's tiles to the same kinds of store (``_publish``).
 
@@ -24,6 +25,8 @@ from daemon.retention._store import (
     StoredObject,
     StoreError,
     StoreSpec,
+    StoreStuck,
+    UnsafeStorePath,
     name_of,
     parse_spec,
 )
@@ -37,7 +40,9 @@ __all__ = [
     "S3Store",
     "StoreError",
     "StoreSpec",
+    "StoreStuck",
     "StoredObject",
+    "UnsafeStorePath",
     "name_of",
     "open_store",
     "parse_spec",

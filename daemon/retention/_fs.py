@@ -23,7 +23,13 @@ Rules (in addition to :mod:`daemon.retention._store`'s):
    left a name that is not yet durable); a bounded memory of synced names avoids repeating it.
    Its modification time is refreshed (at most once a minute) so ``store gc``'s grace period
    protects evidence whose decision is still in flight.
-5. Files are opened with ``O_NOFOLLOW``: a symbolic link in an object's place is corrupt.
+5. Every path is walked one component at a time from the root's descriptor (``openat`` with
+   ``O_DIRECTORY | O_NOFOLLOW``): a symbolic link, or anything but a directory, at ``ab`` or
+   ``ab/cd`` is :class:`UnsafeStorePath` (code ``STORE_PATH_UNSAFE``) and nothing is read or
+   written through it, so no object ever lands outside the root.
+6. Objects are opened ``O_NOFOLLOW | O_NONBLOCK`` and must then be regular files
+   (``fstat``): a symbolic link, a FIFO, a socket or a device in an object's place is
+   :class:`ObjectCorrupt`, answered at once (a FIFO never blocks the opening thread).
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ from daemon.retention._store import (
     PutResult,
     StoredObject,
     StoreError,
+    UnsafeStorePath,
     hex_of,
 )
 
@@ -55,8 +62,10 @@ __all__ = ["FilesystemStore"]
 _TEMPORARY_PREFIX: Final = ".tmp-"
 _REFRESH_SECONDS: Final = 60.0
 _SYNCED_MEMORY: Final = 65_536
-_READ_FLAGS: Final = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
-_DIRECTORY_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+_READ_FLAGS: Final = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_DIRECTORY_FLAGS: Final = (
+    os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+)
 
 
 def _describe(error: OSError) -> str:
@@ -65,10 +74,9 @@ def _describe(error: OSError) -> str:
     return str(error)
 
 
-def _relative(hexdigest: str) -> tuple[str, str]:
-    """(directory, object path), relative to the root."""
-    directory = f"{hexdigest[:2]}/{hexdigest[2:4]}"
-    return directory, f"{directory}/{hexdigest}"
+def _parts(hexdigest: str) -> tuple[str, str]:
+    """The two directory components of an object."""
+    return hexdigest[:2], hexdigest[2:4]
 
 
 class FilesystemStore:
@@ -89,28 +97,81 @@ class FilesystemStore:
         if fd >= 0:
             os.close(fd)
 
+    # -- the walk (rule 5)
+
+    def _open_directory(self, parts: tuple[str, ...], *, create: bool) -> int:
+        """A descriptor of ``parts`` under the root, opened one component at a time without
+        following links; absent components are created (0700, parent ``fsync``-ed) when
+        ``create``, else ``FileNotFoundError``. The caller closes it."""
+        current = self._fd
+        walked: list[str] = []
+        try:
+            for part in parts:
+                try:
+                    following = self._open_component(current, part, walked)
+                except FileNotFoundError:
+                    if not create:
+                        raise
+                    try:
+                        os.mkdir(part, 0o700, dir_fd=current)
+                    except FileExistsError:
+                        pass
+                    else:
+                        os.fsync(current)
+                    following = self._open_component(current, part, walked)
+                if current != self._fd:
+                    os.close(current)
+                current = following
+                walked.append(part)
+        except BaseException:
+            if current != self._fd:
+                os.close(current)
+            raise
+        return current
+
+    def _open_component(self, parent: int, part: str, walked: list[str]) -> int:
+        try:
+            return os.open(part, _DIRECTORY_FLAGS, dir_fd=parent)
+        except OSError as error:
+            if error.errno in (errno.ELOOP, errno.ENOTDIR):
+                where = "/".join([*walked, part])
+                kind = "not a directory"
+                with contextlib.suppress(OSError):
+                    if stat.S_ISLNK(os.stat(part, dir_fd=parent, follow_symlinks=False).st_mode):
+                        kind = "a symbolic link"
+                raise UnsafeStorePath(
+                    f"store {self.id}: STORE_PATH_UNSAFE: {where} is {kind}; nothing is read "
+                    "or written through it (remove it: every directory in the store must be "
+                    "a real directory)"
+                ) from None
+            raise
+
     # -- put
 
     def put(self, data: bytes) -> PutResult:
         hexdigest = hashlib.sha256(data).hexdigest()
         name = "sha256:" + hexdigest
-        directory, path = _relative(hexdigest)
         try:
+            directory = self._open_directory(_parts(hexdigest), create=True)
             try:
-                self._verify_present(name, path, directory, data)
-                return PutResult(name, len(data), created=False)
-            except FileNotFoundError:
-                pass
-            created = self._write(name, path, directory, data)
+                try:
+                    self._verify_present(name, hexdigest, directory, data)
+                    return PutResult(name, len(data), created=False)
+                except FileNotFoundError:
+                    pass
+                created = self._write(name, hexdigest, directory, data)
+            finally:
+                os.close(directory)
+        except StoreError:
+            raise
         except OSError as error:
             raise StoreError(f"store {self.id}: cannot store {name}: {_describe(error)}") from None
         return PutResult(name, len(data), created=created)
 
-    def _write(self, name: str, path: str, directory: str, data: bytes) -> bool:
-        self._make_directories(directory)
-        temporary = f"{directory}/{_TEMPORARY_PREFIX}{secrets.token_hex(8)}"
+    def _write(self, name: str, hexdigest: str, directory: int, data: bytes) -> bool:
+        temporary = f"{_TEMPORARY_PREFIX}{secrets.token_hex(8)}"
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        fd = os.open(temporary, flags, 0o600, dir_fd=self._fd)
+        fd = os.open(temporary, flags, 0o600, dir_fd=directory)
         try:
             try:
                 view = memoryview(data)
@@ -122,9 +183,9 @@ class FilesystemStore:
             try:
                 os.link(
                     temporary,
-                    path,
-                    src_dir_fd=self._fd,
-                    dst_dir_fd=self._fd,
+                    hexdigest,
+                    src_dir_fd=directory,
+                    dst_dir_fd=directory,
                     follow_symlinks=False,
                 )
                 created = True
@@ -132,27 +193,52 @@ class FilesystemStore:
                 created = False
         finally:
             with contextlib.suppress(FileNotFoundError):
-                os.unlink(temporary, dir_fd=self._fd)
-        self._sync_directory(directory)
+                os.unlink(temporary, dir_fd=directory)
+        os.fsync(directory)
         if not created:
-            self._verify_present(name, path, directory, data)
+            self._verify_present(name, hexdigest, directory, data)
         else:
             self._remember(name)
         return created
 
-    def _verify_present(self, name: str, path: str, directory: str, data: bytes) -> None:
-        """Rule 4; ``FileNotFoundError`` when absent."""
+    def _open_object(self, name: str, hexdigest: str, directory: int) -> int:
+        """Rule 6: a descriptor of a regular file, ``FileNotFoundError`` when absent."""
         try:
-            fd = os.open(path, _READ_FLAGS, dir_fd=self._fd)
+            fd = os.open(hexdigest, _READ_FLAGS, dir_fd=directory)
+        except FileNotFoundError:
+            raise
         except OSError as error:
             if error.errno == errno.ELOOP:
                 raise ObjectCorrupt(
                     f"store {self.id}: object {name} is a symbolic link (corrupt)"
                 ) from None
+            try:  # a socket (ENXIO) or another special file that refuses to open
+                mode = os.stat(hexdigest, dir_fd=directory, follow_symlinks=False).st_mode
+            except OSError:
+                raise error from None
+            self._require_regular(name, mode)
             raise
         try:
+            self._require_regular(name, os.fstat(fd).st_mode)
+            os.set_blocking(fd, True)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def _require_regular(self, name: str, mode: int) -> None:
+        if not stat.S_ISREG(mode):
+            raise ObjectCorrupt(
+                f"store {self.id}: object {name} is not a regular file "
+                f"({_KINDS.get(stat.S_IFMT(mode), 'a special file')}; corrupt, never read)"
+            )
+
+    def _verify_present(self, name: str, hexdigest: str, directory: int, data: bytes) -> None:
+        """Rule 4; ``FileNotFoundError`` when absent."""
+        fd = self._open_object(name, hexdigest, directory)
+        try:
             info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode) or info.st_size != len(data):
+            if info.st_size != len(data):
                 raise ObjectCorrupt(
                     f"store {self.id}: object {name} is {info.st_size} bytes, not the "
                     f"{len(data)} bytes that hash to its name (corrupt; never rewritten)"
@@ -164,35 +250,18 @@ class FilesystemStore:
                 )
             if not self._known_synced(name):
                 os.fsync(fd)
-                self._sync_directory(directory, parents=True)
+                os.fsync(directory)
+                first = self._open_directory(_parts(hexdigest)[:1], create=False)
+                try:
+                    os.fsync(first)
+                finally:
+                    os.close(first)
+                os.fsync(self._fd)
                 self._remember(name)
             if time.time() - info.st_mtime > _REFRESH_SECONDS:
                 os.utime(fd)
         finally:
             os.close(fd)
-
-    def _make_directories(self, directory: str) -> None:
-        parent = ""
-        for part in directory.split("/"):
-            target = f"{parent}/{part}" if parent else part
-            try:
-                os.mkdir(target, 0o700, dir_fd=self._fd)
-            except FileExistsError:
-                pass
-            else:
-                self._sync_directory(parent)
-            parent = target
-
-    def _sync_directory(self, directory: str, *, parents: bool = False) -> None:
-        chain = [directory]
-        if parents:
-            chain += [directory.split("/")[0], ""]
-        for item in chain:
-            fd = os.open(item or ".", _DIRECTORY_FLAGS, dir_fd=self._fd)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
 
     def _known_synced(self, name: str) -> bool:
         with self._lock:
@@ -211,21 +280,20 @@ class FilesystemStore:
 
     def get(self, name: str, size: int | None = None) -> bytes:
         hexdigest = hex_of(name)
-        _, path = _relative(hexdigest)
         try:
-            fd = os.open(path, _READ_FLAGS, dir_fd=self._fd)
+            directory = self._open_directory(_parts(hexdigest), create=False)
+            try:
+                fd = self._open_object(name, hexdigest, directory)
+            finally:
+                os.close(directory)
         except FileNotFoundError:
             raise ObjectMissing(f"store {self.id}: no object {name}") from None
+        except StoreError:
+            raise
         except OSError as error:
-            if error.errno == errno.ELOOP:
-                raise ObjectCorrupt(
-                    f"store {self.id}: object {name} is a symbolic link (corrupt)"
-                ) from None
             raise StoreError(f"store {self.id}: cannot read {name}: {_describe(error)}") from None
         try:
             info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode):
-                raise ObjectCorrupt(f"store {self.id}: object {name} is not a regular file")
             if size is not None and info.st_size != size:
                 raise ObjectCorrupt(
                     f"store {self.id}: object {name} is {info.st_size} bytes, the log says "
@@ -243,70 +311,111 @@ class FilesystemStore:
         return data
 
     def objects(self) -> Iterator[StoredObject]:
-        for path, hexdigest in self._entries(temporaries=False):
-            try:
-                info = os.stat(path, dir_fd=self._fd, follow_symlinks=False)
-            except FileNotFoundError:
-                continue
+        for _, hexdigest, info in self._entries(temporaries=False):
             yield StoredObject("sha256:" + hexdigest, info.st_size, info.st_mtime)
 
     def temporaries(self) -> Iterator[tuple[str, float]]:
         """Temporary files left by interrupted writes: (path relative to the root, mtime)."""
-        for path, _ in self._entries(temporaries=True):
-            try:
-                yield path, os.stat(path, dir_fd=self._fd, follow_symlinks=False).st_mtime
-            except FileNotFoundError:
-                continue
+        for path, _, info in self._entries(temporaries=True):
+            yield path, info.st_mtime
 
     def remove_temporary(self, path: str) -> None:
-        if _TEMPORARY_PREFIX not in path:
+        first, second, entry = [*path.split("/"), "", "", ""][:3]
+        if not entry.startswith(_TEMPORARY_PREFIX) or "/" in entry:
             raise ValueError(f"{path!r} is not a temporary file of this store")
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path, dir_fd=self._fd)
-
-    def _entries(self, *, temporaries: bool) -> Iterator[tuple[str, str]]:
         try:
-            for first in _listdir(self._fd, "."):
+            directory = self._open_directory((first, second), create=False)
+        except FileNotFoundError:
+            return
+        try:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(entry, dir_fd=directory)
+        finally:
+            os.close(directory)
+
+    def _entries(self, *, temporaries: bool) -> Iterator[tuple[str, str, os.stat_result]]:
+        """(path relative to the root, hex digest or "", lstat) of each object or temporary;
+        a directory that is a link is :class:`UnsafeStorePath` (rule 5), never followed."""
+        try:
+            for first in os.listdir(self._fd):
                 if not _is_hex_pair(first):
                     continue
-                for second in _listdir(self._fd, first):
+                for second in self._listdir((first,)):
                     if not _is_hex_pair(second):
                         continue
-                    directory = f"{first}/{second}"
-                    for entry in _listdir(self._fd, directory):
-                        if temporaries:
-                            if entry.startswith(_TEMPORARY_PREFIX):
-                                yield f"{directory}/{entry}", ""
-                        elif (
-                            len(entry) == 64
-                            and entry.startswith(first + second)
-                            and all(c in "0123456789abcdef" for c in entry)
-                        ):
-                            yield f"{directory}/{entry}", entry
+                    try:
+                        directory = self._open_directory((first, second), create=False)
+                    except FileNotFoundError:
+                        continue
+                    try:
+                        for entry in os.listdir(directory):
+                            if temporaries:
+                                if not entry.startswith(_TEMPORARY_PREFIX):
+                                    continue
+                            elif not (
+                                len(entry) == 64
+                                and entry.startswith(first + second)
+                                and all(c in "0123456789abcdef" for c in entry)
+                            ):
+                                continue
+                            try:
+                                info = os.stat(entry, dir_fd=directory, follow_symlinks=False)
+                            except FileNotFoundError:
+                                continue
+                            yield (
+                                f"{first}/{second}/{entry}",
+                                "" if temporaries else entry,
+                                info,
+                            )
+                    finally:
+                        os.close(directory)
+        except StoreError:
+            raise
         except OSError as error:
             raise StoreError(f"store {self.id}: cannot list: {_describe(error)}") from None
 
-    def delete(self, name: str) -> bool:
-        _, path = _relative(hex_of(name))
+    def _listdir(self, parts: tuple[str, ...]) -> list[str]:
         try:
-            os.unlink(path, dir_fd=self._fd)
+            fd = self._open_directory(parts, create=False)
+        except FileNotFoundError:
+            return []
+        try:
+            return os.listdir(fd)
+        finally:
+            os.close(fd)
+
+    def delete(self, name: str) -> bool:
+        hexdigest = hex_of(name)
+        try:
+            directory = self._open_directory(_parts(hexdigest), create=False)
+        except FileNotFoundError:
+            return False
+        except StoreError:
+            raise
+        except OSError as error:
+            raise StoreError(f"store {self.id}: cannot delete {name}: {_describe(error)}") from None
+        try:
+            os.unlink(hexdigest, dir_fd=directory)
         except FileNotFoundError:
             return False
         except OSError as error:
             raise StoreError(f"store {self.id}: cannot delete {name}: {_describe(error)}") from None
+        finally:
+            os.close(directory)
         return True
+
+
+_KINDS: Final = {
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFDIR: "a directory",
+}
 
 
 def _is_hex_pair(name: str) -> bool:
     return len(name) == 2 and all(c in "0123456789abcdef" for c in name)
-
-
-def _listdir(root_fd: int, relative: str) -> list[str]:
-    fd = os.open(relative, _DIRECTORY_FLAGS | os.O_NOFOLLOW, dir_fd=root_fd)
-    try:
-        return os.listdir(fd)
-    finally:
-        os.close(fd)
 
 
 def _read_all(fd: int, size: int) -> bytes:
@@ -353,6 +462,6 @@ def _open_root(root: Path, create: bool) -> int:
     if problem is not None:
         raise StoreError(f"store fs:{root} {problem}")
     try:
-        return os.open(root, _DIRECTORY_FLAGS | os.O_NOFOLLOW)
+        return os.open(root, _DIRECTORY_FLAGS)
     except OSError as error:
         raise StoreError(f"store fs:{root}: cannot open it: {_describe(error)}") from None

@@ -6,8 +6,11 @@ Rules (the contract the server relies on):
 1. :meth:`Retention.running` opens one store per distinct store among the sessions that retain
    (a store that cannot be opened — an unsafe filesystem root, a malformed spec — is a
    :class:`~daemon.retention.StoreError` and the daemon does not start) and a pool of
-   :data:`STORE_THREADS` threads for the writes; on exit it drops writes not yet started and
-   closes the stores.
+   :data:`STORE_THREADS` threads for the writes (:class:`~daemon.retention._pool.StorePool`:
+   an operation running past ``deadline`` is *stuck*, replaced by another thread, and a store
+   with :data:`STORE_THREADS` stuck operations fails new ones at once); on exit it drops
+   writes not yet started, abandons running ones (daemon threads: stop never waits for a hung
+   store) and closes the stores.
 2. :meth:`Retention.start` is called when a request's evidence has been received, before it
    is evaluated. For a session with ``retain = "all"`` it hands one write per item to the
    thread pool at once (no wait for the event loop to schedule anything), so the writes run
@@ -32,7 +35,9 @@ Rules (the contract the server relies on):
    items found in the recent memory (``recent``, rule 2), and failures; a store whose latest
    write failed is *failing* (its error and since when), which makes ``health`` say
    ``degraded``. The first successful write clears it: there is no separate recovery step,
-   each request tries the store again (with the SDK's retries).
+   each request tries the store again (with the SDK's retries). A store with a *stuck*
+   operation (rule 1) is failing too, while the operation runs (``stuck``, ``stuck_seconds``),
+   whatever the other writes did: a hung store is never reported healthy.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ import collections
 import concurrent.futures
 import contextlib
 from collections.abc import AsyncIterator, Mapping, Sequence
+from functools import partial
 from typing import Any, Final, Protocol
 
 import attrs
@@ -51,6 +57,7 @@ from daemon.audit._fields import decision_fields
 from daemon.errors import ServiceError
 from daemon.retention._open import open_store
 from daemon.retention._policy import RetentionPolicy
+from daemon.retention._pool import StorePool
 from daemon.retention._store import PutResult, RetentionStore, StoreError, name_of
 from session import BoundProposition
 
@@ -108,9 +115,11 @@ class _StoreState:
         if len(self.memory) > _RECENT_MEMORY:
             self.memory.popitem(last=False)
 
-    def status(self) -> dict[str, Any]:
+    def status(self, stuck: tuple[int, float]) -> dict[str, Any]:
         return {
             "store": self.store.id,
+            "stuck": stuck[0],
+            "stuck_seconds": round(stuck[1], 3),
             "writes": self.writes,
             "created": self.created,
             "verified": self.verified,
@@ -257,7 +266,7 @@ class Retention:
         }
         self._states: dict[str, _StoreState] = {}
         self._by_session: dict[str, _StoreState] = {}
-        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._executor: StorePool | None = None
         self._token: trio.lowlevel.TrioToken | None = None
 
     @property
@@ -275,14 +284,12 @@ class Retention:
                 self._by_session[name] = self._states[key]
             if self._policies:
                 self._token = trio.lowlevel.current_trio_token()
-                self._executor = concurrent.futures.ThreadPoolExecutor(
-                    STORE_THREADS, thread_name_prefix="evidenced-store"
-                )
+                self._executor = StorePool(STORE_THREADS, self.deadline)
             yield
         finally:
             executor, self._executor = self._executor, None
             if executor is not None:
-                executor.shutdown(wait=False, cancel_futures=True)
+                executor.shutdown()
             for state in self._states.values():
                 with contextlib.suppress(Exception):
                     state.store.close()
@@ -306,12 +313,19 @@ class Retention:
                 token.run_sync_soon(pending._completed, future)
 
         try:
-            executor.submit(store.put, item).add_done_callback(deliver)
+            executor.submit(store.id, partial(store.put, item)).add_done_callback(deliver)
         except RuntimeError:  # the pool was shut down
             pending._finished(None, "the daemon is shutting down")
 
     def failure_reason(self) -> str | None:
         """Why ``health`` is degraded because of a store, or None (rule 4)."""
+        stuck = self._executor.stuck() if self._executor is not None else {}
+        for store, (count, seconds) in sorted(stuck.items()):
+            return (
+                f"evidence store {store} stuck: {count} operation(s) running for up to "
+                f"{seconds:.0f} s (deadline {self.deadline:g} s); decisions needing it are "
+                "answered AUDIT_FAILED"
+            )
         failing = [state for state in self._states.values() if state.failing_since is not None]
         if not failing:
             return None
@@ -324,10 +338,14 @@ class Retention:
     def status(self) -> dict[str, Any] | None:
         if not self._policies:
             return None
+        stuck = self._executor.stuck() if self._executor is not None else {}
         return {
             "sessions": {
                 name: {"retain": policy.retain, "store": policy.store.id}
                 for name, policy in sorted(self._policies.items())
             },
-            "stores": [state.status() for _, state in sorted(self._states.items())],
+            "stores": [
+                state.status(stuck.get(key, (0, 0.0)))
+                for key, state in sorted(self._states.items())
+            ],
         }

@@ -14,8 +14,8 @@ Rules (the contract every backend keeps):
    object is :class:`ObjectMissing`; bytes that do not hash to their name (or whose length is
    not ``size``) are :class:`ObjectCorrupt` and are never returned.
 4. Every failure is a :class:`StoreError` (a service fault: ours, never the client's) with a
-   message that names the store and the object; nothing else escapes a store method except
-   ``ValueError`` for a malformed name.
+   message that names the store and the object, and a :attr:`StoreError.code`; nothing else
+   escapes a store method except ``ValueError`` for a malformed name.
 5. A store is named by its *spec*: ``fs:PATH`` or ``s3://BUCKET[/PREFIX]``
    (:func:`parse_spec`). :attr:`RetentionStore.id` is the canonical spec (``fs:`` with an
    absolute path), the value audit lines record in ``store``.
@@ -41,7 +41,9 @@ __all__ = [
     "RetentionStore",
     "StoreError",
     "StoreSpec",
+    "StoreStuck",
     "StoredObject",
+    "UnsafeStorePath",
     "hex_of",
     "name_of",
     "parse_spec",
@@ -53,15 +55,41 @@ _BUCKET_RE: Final = re.compile(r"[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]\Z")
 
 
 class StoreError(ServiceError):
-    """The store cannot do what was asked (unreachable, refused, I/O error, unsafe path)."""
+    """The store cannot do what was asked (unreachable, refused, I/O error, unsafe path).
+
+    :attr:`code` is a closed-vocabulary name of the kind of failure (rule 4), the same for
+    every backend: ``STORE_FAILED`` (I/O error, unreachable, refused), ``OBJECT_MISSING``,
+    ``OBJECT_CORRUPT`` (other bytes, another length, a link or a non-regular file in an
+    object's place), ``STORE_PATH_UNSAFE`` (a path component that is not a real directory),
+    ``STORE_STUCK`` (an operation did not end within its deadline)."""
+
+    code = "STORE_FAILED"
 
 
 class ObjectMissing(StoreError):
     """No object of that name is in the store."""
 
+    code = "OBJECT_MISSING"
+
 
 class ObjectCorrupt(StoreError):
-    """The stored bytes do not hash to the object's name (or have another length)."""
+    """The stored bytes do not hash to the object's name (or have another length), or the
+    object is not a regular file."""
+
+    code = "OBJECT_CORRUPT"
+
+
+class UnsafeStorePath(StoreError):
+    """A directory on the way to an object is a symbolic link or not a directory: the object
+    would be read or written outside the store root, so nothing is."""
+
+    code = "STORE_PATH_UNSAFE"
+
+
+class StoreStuck(StoreError):
+    """A store operation did not end within its deadline (a hung filesystem or endpoint)."""
+
+    code = "STORE_STUCK"
 
 
 @attrs.frozen

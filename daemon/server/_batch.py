@@ -37,11 +37,11 @@ from __future__ import annotations
 
 import base64
 import binascii
-import sys
 from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
+from daemon import logs
 from daemon.server._http_body import SubmitBody, body_limit, parse_json
 from daemon.server._http_codec import END_OF_BODY
 from daemon.server._http_errors import HttpRefusal, error_document
@@ -308,9 +308,13 @@ async def _one(
     try:
         await pipeline.submit(submit, element, requester, peer, started=started)
     except Exception as error:
-        sys.stderr.write(
-            f"evidenced: a batch pair of {echo(requester)} failed: "
-            f"{type(error).__name__}: {echo(str(error), 256)}\n"
+        detail = f"{type(error).__name__}: {echo(str(error), 256)}"
+        logs.error(
+            "connection_failed",
+            f"a batch pair of {echo(requester)} failed: {detail}",
+            listener="http",
+            requester=requester,
+            error=detail,
         )
         answer = await pipeline.refusal(
             requester,

@@ -67,6 +67,7 @@ class Link:
         self.figures: dict[str, Any] = {}
         self.lines = 0
         self.frames = 0
+        self.last_heard = trio.current_time()  # any frame is a heartbeat (_heartbeat rule 1)
 
     def entry(self, restarts: int) -> dict[str, Any]:
         """This worker in ``health``'s ``workers``."""
@@ -110,6 +111,7 @@ class Sequencer:
                         break
                     if message is None:
                         break
+                    link.last_heard = trio.current_time()
                     kind = message[0] if isinstance(message, list) and message else None
                     if kind == "r":
                         nursery.start_soon(self._commit, link, message[1])
@@ -176,7 +178,7 @@ class Sequencer:
     def state(self, workers: list[dict[str, Any]]) -> dict[str, Any]:
         """Rule 5."""
         return {
-            "failure_reason": self.audit.failure_reason,
+            "failure_reason": self.audit.failure_reason or self.audit.alarm,
             "audit": self.audit.status(),
             "transparency": publish_status(transparency_status(self.transparency), self.publisher),
             "sequencer_pid": os.getpid(),

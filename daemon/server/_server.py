@@ -199,7 +199,7 @@ class Server:
     def readiness(self) -> tuple[str, str | None]:
         """(``serving`` | ``degraded`` | ``draining``, the reason) (rule 3)."""
         reason = self.audit.failure_reason if self.audit is not None else None
-        reason = reason or self._retention.failure_reason()
+        reason = reason or getattr(self.audit, "alarm", None) or self._retention.failure_reason()
         if self.draining:
             return "draining", reason
         return ("degraded", reason) if reason else ("serving", None)

@@ -40,7 +40,9 @@ Rules (the contract):
 4. Workers ignore SIGINT (the parent decides) and stop when the parent's stream ends.
 5. ``health`` (answered by whichever worker a client reaches) aggregates: the counters and
    connection figures summed over the workers, ``workers`` (each worker's figures, pid,
-   restarts), the sequencer's audit and transparency status. ``/metrics`` is per process
+   restarts, heartbeat), the sequencer's audit and transparency status.
+6. A worker silent past the heartbeat deadline is killed, then restarted by rule 2
+   (:mod:`daemon.server._heartbeat`). ``/metrics`` is per process
    (the worker that answered; docs/operations.md).
 """
 
@@ -70,6 +72,7 @@ from daemon.errors import ServiceError
 from daemon.retention._publish import PublishLoop
 from daemon.server import _systemd as systemd
 from daemon.server._audit_client import PUSH_INTERVAL, AuditClient
+from daemon.server._heartbeat import Heartbeat
 from daemon.server._listeners import open_listeners
 from daemon.server._publishing import start_publishing, stop_publishing
 from daemon.server._sequencer import Link, Sequencer
@@ -175,6 +178,7 @@ class Supervisor:
         self._draining = False
         self._serving = False  # every first worker said it serves (rule 1 is over)
         self._nursery: trio.Nursery | None = None
+        self.heartbeat = Heartbeat()
         #: Called with ``"STOPPING=1"`` when a signal begins the drain (``sd_notify``).
         self.notify: Callable[[str], object] = lambda state: None
         #: Whether a listener is served exposed under ``insecure_listen`` (daemon.config._checks).
@@ -238,6 +242,7 @@ class Supervisor:
                         raise WorkersFailed("a worker exited before it could serve (see above)")
                     nursery.start_soon(self._push_state)
                     nursery.start_soon(self._reloads, audit)
+                    nursery.start_soon(self.heartbeat.watch, self._links, lambda: self._draining)
                     self._serving = True
                     task_status.started()
                     await obey(  # the one signal policy (daemon.server._signals)
@@ -379,14 +384,24 @@ class Supervisor:
         slot.restarts += 1
         await self._start(link.index)
 
+    def _links(self) -> list[Link]:
+        return [slot.link for slot in self._slots if slot.link is not None]
+
     def workers(self) -> list[dict[str, Any]]:
-        return [slot.link.entry(slot.restarts) for slot in self._slots if slot.link is not None]
+        return [
+            {**link.entry(slot.restarts), **self.heartbeat.fields(link)}
+            for slot in self._slots
+            if (link := slot.link) is not None
+        ]
 
     async def _push_state(self) -> None:
         """Every worker gets the daemon's state (:meth:`Sequencer.state`)."""
         assert self.sequencer is not None
         while True:
             state = self.sequencer.state(self.workers())
+            state["failure_reason"] = state["failure_reason"] or self.heartbeat.reason(
+                self._links()
+            )
             for slot in self._slots:
                 link = slot.link
                 if link is not None and link.alive:
