@@ -123,7 +123,11 @@ def test_snapshot_holds_the_exposition_samples_but_buckets() -> None:
 
 
 def test_every_exposed_metric_is_documented_and_every_documented_one_exposed() -> None:
+    from daemon.retention._publish import PublishStatus
+
     metrics = ServerMetrics(["s"])
+    # as a server that publishes its transparency log sets it (daemon.server._publishing)
+    metrics.publish_status = lambda: PublishStatus("fs:/p", 3, 5, 0, None, None)
     exposed = {
         family.name if family.type != "counter" else family.name + "_total"
         for family in text_string_to_metric_families(metrics.exposition().decode("utf-8"))
