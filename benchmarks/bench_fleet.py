@@ -177,20 +177,22 @@ def _nginx(prefix: Path, replicas: list[Replica]) -> tuple[subprocess.Popen[byte
 
 
 def _body(number: int, digest: str) -> bytes:
+    from session import BoundProposition, EvidenceBounds
+
     item = f"artifact {number:09d}".encode().ljust(64, b".")
     ref = "sha256:" + hashlib.sha256(item).hexdigest()
-    binding = {
-        "subject_id": "item",
-        "predicate": "bytes.sha256",
-        "expected": ref,
-        "mechanism_id": MECHANISM_ID,
-        "mechanism_digest": digest,
-        "evidence_refs": [ref],
-        "trust_roots": ["bench-root"],
-        "bounds": {"max_evidence_items": 1, "max_evidence_bytes": 1048576},
-    }
+    binding = BoundProposition(
+        subject_id="item",
+        predicate="bytes.sha256",
+        expected=ref,
+        mechanism_id=MECHANISM_ID,
+        mechanism_digest=digest,
+        evidence_refs=(ref,),
+        trust_roots=("bench-root",),
+        bounds=EvidenceBounds(1, 4096),
+    )
     evidence = [{"base64": base64.b64encode(item).decode()}]
-    return json.dumps({"binding": binding, "evidence": evidence}).encode()
+    return json.dumps({"binding": binding.to_dict(), "evidence": evidence}).encode()
 
 
 def _client(port: int, until: float, offset: int, digest: str, out: Any) -> None:
@@ -327,7 +329,7 @@ def _run_once(
         cpu = sum(_tree_cpu(r.process.pid) for r in replicas) - cpu_before
         lags: list[float] = []
         if watch is not None:
-            time.sleep(3.0)  # let the last checkpoints reach the bucket
+            time.sleep(6.0)  # let the last checkpoints reach the bucket
             watch.stop()
             by_address = {r.http: r.origin for r in replicas}
             for answered, upstream, index in records:
