@@ -38,10 +38,10 @@ import cli
 # imported (the others pull in numpy, jsonschema, ...); ``--help`` imports all.
 _COMMANDS: dict[str, str | tuple[str, ...]] = {
     "serve": "daemon.commands._serve_cli",
-    "submit": "daemon.commands._serve_cli",
-    "sessions": "daemon.commands._serve_cli",
-    "health": "daemon.commands._serve_cli",
-    "audit": "daemon.commands._serve_cli",
+    "submit": "daemon.commands._client_cli",
+    "sessions": "daemon.commands._client_cli",
+    "health": "daemon.commands._client_cli",
+    "audit": "daemon.commands._audit_cli",
     "config": ("daemon.commands._config_cli", "daemon.commands._systemd_unit_cli"),
     "log": "daemon.commands._log_cli",
     "replay": "daemon.commands._retention_cli",

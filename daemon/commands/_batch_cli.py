@@ -56,7 +56,7 @@ def submit_pairs(
     outcome_exit: Mapping[str, int],
 ) -> int:
     """``submit`` with ``--pair``/``--batch`` (module rules). ``submit``'s own pieces are
-    handed in (``daemon/commands/_serve_cli.py``): the client keywords of the address flags,
+    handed in (``daemon/commands/_client_cli.py``): the client keywords of the address flags,
     the honest binding of a session's mechanism, the runner that maps client failures to
     exits, and the outcome → exit table."""
     from daemon.client._connect import open_client

@@ -23,7 +23,7 @@ from typing import Any, Final
 
 import cli
 from cli import Exit, RejectedInput
-from daemon.commands._serve_cli import _positive_seconds
+from daemon.commands._client_cli import _positive_seconds
 
 EXIT_OK: Final = Exit.OK
 EXIT_FAIL: Final = Exit.FAIL

@@ -112,10 +112,10 @@ def test_a_plugin_session_is_served_from_configuration_and_bound_without_knowing
 
 
 def test_a_mechanism_the_client_has_no_provider_for_is_refused() -> None:
-    from daemon.commands import _serve_cli
+    from daemon.commands import _client_cli
 
     with pytest.raises(Exception, match=r"no installed provider for mechanism 'nowhere\.0'"):
-        _serve_cli._honest_binding(
+        _client_cli._honest_binding(
             {"mechanism_id": "nowhere.0", "mechanism_digest": "sha256:" + "0" * 64}, [b"x"]
         )
 

@@ -1,0 +1,362 @@
+"""CLI commands ``submit``, ``sessions`` and ``health`` (they never load the server, the
+configuration or the audit log: docs/benchmarks.md, "The CLI's imports").
+
+The :mod:`cli` contract applies (one JSON document on stdout on every path, errors as
+``{"error": {"code", "message", "exit"}}``, one-line messages on stderr); per command:
+
+* ``submit [--connect URL | --socket PATH] --session NAME FILE... [--binding FILE]``
+  (``URL``: ``HOST:PORT``, ``tcp://``, ``tls://``, ``http://``, ``https://``; with
+  ``--token-file FILE``, ``--tls-ca``, ``--tls-cert``, ``--tls-key``)
+  prints the decision (``decision_id``, ``session``, the ``EvaluatedProposition`` fields and
+  the audit line's ``seq`` and ``line_digest``).
+  Without ``--binding`` it asks the server for the session's mechanism and builds the honest
+  binding from the files with the installed provider of that mechanism id
+  (``MechanismProvider.client_binding`` over what the server announced: its digest, the
+  parameters it announced as ``pinned`` — the host's policy digest for a descriptor session —
+  and the mechanism's ``accepted_bounds``, lowered by a host that lowered a limit).
+  Exit 0 PASS, 1 FAIL, 3 UNKNOWN; 2 for the wrong number of files, or a mechanism no
+  installed provider builds bindings for (pass ``--binding``); 65 refused (by the server, with
+  its code and ``decision_id``; ``UNKNOWN_SESSION`` when the server hosts no such
+  session; ``BINDING_UNBUILDABLE`` when the files cannot be bound), 69 unreachable, 75
+  busy/timeout/shutting down, 70 server-side failure.
+* ``sessions`` / ``health`` (same address flags) print the server's answer; exit 0, 69, 75.
+
+Files named on the command line (``submit`` evidence and ``--binding``) are read with
+:func:`cli.read_input` (``-`` is stdin): more than 16 MiB (eight times the default frame cap) is
+rejected input, exit 65 with the cap in the message; a missing file is 66.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, Final, TypeVar
+
+import trio
+
+import cli
+from cli import CliError, Exit, RejectedInput, UsageError
+from daemon.client._client import (
+    Client,
+    ClientError,
+    ClientTimeout,
+    RejectedError,
+    ServerProtocolError,
+    ServiceUnavailable,
+    SubmitResult,
+    TransportError,
+)
+from daemon.client._connect import open_client
+from daemon.client._receipts import ReceiptUnavailable, fetch_receipt
+from daemon.client._targets import DEFAULT_TCP_PORT as DEFAULT_PORT
+from daemon.client._targets import parse_target
+from daemon.commands._batch_cli import add_pair_arguments, submit_pairs
+from session import Announcement, BoundProposition, EvidenceCountError, providers_for_mechanism
+
+# The client commands never load the server, the configuration or the audit log
+# (docs/benchmarks.md, "The CLI's imports").
+
+
+_OUTCOME_EXIT: Final = {"PASS": Exit.OK, "FAIL": Exit.FAIL, "UNKNOWN": Exit.UNKNOWN}
+_SERVICE_EXIT: Final = {"AUDIT_FAILED": Exit.INTERNAL, "INTERNAL": Exit.INTERNAL}
+
+
+_Usage = UsageError
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds: {text!r}")
+    return value
+
+
+def _add_address(parser: argparse.ArgumentParser, *, verb: str) -> None:
+    group = parser.add_mutually_exclusive_group()
+    if verb == "connect":
+        group.add_argument(
+            "--connect",
+            dest="address",
+            metavar="URL",
+            help=f"HOST:PORT, or a tcp://, tls://, http:// or https:// URL (default: "
+            f"127.0.0.1:{DEFAULT_PORT})",
+        )
+    else:
+        group.add_argument(
+            "--listen",
+            dest="address",
+            metavar="HOST:PORT",
+            help=f"TCP address (default: 127.0.0.1:{DEFAULT_PORT})",
+        )
+    group.add_argument("--socket", metavar="PATH", help="Unix socket path (instead of TCP)")
+    if verb == "connect":
+        parser.add_argument(
+            "--token-file",
+            metavar="FILE",
+            help="a file whose first line is the bearer token (docs/http.md)",
+        )
+        parser.add_argument("--tls-ca", metavar="FILE", help="CA bundle to verify the server")
+        parser.add_argument("--tls-cert", metavar="FILE", help="client certificate (PEM)")
+        parser.add_argument("--tls-key", metavar="FILE", help="client certificate's key (PEM)")
+
+
+def _add_timeout(parser: argparse.ArgumentParser, default: float) -> None:
+    parser.add_argument(
+        "--timeout",
+        type=_positive_seconds,
+        default=default,
+        metavar="SECONDS",
+        help="connect and request timeout",
+    )
+
+
+def _client_target(args: argparse.Namespace) -> dict[str, Any]:
+    """``open_client`` keywords from the address, token and TLS flags."""
+    options: dict[str, Any] = {
+        "tls_ca": args.tls_ca,
+        "tls_cert": args.tls_cert,
+        "tls_key": args.tls_key,
+        "token": _read_token(args.token_file) if args.token_file else None,
+    }
+    if args.socket:
+        return {"unix": args.socket, **options}
+    address = args.address or f"127.0.0.1:{DEFAULT_PORT}"
+    try:
+        parse_target(address)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    return {"url": address, **options}
+
+
+def _read_token(path: str) -> str:
+    """The first line of ``path``, stripped (``--token-file``)."""
+    lines = cli.read_input(path).decode("utf-8", "replace").splitlines()
+    token = lines[0].strip() if lines else ""
+    if not token:
+        raise UsageError(f"--token-file {path}: no token on its first line")
+    return token
+
+
+def _client_failure(error: ClientError) -> CliError:
+    """The contract's error for a client failure: a server refusal keeps its code and
+    ``decision_id``; transport failures are UNREACHABLE (69), TIMEOUT (75) or PROTOCOL (70)."""
+    if isinstance(error, RejectedError):
+        if isinstance(error, ServiceUnavailable):
+            exit_code = _SERVICE_EXIT.get(error.code, Exit.BUSY)
+        else:
+            exit_code = Exit.REJECTED
+        return CliError(
+            f"refused: {error.code}: {error.message}",
+            exit=exit_code,
+            code=error.code,
+            details={"decision_id": error.decision_id},
+        )
+    if isinstance(error, ClientTimeout):
+        return CliError(str(error), exit=Exit.BUSY, code="TIMEOUT", details={"decision_id": None})
+    if isinstance(error, TransportError):
+        return CliError(
+            str(error), exit=Exit.UNREACHABLE, code="UNREACHABLE", details={"decision_id": None}
+        )
+    code = "PROTOCOL" if isinstance(error, ServerProtocolError) else "INTERNAL"
+    return CliError(str(error), exit=Exit.INTERNAL, code=code, details={"decision_id": None})
+
+
+def _honest_binding(mechanism: dict[str, Any], files: list[bytes]) -> BoundProposition:
+    """The honest binding for a session whose mechanism the server announced: built by the
+    installed provider of that mechanism id from what the server announced about it
+    (``MechanismProvider.client_binding`` over a :class:`session.Announcement`: the digest,
+    the ``pinned`` parameters of a host's non-default policy, and the ``accepted_bounds`` a
+    host that lowered a limit accepts). No provider, or several, is a usage error (pass
+    ``--binding``)."""
+    mechanism_id = mechanism["mechanism_id"]
+    found = providers_for_mechanism(mechanism_id)
+    if not found:
+        raise _Usage(f"no installed provider for mechanism {mechanism_id!r}; pass --binding FILE")
+    if len(found) > 1:
+        names = sorted(f"{entry.name} ({entry.distribution})" for entry, _ in found)
+        raise _Usage(f"mechanism {mechanism_id!r} has several providers {names}; pass --binding")
+    ((_, provider),) = found
+    announcement = Announcement.from_wire(mechanism)
+    try:
+        return provider.client_binding(files, announcement)
+    except EvidenceCountError as error:
+        raise UsageError(str(error)) from None
+
+
+T = TypeVar("T")
+
+
+def _run_submitting(main: Callable[[], Awaitable[T]]) -> T:
+    """``trio.run(main)`` for ``submit``: a client failure as its exit, a CLI error as is, and
+    a ``ValueError`` (the honest binding cannot be built from these files) as rejected input."""
+    try:
+        return trio.run(main)
+    except ClientError as error:
+        raise _client_failure(error) from None
+    except CliError:
+        raise
+    except ValueError as error:
+        raise RejectedInput(
+            f"cannot build the honest binding: {type(error).__name__}: {error}",
+            code="BINDING_UNBUILDABLE",
+        ) from None
+
+
+def _submit(args: argparse.Namespace) -> int:
+    if args.pairs or args.batch:  # many pairs (daemon/commands/_batch_cli.py)
+        return submit_pairs(
+            args,
+            target=_client_target(args),
+            honest_binding=_honest_binding,
+            run=_run_submitting,
+            outcome_exit=_OUTCOME_EXIT,
+        )
+    if not args.files:
+        raise UsageError("the evidence FILE... (or --pair A B, or --batch FILE) is required")
+    target = _client_target(args)
+    files = [cli.read_input(name) for name in args.files]
+    binding_wire: dict[str, Any] | None = None
+    if args.binding:
+        try:
+            loaded = json.loads(cli.read_input(args.binding).decode("utf-8"))
+        except (ValueError, UnicodeDecodeError) as error:
+            raise RejectedInput(f"binding file {args.binding} is not JSON: {error}") from None
+        if not isinstance(loaded, dict):
+            raise RejectedInput(f"binding file {args.binding} is not a JSON object")
+        binding_wire = loaded
+
+    log_key = None
+    if args.receipt and args.key:
+        from daemon.commands._log_cli import read_verifier_key
+
+        log_key = read_verifier_key(args.key)  # an unreadable or malformed key: 65/66
+    receipt: dict[str, Any] = {}
+
+    async def main() -> SubmitResult:
+        async with open_client(
+            **target, connect_timeout=args.timeout, request_timeout=args.timeout
+        ) as client:
+            result = await submit_once(client)
+            if args.receipt:
+                try:
+                    receipt.update(await fetch_receipt(client, result, log_key=log_key))
+                except ReceiptUnavailable as error:
+                    receipt["error"] = str(error)
+            return result
+
+    async def honest_wire(client: Client) -> dict[str, Any]:
+        sessions = {item["name"]: item for item in await client.list_sessions()}
+        session = sessions.get(args.session)
+        if session is None:
+            raise RejectedInput(
+                f"the server hosts no session {args.session!r} (it hosts {sorted(sessions)})",
+                code="UNKNOWN_SESSION",
+            )
+        mechanisms = session["mechanisms"]
+        if len(mechanisms) != 1:
+            raise UsageError("the session hosts several mechanisms; pass --binding FILE")
+        return _honest_binding(mechanisms[0], files).to_dict()
+
+    async def submit_once(client: Client) -> SubmitResult:
+        wire = binding_wire if binding_wire is not None else await honest_wire(client)
+        return await client.submit(args.session, wire, files)
+
+    if args.print_binding:
+        if args.binding or args.receipt:
+            raise UsageError("--print-binding builds the binding: no --binding or --receipt")
+
+        async def build() -> dict[str, Any]:
+            async with open_client(
+                **target, connect_timeout=args.timeout, request_timeout=args.timeout
+            ) as client:
+                return await honest_wire(client)
+
+        cli.emit(_run_submitting(build))
+        return Exit.OK
+
+    result = _run_submitting(main)
+    cli.emit(result.to_dict())
+    outcome = result.outcome
+    details = result.result.get("details") or ""
+    cli.say(f"{outcome}{': ' + details if details else ''} (decision {result.decision_id})")
+    if args.receipt:
+        if "error" in receipt:
+            raise CliError(
+                f"no receipt: {receipt['error']}", exit=Exit.INTERNAL, code="RECEIPT_UNAVAILABLE"
+            )
+        from daemon.tlog import encode_receipt
+
+        target_file = Path(args.receipt)
+        temporary = target_file.with_name(f".{target_file.name}.tmp-{os.getpid()}")
+        cli.write_output(temporary, encode_receipt(receipt))
+        try:
+            os.replace(temporary, target_file)
+        except OSError as error:
+            raise cli.OutputError(str(target_file), error.strerror or str(error)) from None
+        cli.say(f"receipt for log index {receipt['log_index']} written to {target_file}")
+    return _OUTCOME_EXIT.get(outcome, Exit.INTERNAL)
+
+
+def _query(method: str) -> Any:
+    def handler(args: argparse.Namespace) -> int:
+        target = _client_target(args)
+
+        async def main() -> Any:
+            async with open_client(
+                **target, connect_timeout=args.timeout, request_timeout=args.timeout
+            ) as client:
+                if method == "sessions":
+                    return {"sessions": await client.list_sessions()}
+                return await client.health()
+
+        try:
+            document = trio.run(main)
+        except ClientError as error:
+            raise _client_failure(error) from None
+        cli.emit(document)
+        return Exit.OK
+
+    return handler
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``submit``, ``sessions`` and ``health``."""
+    submit = subparsers.add_parser("submit", help="submit an evidence pair to a session")
+    _add_address(submit, verb="connect")
+    submit.add_argument(
+        "--session", required=True, metavar="NAME", help="the hosted session to submit to"
+    )
+    submit.add_argument(
+        "--binding",
+        metavar="FILE",
+        help="bound proposition JSON (to_dict form; default: the honest binding of the files)",
+    )
+    _add_timeout(submit, 60.0)
+    submit.add_argument(
+        "files", nargs="*", metavar="FILE", help="evidence items, in order ('-': stdin)"
+    )
+    add_pair_arguments(submit)
+    submit.add_argument(
+        "--receipt", metavar="FILE", help="save a transparency-log receipt of the decision"
+    )
+    submit.add_argument("--key", metavar="VKEY", help="verify the receipt under this log key")
+    submit.add_argument(
+        "--print-binding",
+        action="store_true",
+        help="print the honest binding of the files, pinned to what the session announces "
+        "(the JSON an HTTP client sends as 'binding'), and submit nothing",
+    )
+    submit.set_defaults(handler=_submit)
+
+    for name, help_text in (("sessions", "list hosted sessions"), ("health", "server health")):
+        parser = subparsers.add_parser(name, help=help_text)
+        _add_address(parser, verb="connect")
+        _add_timeout(parser, 10.0)
+        parser.set_defaults(handler=_query(name))
