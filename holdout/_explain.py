@@ -25,8 +25,6 @@ Path walking here is the scorer's (``resolve_path``: own members only, canonical
 indices, a null or a scalar has no members); a test checks that both agree.
 """
 
-from __future__ import annotations
-
 import re
 from collections.abc import Mapping
 from types import MappingProxyType
