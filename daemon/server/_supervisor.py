@@ -335,6 +335,14 @@ class Supervisor:
             for slot in self._slots:
                 if slot.link is not None:
                     await _ended(slot.link)
+        stuck = [s.link for s in self._slots if s.link is not None and s.link.alive]
+        if stuck:
+            logs.warning(
+                "workers_killed_at_stop",
+                f"{len(stuck)} worker(s) did not end within the shutdown grace; killing them",
+                workers=[link.index for link in stuck],
+                worker_pids=[link.pid for link in stuck],
+            )
         self._kill_workers()
         for slot in self._slots:  # their streams end at exit
             if slot.link is not None:
@@ -481,7 +489,14 @@ def worker_main_for(
             )
             server.role = WorkerRole(client, index)
             async with trio.open_nursery() as nursery:
-                await nursery.start(server.run)
+
+                async def serve(*, task_status: trio.TaskStatus[Server]) -> None:
+                    try:
+                        await server.run(task_status=task_status)
+                    finally:  # the server stopped: so does the reloader, and the worker ends
+                        nursery.cancel_scope.cancel()
+
+                await nursery.start(serve)
                 if reloader is not None:
                     await nursery.start(reloader.run)
                 serving()

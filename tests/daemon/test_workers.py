@@ -318,3 +318,26 @@ def test_workers_auto_is_one_per_cpu(tmp_path: Path) -> None:
     assert config.server.serving_count() == max(1, os.cpu_count() or 1)
     one = parse_config('[sessions.b]\nmechanisms = ["bytes-sha256"]\n', base=tmp_path, source="t")
     assert one.server.serving_count() == 1
+
+
+def test_sigterm_with_a_configuration_file_ends_every_worker_without_a_kill(
+    short_dir: Path, daemon_proc: list[subprocess.Popen[str]]
+) -> None:
+    """With ``--config`` every worker runs a reloader beside its server; the reloader kept the
+    worker's nursery open after its server stopped, so each stop waited out the shutdown
+    grace and SIGKILLed the workers (and a supervisor killed meanwhile left them running)."""
+    process, _ = start(daemon_proc, write_config(short_dir))
+    sock = str(short_dir / "s")
+
+    async def some() -> dict[str, Any]:
+        async with open_client(unix=sock) as connection:
+            payload = b"one item"
+            await connection.submit("bytes", bytes_binding(payload), [payload])
+        return await both_workers(sock)
+
+    pids = [worker["pid"] for worker in trio.run(some)["workers"]]
+    err = stop(process)
+    assert "workers_killed_at_stop" not in err and "did not end" not in err, err
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
