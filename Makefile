@@ -7,11 +7,11 @@ STAMP  := $(VENV)/.installed
 .PHONY: demo demo-retain test lint apidocs fmt coverage bench clean browser screenshots curl nginx gotools schemathesis openapi
 
 # Tools at the exact versions of constraints.txt; runtime dependencies as pyproject.toml's ranges.
-# daemon/_version.py is the version the package metadata is built from. The example third-party
+# daemon/__init__.py's __version__ is the version the package metadata is built from. The example third-party
 # mechanism (examples/evidenced-sri) is installed as its own distribution, as a user would: the
 # tests serve it and run the conformance kit against it.
 EXAMPLE := examples/evidenced-sri
-$(STAMP): pyproject.toml constraints.txt daemon/_version.py $(EXAMPLE)/pyproject.toml
+$(STAMP): pyproject.toml constraints.txt daemon/__init__.py $(EXAMPLE)/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip -c constraints.txt
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[test]'

@@ -18,6 +18,11 @@ Public API (everything else lives in private modules):
 
 from typing import TYPE_CHECKING, Any
 
+#: The distribution's version, the one place it is written: ``pyproject.toml`` reads it
+#: (``[tool.setuptools.dynamic]``), so the package metadata, ``evidenced --version`` and the
+#: server's name always agree. A plain constant: naming the server costs no metadata lookup.
+__version__ = "0.1.0"
+
 # Every public name is loaded on first use: importing a client never loads the server, and
 # ``evidenced --help`` loads neither (tests/test_architecture.py holds both).
 _LAZY: dict[str, str] = {

@@ -360,7 +360,7 @@ ROOM_ARROWS: dict[str, frozenset[str]] = {
 }
 # The public faces at the top of ``daemon/``: what users import, and the version the package
 # metadata is built from. Every other module lives in a room.
-FACES = frozenset({"__init__", "cli", "conformance", "errors", "protocol", "_version"})
+FACES = frozenset({"__init__", "cli", "conformance", "errors", "protocol"})
 
 
 def _room(module: str) -> str | None:

@@ -6,7 +6,7 @@ Rules checked, in this order:
 1. ``pyproject.toml`` lists every import package of the tree (a package left out would be
    missing from the wheel) and maps ``fixtures/`` to the data-only package
    ``evidenced_fixtures``.
-2. The version has one source: the installed metadata, ``daemon._version`` and the server's
+2. The version has one source: the installed metadata, ``daemon.__version__`` and the server's
    ``SERVER_NAME`` agree.
 3. One wheel per run, built from a copy of the project's own files (``pyproject.toml``,
    ``README.md``, ``LICENSE``, the packages and ``fixtures/``) in a temporary folder with
@@ -49,7 +49,7 @@ import pytest
 import testdata
 
 import holdout
-from daemon._version import __version__
+from daemon import __version__
 from daemon.server._server import SERVER_NAME
 
 REPO: Final = testdata.REPO

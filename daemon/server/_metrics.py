@@ -48,7 +48,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
-from daemon._version import __version__
+from daemon import __version__
 from daemon.wire._protocol import PROTOCOL_VERSION, ErrorCode
 
 __all__ = ["CONTENT_TYPE", "LISTENERS", "OUTCOMES", "STAGES", "ServerMetrics"]

@@ -24,7 +24,7 @@ import sys
 from functools import cache
 from typing import Any, Final
 
-from daemon._version import __version__
+from daemon import __version__
 from daemon.server._http_codec import ROUTES, TILE_PREFIX, HttpServerCodec, Route
 from daemon.wire._protocol import ERROR_CODES
 

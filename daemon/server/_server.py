@@ -67,8 +67,7 @@ from typing import Any, Final
 import attrs
 import trio
 
-from daemon import logs
-from daemon._version import __version__
+from daemon import __version__, logs
 from daemon.audit._audit import AuditLog, AuditLogError, Durability
 from daemon.audit._transparency import open_transparency
 from daemon.audit._transparency import status as transparency_status
