@@ -143,14 +143,18 @@ def load_fleet(path: Path) -> Fleet:
     return Fleet(tuple(logs), witnesses, threshold)
 
 
+def _safe(origin: str) -> str:
+    """An origin as a file name."""
+    return "".join(c if c.isalnum() or c in "-._" else "_" for c in origin)
+
+
 def _state_file(directory: Path, origin: str) -> Path:
-    safe = "".join(c if c.isalnum() or c in "-._" else "_" for c in origin)
-    return directory / f"{safe}.checkpoint"
+    return directory / f"{_safe(origin)}.checkpoint"
 
 
 def _keep(evidence: Path, origin: str, status: str, items: tuple[tuple[str, bytes], ...]) -> str:
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
-    folder = evidence / f"{_state_file(Path(), origin).stem}-{status.lower()}-{stamp}"
+    folder = evidence / f"{_safe(origin)}-{status.lower()}-{stamp}"
     folder.mkdir(parents=True, exist_ok=False)
     for name, data in items:
         (folder / name).write_bytes(data)

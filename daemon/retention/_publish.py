@@ -308,7 +308,6 @@ class PublishLoop:
         self._failures = 0
         self._last_error: str | None = None
         self._last_success: float | None = None
-        self._local_size: int | None = None
         self._thread = threading.Thread(target=self._run, name="evidenced-publish", daemon=True)
 
     def start(self) -> None:
@@ -329,29 +328,28 @@ class PublishLoop:
             return PublishStatus(
                 target=self.publisher.target.id,
                 published_size=self.publisher.published_size,
-                local_size=local if local is not None else self._local_size,
+                local_size=local,
                 failures=self._failures,
                 last_error=self._last_error,
                 last_success=self._last_success,
             )
 
     def pass_once(self) -> bool:
-        """One pass; whether it succeeded (the error is kept for :meth:`status`)."""
-        try:
-            note = self.publisher.local_checkpoint()
-            local = peek_checkpoint(note).size
-        except (PublishError, CheckpointError, OSError) as error:
-            with self._lock:
-                self._last_error = str(error)
-            return False
-        with self._lock:
-            self._local_size = local
+        """One pass; whether it succeeded (the error is kept for :meth:`status`; a local log
+        with no checkpoint yet is not a publishing failure)."""
         try:
             self.publisher.sync()
         except PublishError as error:
             with self._lock:
-                self._failures += 1
-                self._last_error = f"{error.code}: {error}"
+                if error.code == "LOCAL_MISSING":
+                    self._last_error = str(error)
+                else:
+                    self._failures += 1
+                    self._last_error = f"{error.code}: {error}"
+            return False
+        except OSError as error:  # reading the local directory
+            with self._lock:
+                self._last_error = str(error)
             return False
         with self._lock:
             self._last_error = None

@@ -42,9 +42,11 @@ from typing import TYPE_CHECKING, Any, Final
 import trio
 
 from daemon import logs
+from daemon.server._connection import read_at_rate
 from daemon.server._http_body import SubmitBody, body_limit, parse_json
 from daemon.server._http_codec import END_OF_BODY
 from daemon.server._http_errors import HttpRefusal, error_document
+from daemon.server._pipeline import Refused
 from daemon.wire._echo import echo
 from daemon.wire._protocol import Decision, ErrorCode, ErrorResponse, Submit, encode_header
 
@@ -236,28 +238,29 @@ async def _read_pairs(
     if go_on and not await front._send(stream, go_on):
         raise HttpRefusal(ErrorCode.TRUNCATED_FRAME, "the connection broke")
     parser = _BatchBody()
-    begin = trio.current_time()
-    while True:
-        event = codec.next_event()
-        if event is END_OF_BODY:
-            return parser.pairs()
-        if isinstance(event, bytes):
+
+    def complete() -> bool:
+        while True:
+            event = codec.next_event()
+            if event is END_OF_BODY:
+                return True
+            if not isinstance(event, bytes):
+                return False
             parser.feed(event)
-            continue
-        rate_deadline = begin + config.evidence_grace + codec.body_bytes / config.min_evidence_rate
-        with trio.move_on_at(min(deadline, rate_deadline)):
-            await front._receive(stream, codec)
-            continue
-        front.peers.strike(connection.peer)
-        if rate_deadline < deadline:
-            raise HttpRefusal(
-                ErrorCode.IDLE_TIMEOUT,
-                f"the body arrived slower than {config.min_evidence_rate} bytes/s "
-                f"({codec.body_bytes} bytes in {trio.current_time() - begin:.1f} s)",
+
+    async def step() -> bool | None:
+        await front._receive(stream, codec)
+        return True if complete() else None
+
+    if not complete():
+        try:  # the connection core's one minimum-rate read loop
+            await read_at_rate(
+                step, lambda: codec.body_bytes, config=config, deadline=deadline, what="the body"
             )
-        raise HttpRefusal(
-            ErrorCode.IDLE_TIMEOUT, f"the request was not received within {config.idle_timeout} s"
-        )
+        except Refused as refused:
+            front.peers.strike(connection.peer)
+            raise HttpRefusal(refused.code, refused.message) from None
+    return parser.pairs()
 
 
 async def _decide(
