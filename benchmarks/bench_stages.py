@@ -67,7 +67,8 @@ from daemon.server._evaluation import evaluate_pair
 from daemon.server._http_body import JSON_TYPE, body_parser
 from daemon.server._http_codec import HttpServerCodec, RequestHead, _frame
 from daemon.server._peers import PeerLedger
-from daemon.server._pipeline import Pipeline, _Request, decision_id
+from daemon.server._pipeline import Pipeline, _Request
+from daemon.tlog._names import DecisionIds
 from daemon.wire._binding import binding_from_wire, binding_from_wire_structured
 from daemon.wire._protocol import (
     Decision,
@@ -142,7 +143,7 @@ class Job:
         result, _, refs = self.evaluated
         wire_result = result.to_dict()
         return {
-            "decision_id": decision_id(),
+            "decision_id": DecisionIds(None)(),
             "request_id": 1,
             "session": "bytes",
             "mechanism_id": result.mechanism_id,
@@ -159,7 +160,7 @@ class Job:
 
     def decision(self) -> Decision:
         result = self.evaluated[0]
-        return Decision(1, decision_id(), "bytes", result.to_dict(), 7, "sha256:" + "a" * 64)
+        return Decision(1, DecisionIds(None)(), "bytes", result.to_dict(), 7, "sha256:" + "a" * 64)
 
 
 # -------------------------------------------------------------------------- the stages

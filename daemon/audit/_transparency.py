@@ -39,6 +39,7 @@ from daemon.tlog import (
     default_origin,
     load_signer,
 )
+from daemon.tlog._names import log_tag
 from daemon.tlog._note import b64encode
 from daemon.tlog._verify import iter_lines
 from daemon.wire._protocol import (
@@ -86,6 +87,10 @@ class TransparencyConfig:
             or (publish.startswith("s3://") and len(publish) > 5 and publish[5] != "/")
         ):
             raise ValueError("publish must be fs:PATH or s3://BUCKET/PREFIX/")
+
+    def origin_for(self, log: Path) -> str:
+        """The log's origin: ``origin``, else the default named after ``log``."""
+        return self.origin or default_origin(log)
 
     def directory_for(self, log: Path) -> Path:
         return Path(self.directory) if self.directory else log.with_name(log.name + ".tlog")
@@ -181,7 +186,7 @@ def open_transparency(
         signer = load_signer(config.key_file)
     except KeyFileError as error:
         raise TransparencyStartError(str(error)) from None
-    origin = config.origin or default_origin(log)
+    origin = config.origin_for(log)
     if signer.name != origin:
         raise TransparencyStartError(
             f"the key in {config.key_file} is named {signer.name!r} but the log's origin is"
@@ -268,6 +273,7 @@ def status(log: TransparencyLog | None) -> dict[str, Any] | None:
     checkpoint = log.checkpoint
     return {
         "origin": log.origin,
+        "log_tag": log_tag(log.origin),
         "verifier_key": log.signer.verifier().encode(),
         "directory": str(log.directory),
         "size": log.size,

@@ -14,8 +14,8 @@ A **fleet file** (TOML) names every log a monitor follows and the witnesses it t
 Rules (the contract) of one fleet pass, per log in file order:
 
 1. The file is refused whole (exit 65, ``FLEET_INVALID``) when it is not TOML, a key is
-   unknown, a log lacks ``key`` or ``tiles``, two logs share an origin, or the threshold is not
-   an integer in ``[0, len(keys)]``.
+   unknown, a log lacks ``key`` or ``tiles``, two logs share an origin or a log tag
+   (:mod:`daemon.tlog._names`), or the threshold is not an integer in ``[0, len(keys)]``.
 2. The log's checkpoint is read from its published tiles and observed by a
    :class:`daemon.tlog.Monitor` pinned to its key, whose state (the last consistent checkpoint)
    is kept per origin under ``--state-dir``; consistency is proved from the published tiles
@@ -23,6 +23,9 @@ Rules (the contract) of one fleet pass, per log in file order:
 3. A checkpoint with fewer verified witness cosignatures than the threshold is
    ``COSIGNATURES_SHORT``. An unreadable source is ``UNREACHABLE``.
 4. Exit 0 when every log is ``FIRST``, ``SAME`` or ``GREW`` with its cosignatures; else 1.
+5. A decision looked up by its id (``log receipt --fleet``) is searched for in the one log
+   whose tag the id carries (a version-8 id of a replica with a transparency log); an id
+   without a tag is searched for in every log, in file order.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ from daemon.retention._publish import (
 from daemon.tlog import CHECKPOINT_FILE, CheckpointError, Monitor, count_cosignatures
 from daemon.tlog._checkpoint import open_checkpoint, peek_checkpoint
 from daemon.tlog._merkle import consistency_proof, inclusion_proof, leaf_hash, tree_root
+from daemon.tlog._names import log_tag, tag_of
 from daemon.tlog._note import SIG_COSIGNATURE, SIG_ED25519, KeyFormatError, VerifierKey
 from daemon.tlog._receipt import make_receipt
 from daemon.tlog._tiles import (
@@ -128,6 +132,11 @@ def load_fleet(path: Path) -> Fleet:
     origins = [log.origin for log in logs]
     if len(set(origins)) != len(origins):
         raise FleetError(f"{path}: two logs share an origin")
+    if len({log_tag(origin) for origin in origins}) != len(origins):
+        raise FleetError(
+            f"{path}: two origins share a log tag (the first 4 bytes of SHA-256 of the origin,"
+            " which decision ids carry): rename one log"
+        )
     witnesses_table = data.get("witnesses", {})
     if not isinstance(witnesses_table, dict) or set(witnesses_table) - _WITNESS_KEYS:
         raise FleetError(f"{path}: [witnesses] takes only {sorted(_WITNESS_KEYS)}")
@@ -308,12 +317,20 @@ def fleet_receipt(
     if value is None:
         raise ValueError("give decision_id or line_digest")
     needle = f'"{field}":"{value}"'.encode()
-    for log in fleet.logs:
+    for log in _candidates(fleet, decision_id):
         published = PublishedLog(log, open_target(log.tiles))
         for index, entry in enumerate(published.entries()):
             if needle in entry and json.loads(entry).get(field) == value:
                 return published.receipt(index, entry)
     return None
+
+
+def _candidates(fleet: Fleet, decision_id: str | None) -> tuple[FleetLog, ...]:
+    """The logs that may hold the decision: the one its id's tag names (rule 5), else all."""
+    tag = None if decision_id is None else tag_of(decision_id)
+    if tag is None:
+        return fleet.logs
+    return tuple(log for log in fleet.logs if log_tag(log.origin) == tag)
 
 
 def fleet_key_for_receipt(data: bytes, fleet: Fleet) -> VerifierKey | None:

@@ -65,8 +65,6 @@ placements inside ``evaluate``, another front end as another :class:`SubmitTrans
 from __future__ import annotations
 
 import contextlib
-import os
-import random
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
@@ -86,6 +84,7 @@ from daemon.server._noise import NoiseLedger
 from daemon.server._peers import PeerLedger
 from daemon.server._resources import trim_heap
 from daemon.tlog import TransparencyLog
+from daemon.tlog._names import DecisionIds
 from daemon.wire._binding import BindingWireError, binding_from_wire
 from daemon.wire._echo import bounded_message, echo
 from daemon.wire._protocol import (
@@ -102,24 +101,10 @@ from daemon.wire._protocol import (
 )
 from session import BoundProposition, EvaluatedProposition
 
-__all__ = ["BodyTransport", "Pipeline", "Refused", "SubmitTransport", "decision_id"]
+__all__ = ["BodyTransport", "Pipeline", "Refused", "SubmitTransport"]
 
 #: Received evidence bytes after which an idle moment (nothing in flight) trims the heap.
 TRIM_AFTER_BYTES: Final = 16 * 1024 * 1024
-
-_ID_RANDOM = random.Random()  # seeded once from os.urandom; ids need uniqueness, not secrecy
-# ... and again in every forked process (serving workers), which would else repeat the ids.
-os.register_at_fork(after_in_child=_ID_RANDOM.seed)
-_UUID4_CLEAR: Final = ~((0xC000 << 48) | (0xF000 << 64))
-_UUID4_SET: Final = (0x8000 << 48) | (4 << 76)
-
-
-def decision_id() -> str:
-    """A random (version 4) UUID without a getrandom(2) call per decision: on some hosts
-    ``uuid.uuid4()`` costs ~200 us, more than a minimal formation check. Formatted as
-    ``str(uuid.UUID(int=bits, version=4))`` would, without building the object."""
-    value = "%032x" % (_ID_RANDOM.getrandbits(128) & _UUID4_CLEAR | _UUID4_SET)
-    return f"{value[:8]}-{value[8:12]}-{value[12:16]}-{value[16:20]}-{value[20:]}"
 
 
 class Refused(EvidencedError):
@@ -219,6 +204,7 @@ class Pipeline:
         counters: Counter[str],
         session_list: list[dict[str, Any]],
         health: Callable[[], dict[str, Any]],
+        decision_ids: DecisionIds | None = None,
     ) -> None:
         self.sessions = sessions
         self.audit = audit
@@ -230,6 +216,9 @@ class Pipeline:
         self.counters = counters
         self.session_list = session_list
         self.health = health
+        #: Names decisions and audited refusals (replica-aware: :mod:`daemon.tlog._names`).
+        self.decision_ids = decision_ids or DecisionIds(None)
+        self._new_id = self.decision_ids.new
         #: Set once the server stops accepting: new submits are refused ``SHUTTING_DOWN``.
         self.draining = False
         #: Connections that never spoke this protocol (:mod:`daemon.server._noise`).
@@ -289,7 +278,7 @@ class Pipeline:
         decided: str | None = None
         # AUDIT_FAILED answers a request whose line could not be written: no line for it.
         if audit and code is not ErrorCode.AUDIT_FAILED:
-            decided = decision_id()
+            decided = self._new_id()
             try:
                 with trio.CancelScope(shield=True):
                     await self.audit.record(
@@ -545,7 +534,7 @@ class Pipeline:
             "evaluate_ns": evaluate_ns,
             "total_ns": time.perf_counter_ns() - started,
         }
-        decided = decision_id()
+        decided = self._new_id()
         observations = wire_result["observations"]
         codes = observations.get("reason_codes") if isinstance(observations, dict) else None
         if not isinstance(codes, list) or any(type(c) is not str for c in codes):
@@ -658,7 +647,7 @@ class Pipeline:
         ):
             await self.audit.record(
                 "refusal",
-                decision_id=decision_id(),
+                decision_id=self._new_id(),
                 code=ErrorCode.SHUTTING_DOWN.name,
                 fault=ErrorCode.SHUTTING_DOWN.fault.value,
                 message="cancelled by shutdown before a decision was answered",

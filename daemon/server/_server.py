@@ -96,6 +96,7 @@ from daemon.server._resources import connection_capacity, raise_descriptor_limit
 from daemon.server._signals import obey
 from daemon.server._workers import WorkerPool
 from daemon.tlog import TransparencyLog
+from daemon.tlog._names import DecisionIds, replica_fields
 from daemon.wire._protocol import PROTOCOL_VERSION, ErrorCode, ErrorResponse, ServerConnection
 
 __all__ = [
@@ -135,6 +136,13 @@ class Server:
         #: Set when this server is one worker of a multi-process daemon (:class:`WorkerRole`).
         self.role: WorkerRole | None = None
         self.transparency: TransparencyLog | None = None
+        #: The replica's name: its transparency log's origin (``None`` without one), which its
+        #: decision ids carry as a tag (:mod:`daemon.tlog._names`).
+        self.origin = (
+            None
+            if config.transparency is None
+            else config.transparency.origin_for(Path(config.audit_path))
+        )
         self.publisher: PublishLoop | None = None
         self.tcp_address: tuple[str, int] | None = None
         self.unix_path: str | None = None
@@ -338,6 +346,7 @@ class Server:
                 counters=self.counters,
                 session_list=self._session_list,
                 health=self.health,
+                decision_ids=DecisionIds(self.origin),
             )
             self._pipeline.on_decision = self.metrics.on_decision
             if self.role is not None:
@@ -431,6 +440,7 @@ class Server:
         return {
             "server": SERVER_NAME,
             "pid": os.getpid(),
+            **replica_fields(self.origin),
             "listen": dict(listen),
             "security": self._describe_security(),
             # True exactly when a listener is served exposed (daemon.config._checks rule 2).

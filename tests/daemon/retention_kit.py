@@ -33,7 +33,7 @@ from daemon.audit._fields import decision_fields, session_config_entry
 from daemon.config._config import create_mechanism
 from daemon.config._describe import catalog_entry as _catalog_entry
 from daemon.retention import RetentionStore
-from daemon.server._pipeline import decision_id as _decision_id
+from daemon.tlog._names import DecisionIds
 from session import (
     BoundProposition,
     EvidenceBounds,
@@ -283,7 +283,7 @@ class LogWriter:
         codes = observations.get("reason_codes") if isinstance(observations, dict) else None
         fields: dict[str, Any] = {
             "event": "decision",
-            "decision_id": _decision_id(),
+            "decision_id": DecisionIds(None)(),
             "request_id": self.seq + 1,
             "session": session,
             "mechanism_id": result.mechanism_id,
@@ -310,7 +310,7 @@ class LogWriter:
         return self._seal(
             {
                 "event": "refusal",
-                "decision_id": _decision_id(),
+                "decision_id": DecisionIds(None)(),
                 "code": code,
                 "fault": "service",
                 "message": "test refusal",

@@ -508,3 +508,91 @@ def test_a_failing_publish_target_never_fails_a_decision(tmp_path: Path) -> None
         assert daemon.stop() == 0
         assert "publish_failed" in daemon.stderr()  # the last checkpoint could not go either
         daemon.cleanup()
+
+
+def test_two_replicas_whose_origins_share_a_log_tag_are_refused_in_one_fleet(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Two origins found by a birthday search whose SHA-256 share their first 4 bytes: their
+    # decision ids would carry the same tag, so a lookup by id could not tell them apart.
+    first, second = "r142083.example/evidenced", "r152660.example/evidenced"
+    from daemon.tlog._names import log_tag
+
+    assert log_tag(first) == log_tag(second)
+    fleet = _fleet_file(
+        tmp_path / "fleet.toml",
+        [(SignerKey.generate(first), "fs:a"), (SignerKey.generate(second), "fs:b")],
+    )
+    status, document = _monitor(capsys, fleet)
+    assert (status, document["error"]["code"]) == (65, "FLEET_INVALID")
+    assert "share a log tag" in document["error"]["message"]
+
+
+def test_a_decision_id_names_the_replica_whose_log_proves_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+    import uuid
+
+    from daemon import SyncClient
+    from daemon.tlog._names import log_tag, tag_of
+
+    public = tmp_path / "public"
+    signer, daemon = _published_daemon(tmp_path, f"fs:{public}")
+    try:
+        decided = _decide(daemon, 5)
+        health = SyncClient(unix=daemon.socket).health()
+        assert daemon.stop() == 0
+        lines = [
+            json.loads(line)
+            for line in (daemon.directory / "audit.jsonl").read_bytes().splitlines()
+        ]
+    finally:
+        daemon.stop()
+        daemon.cleanup()
+    tag = log_tag(signer.name)
+    assert health["transparency"]["origin"] == signer.name
+    assert health["transparency"]["log_tag"] == tag
+    start = lines[0]
+    assert (start["event"], start["origin"], start["log_tag"]) == ("daemon_start", signer.name, tag)
+    for decision_id in decided:
+        assert uuid.UUID(decision_id).version == 8
+        assert tag_of(decision_id) == tag
+    assert len(set(decided)) == len(decided)
+    # The fleet lists a log whose published tiles are unreadable first: a lookup by a tagged
+    # id goes straight to the log its tag names and never reads the broken one ...
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    stranger = SignerKey.generate("broken.example/evidenced")
+    fleet = _fleet_file(
+        tmp_path / "fleet.toml", [(stranger, f"fs:{broken}"), (signer, f"fs:{public}")]
+    )
+    for decision_id in decided:
+        status, document, _ = run(
+            capsys, "log", "receipt", "--fleet", str(fleet), "--decision-id", decision_id
+        )
+        assert status == 0 and json.loads(document["line"])["decision_id"] == decision_id
+    # ... while an id without a tag has to be looked for in every log, the broken one first.
+    status, document, _ = run(
+        capsys,
+        "log",
+        "receipt",
+        "--fleet",
+        str(fleet),
+        "--decision-id",
+        "00000000-0000-4000-8000-000000000000",
+    )
+    assert (status, document["error"]["code"]) == (65, "FLEET_INVALID")
+    assert "broken.example/evidenced" in document["error"]["message"]
+
+
+def test_a_daemon_without_a_transparency_log_names_decisions_with_random_v4_ids() -> None:
+    import uuid
+
+    from daemon.tlog._names import DecisionIds, tag_of
+
+    ids = DecisionIds(None)
+    made = {ids() for _ in range(1000)}
+    assert len(made) == 1000 and ids.tag is None
+    assert {uuid.UUID(one).version for one in made} == {4}
+    assert {tag_of(one) for one in made} == {None}
