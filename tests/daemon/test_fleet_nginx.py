@@ -34,6 +34,7 @@ from retention_kit import moto_server, raw_s3_client, s3_environment
 
 from daemon.commands._fleet import decision_receipts, fleet_key_for_receipt, load_fleet
 from daemon.tlog import encode_receipt, verify_receipt
+from daemon.tlog._names import log_tag, tag_of
 
 NGINX = shutil.which("nginx") or next(
     (path for path in ("/usr/sbin/nginx",) if os.access(path, os.X_OK)), None
@@ -285,6 +286,8 @@ def test_replicas_behind_nginx_survive_a_killed_replica_and_prove_every_decision
             assert report.verified, report
             assert report.line is not None and report.line["decision_id"] == answer["decision_id"]
             served[key.name] += 1
+            # the id alone named the replica whose log proves it (replica-aware ids)
+            assert tag_of(answer["decision_id"]) == log_tag(key.name)
         (scratch / "receipt.json").write_bytes(receipt)  # one through the CLI, as a user would
         checked = _cli(
             bucket_env,
