@@ -49,6 +49,9 @@ Rules (the contract):
    close. A connection over a cap at accept is answered ``503`` ``BUSY`` and closed (not
    audited; on TLS listeners it is closed without an answer). The catch-all answers ``500``
    ``INTERNAL`` (audited when a request was in progress).
+7. Fair turns: one checkpoint before each request after a connection's first, so a client
+   whose next request is already received (pipelined, or sent the moment it read an answer)
+   cannot keep the event loop from every other connection (as rule 1 of the binary front end).
 """
 
 from __future__ import annotations
@@ -268,6 +271,7 @@ class HttpFrontEnd:
             if not keep or not codec.next_cycle() or pipeline.draining:
                 return
             deadline = core.idle_deadline()
+            await trio.lowlevel.checkpoint()  # a fair turn (rule 7)
 
     async def _next_head(
         self,

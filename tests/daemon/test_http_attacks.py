@@ -4,6 +4,7 @@ a close, audited, and the daemon keeps serving (docs/http.md)."""
 from __future__ import annotations
 
 import json
+import socket
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -304,3 +305,89 @@ def test_after_the_fuzzing_the_daemon_still_serves_every_endpoint(daemon: LiveDa
     assert daemon.get("/ready").status == 200
     assert daemon.get("/metrics").status == 200
     assert daemon.post(SUBMIT, GOOD).json()["result"]["outcome"] == "PASS"
+
+
+class _Answers:
+    """Kept-alive answers read off one socket in order (pipelined ones share reads)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.buffer = b""
+
+    def _fill(self) -> None:
+        chunk = self.sock.recv(65536)
+        assert chunk, "the connection closed"
+        self.buffer += chunk
+
+    def next(self) -> Any:
+        while b"\r\n\r\n" not in self.buffer:
+            self._fill()
+        head, _, self.buffer = self.buffer.partition(b"\r\n\r\n")
+        length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+        while len(self.buffer) < length:
+            self._fill()
+        body, self.buffer = self.buffer[:length], self.buffer[length:]
+        return json.loads(body)
+
+
+def test_a_pipelining_client_cannot_starve_another_connection() -> None:
+    """A client that has its next requests on the wire before it reads an answer is served one
+    request per turn (rule 7 of :mod:`daemon.server._http_server`): with nothing else to wait
+    for (``durability = "none"``), a greedy connection's 200 pipelined requests used to be
+    answered back to back while a second connection's one request waited for all of them."""
+    import threading
+
+    from daemon_testkit import bytes_binding
+
+    config = (
+        '[server]\nlisten = ""\nsocket = "s"\n[http]\nlisten = "127.0.0.1:0"\n'
+        '[audit]\npath = "audit.jsonl"\ndurability = "none"\n'
+        '[sessions.bytes]\nmechanisms = ["bytes-sha256"]\nmax_evidence_items = 1\n'
+    )
+    daemon = LiveDaemon(config_text=config)
+
+    def request(number: int) -> bytes:
+        item = f"artifact {number}".encode()
+        body = json_body(bytes_binding(item).to_dict(), item)
+        return (
+            b"POST /v1/sessions/bytes/decisions HTTP/1.1\r\nHost: t\r\n"
+            b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
+        ) + body
+
+    try:
+        assert (
+            daemon.post("/v1/sessions/bytes/decisions", request(0).split(b"\r\n\r\n", 1)[1]).status
+            == 200
+        )
+        greedy, modest = daemon.connect(), daemon.connect()
+        greedy_seqs: list[int] = []
+        underway = threading.Event()
+
+        def drain() -> None:
+            answers = _Answers(greedy)
+            for number in range(200):
+                greedy_seqs.append(answers.next()["seq"])
+                if number == 20:
+                    underway.set()
+
+        # The greedy client's 200 requests go out from a thread of their own (sendall blocks
+        # while the server reads), and the modest one's once the greedy ones are being answered.
+        sender = threading.Thread(
+            target=greedy.sendall, args=(b"".join(request(n) for n in range(1, 201)),)
+        )
+        reader = threading.Thread(target=drain)
+        sender.start()
+        reader.start()
+        assert underway.wait(60)
+        modest.sendall(request(1000))
+        modest_seq = _Answers(modest).next()["seq"]
+        sender.join(60)
+        reader.join(60)
+        assert len(greedy_seqs) == 200
+        # served while the greedy connection still had requests waiting, not after them all
+        assert modest_seq < greedy_seqs[-1]
+        greedy.close()
+        modest.close()
+    finally:
+        daemon.stop()
+        daemon.cleanup()
