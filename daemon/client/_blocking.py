@@ -28,10 +28,9 @@ import contextlib
 import itertools
 import math
 import socket
-import ssl
 import time
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from daemon.client._outcomes import (
     CLIENT_NAME,
@@ -65,6 +64,9 @@ from daemon.wire._protocol import (
     SessionList,
 )
 from session import BoundProposition
+
+if TYPE_CHECKING:  # ssl loads for a tls:// target only
+    import ssl
 
 __all__ = ["BlockingClient", "open_blocking_client"]
 
