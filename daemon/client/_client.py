@@ -30,7 +30,10 @@ Rules (the contract):
    holds the log key: :mod:`daemon.tlog`). ``PROOF_RANGE`` and ``TRANSPARENCY_DISABLED`` are
    :class:`RejectedError`.
 5. The synchronous facade (:class:`daemon.client._connect.SyncClient`) opens one connection per call
-   inside ``trio.run``; it is for scripts and the CLI, not for throughput.
+   inside ``trio.run``; it is for scripts, not for throughput. The command line's one-shot
+   calls use the blocking client instead (:mod:`daemon.client._blocking`: no event loop).
+6. The errors, :class:`SubmitResult` and the answer checks are :mod:`daemon.client._outcomes`'s
+   (shared with the blocking client; re-exported here).
 """
 
 from __future__ import annotations
@@ -41,10 +44,22 @@ import itertools
 from collections.abc import Sequence
 from typing import Any
 
-import attrs
 import trio
 
-from daemon.errors import Busy, EvidencedError, PeerError, RemoteProtocolError, Unavailable
+from daemon.client._outcomes import (
+    CLIENT_NAME,
+    ClientError,
+    ClientTimeout,
+    RejectedError,
+    ServerProtocolError,
+    ServiceUnavailable,
+    SubmitResult,
+    TransportError,
+    check_answer,
+    decision_result,
+    raise_for,
+    submit_request,
+)
 from daemon.wire._protocol import (
     CLOSED,
     NEED_DATA,
@@ -56,10 +71,7 @@ from daemon.wire._protocol import (
     Closed,
     ConsistencyProof,
     ConsistencyProofRequest,
-    Decision,
-    ErrorCode,
     ErrorResponse,
-    Fault,
     HealthReport,
     HealthRequest,
     Hello,
@@ -71,85 +83,20 @@ from daemon.wire._protocol import (
     ProtocolError,
     ServerResponse,
     SessionList,
-    Submit,
 )
 from session import BoundProposition
 
-CLIENT_NAME = "evidenced-client/0.1.0"
-
-
-class ClientError(EvidencedError):
-    """Root of every client failure."""
-
-
-class TransportError(ClientError, Unavailable):
-    """The daemon could not be reached or the connection broke."""
-
-
-class ClientTimeout(TransportError, Busy):
-    """Connecting or answering took longer than the client allows."""
-
-
-class ServerProtocolError(ClientError, RemoteProtocolError):
-    """The server's bytes do not follow the protocol."""
-
-
-class RejectedError(ClientError, PeerError):
-    """The server refused the request with an error frame."""
-
-    def __init__(self, response: ErrorResponse) -> None:
-        super().__init__(f"{response.code}: {response.message}")
-        self.code = response.code
-        self.message = response.message
-        self.decision_id = response.decision_id
-        self.request_id = response.request_id
-
-
-class ServiceUnavailable(RejectedError, Busy):
-    """Refused for a service-side reason (busy, shutting down, audit failure, internal)."""
-
-
-@attrs.frozen
-class SubmitResult:
-    """A decision: ``result`` is the session's ``EvaluatedProposition`` as a dict; ``seq``
-    and ``line_digest`` place its audit line in the hash chain (``None`` only when the
-    server's ``drop`` overflow policy dropped the line)."""
-
-    decision_id: str
-    session: str
-    result: dict[str, Any]
-    seq: int | None = None
-    line_digest: str | None = None
-    #: The line's leaf index in the transparency log (``seq - 1``) and its exact text, or
-    #: ``None`` when the daemon keeps no transparency log (``docs/spec/transparency.md §10.1``).
-    log_index: int | None = None
-    audit_line: str | None = None
-
-    @property
-    def outcome(self) -> str:
-        return str(self.result["outcome"])
-
-    @property
-    def anchor(self) -> str | None:
-        """``SEQ:DIGEST``: proof, for ``evidenced audit verify --anchor``, that this decision's
-        line must stay in the log."""
-        return None if self.seq is None else f"{self.seq}:{self.line_digest}"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "decision_id": self.decision_id,
-            "session": self.session,
-            **self.result,
-            "seq": self.seq,
-            "line_digest": self.line_digest,
-            "log_index": self.log_index,
-        }
-
-
-def _raise_for(response: ErrorResponse) -> None:
-    if ErrorCode[response.code].fault is Fault.SERVICE:
-        raise ServiceUnavailable(response)
-    raise RejectedError(response)
+__all__ = [
+    "CLIENT_NAME",
+    "Client",
+    "ClientError",
+    "ClientTimeout",
+    "RejectedError",
+    "ServerProtocolError",
+    "ServiceUnavailable",
+    "SubmitResult",
+    "TransportError",
+]
 
 
 class Client:
@@ -214,7 +161,7 @@ class Client:
                     raise TransportError(f"connection lost: {send_error}") from None
                 raise
             if isinstance(response, ErrorResponse):
-                _raise_for(response)
+                raise_for(response)
             self._broken = False
             return response
         raise ClientTimeout(f"no answer within {self._request_timeout} s")
@@ -231,18 +178,14 @@ class Client:
         async with self._lock:
             request_id = next(self._ids)
             response = await self._exchange(ListSessions(request_id))
-            if not isinstance(response, SessionList) or response.request_id != request_id:
-                raise ServerProtocolError("unexpected answer to list")
-            return response.sessions
+            return check_answer(response, SessionList, request_id, "list").sessions
 
     async def health(self) -> dict[str, Any]:
         """The server's health status and counters."""
         async with self._lock:
             request_id = next(self._ids)
             response = await self._exchange(HealthRequest(request_id))
-            if not isinstance(response, HealthReport) or response.request_id != request_id:
-                raise ServerProtocolError("unexpected answer to health")
-            return response.status
+            return check_answer(response, HealthReport, request_id, "health").status
 
     async def submit(
         self,
@@ -251,25 +194,10 @@ class Client:
         evidence: Sequence[bytes],
     ) -> SubmitResult:
         """Submit ``evidence`` (raw bytes, in order) for ``binding`` in ``session``."""
-        wire = binding.to_dict() if isinstance(binding, BoundProposition) else dict(binding)
-        items = tuple(evidence)
-        if any(type(item) is not bytes for item in items):
-            raise TypeError("evidence items must be bytes")
         async with self._lock:
             request_id = next(self._ids)
-            request = Submit(request_id, session, wire, tuple(len(item) for item in items))
-            response = await self._exchange(request, items)
-            if not isinstance(response, Decision) or response.request_id != request_id:
-                raise ServerProtocolError("unexpected answer to submit")
-            return SubmitResult(
-                response.decision_id,
-                response.session,
-                response.result,
-                response.seq,
-                response.line_digest,
-                response.log_index,
-                response.audit_line,
-            )
+            request, items = submit_request(request_id, session, binding, evidence)
+            return decision_result(await self._exchange(request, items), request_id)
 
     # -- the transparency log (docs/spec/transparency.md §10)
 
