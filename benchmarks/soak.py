@@ -252,6 +252,9 @@ class Soak:
         self.fds: dict[str, list[int]] = {"start": [], "end": []}
         self.wrong_longest = 0.0
         self.wrong_since: float | None = None
+        self.wrong_what = ""
+        self.wrong_longest_what = ""
+        self.active_kinds: list[str] = []
         self.health_samples = 0
         self.restarts = 0
         self.stopping = False
@@ -443,18 +446,20 @@ class Soak:
         probe = 0
         while not self.stopping:
             await trio.sleep(0.25)
-            status = "unreachable"
+            status, reason, code = "unreachable", None, "-"
             probe_ok: bool | None = None
             try:
                 with trio.move_on_after(5):
                     async with open_client(unix=self.sock, request_timeout=5) as client:
-                        status = (await client.health())["status"]
+                        health = await client.health()
+                        status, reason = health["status"], health.get("reason")
                     probe += 1
                     async with open_client(unix=self.sock, request_timeout=10) as client:
                         code = await self.submit(client, b"probe %d" % probe, "probe")
                     probe_ok = code == "acknowledged"
-            except (ClientError, OSError):
+            except (ClientError, OSError) as error:
                 probe_ok = False if status != "unreachable" else None
+                code = type(error).__name__
             self.health_samples += 1
             wrong = (status == "serving" and probe_ok is False) or (
                 status == "degraded" and probe_ok is True and not self.fault_active
@@ -463,7 +468,13 @@ class Soak:
             if wrong:
                 if self.wrong_since is None:
                     self.wrong_since = now
-                self.wrong_longest = max(self.wrong_longest, now - self.wrong_since)
+                    self.wrong_what = (
+                        f"{status} ({(reason or '')[:100]}), probe {code}, during "
+                        f"{sorted(self.active_kinds) or 'no fault'}"
+                    )
+                if now - self.wrong_since >= self.wrong_longest:
+                    self.wrong_longest = now - self.wrong_since
+                    self.wrong_longest_what = self.wrong_what
             else:
                 self.wrong_since = None
             for pid in self.descendants():
@@ -473,6 +484,7 @@ class Soak:
 
     async def inject(self, kind: str) -> None:
         self.fault_active += 1
+        self.active_kinds.append(kind)
         try:
             await getattr(self, kind)()
             self.faults[kind] += 1
@@ -480,6 +492,7 @@ class Soak:
             self.fault_notes[f"{kind}: {type(error).__name__}: {error}"[:160]] += 1
         finally:
             self.fault_active -= 1
+            self.active_kinds.remove(kind)
 
     async def _health(self) -> dict[str, Any]:
         async with open_client(unix=self.sock, request_timeout=5) as client:
@@ -843,8 +856,9 @@ def _print(soak: Soak, proof: dict[str, Any], elapsed: float) -> None:
         print(f"fault notes: {dict(soak.fault_notes)}")
     print(f"refusals by code: {dict(sorted(soak.refusals.items()))}")
     print(f"decisions lost: {proof['lost']}")
+    began = f"; it began: {soak.wrong_longest_what}" if soak.wrong_longest_what else ""
     print(f"longest time health was wrong: {soak.wrong_longest:.2f} s "
-          f"({soak.health_samples} samples)")  # fmt: skip
+          f"({soak.health_samples} samples){began}")  # fmt: skip
     print(f"audit chain intact: {proof['chain_intact']}; log lines: {proof['log_lines']:,}")
     print(f"transparency tree verified: {proof['tree_verified']} ({proof['tree_code']}); "
           f"signed checkpoint size {proof['checkpoint_size']:,}; acknowledged decisions "

@@ -20,7 +20,8 @@ serves at once and verifies the rest behind itself. Rules:
    lines complete, the partial tiles and root of the checkpoint it reads when it begins.
    Lines written meanwhile are taken as they come (their tiles are checked when they exist:
    a tile file appears whole, by ``rename``). A failure while the files were rotated under
-   it is verified once more on the new list before it counts. A log whose rotated files are
+   it (the list of files changed, or one could not be read) is verified once more on the
+   new list before it counts. A log whose rotated files are
    not all beside it (``LOG_UNAVAILABLE``: the first line is not ``seq`` 1) cannot be
    verified here: state ``unverifiable``, one warning (``audit_tree_unverifiable``), no
    alarm.
@@ -189,10 +190,13 @@ class TreeVerification(_Background):
         if self._after is not None:
             self._after.join()
         files = list(self._files())
-        report = verify_directory(self.directory, files, self._key)
-        if not report.verified:
+        try:
+            report = verify_directory(self.directory, files, self._key)
+        except OSError:  # a file gone while it read: rotated under it, or a real fault
+            report = None
+        if report is None or not report.verified:
             again = list(self._files())
-            if again != files:  # rotated under it (rule 2): once more, on the new list
+            if report is None or again != files:  # rule 2: once more, on the new list
                 report = verify_directory(self.directory, again, self._key)
         self.lines, self.tiles = report.lines, report.tiles_checked
         if report.verified:

@@ -20,17 +20,24 @@ from daemon_testkit import bytes_binding
 
 from daemon import AuditLog, open_client, verify_log
 from daemon.audit._audit_startup import open_verified
-from daemon.audit._transparency import TransparencyConfig, attach, open_transparency
+from daemon.audit._transparency import (
+    TransparencyConfig,
+    attach,
+    audit_files,
+    open_transparency,
+)
 from daemon.tlog import SignerKey, load_signer, verify_directory, write_key_file
 
 ORIGIN = "background.example/evidenced"
 
 
-def _serve(short_dir: Path, *extra: str, tree: bool = False) -> subprocess.Popen[str]:
+def _serve(
+    short_dir: Path, *extra: str, tree: bool = False, rotate: int = 0
+) -> subprocess.Popen[str]:
     config = short_dir / "evidenced.toml"
     config.write_text(
         f'[server]\nlisten = ""\nsocket = "{short_dir}/sock"\n'
-        f'[audit]\npath = "{short_dir}/audit.jsonl"\n'
+        f'[audit]\npath = "{short_dir}/audit.jsonl"\nrotate_bytes = {rotate}\n'
         + (f'[transparency]\nkey_file = "{short_dir}/log.key"\norigin = "{ORIGIN}"\n' * tree)
         + '[sessions.b]\nmechanisms = ["bytes-sha256"]\nmax_evidence_items = 1\n'
     )
@@ -195,5 +202,33 @@ def test_an_untouched_tree_verifies_in_the_background_without_an_alarm(short_dir
         audit.tree_background.join()
         assert (audit.tree_background.state, audit.alarm) == ("verified", None)
         assert audit.tree_background.status()["tiles"]
+    finally:
+        audit.close_sync()
+
+
+def test_the_oldest_rotated_file_moved_away_leaves_the_tree_unverifiable_without_an_alarm(
+    short_dir: Path,
+) -> None:
+    """The operator archived the oldest rotated audit file elsewhere: the tree cannot be
+    recomputed from line 1 here, which is not an edit. The background verification says
+    ``unverifiable`` and raises no alarm (health stays ``serving``)."""
+    log = short_dir / "audit.jsonl"
+    sock = str(short_dir / "sock")
+    write_key_file(short_dir / "log.key", SignerKey.generate(ORIGIN))
+    process = _serve(short_dir, tree=True, rotate=60_000)
+    try:
+        trio.run(_decide, sock, 300)
+    finally:
+        _stop(process)
+    archives = audit_files(log)[:-1]
+    assert len(archives) >= 2
+    archives[0].rename(short_dir / "archived-elsewhere")
+    audit = AuditLog.open(log)
+    try:
+        config = TransparencyConfig(key_file=str(short_dir / "log.key"), origin=ORIGIN)
+        attach(audit, open_transparency(config, log, audit.durable.seq, sync=False))
+        assert audit.tree_background is not None
+        audit.tree_background.join()
+        assert (audit.tree_background.state, audit.alarm) == ("unverifiable", None)
     finally:
         audit.close_sync()
