@@ -182,7 +182,7 @@ class TreeVerification(_Background):
         return (
             f"transparency log {self.directory} does not match audit log {self.path}: "
             f"{reason} (found by the background verification of the whole tree); lines are "
-            "still written and signed, but the tiles proofs are served from are in doubt: "
+            "still written and signed, but the tiles that proofs are built from are in doubt: "
             "run `evidenced log verify`"
         )
 
