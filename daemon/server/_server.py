@@ -69,7 +69,7 @@ import trio
 
 from daemon import __version__, logs
 from daemon.audit._audit import AuditLog, AuditLogError, Durability
-from daemon.audit._transparency import open_transparency
+from daemon.audit._transparency import attach, open_transparency
 from daemon.audit._transparency import status as transparency_status
 from daemon.config._checks import Checked, check_listeners
 from daemon.config._describe import describe_sessions
@@ -320,7 +320,7 @@ class Server:
             except BaseException:
                 audit.close_sync()
                 raise
-            audit.transparency = self.transparency
+            attach(audit, self.transparency)
             self.publisher = start_publishing(config.transparency, self.transparency)
             if self.publisher is not None:
                 self.metrics.publish_status = self.publisher.status

@@ -62,7 +62,7 @@ import trio
 
 from daemon import __version__, logs
 from daemon.audit._audit import AuditLog, AuditLogError, Durability
-from daemon.audit._transparency import open_transparency
+from daemon.audit._transparency import attach, open_transparency
 from daemon.config._checks import Checked, check_listeners
 from daemon.config._config import DaemonConfig
 from daemon.config._hosting import HostedSession, ServerConfig
@@ -208,7 +208,7 @@ class Supervisor:
                     audit.durable.seq,
                     sync=audit.durability is Durability.FSYNC,
                 )
-                audit.transparency = self.transparency
+                attach(audit, self.transparency)
                 self.publisher = start_publishing(config.transparency, self.transparency)
             self.sequencer = Sequencer(audit, self.transparency)
             self.sequencer.publisher = self.publisher
