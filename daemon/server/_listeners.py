@@ -25,7 +25,8 @@ Rules (the contract):
    once). A penalized peer is *cut off*: whatever it already sent is discarded and it gets
    the same answer, synchronously (:func:`~daemon.server._fastpath.refuse_drained`: no task,
    no TLS handshake, no parse, no answer built — the listener's answers are built once per
-   message), unless it sent more than a request's worth (then the draining refusal).
+   message), unless it sent more than a request's worth (then the draining refusal). A cut-off
+   peer still sending when it is refused may read a reset instead of the answer.
 
 Why not ``trio.serve_listeners``: it starts a task for every accepted connection and gives no
 hook before that, so an idle-connection flood would cost a task each instead of an accept, a
