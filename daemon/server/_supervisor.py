@@ -25,11 +25,12 @@ Rules (the contract):
    listening socket, which never closed.
 3. SIGINT/SIGTERM (received by the service assembly, :mod:`daemon.server._service`, and
    applied by the signal policy of :mod:`daemon.server._signals`, as in one process: it calls
-   :meth:`Supervisor.drain`, then :meth:`Supervisor.stop_workers`): the parent stops restarting and sends SIGTERM to every worker (a second
-   signal: SIGTERM again, which makes them cancel in-flight requests, as in one process);
-   each drains as one process does and exits; once all are gone (or ``shutdown_grace`` + 5 s
-   passed: then SIGKILL) the parent writes one ``daemon_stop`` with the workers' summed
-   counters, closes the logs and removes the Unix socket file.
+   :meth:`Supervisor.drain`, then :meth:`Supervisor.stop_workers`): the parent stops
+   restarting and sends SIGTERM to every worker (a second signal: SIGTERM again, which makes
+   them cancel in-flight requests, as in one process); each drains as one process does and
+   exits; once all are gone (or ``shutdown_grace`` + 5 s passed: then SIGKILL) the parent
+   writes one ``daemon_stop`` with the workers' summed counters, closes the logs and removes
+   the Unix socket file.
 3a. SIGHUP (with a configuration file): the parent reads and checks the new configuration as
    one process does (:func:`daemon.server._reload.prepare`: restart-only keys, the TLS and
    tokens files, every session built), coalescing SIGHUPs as one process does; it writes the
