@@ -30,7 +30,9 @@ Rules (the contract):
    Every other refusal — no or a wrong token, bytes that are not this protocol, a request
    malformed before it names a session — is *noise*: counted per peer by
    :mod:`daemon.server._noise` and summarised in one periodic ``noise`` line, never a line
-   each. Unauthenticated bytes cannot buy disk.
+   each. Unauthenticated bytes cannot buy disk. On a listener with a ``tokens_file``, each
+   peer-fault noise refusal of a requester without a valid token is also a strike (as a failed
+   token is), so a peer that keeps sending garbage or unknown routes is cut off at accept too.
 5. Deadlines. A connection has its first deadline for its handshake and first request unit
    (hello, request head); after each answer the next request must arrive within
    ``idle_timeout``. A body (EVD1 evidence, an HTTP body) is read under the minimum-rate rule
@@ -61,7 +63,7 @@ from daemon.config._tls import peer_identity
 from daemon.server._peers import PeerLedger
 from daemon.server._pipeline import Pipeline, Refused
 from daemon.wire._echo import echo
-from daemon.wire._protocol import ErrorCode, ErrorResponse, ServerConnection, State
+from daemon.wire._protocol import ErrorCode, ErrorResponse, Fault, ServerConnection, State
 
 __all__ = ["OPEN_ROUTE_BUDGET", "Connection", "ConnectionCore", "read_at_rate"]
 
@@ -69,6 +71,8 @@ T = TypeVar("T")
 
 #: Probes (open routes asked without a valid token) answered at once per listener (rule 7).
 OPEN_ROUTE_BUDGET: Final = 32
+#: Refusals that are strikes where they are decided (a failed token, a cut for slowness).
+_STRUCK_ALREADY: Final = frozenset({ErrorCode.UNAUTHENTICATED, ErrorCode.IDLE_TIMEOUT})
 
 
 class Connection:
@@ -262,6 +266,16 @@ class ConnectionCore:
         if audit and (noise or not self.authenticated(requester)):
             self.pipeline.noise.record(peer)
             audit = False
+            # Rule 4: on a token listener, peer-fault noise without a valid token (garbage,
+            # an unknown route, a malformed head) is a strike as a failed token is (counted
+            # there), so a peer that keeps sending it is cut off at accept like one.
+            if (
+                code.fault is Fault.PEER
+                and code not in _STRUCK_ALREADY
+                and self.requires_token(requester)
+                and "token" not in requester
+            ):
+                self.strike(peer)
         return await self.pipeline.refusal(
             requester, code, message, request_id=request_id, audit=audit, **fields
         )

@@ -360,3 +360,31 @@ def test_an_upload_admitted_before_a_reload_lowered_its_bound_finishes_under_it(
         code = live.stop()
         live.cleanup()
     assert code == 0
+
+
+async def test_a_peer_that_keeps_sending_garbage_to_a_token_listener_is_cut_off(
+    short_dir: Path,
+) -> None:
+    """Garbage and unknown routes without a token were noise but never strikes: a flood of
+    them was answered on its merits forever (each a parse, an answer and a drain). Now each
+    is a strike as a failed token is, and the peer is cut off at accept."""
+    async with daemon(short_dir) as server:
+        assert server.http_address is not None
+        kinds = [b"garbage\r\n\r\n", b"GET / HTTP/1.1\r\nHost: t\r\n\r\n"]
+        for number in range(STRIKE_LIMIT):
+            answer = await exchange(server.http_address, kinds[number % 2], source="127.0.0.11")
+            assert b"400 Bad Request" in answer or b"404 Not Found" in answer
+        answer = await exchange(
+            server.http_address, post(submit_body(b"e"), token=TOKEN), source="127.0.0.11"
+        )
+        assert answer == busy_answer(PENALIZED)
+        # A probe is not noise of this kind (it is answered), and an authenticated peer's
+        # unknown route is its own refusal: neither is a strike.
+        for _ in range(STRIKE_LIMIT + 1):
+            probe = await exchange(
+                server.http_address,
+                b"GET /health HTTP/1.1\r\nHost: t\r\n\r\n",
+                source="127.0.0.12",
+            )
+            assert b"200 OK" in probe
+    assert not any(line["event"] == "refusal" for line in events(short_dir))
