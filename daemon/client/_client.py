@@ -31,6 +31,16 @@ Rules (the contract):
    :class:`RejectedError`.
 5. The synchronous facade (:class:`daemon.client._connect.SyncClient`) opens one connection per call
    inside ``trio.run``; it is for scripts and the CLI, not for throughput.
+6. :meth:`Client.submit_batch` sends 1 to :data:`~daemon.wire._protocol.MAX_BATCH_PAIRS` pairs
+   as one ``submit_batch`` (``docs/protocol.md`` §4.1) and returns, per pair in order, a
+   :class:`SubmitResult` or the :class:`RejectedError` (:class:`ServiceUnavailable` for a
+   service-fault code) of that pair's refusal: returned, not raised, and the connection goes
+   on. A refusal of the whole batch is raised as for :meth:`Client.submit`. A server that
+   answers ``UNKNOWN_KIND`` (it predates batches) gets the pairs one ``submit`` at a time
+   instead, with the same results; a refused pair ends its connection, so the client opens a
+   new one (as :func:`~daemon.client._connect.open_client` did) for the next request, and it
+   remembers not to send that server a batch again. Without a way to reconnect (a client not
+   made by ``open_client``) the ``UNKNOWN_KIND`` refusal is raised.
 """
 
 from __future__ import annotations
@@ -38,7 +48,7 @@ from __future__ import annotations
 import base64
 import binascii
 import itertools
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import attrs
@@ -47,8 +57,10 @@ import trio
 from daemon.errors import Busy, EvidencedError, PeerError, RemoteProtocolError, Unavailable
 from daemon.wire._protocol import (
     CLOSED,
+    MAX_BATCH_PAIRS,
     NEED_DATA,
     SUPPORTED_VERSIONS,
+    BatchPair,
     CheckpointNote,
     CheckpointRequest,
     ClientConnection,
@@ -57,6 +69,7 @@ from daemon.wire._protocol import (
     ConsistencyProof,
     ConsistencyProofRequest,
     Decision,
+    Decisions,
     ErrorCode,
     ErrorResponse,
     Fault,
@@ -72,6 +85,7 @@ from daemon.wire._protocol import (
     ServerResponse,
     SessionList,
     Submit,
+    SubmitBatch,
 )
 from session import BoundProposition
 
@@ -146,10 +160,65 @@ class SubmitResult:
         }
 
 
-def _raise_for(response: ErrorResponse) -> None:
+def _rejection(response: ErrorResponse) -> RejectedError:
+    """The exception of a refusal: :class:`ServiceUnavailable` for a service-fault code."""
     if ErrorCode[response.code].fault is Fault.SERVICE:
-        raise ServiceUnavailable(response)
-    raise RejectedError(response)
+        return ServiceUnavailable(response)
+    return RejectedError(response)
+
+
+def _raise_for(response: ErrorResponse) -> None:
+    raise _rejection(response)
+
+
+def _result(decision: Decision) -> SubmitResult:
+    return SubmitResult(
+        decision.decision_id,
+        decision.session,
+        decision.result,
+        decision.seq,
+        decision.line_digest,
+        decision.log_index,
+        decision.audit_line,
+    )
+
+
+def _wire_pair(
+    binding: BoundProposition | dict[str, Any], evidence: Sequence[bytes]
+) -> tuple[dict[str, Any], tuple[bytes, ...]]:
+    wire = binding.to_dict() if isinstance(binding, BoundProposition) else dict(binding)
+    items = tuple(evidence)
+    if any(type(item) is not bytes for item in items):
+        raise TypeError("evidence items must be bytes")
+    return wire, items
+
+
+def _batch_results(
+    response: ServerResponse, request_id: int, count: int
+) -> list[SubmitResult | RejectedError]:
+    """Per pair, in order, its decision or its refusal (rule 6)."""
+    if (
+        not isinstance(response, Decisions)
+        or response.request_id != request_id
+        or len(response.decisions) != count
+    ):
+        raise ServerProtocolError("unexpected answer to submit_batch: not one answer per pair")
+    results: list[SubmitResult | RejectedError] = []
+    for element in response.decisions:
+        try:
+            if element["kind"] == ErrorResponse.KIND:
+                refusal = ErrorResponse.from_header(element)
+                answered_id = refusal.request_id
+                results.append(_rejection(refusal))
+            else:
+                decision = Decision.from_header(element)
+                answered_id = decision.request_id
+                results.append(_result(decision))
+        except ProtocolError as error:
+            raise ServerProtocolError(f"unexpected answer in a batch: {error.message}") from None
+        if answered_id != request_id:
+            raise ServerProtocolError("an answer in a batch is for another request")
+    return results
 
 
 class Client:
@@ -170,7 +239,36 @@ class Client:
         self._lock = trio.Lock()
         self._ids = itertools.count(1)
         self._broken = False
+        self._max_response_header_bytes = max_response_header_bytes
+        #: Opens a new stream to the same server, and the time its hello may take (rule 6).
+        self._reopen: Callable[[], Awaitable[trio.abc.Stream]] | None = None
+        self._handshake_timeout = request_timeout
+        #: The connection ended after a refusal that was returned, not raised (rule 6): the
+        #: next request opens a new one.
+        self._stale = False
+        #: The server answered a batch ``UNKNOWN_KIND``: pairs go one by one (rule 6).
+        self._batches_unknown = False
         self.server: HelloAccepted | None = None
+
+    def reconnect_with(
+        self, reopen: Callable[[], Awaitable[trio.abc.Stream]], handshake_timeout: float
+    ) -> None:
+        """How to open a new connection to the same server when one must be (rule 6)."""
+        self._reopen = reopen
+        self._handshake_timeout = handshake_timeout
+
+    async def _reconnect(self) -> None:
+        assert self._reopen is not None
+        with trio.CancelScope(shield=True):
+            await self._stream.aclose()
+        self._stream = await self._reopen()
+        self._conn = ClientConnection(max_header_bytes=self._max_response_header_bytes)
+        self._broken = self._stale = False
+        saved, self._request_timeout = self._request_timeout, self._handshake_timeout
+        try:
+            await self._hello()
+        finally:
+            self._request_timeout = saved
 
     async def _read_response(self) -> ServerResponse:
         while True:
@@ -193,6 +291,8 @@ class Client:
     async def _exchange(
         self, request: ClientRequest, evidence: tuple[bytes, ...] = ()
     ) -> ServerResponse:
+        if self._broken and self._stale and self._reopen is not None:
+            await self._reconnect()
         if self._broken:
             raise TransportError("the connection is closed after an earlier failure")
         try:
@@ -251,25 +351,64 @@ class Client:
         evidence: Sequence[bytes],
     ) -> SubmitResult:
         """Submit ``evidence`` (raw bytes, in order) for ``binding`` in ``session``."""
-        wire = binding.to_dict() if isinstance(binding, BoundProposition) else dict(binding)
-        items = tuple(evidence)
-        if any(type(item) is not bytes for item in items):
-            raise TypeError("evidence items must be bytes")
+        wire, items = _wire_pair(binding, evidence)
         async with self._lock:
-            request_id = next(self._ids)
-            request = Submit(request_id, session, wire, tuple(len(item) for item in items))
-            response = await self._exchange(request, items)
-            if not isinstance(response, Decision) or response.request_id != request_id:
-                raise ServerProtocolError("unexpected answer to submit")
-            return SubmitResult(
-                response.decision_id,
-                response.session,
-                response.result,
-                response.seq,
-                response.line_digest,
-                response.log_index,
-                response.audit_line,
-            )
+            return await self._submit(session, wire, items)
+
+    async def _submit(
+        self, session: str, wire: dict[str, Any], items: tuple[bytes, ...]
+    ) -> SubmitResult:
+        request_id = next(self._ids)
+        request = Submit(request_id, session, wire, tuple(len(item) for item in items))
+        response = await self._exchange(request, items)
+        if not isinstance(response, Decision) or response.request_id != request_id:
+            raise ServerProtocolError("unexpected answer to submit")
+        return _result(response)
+
+    async def submit_batch(
+        self,
+        session: str,
+        pairs: Sequence[tuple[BoundProposition | dict[str, Any], Sequence[bytes]]],
+    ) -> list[SubmitResult | RejectedError]:
+        """Decide 1 to 64 pairs (binding, evidence) of ``session`` in one request: per pair, in
+        order, its :class:`SubmitResult` or its refusal, returned (rule 6)."""
+        prepared = [_wire_pair(binding, evidence) for binding, evidence in pairs]
+        if not 1 <= len(prepared) <= MAX_BATCH_PAIRS:
+            raise ValueError(f"a batch carries 1 to {MAX_BATCH_PAIRS} pairs, not {len(prepared)}")
+        async with self._lock:
+            if not self._batches_unknown:
+                request_id = next(self._ids)
+                request = SubmitBatch(
+                    request_id,
+                    session,
+                    tuple(
+                        BatchPair(wire, tuple(len(item) for item in items))
+                        for wire, items in prepared
+                    ),
+                )
+                evidence = tuple(item for _, items in prepared for item in items)
+                try:
+                    response = await self._exchange(request, evidence)
+                except RejectedError as error:
+                    if error.code != ErrorCode.UNKNOWN_KIND.name or self._reopen is None:
+                        raise
+                    self._batches_unknown = self._stale = True  # an older server (rule 6)
+                else:
+                    return _batch_results(response, request_id, len(prepared))
+            return await self._one_by_one(session, prepared)
+
+    async def _one_by_one(
+        self, session: str, prepared: list[tuple[dict[str, Any], tuple[bytes, ...]]]
+    ) -> list[SubmitResult | RejectedError]:
+        """A batch as single submits, for a server without batches (rule 6)."""
+        results: list[SubmitResult | RejectedError] = []
+        for wire, items in prepared:
+            try:
+                results.append(await self._submit(session, wire, items))
+            except RejectedError as refused:
+                results.append(refused)
+                self._stale = True  # the refusal ended the connection: a new one next
+        return results
 
     # -- the transparency log (docs/spec/transparency.md §10)
 
