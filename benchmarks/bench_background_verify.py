@@ -1,6 +1,6 @@
-"""Background verification of the audit log prefix start-up trusted from the sidecar
-(``docs/audit-log.md`` §7.6): how long a start on an edited log serves before ``health``
-turns ``degraded``.
+"""Background verification of the audit log prefix start-up trusted from the sidecar, and of
+the transparency tree against the lines (``docs/audit-log.md`` §7.6): how long a start on an
+edited log or tree serves before ``health`` turns ``degraded``.
 
 Generates a valid log of ``--mb`` MiB (default 64; the figure in the docs is ``--mb 1024``)
 with ``bench_audit_startup.generate``, writes the sidecar at its end (a clean stop), makes a
@@ -11,7 +11,14 @@ prints, for an edit on line 100 and on the next-to-last line:
 * the time from ``open`` until the alarm (the background verification found the edit);
 * and for the unedited log the time to verify the whole prefix (``verified``).
 
-One run each (a 1 GiB pass takes tens of seconds); the log is deleted at the end.
+Then it builds the log's transparency tree (tiles and a signed checkpoint, as a first start
+with ``[transparency]`` does) and opens log and tree as the daemon does (``AuditLog.open``,
+``open_transparency``, ``attach``): for the unedited tree, the time until the chain's pass
+and then the tree's pass end (the whole background verification); for one hash flipped in the
+first full level-0 tile and in the last full one the start never reads, the time until the
+alarm.
+
+One run each (a 1 GiB pass takes tens of seconds); the files are deleted at the end.
 
 Run: ``.venv/bin/python benchmarks/bench_background_verify.py [--mb N] [--dir D]``
 """
@@ -31,6 +38,10 @@ from bench_audit_startup import generate, sidecar_bytes
 
 from daemon import AuditLog
 from daemon.audit._audit_files import sidecar_path
+from daemon.audit._transparency import TransparencyConfig, attach, line_source, open_transparency
+from daemon.tlog import SignerKey, TransparencyLog, load_signer, tile_path, write_key_file
+
+ORIGIN = "bench.example/evidenced"
 
 
 def _edit(path: Path, offset: int) -> None:
@@ -61,6 +72,53 @@ def _measure(path: Path, sidecar: bytes, label: str) -> None:
     log.close_sync()
 
 
+def _build_tree(path: Path, lines: int) -> TransparencyConfig:
+    key = write_key_file(path.with_name("log.key"), SignerKey.generate(ORIGIN))
+    config = TransparencyConfig(key_file=str(key), origin=ORIGIN)
+    started = time.monotonic()
+    TransparencyLog.open(
+        config.directory_for(path),
+        load_signer(key),
+        log_size=lines,
+        lines=line_source(path, lines),
+        sync=False,
+    )
+    print(f"tree built from the lines in {time.monotonic() - started:.1f} s")
+    return config
+
+
+def _measure_tree(path: Path, sidecar: bytes, config: TransparencyConfig, label: str) -> None:
+    sidecar_path(path).write_bytes(sidecar)
+    started = time.monotonic()
+    log = AuditLog.open(path)
+    attach(log, open_transparency(config, path, log.durable.seq, sync=False))
+    opened = time.monotonic()
+    chain, tree = log.background, log.tree_background
+    assert chain is not None and tree is not None
+    chain_done: float | None = None
+    while tree.state == "running":
+        if chain_done is None and chain.state != "running":
+            chain_done = time.monotonic()
+        time.sleep(0.01)
+    ended = time.monotonic()
+    chain_done = chain_done or ended
+    print(
+        f"{label}: start {1000 * (opened - started):.1f} ms (log and tree), chain "
+        f"{chain.state} after {chain_done - opened:.2f} s, tree {tree.state} after "
+        f"{ended - opened:.2f} s ({ended - chain_done:.2f} s of its own; {tree.lines or 0:,} "
+        f"lines, {tree.tiles or 0:,} tiles)"
+    )
+    if tree.alarm:
+        print(f"  alarm: {tree.alarm[:160]}…")
+    log.close_sync()
+
+
+def _flip(tile: Path) -> None:
+    data = bytearray(tile.read_bytes())
+    data[100] ^= 0x01
+    tile.write_bytes(bytes(data))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=int, default=64)
@@ -86,6 +144,20 @@ def main() -> int:
             assert path.read_bytes() == pristine
         _edit(path, points[-3][2])  # the last line before the sidecar's own (start checks that)
         _measure(path, at_end, f"edit on line {len(points) - 1:,} (next to last)")
+        with path.open("r+b") as handle:  # undo: the tree is built from the unedited lines
+            handle.seek(points[-3][2])
+            line = handle.readline()
+            handle.seek(points[-3][2] + line.index(b'"outcome":"FAIL"'))
+            handle.write(b'"outcome":"PASS"')
+        config = _build_tree(path, len(points))
+        directory = config.directory_for(path)
+        _measure_tree(path, at_end, config, "tree unedited")
+        for index in (0, len(points) // 256 - 2):
+            tile = directory / tile_path(0, index)
+            pristine_tile = tile.read_bytes()
+            _flip(tile)
+            _measure_tree(path, at_end, config, f"tree: one hash flipped in {tile_path(0, index)}")
+            tile.write_bytes(pristine_tile)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     return 0

@@ -3,28 +3,42 @@ nothing acknowledged was lost (issue "hold under attack, second round"; not part
 suite: it runs for minutes and its figures are printed, never asserted).
 
 For ``--duration`` seconds (default 600) it runs ``evidenced serve`` (``--workers 2``; the
-transparency log; ``retain = "all"`` into an ``fs:`` store; HTTP with a bearer token) as a
-child process, with every file on a 1 GiB tmpfs when ``mount`` is allowed (else disk full is
-``RLIMIT_FSIZE`` on the parent, as ``tests/daemon/test_audit_disk_full.py`` does), and:
+transparency log; ``retain = "all"`` into an ``fs:`` store for session ``b`` and into an
+``s3://`` store for session ``s3``; HTTP with a bearer token) as a child process, with every
+file on a 1 GiB tmpfs when ``mount`` is allowed (else disk full is ``RLIMIT_FSIZE`` on the
+parent, as ``tests/daemon/test_audit_disk_full.py`` does). The S3 store is moto's server (a
+child process, a real S3 API on 127.0.0.1) reached through a fault-injecting TCP proxy the
+soak runs (:class:`S3Proxy`, real sockets: ``pass`` relays, ``stall`` accepts and never
+answers, ``error`` answers ``503`` or resets). And it:
 
 * drives load from several clients: binary protocol over the Unix socket and HTTP with the
-  token, each a loop of submits of evidence from a pool (retained, so every one is replayable);
+  token, each a loop of submits of evidence from a pool (retained, so every one is
+  replayable); and one of each to session ``s3``, every item new (an item stored less than a
+  minute ago is not written again, and the point is to write through the proxy);
 * injects faults round-robin on a schedule so that each kind happens at least three times:
   ``kill -9`` of a serving worker, ``kill -9`` of the parent (then a restart on the same files),
   disk full for a few seconds, a SIGHUP storm, slow clients (a byte every second), unauthenticated
   HTTP clients, a FIFO planted at an object's path, a symlink planted at a store directory
-  (each planted item is submitted while planted, then removed and submitted again);
-* watches ``health`` every 0.25 s next to a probe decision: health is *wrong* while it says
-  ``serving`` and the probe is refused for a daemon-side reason (AUDIT_FAILED, BUSY, a broken
-  connection), or says ``degraded`` while probes pass and no fault is active; the longest such
-  stretch is printed.
+  (each planted item is submitted while planted, then removed and submitted again), a stuck
+  S3 endpoint (the proxy stalls for the request deadline + 3 s, so store operations outlive
+  the deadline and are *stuck*) and an erroring one (4 s of ``503`` answers and resets); an
+  S3 fault lasts until ``health`` no longer names the store (each worker clears it at its next
+  successful write), at most 40 s;
+* watches ``health`` every 0.25 s next to a probe decision (session ``b``): health is *wrong*
+  while it says ``serving`` and the probe is refused for a daemon-side reason (AUDIT_FAILED,
+  BUSY, a broken connection), or says ``degraded`` while probes pass and no fault is active;
+  the longest such stretch is printed. An S3 fault is a fault window (health is expected to
+  say ``degraded`` with the store ``stuck`` or ``failing`` then, while ``b`` keeps passing);
+  the S3 faults during which it did are counted.
 
 At the end it stops the daemon and proves, from the files alone: every acknowledged decision
 is the log line at its ``seq`` (none lost), the hash chain verifies (``verify_log``), the
 transparency tiles verify against the log and the signed checkpoint (``verify_directory``),
 every acknowledged decision has an inclusion proof under that checkpoint (a receipt built
 from the tiles and verified), every retained decision replays ``REPRODUCED`` (``evidenced
-replay --all``), no process of the daemon outlived it and no descriptor leaked (the parent's
+replay --all``, once per store: ``--session b`` from ``fs:``, ``--session s3`` from moto
+directly; an S3 decision refused during a fault has no line and is a refusal, not a loss),
+no process of the daemon outlived it and no descriptor leaked (the parent's
 and workers' open descriptors at the start and just before the stop).
 
 Run: ``python benchmarks/soak.py [--duration SECONDS] [--keep DIR]``
@@ -43,6 +57,7 @@ import secrets
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -72,14 +87,134 @@ ORIGIN = "soak.example/evidenced"
 POOL = 1500  # distinct evidence items in the load (bounded store size)
 FAULTS = (
     "kill_worker",
+    "s3_stuck",
     "fifo_in_store",
     "sighup_storm",
     "slow_clients",
+    "s3_erroring",
     "unauthenticated",
     "symlink_in_store",
     "disk_full",
     "kill_parent",
 )
+S3_FAULTS = ("s3_stuck", "s3_erroring")
+BUCKET = "soak"
+S3_STORE = f"s3://{BUCKET}/evidence"
+ERROR_SECONDS = 4.0  # s3_erroring: how long the proxy answers 503 or resets
+STALL_PAST_DEADLINE = 3.0  # s3_stuck: the stall outlasts the request deadline by this much
+REQUEST_DEADLINE = 10.0
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def s3_environment(endpoint: str) -> dict[str, str]:
+    """What points boto3 (the daemon's, the replay's, the soak's) at ``endpoint``."""
+    return {
+        "AWS_ENDPOINT_URL_S3": endpoint,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_MAX_ATTEMPTS": "2",
+        "AWS_CONFIG_FILE": os.devnull,
+        "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+    }
+
+
+def _environment(endpoint: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("AWS_ENDPOINT_URL", "AWS_PROFILE")}
+    env.update(s3_environment(endpoint))
+    return env
+
+
+class S3Proxy:
+    """A TCP proxy in front of moto, switched between ``pass`` (relay both ways), ``stall``
+    (accept, read, never answer) and ``error`` (answer each request ``503`` or reset the
+    connection, alternately). Switching closes every connection of the mode before (the
+    SDK's pooled keep-alive connections included), so the new mode applies to the next
+    request at once."""
+
+    def __init__(self, upstream: tuple[str, int]) -> None:
+        self.upstream = upstream
+        self.mode = "pass"
+        self.port = 0
+        self.connections = 0
+        self._changed = trio.Event()
+        self._errors = 0
+
+    def switch(self, mode: str) -> None:
+        self.mode = mode
+        self._changed.set()
+        self._changed = trio.Event()
+
+    async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        self.port = listeners[0].socket.getsockname()[1]
+        task_status.started()
+        await trio.serve_listeners(self._connection, listeners)
+
+    async def _connection(self, stream: trio.SocketStream) -> None:
+        self.connections += 1
+        changed = self._changed
+        async with trio.open_nursery() as nursery:
+
+            async def until_switched() -> None:
+                await changed.wait()
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(until_switched)
+            try:
+                if self.mode == "pass":
+                    await self._relay(stream)
+                elif self.mode == "stall":
+                    while await stream.receive_some(65536):
+                        pass  # read and never answer
+                else:
+                    await self._error(stream)
+            except (trio.BrokenResourceError, OSError):
+                pass
+            nursery.cancel_scope.cancel()
+        with contextlib.suppress(trio.BrokenResourceError, OSError):
+            await stream.aclose()
+
+    async def _relay(self, stream: trio.SocketStream) -> None:
+        upstream = await trio.open_tcp_stream(*self.upstream)
+
+        async def pump(source: trio.SocketStream, sink: trio.SocketStream) -> None:
+            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                while data := await source.receive_some(65536):
+                    await sink.send_all(data)
+            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                await sink.send_eof()
+
+        try:
+            async with trio.open_nursery() as pumps:
+                pumps.start_soon(pump, stream, upstream)
+                pumps.start_soon(pump, upstream, stream)
+        finally:
+            with contextlib.suppress(trio.BrokenResourceError, OSError):
+                await upstream.aclose()
+
+    async def _error(self, stream: trio.SocketStream) -> None:
+        head = b""
+        while b"\r\n\r\n" not in head:
+            data = await stream.receive_some(65536)
+            if not data:
+                return
+            head += data
+        self._errors += 1
+        if self._errors % 2:
+            body = b"<Error><Code>ServiceUnavailable</Code><Message>soak</Message></Error>"
+            await stream.send_all(
+                b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/xml\r\n"
+                b"Connection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+            )
+        else:  # a reset: linger 0, then close
+            stream.socket.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
 
 
 def bytes_binding(item: bytes) -> BoundProposition:
@@ -117,10 +252,20 @@ class Soak:
         self.fds: dict[str, list[int]] = {"start": [], "end": []}
         self.wrong_longest = 0.0
         self.wrong_since: float | None = None
+        self.wrong_what = ""
+        self.wrong_longest_what = ""
+        self.active_kinds: list[str] = []
         self.health_samples = 0
         self.restarts = 0
         self.stopping = False
         self.binding_cache: dict[bytes, BoundProposition] = {}
+        self.moto: subprocess.Popen[bytes] | None = None
+        self.moto_endpoint = ""
+        self.proxy: S3Proxy | None = None
+        self.env: dict[str, str] = dict(os.environ)
+        self.s3_degraded: collections.Counter[str] = collections.Counter()
+        self.s3_recovery_longest = 0.0
+        self.s3_serial = 0
 
     # -- the daemon
 
@@ -133,6 +278,7 @@ class Soak:
             check=False,
         )
         self.tmpfs = mounted.returncode == 0
+        self.start_moto()
         key = self.base / "log.key"
         made = subprocess.run(
             [*CLI, "log", "keygen", "--origin", ORIGIN, "--out", str(key)],
@@ -148,7 +294,8 @@ class Soak:
             "[server]\n"
             'listen = ""\n'
             f'socket = "{self.data / "sock"}"\n'
-            "workers = 2\nworker_processes = 1\nidle_timeout = 5.0\nrequest_deadline = 10.0\n"
+            "workers = 2\nworker_processes = 1\nidle_timeout = 5.0\n"
+            f"request_deadline = {REQUEST_DEADLINE}\n"
             "shutdown_grace = 5.0\n"
             f'[http]\nlisten = "127.0.0.1:0"\nheader_timeout = 3.0\ntokens_file = "{tokens}"\n'
             f'[audit]\npath = "{self.data / "audit.jsonl"}"\ndurability = "fsync"\n'
@@ -156,7 +303,32 @@ class Soak:
             "checkpoint_interval = 0.5\n"
             '[sessions.b]\nmechanisms = ["bytes-sha256"]\nmax_evidence_items = 1\n'
             f'retain = "all"\nstore = "fs:{self.data / "evidence"}"\n'
+            '[sessions.s3]\nmechanisms = ["bytes-sha256"]\nmax_evidence_items = 1\n'
+            f'retain = "all"\nstore = "{S3_STORE}"\n'
         )
+
+    def start_moto(self) -> None:
+        """moto's S3 server as a child process, and the bucket."""
+        port = _free_port()
+        self.moto = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+            stdout=open(self.base / "moto.log", "ab"),  # noqa: SIM115 - the child's
+            stderr=subprocess.STDOUT,
+        )
+        self.moto_endpoint = f"http://127.0.0.1:{port}"
+        for _ in range(300):
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
+                break
+            time.sleep(0.1)
+        import boto3
+
+        boto3.session.Session().client(
+            "s3",
+            endpoint_url=self.moto_endpoint,
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+            region_name="us-east-1",
+        ).create_bucket(Bucket=BUCKET)
 
     def start(self) -> None:
         """Start the daemon; a start that is refused (the old processes of a killed parent
@@ -168,6 +340,7 @@ class Soak:
                 stderr=open(self.base / "daemon.stderr", "a"),  # noqa: SIM115 - the child's
                 text=True,
                 cwd=ROOT,
+                env=self.env,
             )
             assert process.stdout is not None
             line = process.stdout.readline()
@@ -230,33 +403,41 @@ class Soak:
             found = self.binding_cache[item] = bytes_binding(item)
         return found
 
-    async def submit(self, client: Any, item: bytes, how: str) -> str:
+    async def submit(self, client: Any, item: bytes, how: str, session: str = "b") -> str:
         """Submit; record the acknowledgement or the refusal; the outcome's kind."""
+        binding = self.bound(item) if session == "b" else bytes_binding(item)
         try:
-            answer = await client.submit("b", self.bound(item), [item])
+            answer = await client.submit(session, binding, [item])
         except RejectedError as error:
-            self.refusals[error.code] += 1
+            self.refusals[error.code if session == "b" else f"{error.code} ({session})"] += 1
             return error.code
         self.acknowledged[answer.decision_id] = (answer.seq, how)
         return "acknowledged"
 
-    async def load(self, number: int, http: bool) -> None:
+    async def load(self, number: int, http: bool, session: str = "b") -> None:
+        """Submits in a loop; to ``s3`` every item is new, and the connection is opened
+        anew every 20 submits (as clients come and go: each serving worker sees the store)."""
         n = number * 100_003
+        how = ("http" if http else "evd1") if session == "b" else f"s3-{'http' if http else 'evd1'}"
+        suffix = "" if session == "b" else " (s3)"
         while not self.stopping:
             try:
                 target: dict[str, Any] = (
                     {"url": self.http, "token": self.token} if http else {"unix": self.sock}
                 )
                 async with open_client(**target, request_timeout=30) as client:
-                    while not self.stopping:
+                    for _ in range(20 if session != "b" else 1 << 62):
+                        if self.stopping:
+                            break
                         n += 1
-                        code = await self.submit(client, self.item(n), "http" if http else "evd1")
+                        item = self.item(n) if session == "b" else b"soak s3 evidence %d" % n
+                        code = await self.submit(client, item, how, session)
                         if code not in ("acknowledged",):
                             break  # an error answer closes the connection
             except ClientTimeout:
-                self.refusals["CLIENT_TIMEOUT"] += 1
+                self.refusals["CLIENT_TIMEOUT" + suffix] += 1
             except (ClientError, OSError):
-                self.refusals["TRANSPORT"] += 1
+                self.refusals["TRANSPORT" + suffix] += 1
                 await trio.sleep(0.2)
 
     # -- health
@@ -265,18 +446,20 @@ class Soak:
         probe = 0
         while not self.stopping:
             await trio.sleep(0.25)
-            status = "unreachable"
+            status, reason, code = "unreachable", None, "-"
             probe_ok: bool | None = None
             try:
                 with trio.move_on_after(5):
                     async with open_client(unix=self.sock, request_timeout=5) as client:
-                        status = (await client.health())["status"]
+                        health = await client.health()
+                        status, reason = health["status"], health.get("reason")
                     probe += 1
                     async with open_client(unix=self.sock, request_timeout=10) as client:
                         code = await self.submit(client, b"probe %d" % probe, "probe")
                     probe_ok = code == "acknowledged"
-            except (ClientError, OSError):
+            except (ClientError, OSError) as error:
                 probe_ok = False if status != "unreachable" else None
+                code = type(error).__name__
             self.health_samples += 1
             wrong = (status == "serving" and probe_ok is False) or (
                 status == "degraded" and probe_ok is True and not self.fault_active
@@ -285,7 +468,13 @@ class Soak:
             if wrong:
                 if self.wrong_since is None:
                     self.wrong_since = now
-                self.wrong_longest = max(self.wrong_longest, now - self.wrong_since)
+                    self.wrong_what = (
+                        f"{status} ({(reason or '')[:100]}), probe {code}, during "
+                        f"{sorted(self.active_kinds) or 'no fault'}"
+                    )
+                if now - self.wrong_since >= self.wrong_longest:
+                    self.wrong_longest = now - self.wrong_since
+                    self.wrong_longest_what = self.wrong_what
             else:
                 self.wrong_since = None
             for pid in self.descendants():
@@ -295,6 +484,7 @@ class Soak:
 
     async def inject(self, kind: str) -> None:
         self.fault_active += 1
+        self.active_kinds.append(kind)
         try:
             await getattr(self, kind)()
             self.faults[kind] += 1
@@ -302,6 +492,7 @@ class Soak:
             self.fault_notes[f"{kind}: {type(error).__name__}: {error}"[:160]] += 1
         finally:
             self.fault_active -= 1
+            self.active_kinds.remove(kind)
 
     async def _health(self) -> dict[str, Any]:
         async with open_client(unix=self.sock, request_timeout=5) as client:
@@ -400,6 +591,47 @@ class Soak:
                 async with open_client(self.http, token="not-a-token", request_timeout=10) as c:
                     await self.submit(c, item, "unauthenticated")
 
+    async def _names_s3(self) -> str | None:
+        """``stuck`` or ``failing`` when ``health`` (of whichever worker answers) says
+        ``degraded`` naming the S3 store; else None."""
+        with contextlib.suppress(ClientError, OSError):
+            health = await self._health()
+            reason = health.get("reason") or ""
+            if health["status"] == "degraded" and "s3://" in reason:
+                return "stuck" if " stuck: " in reason else "failing"
+        return None
+
+    async def _s3_fault(self, kind: str, mode: str, seconds: float) -> None:
+        assert self.proxy is not None
+        self.proxy.switch(mode)
+        seen: set[str] = set()
+        until = trio.current_time() + seconds
+        while trio.current_time() < until:
+            seen.add(await self._names_s3() or "")
+            await trio.sleep(0.25)
+        self.proxy.switch("pass")
+        recovered = trio.current_time()
+        clean = 0
+        while clean < 8 and trio.current_time() - recovered < 40:
+            named = await self._names_s3()
+            seen.add(named or "")
+            clean = 0 if named else clean + 1
+            await trio.sleep(0.25)
+        took = trio.current_time() - recovered - clean * 0.25
+        self.s3_recovery_longest = max(self.s3_recovery_longest, took)
+        if clean < 8:
+            self.fault_notes[
+                f"{kind}: health still named the S3 store 40 s after it recovered"
+            ] += 1
+        for state in sorted(seen - {""}):
+            self.s3_degraded[f"{kind} ({state})"] += 1
+
+    async def s3_stuck(self) -> None:
+        await self._s3_fault("s3_stuck", "stall", REQUEST_DEADLINE + STALL_PAST_DEADLINE)
+
+    async def s3_erroring(self) -> None:
+        await self._s3_fault("s3_erroring", "error", ERROR_SECONDS)
+
     def _object(self, item: bytes) -> Path:
         hexdigest = hashlib.sha256(item).hexdigest()
         return self.data / "evidence" / hexdigest[:2] / hexdigest[2:4] / hexdigest
@@ -466,15 +698,24 @@ class Soak:
         self.stopping = True
 
     async def run(self) -> None:
-        await trio.sleep(1)
-        self.fds["start"] = self.fd_counts()
-        async with trio.open_nursery() as nursery:
-            for number in range(4):
-                nursery.start_soon(self.load, number, number % 2 == 1)
-            nursery.start_soon(self.monitor)
-            await self.schedule()
-        await trio.sleep(1)
-        self.fds["end"] = self.fd_counts()
+        host, port = self.moto_endpoint.removeprefix("http://").rsplit(":", 1)
+        self.proxy = S3Proxy((host, int(port)))
+        async with trio.open_nursery() as around:
+            await around.start(self.proxy.serve)
+            self.env = _environment(f"http://127.0.0.1:{self.proxy.port}")
+            await trio.to_thread.run_sync(self.start)
+            await trio.sleep(1)
+            self.fds["start"] = self.fd_counts()
+            async with trio.open_nursery() as nursery:
+                for number in range(4):
+                    nursery.start_soon(self.load, number, number % 2 == 1)
+                for number in range(2):
+                    nursery.start_soon(self.load, 4 + number, number == 1, "s3")
+                nursery.start_soon(self.monitor)
+                await self.schedule()
+            await trio.sleep(1)
+            self.fds["end"] = self.fd_counts()
+            around.cancel_scope.cancel()
 
 
 def _alive(pid: int) -> bool:
@@ -500,10 +741,14 @@ def prove(soak: Soak) -> dict[str, Any]:
     raw = log.read_bytes().split(b"\n")
     lines = [line for line in raw if line]
     by_id: dict[str, tuple[int, bytes]] = {}
+    s3_retained = 0
     for line in lines:
         fields = json.loads(line)
         if fields.get("event") == "decision":
             by_id[fields["decision_id"]] = (fields["seq"], line)
+            s3_retained += fields.get("retained") is True and str(fields.get("store")).startswith(
+                "s3://"
+            )
     lost = [
         decision
         for decision, (seq, _) in soak.acknowledged.items()
@@ -527,14 +772,9 @@ def prove(soak: Soak) -> dict[str, Any]:
             unproved += not verify_receipt(encode_receipt(receipt), soak.verifier).verified
         except Exception:
             unproved += 1
-    replay = subprocess.run(
-        [*CLI, "replay", "--log", str(log), "--store", f"fs:{soak.data / 'evidence'}", "--all"],
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=ROOT,
-    )
-    replayed = json.loads(replay.stdout) if replay.stdout.strip() else {}
+    replayed = _replay(log, "b", f"fs:{soak.data / 'evidence'}", dict(os.environ))
+    from_s3 = _replay(log, "s3", S3_STORE, _environment(soak.moto_endpoint))
+    s3_acknowledged = sum(how.startswith("s3-") for _, how in soak.acknowledged.values())
     return {
         "lost": len(lost),
         "chain_intact": chain.intact,
@@ -545,8 +785,26 @@ def prove(soak: Soak) -> dict[str, Any]:
         "unproved": unproved,
         "replay_status": replayed.get("status"),
         "replay_counts": {k: v for k, v in replayed.get("counts", {}).items() if v},
+        "s3_replay_status": from_s3.get("status"),
+        "s3_replay_counts": {k: v for k, v in from_s3.get("counts", {}).items() if v},
+        "s3_retained_lines": s3_retained,
+        "s3_acknowledged": s3_acknowledged,
         "leaked_processes": leaked,
     }
+
+
+def _replay(log: Path, session: str, store: str, env: dict[str, str]) -> dict[str, Any]:
+    """``evidenced replay --all`` of one session's decisions from its store."""
+    replay = subprocess.run(
+        [*CLI, "replay", "--log", str(log), "--store", store, "--all", "--session", session],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=ROOT,
+        env=env,
+    )
+    result: dict[str, Any] = json.loads(replay.stdout) if replay.stdout.strip() else {}
+    return result
 
 
 def main() -> int:
@@ -561,13 +819,15 @@ def main() -> int:
     began = time.monotonic()
     try:
         soak.prepare()
-        soak.start()
         trio.run(soak.run)
         proof = prove(soak)
     finally:
         if soak.process is not None and soak.process.poll() is None:
             soak.process.kill()
             soak.process.wait()
+        if soak.moto is not None:
+            soak.moto.terminate()
+            soak.moto.wait()
         if soak.tmpfs:  # (--keep keeps the configuration and the daemon's stderr)
             subprocess.run(["umount", "-l", str(soak.data)], check=False)
         if not args.keep:
@@ -579,6 +839,8 @@ def main() -> int:
         and proof["tree_verified"]
         and proof["unproved"] == 0
         and proof["replay_status"] == "REPRODUCED"
+        and proof["s3_replay_status"] == "REPRODUCED"
+        and proof["s3_replay_counts"].get("REPRODUCED") == proof["s3_retained_lines"]
         and not proof["leaked_processes"]
     )
     return 0 if ok else 1
@@ -594,13 +856,29 @@ def _print(soak: Soak, proof: dict[str, Any], elapsed: float) -> None:
         print(f"fault notes: {dict(soak.fault_notes)}")
     print(f"refusals by code: {dict(sorted(soak.refusals.items()))}")
     print(f"decisions lost: {proof['lost']}")
+    began = f"; it began: {soak.wrong_longest_what}" if soak.wrong_longest_what else ""
     print(f"longest time health was wrong: {soak.wrong_longest:.2f} s "
-          f"({soak.health_samples} samples)")  # fmt: skip
+          f"({soak.health_samples} samples){began}")  # fmt: skip
     print(f"audit chain intact: {proof['chain_intact']}; log lines: {proof['log_lines']:,}")
     print(f"transparency tree verified: {proof['tree_verified']} ({proof['tree_code']}); "
           f"signed checkpoint size {proof['checkpoint_size']:,}; acknowledged decisions "
           f"without a verified inclusion receipt: {proof['unproved']}")  # fmt: skip
     print(f"replay: {proof['replay_status']} {proof['replay_counts']}")
+    s3_refused = sum(v for k, v in soak.refusals.items() if k.endswith("(s3)"))
+    print(
+        f"replay of the S3-retained decisions (from moto): {proof['s3_replay_status']} "
+        f"{proof['s3_replay_counts']}; retained S3 decision lines {proof['s3_retained_lines']:,}"
+        f" (acknowledged {proof['s3_acknowledged']:,}; refusals and broken connections of the"
+        f" s3 clients: {s3_refused:,})"
+    )
+    injected = {k: v for k, v in sorted(soak.faults.items()) if k in S3_FAULTS}
+    connections = soak.proxy.connections if soak.proxy else 0
+    print(
+        f"S3 faults during which health said degraded naming the store (stuck / failing): "
+        f"{dict(sorted(soak.s3_degraded.items()))} of {injected}; longest from the endpoint's "
+        f"recovery to health no longer naming it: {soak.s3_recovery_longest:.2f} s (proxy "
+        f"connections: {connections:,})"
+    )
     print(f"daemon restarts after kill -9 of the parent: {soak.restarts}")
     print(f"processes left after the stop: {proof['leaked_processes'] or 'none'}")
     start, end = soak.fds["start"], soak.fds["end"]

@@ -80,6 +80,15 @@ def test_a_client_command_loads_no_server_side_room(command: str) -> None:
     assert _under(_loaded_by(command, "--help"), SERVER_SIDE) == set()
 
 
+@pytest.mark.parametrize("command", ["submit", "sessions", "health"])
+def test_a_client_command_loads_no_event_loop(command: str) -> None:
+    """Over the binary protocol a one-shot call is made by the blocking client: the parser of
+    a client command loads neither trio nor the trio clients (they load for HTTP, receipts and
+    many pairs; ``tests/daemon/test_oneshot_cli.py`` runs the calls themselves)."""
+    trio_side = ("trio", "h11", "daemon.client._client", "daemon.client._connect", "ssl")
+    assert _under(_loaded_by(command, "--help"), trio_side) == set()
+
+
 def test_the_help_summaries_are_the_commands_own() -> None:
     """The fast ``--help`` lists each command with the help its own module registers."""
     parser = build_parser()

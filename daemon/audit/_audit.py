@@ -41,7 +41,10 @@ Rules (the contract):
    attached, every line becomes a leaf right after it is durable, in the writer thread of
    the same group commit (the outage-recovery line too); a checkpoint is signed after a
    flush when one is due, when the interval of unsigned leaves runs out, and at
-   :meth:`close`. A tile that cannot be written degrades the transparency log only.
+   :meth:`close`. A tile that cannot be written degrades the transparency log only. The
+   tiles already on disk are verified against the lines in the background
+   (:func:`daemon.audit._transparency.attach`, :attr:`AuditLog.tree_background`): what it
+   finds is an :attr:`alarm`, as an edit of an old line is.
 """
 
 from __future__ import annotations
@@ -87,6 +90,7 @@ from daemon.audit._audit_format import (
 )
 from daemon.audit._audit_startup import AuditLogCorrupt, Opened, open_verified
 from daemon.audit._audit_verify import VerifyReport, tail, verify_log
+from daemon.audit._background_verify import TreeVerification
 from daemon.tlog import TransparencyLog
 
 __all__ = [
@@ -328,6 +332,8 @@ class AuditLog:
         self.checkpoint_error: str | None = None
         self.torn_tail: TornTail | None = opened.torn
         self.background = opened.background  # the prefix start-up did not verify
+        #: The background verification of the transparency tree (``attach_transparency``).
+        self.tree_background: TreeVerification | None = None
         self.verified_from = opened.verified_from
         #: The transparency log fed with every durable line (``docs/spec/transparency.md
         #: §6.2``); attached by the server after :meth:`open`, ``None`` when not configured.
@@ -418,10 +424,13 @@ class AuditLog:
 
     @property
     def alarm(self) -> str | None:
-        """An edit the background verification found in the prefix start-up trusted
-        (``daemon.audit._background_verify``); ``health`` is degraded with it. Not a write
-        failure: lines are still written."""
-        return self.background.alarm if self.background is not None else None
+        """An edit the background verification found in the prefix start-up trusted, or in
+        the transparency tree (``daemon.audit._background_verify``); ``health`` is degraded
+        with it. Not a write failure: lines are still written."""
+        for verification in (self.background, self.tree_background):
+            if verification is not None and verification.alarm is not None:
+                return verification.alarm
+        return None
 
     def status(self) -> dict[str, Any]:
         durable = self._durable

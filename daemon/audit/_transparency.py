@@ -13,7 +13,12 @@ Rules (the contract):
    order: an unsafe or invalid key file (``docs/spec/transparency.md §6.3``); a key whose name
    is not the origin; then every start-up check of ``§6.4``. It reads audit lines from the
    live file and its rotated files, backwards from the end when only the tail is needed.
-3. Requests are answered from tile files only, for sizes up to the latest checkpoint; a size
+3. :func:`attach` gives the started log to the audit log (every durable line becomes a leaf)
+   and starts the background verification of the whole tree against the lines
+   (:func:`daemon.audit._background_verify.start_tree`, after the chain's own, if any): an
+   edited tile found there is the audit log's ``alarm`` (``health`` ``degraded``), never a
+   refusal to serve.
+4. Requests are answered from tile files only, for sizes up to the latest checkpoint; a size
    or index out of range is the peer's fault (:data:`PROOF_RANGE`), no transparency log is
    :data:`TRANSPARENCY_DISABLED`.
 """
@@ -29,7 +34,8 @@ from typing import Any, BinaryIO, Final
 
 import attrs
 
-from daemon.audit._audit import AuditLogError
+from daemon.audit._audit import AuditLog, AuditLogError
+from daemon.audit._background_verify import start_tree
 from daemon.errors import PeerError
 from daemon.tlog import (
     KeyFileError,
@@ -214,6 +220,19 @@ def open_transparency(
         ) from None
 
 
+def attach(audit: AuditLog, tree: TransparencyLog) -> None:
+    """Rule 3: ``tree`` takes ``audit``'s lines from now on; its tiles on disk are verified
+    against the lines in the background."""
+    audit.transparency = tree
+    audit.tree_background = start_tree(
+        audit.path,
+        tree.directory,
+        lambda: audit_files(audit.path),
+        tree.signer.verifier(),
+        after=audit.background,
+    )
+
+
 # --------------------------------------------------------------------------- requests
 
 
@@ -257,7 +276,7 @@ TransparencyRequest = CheckpointRequest | InclusionProofRequest | ConsistencyPro
 def answer(
     log: TransparencyLog | None, request: TransparencyRequest
 ) -> CheckpointNote | InclusionProof | ConsistencyProof:
-    """The answer to a transparency request, or :class:`RequestRefused` (rule 3)."""
+    """The answer to a transparency request, or :class:`RequestRefused` (rule 4)."""
     if isinstance(request, CheckpointRequest):
         return CheckpointNote(request.request_id, checkpoint_answer(log))
     if isinstance(request, InclusionProofRequest):

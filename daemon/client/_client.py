@@ -30,8 +30,11 @@ Rules (the contract):
    holds the log key: :mod:`daemon.tlog`). ``PROOF_RANGE`` and ``TRANSPARENCY_DISABLED`` are
    :class:`RejectedError`.
 5. The synchronous facade (:class:`daemon.client._connect.SyncClient`) opens one connection per call
-   inside ``trio.run``; it is for scripts and the CLI, not for throughput.
-6. :meth:`Client.submit_batch` sends 1 to :data:`~daemon.wire._protocol.MAX_BATCH_PAIRS` pairs
+   inside ``trio.run``; it is for scripts, not for throughput. The command line's one-shot
+   calls use the blocking client instead (:mod:`daemon.client._blocking`: no event loop).
+6. The errors, :class:`SubmitResult` and the answer checks are :mod:`daemon.client._outcomes`'s
+   (shared with the blocking client; re-exported here).
+7. :meth:`Client.submit_batch` sends 1 to :data:`~daemon.wire._protocol.MAX_BATCH_PAIRS` pairs
    as one ``submit_batch`` (``docs/protocol.md`` §4.1) and returns, per pair in order, a
    :class:`SubmitResult` or the :class:`RejectedError` (:class:`ServiceUnavailable` for a
    service-fault code) of that pair's refusal: returned, not raised, and the connection goes
@@ -51,16 +54,28 @@ import itertools
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-import attrs
 import trio
 
-from daemon.errors import Busy, EvidencedError, PeerError, RemoteProtocolError, Unavailable
+from daemon.client._outcomes import (
+    CLIENT_NAME,
+    ClientError,
+    ClientTimeout,
+    RejectedError,
+    ServerProtocolError,
+    ServiceUnavailable,
+    SubmitResult,
+    TransportError,
+    batch_request,
+    batch_results,
+    check_answer,
+    decision_result,
+    raise_for,
+    submit_request,
+)
 from daemon.wire._protocol import (
     CLOSED,
-    MAX_BATCH_PAIRS,
     NEED_DATA,
     SUPPORTED_VERSIONS,
-    BatchPair,
     CheckpointNote,
     CheckpointRequest,
     ClientConnection,
@@ -68,11 +83,8 @@ from daemon.wire._protocol import (
     Closed,
     ConsistencyProof,
     ConsistencyProofRequest,
-    Decision,
-    Decisions,
     ErrorCode,
     ErrorResponse,
-    Fault,
     HealthReport,
     HealthRequest,
     Hello,
@@ -84,141 +96,20 @@ from daemon.wire._protocol import (
     ProtocolError,
     ServerResponse,
     SessionList,
-    Submit,
-    SubmitBatch,
 )
 from session import BoundProposition
 
-CLIENT_NAME = "evidenced-client/0.1.0"
-
-
-class ClientError(EvidencedError):
-    """Root of every client failure."""
-
-
-class TransportError(ClientError, Unavailable):
-    """The daemon could not be reached or the connection broke."""
-
-
-class ClientTimeout(TransportError, Busy):
-    """Connecting or answering took longer than the client allows."""
-
-
-class ServerProtocolError(ClientError, RemoteProtocolError):
-    """The server's bytes do not follow the protocol."""
-
-
-class RejectedError(ClientError, PeerError):
-    """The server refused the request with an error frame."""
-
-    def __init__(self, response: ErrorResponse) -> None:
-        super().__init__(f"{response.code}: {response.message}")
-        self.code = response.code
-        self.message = response.message
-        self.decision_id = response.decision_id
-        self.request_id = response.request_id
-
-
-class ServiceUnavailable(RejectedError, Busy):
-    """Refused for a service-side reason (busy, shutting down, audit failure, internal)."""
-
-
-@attrs.frozen
-class SubmitResult:
-    """A decision: ``result`` is the session's ``EvaluatedProposition`` as a dict; ``seq``
-    and ``line_digest`` place its audit line in the hash chain (``None`` only when the
-    server's ``drop`` overflow policy dropped the line)."""
-
-    decision_id: str
-    session: str
-    result: dict[str, Any]
-    seq: int | None = None
-    line_digest: str | None = None
-    #: The line's leaf index in the transparency log (``seq - 1``) and its exact text, or
-    #: ``None`` when the daemon keeps no transparency log (``docs/spec/transparency.md §10.1``).
-    log_index: int | None = None
-    audit_line: str | None = None
-
-    @property
-    def outcome(self) -> str:
-        return str(self.result["outcome"])
-
-    @property
-    def anchor(self) -> str | None:
-        """``SEQ:DIGEST``: proof, for ``evidenced audit verify --anchor``, that this decision's
-        line must stay in the log."""
-        return None if self.seq is None else f"{self.seq}:{self.line_digest}"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "decision_id": self.decision_id,
-            "session": self.session,
-            **self.result,
-            "seq": self.seq,
-            "line_digest": self.line_digest,
-            "log_index": self.log_index,
-        }
-
-
-def _rejection(response: ErrorResponse) -> RejectedError:
-    """The exception of a refusal: :class:`ServiceUnavailable` for a service-fault code."""
-    if ErrorCode[response.code].fault is Fault.SERVICE:
-        return ServiceUnavailable(response)
-    return RejectedError(response)
-
-
-def _raise_for(response: ErrorResponse) -> None:
-    raise _rejection(response)
-
-
-def _result(decision: Decision) -> SubmitResult:
-    return SubmitResult(
-        decision.decision_id,
-        decision.session,
-        decision.result,
-        decision.seq,
-        decision.line_digest,
-        decision.log_index,
-        decision.audit_line,
-    )
-
-
-def _wire_pair(
-    binding: BoundProposition | dict[str, Any], evidence: Sequence[bytes]
-) -> tuple[dict[str, Any], tuple[bytes, ...]]:
-    wire = binding.to_dict() if isinstance(binding, BoundProposition) else dict(binding)
-    items = tuple(evidence)
-    if any(type(item) is not bytes for item in items):
-        raise TypeError("evidence items must be bytes")
-    return wire, items
-
-
-def _batch_results(
-    response: ServerResponse, request_id: int, count: int
-) -> list[SubmitResult | RejectedError]:
-    """Per pair, in order, its decision or its refusal (rule 6)."""
-    if (
-        not isinstance(response, Decisions)
-        or response.request_id != request_id
-        or len(response.decisions) != count
-    ):
-        raise ServerProtocolError("unexpected answer to submit_batch: not one answer per pair")
-    results: list[SubmitResult | RejectedError] = []
-    for element in response.decisions:
-        try:
-            if element["kind"] == ErrorResponse.KIND:
-                refusal = ErrorResponse.from_header(element)
-                answered_id = refusal.request_id
-                results.append(_rejection(refusal))
-            else:
-                decision = Decision.from_header(element)
-                answered_id = decision.request_id
-                results.append(_result(decision))
-        except ProtocolError as error:
-            raise ServerProtocolError(f"unexpected answer in a batch: {error.message}") from None
-        if answered_id != request_id:
-            raise ServerProtocolError("an answer in a batch is for another request")
-    return results
+__all__ = [
+    "CLIENT_NAME",
+    "Client",
+    "ClientError",
+    "ClientTimeout",
+    "RejectedError",
+    "ServerProtocolError",
+    "ServiceUnavailable",
+    "SubmitResult",
+    "TransportError",
+]
 
 
 class Client:
@@ -240,20 +131,20 @@ class Client:
         self._ids = itertools.count(1)
         self._broken = False
         self._max_response_header_bytes = max_response_header_bytes
-        #: Opens a new stream to the same server, and the time its hello may take (rule 6).
+        #: Opens a new stream to the same server, and the time its hello may take (rule 7).
         self._reopen: Callable[[], Awaitable[trio.abc.Stream]] | None = None
         self._handshake_timeout = request_timeout
-        #: The connection ended after a refusal that was returned, not raised (rule 6): the
+        #: The connection ended after a refusal that was returned, not raised (rule 7): the
         #: next request opens a new one.
         self._stale = False
-        #: The server answered a batch ``UNKNOWN_KIND``: pairs go one by one (rule 6).
+        #: The server answered a batch ``UNKNOWN_KIND``: pairs go one by one (rule 7).
         self._batches_unknown = False
         self.server: HelloAccepted | None = None
 
     def reconnect_with(
         self, reopen: Callable[[], Awaitable[trio.abc.Stream]], handshake_timeout: float
     ) -> None:
-        """How to open a new connection to the same server when one must be (rule 6)."""
+        """How to open a new connection to the same server when one must be (rule 7)."""
         self._reopen = reopen
         self._handshake_timeout = handshake_timeout
 
@@ -314,7 +205,7 @@ class Client:
                     raise TransportError(f"connection lost: {send_error}") from None
                 raise
             if isinstance(response, ErrorResponse):
-                _raise_for(response)
+                raise_for(response)
             self._broken = False
             return response
         raise ClientTimeout(f"no answer within {self._request_timeout} s")
@@ -331,18 +222,14 @@ class Client:
         async with self._lock:
             request_id = next(self._ids)
             response = await self._exchange(ListSessions(request_id))
-            if not isinstance(response, SessionList) or response.request_id != request_id:
-                raise ServerProtocolError("unexpected answer to list")
-            return response.sessions
+            return check_answer(response, SessionList, request_id, "list").sessions
 
     async def health(self) -> dict[str, Any]:
         """The server's health status and counters."""
         async with self._lock:
             request_id = next(self._ids)
             response = await self._exchange(HealthRequest(request_id))
-            if not isinstance(response, HealthReport) or response.request_id != request_id:
-                raise ServerProtocolError("unexpected answer to health")
-            return response.status
+            return check_answer(response, HealthReport, request_id, "health").status
 
     async def submit(
         self,
@@ -351,19 +238,10 @@ class Client:
         evidence: Sequence[bytes],
     ) -> SubmitResult:
         """Submit ``evidence`` (raw bytes, in order) for ``binding`` in ``session``."""
-        wire, items = _wire_pair(binding, evidence)
         async with self._lock:
-            return await self._submit(session, wire, items)
-
-    async def _submit(
-        self, session: str, wire: dict[str, Any], items: tuple[bytes, ...]
-    ) -> SubmitResult:
-        request_id = next(self._ids)
-        request = Submit(request_id, session, wire, tuple(len(item) for item in items))
-        response = await self._exchange(request, items)
-        if not isinstance(response, Decision) or response.request_id != request_id:
-            raise ServerProtocolError("unexpected answer to submit")
-        return _result(response)
+            request_id = next(self._ids)
+            request, items = submit_request(request_id, session, binding, evidence)
+            return decision_result(await self._exchange(request, items), request_id)
 
     async def submit_batch(
         self,
@@ -371,40 +249,33 @@ class Client:
         pairs: Sequence[tuple[BoundProposition | dict[str, Any], Sequence[bytes]]],
     ) -> list[SubmitResult | RejectedError]:
         """Decide 1 to 64 pairs (binding, evidence) of ``session`` in one request: per pair, in
-        order, its :class:`SubmitResult` or its refusal, returned (rule 6)."""
-        prepared = [_wire_pair(binding, evidence) for binding, evidence in pairs]
-        if not 1 <= len(prepared) <= MAX_BATCH_PAIRS:
-            raise ValueError(f"a batch carries 1 to {MAX_BATCH_PAIRS} pairs, not {len(prepared)}")
+        order, its :class:`SubmitResult` or its refusal, returned (rule 7)."""
         async with self._lock:
+            request_id = next(self._ids)
+            request, evidence = batch_request(request_id, session, pairs)
             if not self._batches_unknown:
-                request_id = next(self._ids)
-                request = SubmitBatch(
-                    request_id,
-                    session,
-                    tuple(
-                        BatchPair(wire, tuple(len(item) for item in items))
-                        for wire, items in prepared
-                    ),
-                )
-                evidence = tuple(item for _, items in prepared for item in items)
                 try:
                     response = await self._exchange(request, evidence)
                 except RejectedError as error:
                     if error.code != ErrorCode.UNKNOWN_KIND.name or self._reopen is None:
                         raise
-                    self._batches_unknown = self._stale = True  # an older server (rule 6)
+                    self._batches_unknown = self._stale = True  # an older server (rule 7)
                 else:
-                    return _batch_results(response, request_id, len(prepared))
-            return await self._one_by_one(session, prepared)
+                    return batch_results(response, request_id, len(request.pairs))
+            return await self._one_by_one(session, pairs)
 
     async def _one_by_one(
-        self, session: str, prepared: list[tuple[dict[str, Any], tuple[bytes, ...]]]
+        self,
+        session: str,
+        pairs: Sequence[tuple[BoundProposition | dict[str, Any], Sequence[bytes]]],
     ) -> list[SubmitResult | RejectedError]:
-        """A batch as single submits, for a server without batches (rule 6)."""
+        """A batch as single submits, for a server without batches (rule 7)."""
         results: list[SubmitResult | RejectedError] = []
-        for wire, items in prepared:
+        for binding, evidence in pairs:
+            request_id = next(self._ids)
+            request, items = submit_request(request_id, session, binding, evidence)
             try:
-                results.append(await self._submit(session, wire, items))
+                results.append(decision_result(await self._exchange(request, items), request_id))
             except RejectedError as refused:
                 results.append(refused)
                 self._stale = True  # the refusal ended the connection: a new one next

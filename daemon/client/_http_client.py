@@ -40,18 +40,17 @@ import h11
 import orjson
 import trio
 
-from daemon.client._client import (
+from daemon.client._client import Client, _decode_proof
+from daemon.client._outcomes import (
     CLIENT_NAME,
-    Client,
     ClientTimeout,
     RejectedError,
     ServerProtocolError,
     ServiceUnavailable,
     SubmitResult,
     TransportError,
-    _decode_proof,
-    _raise_for,
 )
+from daemon.client._outcomes import raise_for as _raise_for
 from daemon.wire._protocol import (
     ERROR_CODES,
     ConsistencyProof,

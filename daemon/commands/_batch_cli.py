@@ -20,13 +20,15 @@ from __future__ import annotations
 import argparse
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import cli
 from cli import Exit, UsageError
-from daemon.client._client import Client, RejectedError, SubmitResult
-from daemon.client._http_client import HttpClient
+from daemon.client._outcomes import RejectedError, SubmitResult
 from session import BoundProposition
+
+if TYPE_CHECKING:  # the trio clients load when pairs are submitted, not with ``submit``'s parser
+    from daemon.client._client import Client
 
 __all__ = ["BATCH_SIZE", "read_batch_file", "submit_pairs"]
 
@@ -60,6 +62,7 @@ def submit_pairs(
     the honest binding of a session's mechanism, the runner that maps client failures to
     exits, and the outcome → exit table."""
     from daemon.client._connect import open_client
+    from daemon.client._http_client import HttpClient
 
     if args.binding or args.receipt or args.print_binding or args.files:
         raise UsageError("--pair and --batch take no FILE, --binding, --receipt or --print-binding")

@@ -33,15 +33,14 @@ import json
 import math
 import os
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, Final, TypeVar
-
-import trio
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import cli
 from cli import CliError, Exit, RejectedInput, UsageError
-from daemon.client._client import (
-    Client,
+from daemon.client._blocking import BlockingClient, open_blocking_client
+from daemon.client._outcomes import (
     ClientError,
     ClientTimeout,
     RejectedError,
@@ -50,15 +49,18 @@ from daemon.client._client import (
     SubmitResult,
     TransportError,
 )
-from daemon.client._connect import open_client
-from daemon.client._receipts import ReceiptUnavailable, fetch_receipt
 from daemon.client._targets import DEFAULT_TCP_PORT as DEFAULT_PORT
-from daemon.client._targets import parse_target
+from daemon.client._targets import Target, parse_target
 from daemon.commands._batch_cli import add_pair_arguments, submit_pairs
 from session import Announcement, BoundProposition, EvidenceCountError, providers_for_mechanism
 
-# The client commands never load the server, the configuration or the audit log
-# (docs/benchmarks.md, "The CLI's imports").
+if TYPE_CHECKING:
+    from daemon.client._client import Client
+
+# The client commands never load the server, the configuration or the audit log; over the
+# binary protocol a one-shot call never loads trio either: the blocking client makes it, and
+# the trio clients load only for HTTP, a receipt or many pairs (docs/benchmarks.md, "The CLI's
+# imports").
 
 
 _OUTCOME_EXIT: Final = {"PASS": Exit.OK, "FAIL": Exit.FAIL, "UNKNOWN": Exit.UNKNOWN}
@@ -193,11 +195,11 @@ def _honest_binding(mechanism: dict[str, Any], files: list[bytes]) -> BoundPropo
 T = TypeVar("T")
 
 
-def _run_submitting(main: Callable[[], Awaitable[T]]) -> T:
-    """``trio.run(main)`` for ``submit``: a client failure as its exit, a CLI error as is, and
-    a ``ValueError`` (the honest binding cannot be built from these files) as rejected input."""
+def _submitting(call: Callable[[], T]) -> T:
+    """``call()`` for ``submit``: a client failure as its exit, a CLI error as is, and a
+    ``ValueError`` (the honest binding cannot be built from these files) as rejected input."""
     try:
-        return trio.run(main)
+        return call()
     except ClientError as error:
         raise _client_failure(error) from None
     except CliError:
@@ -207,6 +209,31 @@ def _run_submitting(main: Callable[[], Awaitable[T]]) -> T:
             f"cannot build the honest binding: {type(error).__name__}: {error}",
             code="BINDING_UNBUILDABLE",
         ) from None
+
+
+def _run_submitting(main: Callable[[], Awaitable[T]]) -> T:
+    """``trio.run(main)`` under :func:`_submitting` (HTTP, receipts, many pairs)."""
+    import trio
+
+    return _submitting(lambda: trio.run(main))
+
+
+def _one_shot(target: dict[str, Any]) -> Target | None:
+    """The binary-protocol target the blocking client reaches (no event loop: module
+    comment), or None for HTTP, which the trio clients speak."""
+    if "unix" in target:
+        return Target("unix", path=target["unix"])
+    parsed = parse_target(target["url"])
+    return None if parsed.http else parsed
+
+
+def _open_blocking(
+    target: Target, options: dict[str, Any], timeout: float
+) -> AbstractContextManager[BlockingClient]:
+    keywords = {key: options[key] for key in ("token", "tls_ca", "tls_cert", "tls_key")}
+    return open_blocking_client(
+        target, **keywords, connect_timeout=timeout, request_timeout=timeout
+    )
 
 
 def _submit(args: argparse.Namespace) -> int:
@@ -239,20 +266,8 @@ def _submit(args: argparse.Namespace) -> int:
         log_key = read_verifier_key(args.key)  # an unreadable or malformed key: 65/66
     receipt: dict[str, Any] = {}
 
-    async def main() -> SubmitResult:
-        async with open_client(
-            **target, connect_timeout=args.timeout, request_timeout=args.timeout
-        ) as client:
-            result = await submit_once(client)
-            if args.receipt:
-                try:
-                    receipt.update(await fetch_receipt(client, result, log_key=log_key))
-                except ReceiptUnavailable as error:
-                    receipt["error"] = str(error)
-            return result
-
-    async def honest_wire(client: Client) -> dict[str, Any]:
-        sessions = {item["name"]: item for item in await client.list_sessions()}
+    def honest_wire(hosted: list[dict[str, Any]]) -> dict[str, Any]:
+        sessions = {item["name"]: item for item in hosted}
         session = sessions.get(args.session)
         if session is None:
             raise RejectedInput(
@@ -264,24 +279,66 @@ def _submit(args: argparse.Namespace) -> int:
             raise UsageError("the session hosts several mechanisms; pass --binding FILE")
         return _honest_binding(mechanisms[0], files).to_dict()
 
-    async def submit_once(client: Client) -> SubmitResult:
-        wire = binding_wire if binding_wire is not None else await honest_wire(client)
+    if args.print_binding and (args.binding or args.receipt):
+        raise UsageError("--print-binding builds the binding: no --binding or --receipt")
+    one_shot = _one_shot(target)
+    if one_shot is not None and not args.receipt:
+
+        def call() -> SubmitResult | dict[str, Any]:
+            with _open_blocking(one_shot, target, args.timeout) as client:
+                if args.print_binding:
+                    return honest_wire(client.list_sessions())
+                return submit_once(client)
+
+        def submit_once(client: BlockingClient) -> SubmitResult:
+            if binding_wire is not None:
+                return client.submit(args.session, binding_wire, files)
+            wire = honest_wire(client.list_sessions())
+            return client.submit(args.session, wire, files)
+
+        answer = _submitting(call)
+        if isinstance(answer, dict):
+            cli.emit(answer)
+            return Exit.OK
+        return _print_decision(args, answer, receipt)
+
+    from daemon.client._connect import open_client
+    from daemon.client._receipts import ReceiptUnavailable, fetch_receipt
+
+    async def main() -> SubmitResult:
+        async with open_client(
+            **target, connect_timeout=args.timeout, request_timeout=args.timeout
+        ) as client:
+            result = await submit_trio(client)
+            if args.receipt:
+                try:
+                    receipt.update(await fetch_receipt(client, result, log_key=log_key))
+                except ReceiptUnavailable as error:
+                    receipt["error"] = str(error)
+            return result
+
+    async def submit_trio(client: Client) -> SubmitResult:
+        if binding_wire is not None:
+            return await client.submit(args.session, binding_wire, files)
+        wire = honest_wire(await client.list_sessions())
         return await client.submit(args.session, wire, files)
 
     if args.print_binding:
-        if args.binding or args.receipt:
-            raise UsageError("--print-binding builds the binding: no --binding or --receipt")
 
         async def build() -> dict[str, Any]:
             async with open_client(
                 **target, connect_timeout=args.timeout, request_timeout=args.timeout
             ) as client:
-                return await honest_wire(client)
+                return honest_wire(await client.list_sessions())
 
         cli.emit(_run_submitting(build))
         return Exit.OK
 
-    result = _run_submitting(main)
+    return _print_decision(args, _run_submitting(main), receipt)
+
+
+def _print_decision(args: argparse.Namespace, result: SubmitResult, receipt: dict[str, Any]) -> int:
+    """Print a single ``submit``'s decision (and save its receipt); its exit code."""
     cli.emit(result.to_dict())
     outcome = result.outcome
     details = result.result.get("details") or ""
@@ -307,23 +364,41 @@ def _submit(args: argparse.Namespace) -> int:
 def _query(method: str) -> Any:
     def handler(args: argparse.Namespace) -> int:
         target = _client_target(args)
-
-        async def main() -> Any:
-            async with open_client(
-                **target, connect_timeout=args.timeout, request_timeout=args.timeout
-            ) as client:
-                if method == "sessions":
-                    return {"sessions": await client.list_sessions()}
-                return await client.health()
-
+        one_shot = _one_shot(target)
         try:
-            document = trio.run(main)
+            if one_shot is not None:
+                with _open_blocking(one_shot, target, args.timeout) as client:
+                    document = _ask(client, method)
+            else:
+                document = _ask_over_http(target, args.timeout, method)
         except ClientError as error:
             raise _client_failure(error) from None
         cli.emit(document)
         return Exit.OK
 
     return handler
+
+
+def _ask(client: BlockingClient, method: str) -> Any:
+    if method == "sessions":
+        return {"sessions": client.list_sessions()}
+    return client.health()
+
+
+def _ask_over_http(target: dict[str, Any], timeout: float, method: str) -> Any:
+    import trio
+
+    from daemon.client._connect import open_client
+
+    async def main() -> Any:
+        async with open_client(
+            **target, connect_timeout=timeout, request_timeout=timeout
+        ) as client:
+            if method == "sessions":
+                return {"sessions": await client.list_sessions()}
+            return await client.health()
+
+    return trio.run(main)
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -26,6 +26,12 @@ Rules (the contract):
 5. :func:`half_close_and_drain` is that drain after a refusal was sent: half-close when the
    stream can (TLS cannot), then read and discard at most :data:`LINGER_BYTES` within
    :data:`LINGER_SECONDS`, never buffering them; it never raises for the peer's behaviour.
+6. :func:`refuse_drained` answers a connection that may have sent bytes without a task or a
+   wait: it discards what the socket already holds (at most :data:`CUT_OFF_BYTES`, never
+   buffering it), writes the frame if the socket takes it now, and closes — the peer reads
+   the answer, not a reset, unless it sends more afterwards. It returns False, having closed
+   nothing, when more than :data:`CUT_OFF_BYTES` were waiting or the stream has no
+   descriptor (the caller then refuses through a drain).
 """
 
 from __future__ import annotations
@@ -47,6 +53,8 @@ SEND_TIMEOUT: Final = 5.0
 #: After a refusal: how long, and how many bytes, the peer's unread bytes are drained.
 LINGER_SECONDS: Final = 1.0
 LINGER_BYTES: Final = 8 * 1024 * 1024
+#: What a connection refused without a task may have sent (rule 6); more takes the drain.
+CUT_OFF_BYTES: Final = 64 * 1024
 
 
 def stream_fd(stream: trio.abc.Stream) -> int:
@@ -140,6 +148,10 @@ async def send(stream: trio.abc.Stream, data: bytes, fd: int = -1) -> bool:
 
 async def half_close_and_drain(stream: trio.abc.Stream) -> None:
     """Half-close (when possible) and drain the peer's bytes briefly (rule 5)."""
+    fd = stream_fd(stream)
+    if fd >= 0:
+        await _drain_fd(fd)
+        return
     with trio.move_on_after(LINGER_SECONDS):
         try:
             if isinstance(stream, trio.abc.HalfCloseableStream):  # TLS has no half-close
@@ -154,6 +166,32 @@ async def half_close_and_drain(stream: trio.abc.Stream) -> None:
             pass
 
 
+async def _drain_fd(fd: int) -> None:
+    """:func:`half_close_and_drain` on a plain socket's descriptor: the same half-close and
+    bounded drain, read straight from the descriptor (a refusal flood pays it per
+    connection, and trio's stream wrappers cost more than the reads)."""
+    probe = stdlib_socket.socket(fileno=fd)
+    try:
+        probe.shutdown(stdlib_socket.SHUT_WR)
+    except OSError:
+        return
+    finally:
+        probe.detach()
+    drained = 0
+    with trio.move_on_after(LINGER_SECONDS):
+        while drained < LINGER_BYTES:
+            try:
+                data = os.read(fd, RECEIVE_CHUNK)
+            except BlockingIOError:
+                await trio.lowlevel.wait_readable(fd)
+                continue
+            except OSError:
+                return
+            if not data:
+                return
+            drained += len(data)
+
+
 def refuse_at_once(stream: trio.SocketStream, frame: bytes | None) -> None:
     """Write ``frame`` if the socket takes it now, then close the socket (rule 4)."""
     fd = stream_fd(stream)
@@ -161,3 +199,29 @@ def refuse_at_once(stream: trio.SocketStream, frame: bytes | None) -> None:
         if fd >= 0 and frame:
             os.write(fd, frame)
     stream.socket.close()
+
+
+def refuse_drained(stream: trio.SocketStream, frame: bytes | None) -> bool:
+    """Discard what the peer sent so far, write ``frame``, close (rule 6); False (nothing
+    done beyond the bytes discarded) when the caller must refuse through a drain."""
+    fd = stream_fd(stream)
+    if fd < 0:
+        return False
+    discarded = 0
+    try:
+        while True:
+            data = os.read(fd, CUT_OFF_BYTES)
+            if not data:
+                break
+            discarded += len(data)
+            if discarded > CUT_OFF_BYTES:
+                return False
+    except BlockingIOError:
+        pass
+    except OSError:  # a reset: nothing to answer
+        frame = None
+    with contextlib.suppress(OSError):
+        if frame:
+            os.write(fd, frame)
+    stream.socket.close()
+    return True

@@ -22,7 +22,11 @@ Rules (the contract):
    it has sent nothing yet (with the listener's own answer: an EVD1 ``error`` frame, an HTTP
    ``503``, none on a TLS listener); else through a draining refusal, at most
    :data:`MAX_LINGERING_REFUSALS` draining at a time (beyond that, answered and closed at
-   once).
+   once). A penalized peer is *cut off*: whatever it already sent is discarded and it gets
+   the same answer, synchronously (:func:`~daemon.server._fastpath.refuse_drained`: no task,
+   no TLS handshake, no parse, no answer built — the listener's answers are built once per
+   message), unless it sent more than a request's worth (then the draining refusal). A cut-off
+   peer still sending when it is refused may read a reset instead of the answer.
 
 Why not ``trio.serve_listeners``: it starts a task for every accepted connection and gives no
 hook before that, so an idle-connection flood would cost a task each instead of an accept, a
@@ -46,7 +50,7 @@ import trio
 
 from daemon import logs
 from daemon.config._hosting import ServerConfig
-from daemon.server._fastpath import has_unread, refuse_at_once
+from daemon.server._fastpath import has_unread, refuse_at_once, refuse_drained
 from daemon.server._frontend import Connection
 from daemon.server._peers import PeerLedger, peer_key, requester_of
 from daemon.wire._protocol import ErrorCode, ErrorResponse, ServerConnection
@@ -55,6 +59,8 @@ __all__ = ["Acceptor", "Listening", "open_listeners", "open_unix_listener"]
 
 #: Connections refused at accept that may linger (drain) at once; more are closed at once.
 MAX_LINGERING_REFUSALS: Final = 256
+#: What a penalized peer's new connection is told (rule 4).
+PENALIZED: Final = "too many idle, slow or unauthenticated connections from this peer; retry later"
 #: ``accept`` failures are reported on stderr at most once per this many seconds.
 ACCEPT_FAILURE_REPORT_SECONDS: Final = 10.0
 _ACCEPT_CAPACITY_ERRORS: Final = frozenset(
@@ -209,6 +215,7 @@ class Acceptor:
         self._lingering = 0
         self._accept_failures = 0
         self._accept_reported_at = -ACCEPT_FAILURE_REPORT_SECONDS
+        self._answers: dict[tuple[int, str], bytes | None] = {}
 
     async def accept_loop(self, listener: trio.SocketListener) -> None:
         """Accept from ``listener`` until cancelled (rule 3)."""
@@ -228,12 +235,11 @@ class Acceptor:
         ``BUSY`` (rule 4)."""
         requester = requester_of(stream)
         peer = peer_key(requester)
+        cut_off = False
         if len(self.connections) >= self.max_connections:
             refusal = f"{self.max_connections} connections open; retry later"
         elif self.peers.penalized(peer):
-            refusal = (
-                "too many idle, slow or unauthenticated connections from this peer; retry later"
-            )
+            refusal, cut_off = PENALIZED, True
         elif not self.peers.connect(peer):
             refusal = f"{self.peers.connection_cap} connections open from this peer; retry later"
         else:
@@ -241,12 +247,31 @@ class Acceptor:
             self.connections.add(connection)
             self.handlers.start_soon(self.serve, stream, connection, requester)
             return
+        if cut_off and refuse_drained(stream, self._answer(stream, refusal)):
+            self._count_busy()
+            return
         if has_unread(stream):
             self.handlers.start_soon(self._refuse_lingering, stream, requester, refusal)
             return
+        self._count_busy()
+        refuse_at_once(stream, self._answer(stream, refusal))
+
+    def _count_busy(self) -> None:
         self.counters["refusals"] += 1
         self.counters["refusal:BUSY"] += 1
-        refuse_at_once(stream, self.refusal_bytes(stream, refusal))
+
+    def _answer(self, stream: trio.SocketStream, message: str) -> bytes | None:
+        """The listener's answer to a connection refused at accept, built once per message
+        and kind of socket (the caps' messages are few and fixed)."""
+        key = (stream.socket.family, message)
+        try:
+            return self._answers[key]
+        except KeyError:
+            pass
+        if len(self._answers) >= 64:
+            self._answers.clear()
+        answer = self._answers[key] = self.refusal_bytes(stream, message)
+        return answer
 
     async def _refuse_lingering(
         self, stream: trio.SocketStream, requester: dict[str, Any], message: str

@@ -29,6 +29,7 @@ Rules (the contract):
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import socket as stdlib_socket
 import struct
@@ -76,8 +77,10 @@ def peer_key(requester: dict[str, Any]) -> str:
     return "unknown"
 
 
+@functools.lru_cache(maxsize=4096)
 def _host_key(host: str) -> str:
-    """An IPv6 host as its /64 network, an IPv4-mapped one as IPv4, anything else as is."""
+    """An IPv6 host as its /64 network, an IPv4-mapped one as IPv4, anything else as is
+    (remembered: a flood comes from few addresses, each parsed once)."""
     try:
         address = ipaddress.ip_address(host.split("%", 1)[0])
     except ValueError:

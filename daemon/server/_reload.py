@@ -141,7 +141,8 @@ class _Generation:
 
 
 class Reloader:
-    """``server.reloader`` for ``evidenced serve`` (module rules).
+    """The reloads of one serving process (module rules); the service assembly
+    (:mod:`daemon.server._service`) runs it and calls :meth:`request` on SIGHUP.
 
     ``load`` returns the new :class:`DaemonConfig` and its :class:`ServerConfig` with the
     command line's overrides applied (``ConfigError`` when invalid); ``say`` writes one stderr
@@ -182,14 +183,12 @@ class Reloader:
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
-                self.server.reloader = self.request
                 task_status.started()
                 while True:
                     await self._wanted.wait()
                     self._wanted = trio.Event()  # a SIGHUP from here on is one more (rule 1)
                     await self.reload()
         finally:
-            self.server.reloader = None
             for pool in self._pools:
                 pool.close()
 

@@ -31,7 +31,7 @@ Rules (the contract):
    ``daemon_start`` (with each TCP listener's security, and ``insecure_listen``: whether a
    listener is served exposed under ``--insecure-listen``); then report readiness
    (``task_status.started``). The service around it (readiness notification, watchdog,
-   reload) is assembled by :mod:`daemon.server._service`.
+   signals, reload) is assembled by :mod:`daemon.server._service`.
 2. Each request gets a fresh :class:`EvidenceStore` and :class:`VerificationSession`, so
    requests share no state; every decision and every refusal of a request is audited before
    it is answered (:mod:`daemon.server._pipeline`). Every client-chosen value in a message, an audit
@@ -43,24 +43,23 @@ Rules (the contract):
    decision/refusal/outcome counters, the noise summary, and ``metrics``: the samples of
    ``/metrics`` (:meth:`daemon.server._metrics.ServerMetrics.snapshot`). ``/ready`` is 200
    exactly when the status is ``serving``.
-4. Shutdown (:meth:`Server.shutdown`, or SIGINT/SIGTERM when ``handle_signals``; SIGHUP then
-   calls :attr:`Server.reloader`, :mod:`daemon.server._reload`, and never stops the server): stop
-   accepting, close idle connections, let in-flight requests finish within
-   ``shutdown_grace`` seconds (a second signal: at once), then cancel the rest (a cancelled
-   request is still audited); write ``daemon_stop``; flush and fsync the audit log; stop the
-   workers; remove the Unix socket file; return normally. A failed start records neither
-   ``daemon_start`` nor ``daemon_stop``.
+4. Shutdown (:meth:`Server.shutdown`): stop accepting, close idle connections, let in-flight
+   requests finish within ``shutdown_grace`` seconds (or until :meth:`Server.cancel_in_flight`),
+   then cancel the rest (a cancelled request is still audited); write ``daemon_stop``; flush
+   and fsync the audit log; stop the workers; remove the Unix socket file; return normally. A
+   failed start records neither ``daemon_start`` nor ``daemon_stop``. The server itself never
+   touches signals: the service assembly (:mod:`daemon.server._service`) receives them and
+   calls these (:mod:`daemon.server._signals`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import socket as stdlib_socket
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -69,7 +68,7 @@ import trio
 
 from daemon import __version__, logs
 from daemon.audit._audit import AuditLog, AuditLogError, Durability
-from daemon.audit._transparency import open_transparency
+from daemon.audit._transparency import attach, open_transparency
 from daemon.audit._transparency import status as transparency_status
 from daemon.config._checks import Checked, check_listeners
 from daemon.config._describe import describe_sessions
@@ -93,7 +92,6 @@ from daemon.server._peers import PeerLedger
 from daemon.server._pipeline import Pipeline
 from daemon.server._publishing import publish_status, start_publishing, stop_publishing
 from daemon.server._resources import connection_capacity, raise_descriptor_limit
-from daemon.server._signals import obey
 from daemon.server._workers import WorkerPool
 from daemon.tlog import TransparencyLog
 from daemon.tlog._names import DecisionIds, replica_fields
@@ -115,8 +113,7 @@ SERVER_NAME: Final = f"evidenced/{__version__}"
 class WorkerRole:
     """The server is worker ``index`` of a multi-process daemon (:mod:`daemon.server._supervisor`):
     its audit log is ``client`` (the parent's sequencer), it records neither ``daemon_start``
-    nor ``daemon_stop``, leaves SIGINT to the parent, and its ``health`` aggregates the
-    workers'."""
+    nor ``daemon_stop``, and its ``health`` aggregates the workers'."""
 
     client: AuditClient
     index: int
@@ -171,11 +168,6 @@ class Server:
         self._started_ns = time.monotonic_ns()
         self._start_recorded = False
         self.counters: Counter[str] = Counter()
-        #: Called on SIGHUP (when ``handle_signals``): asks for a reload and returns at once
-        #: (:meth:`daemon.server._reload.Reloader.request`, which coalesces them).
-        self.reloader: Callable[[], object] | None = None
-        #: Called with ``"STOPPING=1"`` when a signal begins a shutdown (``sd_notify``).
-        self.notify: Callable[[str], object] = _ignore
         #: Listening sockets inherited from systemd (``LISTEN_FDS``), used instead of binding.
         self.inherited: list[stdlib_socket.socket] = []
         #: Listening sockets of the HTTP listener bound by a parent (``--workers``).
@@ -280,6 +272,16 @@ class Server:
         """Begin a graceful shutdown (idempotent; safe from any task in the server's run)."""
         self._shutdown.set()
 
+    @property
+    def stopping(self) -> bool:
+        """Whether :meth:`shutdown` was called."""
+        return self._shutdown.is_set()
+
+    def cancel_in_flight(self) -> None:
+        """Hurry a shutdown: cancel the requests in flight now (each is still audited)."""
+        if self._handlers_scope is not None:
+            self._handlers_scope.cancel()
+
     async def run(self, *, task_status: trio.TaskStatus[Server] = trio.TASK_STATUS_IGNORED) -> None:
         """Size resources, open the audit log, fork the workers, open the listeners, serve
         until :meth:`shutdown`, then drain (rules 1 and 4)."""
@@ -320,7 +322,7 @@ class Server:
             except BaseException:
                 audit.close_sync()
                 raise
-            audit.transparency = self.transparency
+            attach(audit, self.transparency)
             self.publisher = start_publishing(config.transparency, self.transparency)
             if self.publisher is not None:
                 self.metrics.publish_status = self.publisher.status
@@ -412,19 +414,8 @@ class Server:
             if self.role is None:
                 await self._record_start(audit, listening)
             self._start_recorded = True
-            with contextlib.ExitStack() as stack:
-                # Installed before ``started`` so a signal sent right after readiness is ours;
-                # a worker leaves SIGINT to its parent (daemon.server._supervisor rule 4).
-                wanted = [signal.SIGTERM, signal.SIGHUP]
-                if self.role is None:
-                    wanted.insert(0, signal.SIGINT)
-                signals = (
-                    stack.enter_context(trio.open_signal_receiver(*wanted))
-                    if self.config.handle_signals
-                    else None
-                )
-                task_status.started(self)
-                await self._serve_until_shutdown(listening, http_listeners, pipeline, signals)
+            task_status.started(self)
+            await self._serve_until_shutdown(listening, http_listeners, pipeline)
         finally:
             for listener in http_listeners:
                 with contextlib.suppress(Exception):
@@ -477,7 +468,6 @@ class Server:
         listening: Listening,
         http_listeners: list[trio.SocketListener],
         pipeline: Pipeline,
-        signals: AsyncIterator[int] | None,
     ) -> None:
         front = self._front = FrontEnd(
             config=self.config,
@@ -489,8 +479,6 @@ class Server:
             security=self._security,
         )
         async with trio.open_nursery() as watchers:
-            if signals is not None:
-                watchers.start_soon(self._watch_signals, signals)
             watchers.start_soon(self._summarise_noise, pipeline)
             async with trio.open_nursery() as handlers:
                 self._handlers_scope = handlers.cancel_scope
@@ -562,29 +550,6 @@ class Server:
             refusal_bytes=lambda stream, message: None if tls else busy_answer(message),
         )
 
-    async def _watch_signals(self, signals: AsyncIterator[int]) -> None:
-        """SIGINT/SIGTERM drain, a second one cancels in-flight requests, SIGHUP asks the
-        reloader (the one signal policy: :mod:`daemon.server._signals`)."""
-        await obey(
-            signals,
-            drain=self.shutdown,
-            hurry=self._cancel_in_flight,
-            reload=self._request_reload,
-            notify=self.notify,
-        )
-
-    def _cancel_in_flight(self) -> None:
-        if self._handlers_scope is not None:
-            self._handlers_scope.cancel()
-
-    def _request_reload(self) -> bool:
-        """SIGHUP: ask :attr:`reloader`; False when there is no configuration to reload."""
-        if self.reloader is None:
-            return False
-        if not self._shutdown.is_set():
-            self.reloader()
-        return True
-
 
 def _aggregate(report: dict[str, Any], role: WorkerRole, own: dict[str, Any]) -> dict[str, Any]:
     """A worker's ``health``: the sequencer's audit and transparency status, the counters
@@ -613,10 +578,6 @@ def _aggregate(report: dict[str, Any], role: WorkerRole, own: dict[str, Any]) ->
     report["worker"] = role.index
     report["workers"] = sorted(workers, key=lambda entry: int(entry.get("index", 0)))
     return report
-
-
-def _ignore(state: str) -> None:
-    """The default :attr:`Server.notify`: no service manager to tell."""
 
 
 def _remove_stale_snapshots(pid: int | None = None) -> None:

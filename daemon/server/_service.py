@@ -1,6 +1,6 @@
 """The service assembly: one place that turns hosted sessions and a :class:`ServerConfig` into
-a running service, for ``evidenced serve``, ``evidenced serve --workers N`` and the library's
-:func:`daemon.serve`.
+a running service, for ``evidenced serve``, ``evidenced serve --workers N`` (the parent and each
+worker) and the library's :func:`daemon.serve`.
 
 Rules (the contract):
 
@@ -11,39 +11,55 @@ Rules (the contract):
    :meth:`ServiceHooks.from_environment` is systemd's (``NOTIFY_SOCKET``, ``WATCHDOG_USEC``).
 2. :func:`run_service` (no event loop running) serves until the service stops: one process
    (:func:`serve_one`) when ``config.serving_count()`` is 1, else the supervisor of
-   :mod:`daemon.server._supervisor` with its N workers. Either way, in this order: the
-   listener checks and the start of :mod:`daemon.config._checks` and
-   :class:`~daemon.server._server.Server`; ``on_ready`` called once serving; ``READY=1``
-   with ``MAINPID`` and a ``STATUS``; then ``WATCHDOG=1`` every interval while the event
-   loop runs; and the one signal policy of :mod:`daemon.server._signals` (SIGHUP a reload,
-   coalesced, every worker together; SIGINT/SIGTERM ``STOPPING=1`` and the drain; a second
-   signal cancels in-flight requests). It returns the
-   :class:`Server` or the :class:`Supervisor` (its audit log's state), or raises why the
-   start failed (never an exception group: the first cause).
-3. :func:`serve_one` is the one-process assembly as a task (the library's :func:`serve` and
-   :func:`open_server` await it): the server, its reloader when ``load`` is given, the
-   watchdog, ``on_ready`` and ``READY=1``; ``task_status.started`` receives the
-   :class:`Server`. It returns once the server has stopped.
+   :mod:`daemon.server._supervisor` with its N workers, each of which serves through
+   :func:`serve_one` too. Either way, in this order: the listener checks and the start of
+   :mod:`daemon.config._checks` and :class:`~daemon.server._server.Server`; ``on_ready``
+   called once serving; ``READY=1`` with ``MAINPID`` and a ``STATUS``; then ``WATCHDOG=1``
+   every interval while the event loop runs. It returns the :class:`Server` or the
+   :class:`Supervisor` (its audit log's state), or raises why the start failed (never an
+   exception group: the first cause).
+3. Signals are received here and nowhere else (:mod:`daemon.server._signals`: which ones, when,
+   and the one policy): the receiver is opened before the server (or the supervisor) starts
+   and obeyed once it serves. One process: SIGHUP a reload, coalesced; SIGINT/SIGTERM
+   ``STOPPING=1`` and the drain (:meth:`Server.shutdown`); a second one cancels the in-flight
+   requests (:meth:`Server.cancel_in_flight`). The parent of workers: the same signals, every
+   worker reloaded or drained together. A worker: SIGTERM and SIGHUP (from its parent) as one
+   process. A :class:`Server` whose config has no ``handle_signals`` receives none.
+4. :func:`serve_one` is the one-process assembly as a task (the library's :func:`serve` and
+   :func:`open_server` await it, and so does each worker of ``--workers N``): the server, its
+   reloader when ``load`` is given (a worker's writes no ``config_reload`` line: its parent
+   wrote the one line), the watchdog, the signals, ``on_ready`` and ``READY=1``;
+   ``task_status.started`` receives the :class:`Server`. It returns once the server has
+   stopped.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import socket as stdlib_socket
+import threading
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import attrs
 import trio
 
 from daemon import logs
+from daemon.audit._audit import Durability
+from daemon.config._checks import Checked, check_listeners
 from daemon.config._config import DaemonConfig
 from daemon.config._hosting import HostedSession, ServerConfig
+from daemon.config._security import LoadedSecurity
+from daemon.server import _signals as signals
 from daemon.server import _systemd as systemd
-from daemon.server._reload import Reloader
-from daemon.server._server import Server
-from daemon.server._supervisor import Supervisor, run_workers
+from daemon.server._audit_client import AuditClient
+from daemon.server._reload import Reloader, prepare
+from daemon.server._server import Server, WorkerRole
+from daemon.server._spawner import Spawner, WorkerMain
+from daemon.server._supervisor import Bound, Supervisor, bind
 from session import VerificationMechanism
 
 __all__ = ["ServiceHooks", "open_server", "run_service", "serve", "serve_one"]
@@ -93,8 +109,25 @@ async def serve_one(
     *,
     task_status: trio.TaskStatus[Server] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Rule 3."""
-    server.notify = hooks.notify
+    """Rule 4."""
+    reloader = None
+    if hooks.load is not None:
+        reloader = Reloader(
+            server,
+            hooks.load,
+            source=hooks.source,
+            say=hooks.say,
+            notify=hooks.notify,
+            record=server.role is None,
+        )
+
+    def reload() -> bool:
+        if reloader is None:
+            return False
+        if not server.stopping:
+            reloader.request()
+        return True
+
     stop = trio.CancelScope()
 
     async def run_server(*, task_status: trio.TaskStatus[Server]) -> None:
@@ -103,26 +136,59 @@ async def serve_one(
         finally:
             stop.cancel()
 
+    wanted = signals.wanted(
+        handle_signals=server.config.handle_signals, worker=server.role is not None
+    )
     try:
-        with stop:
+        with signals.receive(wanted) as received, stop:
             async with trio.open_nursery() as nursery:
                 await nursery.start(run_server)
-                if hooks.load is not None:
-                    reloader = Reloader(
-                        server, hooks.load, source=hooks.source, say=hooks.say, notify=hooks.notify
-                    )
+                if reloader is not None:
                     await nursery.start(reloader.run)
-                if hooks.watchdog is not None:
-                    nursery.start_soon(systemd.watchdog, hooks.notify, hooks.watchdog)
                 on_ready(server)
-                hooks.notify(
-                    f"READY=1\nMAINPID={os.getpid()}\nSTATUS=serving "
-                    f"{', '.join(sorted(server.sessions))}"
-                )
+                _ready(nursery, hooks, f"serving {', '.join(sorted(server.sessions))}")
+                if received is not None:
+                    nursery.start_soon(
+                        _obey(
+                            received,
+                            hooks,
+                            drain=server.shutdown,
+                            hurry=server.cancel_in_flight,
+                            reload=reload,
+                        )
+                    )
                 task_status.started(server)
                 await trio.sleep_forever()
     except BaseExceptionGroup as group:  # never a group out of the assembly (rule 2)
         raise _first_cause(group) from None
+
+
+def _ready(nursery: trio.Nursery, hooks: ServiceHooks, status: str) -> None:
+    """Rule 2: ``READY=1`` once serving, then the watchdog."""
+    hooks.notify(f"READY=1\nMAINPID={os.getpid()}\nSTATUS={status}")
+    if hooks.watchdog is not None:
+        nursery.start_soon(systemd.watchdog, hooks.notify, hooks.watchdog)
+
+
+def _obey(
+    received: AsyncIterator[int],
+    hooks: ServiceHooks,
+    *,
+    drain: Callable[[], None],
+    hurry: Callable[[], None],
+    reload: Callable[[], bool],
+    draining: str = "shutting down",
+) -> Callable[[], Any]:
+    """Rule 3: the one signal policy over what the receiver got, as a task."""
+    return functools.partial(
+        signals.obey,
+        received,
+        drain=drain,
+        hurry=hurry,
+        reload=reload,
+        notify=hooks.notify,
+        draining=draining,
+    )
 
 
 def run_service(
@@ -138,16 +204,8 @@ def run_service(
     serves; ``on_ready`` in the process that started the service."""
     if config.serving_count() > 1:
         try:
-            return run_workers(
-                sessions,
-                config,
-                inherited=inherited,
-                on_ready=on_ready,
-                notify=hooks.notify,
-                serving=serving,
-                load=hooks.load,
-                source=hooks.source,
-                watchdog=hooks.watchdog,
+            return _run_workers(
+                sessions, config, hooks, inherited=inherited, on_ready=on_ready, serving=serving
             )
         except BaseExceptionGroup as group:
             raise _first_cause(group) from None
@@ -155,6 +213,172 @@ def run_service(
     server.inherited = list(inherited)
     trio.run(serve_one, server, hooks, on_ready)
     return server
+
+
+# --------------------------------------------------------------------------- --workers N
+
+
+def _worker_main(
+    sessions: Sequence[HostedSession],
+    config: ServerConfig,
+    bound: Bound,
+    serving: Callable[[], None],
+    load: Callable[[], tuple[DaemonConfig, ServerConfig]] | None,
+) -> WorkerMain:
+    """What a forked worker runs (:mod:`daemon.server._supervisor` rules 3a and 4): one
+    :class:`Server` on the inherited listeners whose audit log is an :class:`AuditClient`,
+    through :func:`serve_one` (with ``load``, its reloader). Never returns normally to the
+    spawner: the caller exits."""
+
+    def main(index: int, sock: stdlib_socket.socket, generation: int) -> None:
+        signals.worker_dispositions()
+        hosted = list(sessions)
+        if generation and load is not None:  # started after a reload: serve what it applied
+            try:
+                hosted = load()[0].build_sessions()[0]
+            except Exception as error:
+                logs.warning(
+                    "config_reload",
+                    f"worker {index}: the configuration no longer loads ({error}); "
+                    "serving the one the daemon started with",
+                    worker=index,
+                    status="REFUSED",
+                )
+        server = Server(hosted, attrs.evolve(config, handle_signals=True))
+        server.generation = generation
+        server.inherited = list(bound.binary)
+        server.inherited_http = list(bound.http)
+        hooks = ServiceHooks(
+            load=load,
+            say=lambda line: logs.info("config_reload", f"worker {index}: {line}", worker=index),
+        )
+
+        async def run() -> None:
+            stream = trio.SocketStream(trio.socket.from_stdlib_socket(sock))
+            client = AuditClient(
+                stream,
+                path=Path(config.audit_path),
+                durability=Durability(config.audit_durability),
+                in_tree=config.transparency is not None,
+                index=index,
+            )
+            server.role = WorkerRole(client, index)
+            async with trio.open_nursery() as nursery:
+                await nursery.start(serve_one, server, hooks, lambda server: serving())
+                await client.ready()
+
+        trio.run(run)
+
+    return main
+
+
+def _open_stores(sessions: Sequence[HostedSession]) -> None:
+    """The evidence stores open here as in a worker (a store that cannot be opened stops the
+    start as in one process, not each worker); after the spawner's fork, so no client or
+    thread a store makes is inherited."""
+    from daemon.retention._open import open_store
+
+    for session in sessions:
+        if session.retention is not None:
+            open_store(session.retention.store)
+
+
+def _run_workers(
+    sessions: Sequence[HostedSession],
+    config: ServerConfig,
+    hooks: ServiceHooks,
+    *,
+    inherited: Sequence[stdlib_socket.socket],
+    on_ready: Callable[[Supervisor], None],
+    serving: Callable[[], None],
+) -> Supervisor:
+    """Rule 2 for ``config.serving_count()`` workers (:mod:`daemon.server._supervisor`):
+    ``serving`` is called in each worker once it serves. Call from a process without a
+    running event loop (the spawner is forked first)."""
+    # The checks of one process (daemon.config._checks), on the listeners that will serve: a
+    # bad TLS or token file, or an exposed listener, stops the start here, naming it.
+    checked = check_listeners(config, inherited)
+    bound = bind(config, inherited)
+    try:
+        spawner = Spawner(
+            _worker_main(sessions, config, bound, serving, hooks.load), bound.close_sockets
+        )
+    except BaseException:
+        bound.close()
+        raise
+    bound.close_sockets()  # the spawner keeps them for the workers
+    try:
+        _open_stores(sessions)
+    except BaseException:
+        spawner.close()
+        bound.close()
+        raise
+    holder: list[Server] = []
+
+    def describe() -> dict[str, Any]:
+        return holder[0].start_fields(bound.listen)
+
+    supervisor = Supervisor(
+        sessions, config, bound, config.serving_count(), spawner, describe=describe
+    )
+    supervisor.notify = hooks.notify
+    supervisor.exposed = bool(checked.exposed)
+    if hooks.load is not None:
+        reload_from = hooks.load
+        supervisor.source = hooks.source
+
+        def prepare_reload() -> list[HostedSession]:
+            # The parent's listening sockets are the workers' now; the exposure of a listener
+            # cannot change without a restart-only key, and each worker checks its own.
+            _, built, _ = prepare(
+                reload_from,
+                config,
+                {session.name: session for session in supervisor.sessions},
+                lambda new: Checked(
+                    new.security.load(),
+                    new.http.security.load() if new.http is not None else LoadedSecurity(),
+                ),
+            )
+            return built
+
+        supervisor.prepare_reload = prepare_reload
+
+    async def main() -> None:
+        server = Server(sessions, config)
+        server.exposed = checked.exposed
+        holder.append(server)
+        stop = trio.CancelScope()
+
+        async def supervise(*, task_status: trio.TaskStatus[None]) -> None:
+            try:
+                await supervisor.run(task_status=task_status)
+            finally:
+                stop.cancel()
+
+        with signals.receive(signals.PROCESS) as received, stop:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(supervise)
+                on_ready(supervisor)
+                _ready(nursery, hooks, f"serving ({supervisor.count} workers)")
+                assert received is not None
+                nursery.start_soon(
+                    _obey(
+                        received,
+                        hooks,
+                        drain=supervisor.drain,
+                        hurry=supervisor.stop_workers,
+                        reload=supervisor.request_reload,
+                        draining=f"draining {supervisor.count} workers",
+                    )
+                )
+                await trio.sleep_forever()
+
+    try:
+        trio.run(main)
+    finally:
+        spawner.close()
+        bound.close()
+    return supervisor
 
 
 # --------------------------------------------------------------------------- the library
@@ -183,8 +407,6 @@ async def serve(
     configuration file to reload; ``evidenced serve`` reloads its own). Without it, stop the
     server with ``server.shutdown()``.
     """
-    import threading
-
     hosted = _hosted(sessions)
     if handle_signals is None:
         handle_signals = threading.current_thread() is threading.main_thread()

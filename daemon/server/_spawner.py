@@ -10,7 +10,7 @@ Rules (the contract):
    out, passed with ``SCM_RIGHTS``), so every worker, the first ones and each restart, starts
    from the same single-threaded state, with the listening sockets it inherited.
 2. It reaps its dead workers (every 0.5 s at least). It ignores SIGINT and SIGHUP (the parent
-   decides).
+   decides), and its workers start so (:func:`daemon.server._signals.worker_dispositions`).
 3. When the parent's end closes (:meth:`Spawner.stop`, or the parent died) it closes its copies
    of the listening sockets (``release``), waits for every worker to exit, and exits.
 4. A worker that raises is reported on stderr (``evidenced: worker I stopped: ...``) and exits
@@ -23,7 +23,6 @@ import contextlib
 import errno
 import os
 import select
-import signal
 import socket as stdlib_socket
 import struct
 import warnings
@@ -33,6 +32,7 @@ from typing import Final
 import trio
 
 from daemon import logs
+from daemon.server._signals import worker_dispositions
 
 __all__ = ["Spawner", "WorkerMain"]
 
@@ -97,11 +97,7 @@ def _spawner_main(
 ) -> None:
     """Fork a worker per request; reap the dead ones. When the parent's end closes: close the
     listeners (``release``), wait for every worker to exit, and return."""
-    with contextlib.suppress(ValueError, OSError):
-        signal.set_wakeup_fd(-1)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    worker_dispositions()  # what every worker it forks starts with
     while True:
         readable, _, _ = select.select([control], [], [], 0.5)
         with contextlib.suppress(ChildProcessError):

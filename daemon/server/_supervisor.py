@@ -23,12 +23,14 @@ Rules (the contract):
    :data:`RESTART_DELAY_MAX`, while it keeps dying within :data:`STABLE_SECONDS`). Every line
    it sent was committed and acknowledged only once durable; its clients reconnect to the
    listening socket, which never closed.
-3. SIGINT/SIGTERM (the signal policy of :mod:`daemon.server._signals`, as in one process):
-   the parent stops restarting and sends SIGTERM to every worker (a second
-   signal: SIGTERM again, which makes them cancel in-flight requests, as in one process);
-   each drains as one process does and exits; once all are gone (or ``shutdown_grace`` + 5 s
-   passed: then SIGKILL) the parent writes one ``daemon_stop`` with the workers' summed
-   counters, closes the logs and removes the Unix socket file.
+3. SIGINT/SIGTERM (received by the service assembly, :mod:`daemon.server._service`, and
+   applied by the signal policy of :mod:`daemon.server._signals`, as in one process: it calls
+   :meth:`Supervisor.drain`, then :meth:`Supervisor.stop_workers`): the parent stops
+   restarting and sends SIGTERM to every worker (a second signal: SIGTERM again, which makes
+   them cancel in-flight requests, as in one process); each drains as one process does and
+   exits; once all are gone (or ``shutdown_grace`` + 5 s passed: then SIGKILL) the parent
+   writes one ``daemon_stop`` with the workers' summed counters, closes the logs and removes
+   the Unix socket file.
 3a. SIGHUP (with a configuration file): the parent reads and checks the new configuration as
    one process does (:func:`daemon.server._reload.prepare`: restart-only keys, the TLS and
    tokens files, every session built), coalescing SIGHUPs as one process does; it writes the
@@ -37,7 +39,9 @@ Rules (the contract):
    exposure check on its inherited listeners; new evaluation workers; no line of its own). A
    worker started later (a restart) is told the generation and loads the configuration file
    itself. Without a configuration file, SIGHUP is ignored with a message.
-4. Workers ignore SIGINT (the parent decides) and stop when the parent's stream ends.
+4. Workers ignore SIGINT (the parent decides) and stop when the parent's stream ends. A worker
+   starts through the service assembly as one process does
+   (:func:`daemon.server._service.serve_one`).
 5. ``health`` (answered by whichever worker a client reaches) aggregates: the counters and
    connection figures summed over the workers, ``workers`` (each worker's figures, pid,
    restarts, heartbeat), the sequencer's audit and transparency status.
@@ -60,23 +64,18 @@ from typing import Any, Final
 import attrs
 import trio
 
-from daemon import __version__, logs
+from daemon import logs
 from daemon.audit._audit import AuditLog, AuditLogError, Durability
-from daemon.audit._transparency import open_transparency
-from daemon.config._checks import Checked, check_listeners
-from daemon.config._config import DaemonConfig
+from daemon.audit._transparency import attach, open_transparency
 from daemon.config._hosting import HostedSession, ServerConfig
-from daemon.config._security import LoadedSecurity
 from daemon.errors import ServiceError
 from daemon.retention._publish import PublishLoop
-from daemon.server import _systemd as systemd
-from daemon.server._audit_client import PUSH_INTERVAL, AuditClient
+from daemon.server._audit_client import PUSH_INTERVAL
 from daemon.server._heartbeat import Heartbeat
 from daemon.server._listeners import open_listeners
 from daemon.server._publishing import start_publishing, stop_publishing
 from daemon.server._sequencer import Link, Sequencer
-from daemon.server._signals import obey
-from daemon.server._spawner import Spawner, WorkerMain
+from daemon.server._spawner import Spawner
 from daemon.tlog import TransparencyLog
 
 __all__ = ["Bound", "Supervisor", "WorkersFailed", "bind"]
@@ -189,6 +188,7 @@ class Supervisor:
         self.generation = 0
         self.reloads_refused = 0
         self._reload_wanted = trio.Event()
+        self._drain_wanted = trio.Event()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         config = self.config
@@ -208,7 +208,7 @@ class Supervisor:
                     audit.durable.seq,
                     sync=audit.durability is Durability.FSYNC,
                 )
-                audit.transparency = self.transparency
+                attach(audit, self.transparency)
                 self.publisher = start_publishing(config.transparency, self.transparency)
             self.sequencer = Sequencer(audit, self.transparency)
             self.sequencer.publisher = self.publisher
@@ -227,31 +227,24 @@ class Supervisor:
         await audit.record("daemon_start", **self.describe())
         stopped = False
         try:
-            with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
-                async with trio.open_nursery() as nursery:
-                    self._nursery = nursery
-                    for index in range(self.count):
-                        await self._start(index)
-                    with trio.fail_after(max(30.0, self.config.request_deadline)):
-                        for slot in self._slots:
-                            assert slot.link is not None
-                            await _ready_or_gone(slot.link)
-                    if not all(s.link is not None and s.link.ready.is_set() for s in self._slots):
-                        self._stop_workers()
-                        raise WorkersFailed("a worker exited before it could serve (see above)")
-                    nursery.start_soon(self._push_state)
-                    nursery.start_soon(self._reloads, audit)
-                    nursery.start_soon(self.heartbeat.watch, self._links, lambda: self._draining)
-                    self._serving = True
-                    task_status.started()
-                    await obey(  # the one signal policy (daemon.server._signals)
-                        signals,
-                        drain=lambda: nursery.start_soon(self._drain, nursery),
-                        hurry=self._stop_workers,
-                        reload=self._request_reload,
-                        notify=self.notify,
-                        draining=f"draining {self.count} workers",
-                    )
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                for index in range(self.count):
+                    await self._start(index)
+                with trio.fail_after(max(30.0, self.config.request_deadline)):
+                    for slot in self._slots:
+                        assert slot.link is not None
+                        await _ready_or_gone(slot.link)
+                if not all(s.link is not None and s.link.ready.is_set() for s in self._slots):
+                    self.stop_workers()
+                    raise WorkersFailed("a worker exited before it could serve (see above)")
+                nursery.start_soon(self._push_state)
+                nursery.start_soon(self._reloads, audit)
+                nursery.start_soon(self.heartbeat.watch, self._links, lambda: self._draining)
+                self._serving = True
+                task_status.started()
+                await self._drain_wanted.wait()
+                await self._drain(nursery)
             stopped = True
         finally:
             self._draining = True
@@ -265,8 +258,22 @@ class Supervisor:
             if not stopped:
                 self._kill_workers()
 
-    def _request_reload(self) -> bool:
-        """SIGHUP (rule 3a): False when there is no configuration to reload."""
+    # The three calls of the signal policy (daemon.server._signals), made by the service
+    # assembly (daemon.server._service), which receives the signals.
+
+    def drain(self) -> None:
+        """Rule 3: begin the drain (idempotent)."""
+        self._drain_wanted.set()
+
+    def stop_workers(self) -> None:
+        """Rule 3: SIGTERM to every live worker (a second one hurries their drain)."""
+        for slot in self._slots:
+            if slot.link is not None and slot.link.alive:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(slot.link.pid, signal.SIGTERM)
+
+    def request_reload(self) -> bool:
+        """Rule 3a: ask for a reload; False when there is no configuration to reload."""
         if self.prepare_reload is None:
             return False
         if not self._draining:
@@ -326,10 +333,10 @@ class Supervisor:
             )
 
     async def _drain(self, nursery: trio.Nursery) -> None:
-        """Rule 3."""
+        """Rule 3: the workers stopped, then the nursery of their links cancelled."""
         self._draining = True
         self.spawner.stop()
-        self._stop_workers()
+        self.stop_workers()
         with trio.move_on_after(self.config.shutdown_grace + 5):
             for slot in self._slots:
                 if slot.link is not None:
@@ -348,12 +355,6 @@ class Supervisor:
                 with trio.move_on_after(5):
                     await _ended(slot.link)
         nursery.cancel_scope.cancel()
-
-    def _stop_workers(self) -> None:
-        for slot in self._slots:
-            if slot.link is not None and slot.link.alive:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(slot.link.pid, signal.SIGTERM)
 
     def _kill_workers(self) -> None:
         for slot in self._slots:
@@ -424,195 +425,3 @@ async def _ready_or_gone(link: Link) -> None:
 async def _ended(link: Link) -> None:
     while link.alive:
         await trio.sleep(0.01)
-
-
-SERVER_NAME: Final = f"evidenced/{__version__}"
-
-
-def worker_main_for(
-    sessions: Sequence[HostedSession],
-    config: ServerConfig,
-    bound: Bound,
-    serving: Callable[[], None] = lambda: None,
-    load: Callable[[], tuple[DaemonConfig, ServerConfig]] | None = None,
-) -> WorkerMain:
-    """What a forked worker runs: one :class:`~daemon.server._server.Server` on the inherited
-    listeners whose audit log is an :class:`AuditClient` (rule 4), and, with ``load``, its
-    :class:`~daemon.server._reload.Reloader` (rule 3a). Never returns normally to the
-    spawner: the caller exits."""
-
-    def main(index: int, sock: stdlib_socket.socket, generation: int) -> None:
-        from daemon.server._reload import Reloader
-        from daemon.server._server import Server, WorkerRole
-
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        hosted = list(sessions)
-        if generation and load is not None:  # started after a reload: serve what it applied
-            try:
-                hosted = load()[0].build_sessions()[0]
-            except Exception as error:
-                logs.warning(
-                    "config_reload",
-                    f"worker {index}: the configuration no longer loads ({error}); "
-                    "serving the one the daemon started with",
-                    worker=index,
-                    status="REFUSED",
-                )
-        server = Server(hosted, attrs.evolve(config, handle_signals=True))
-        server.generation = generation
-        server.inherited = list(bound.binary)
-        server.inherited_http = list(bound.http)
-        reloader = None
-        if load is not None:
-            reloader = Reloader(
-                server,
-                load,
-                source="",
-                say=lambda line: logs.info(
-                    "config_reload", f"worker {index}: {line}", worker=index
-                ),
-                notify=lambda state: None,
-                record=False,
-            )
-            server.reloader = reloader.request  # a SIGHUP from now on is kept for it
-
-        async def run() -> None:
-            stream = trio.SocketStream(trio.socket.from_stdlib_socket(sock))
-            client = AuditClient(
-                stream,
-                path=Path(config.audit_path),
-                durability=Durability(config.audit_durability),
-                in_tree=config.transparency is not None,
-                index=index,
-            )
-            server.role = WorkerRole(client, index)
-            async with trio.open_nursery() as nursery:
-
-                async def serve(*, task_status: trio.TaskStatus[Server]) -> None:
-                    try:
-                        await server.run(task_status=task_status)
-                    finally:  # the server stopped: so does the reloader, and the worker ends
-                        nursery.cancel_scope.cancel()
-
-                await nursery.start(serve)
-                if reloader is not None:
-                    await nursery.start(reloader.run)
-                serving()
-                await client.ready()
-
-        trio.run(run)
-
-    return main
-
-
-def _open_stores(sessions: Sequence[HostedSession]) -> None:
-    """The evidence stores open here as in a worker (a store that cannot be opened stops the
-    start as in one process, not each worker); after the spawner's fork, so no client or
-    thread a store makes is inherited."""
-    from daemon.retention._open import open_store
-
-    for session in sessions:
-        if session.retention is not None:
-            open_store(session.retention.store)
-
-
-def run_workers(
-    sessions: Sequence[HostedSession],
-    config: ServerConfig,
-    *,
-    inherited: Sequence[stdlib_socket.socket],
-    on_ready: Callable[[Supervisor], None],
-    notify: Callable[[str], object] = lambda state: None,
-    serving: Callable[[], None] = lambda: None,
-    load: Callable[[], tuple[DaemonConfig, ServerConfig]] | None = None,
-    source: str = "",
-    watchdog: float | None = None,
-) -> Supervisor:
-    """Run a daemon of ``config.serving_count()`` workers until it stops (module rules);
-    ``on_ready`` is called once every worker serves, then ``notify`` hears ``READY=1`` and,
-    every ``watchdog`` seconds, ``WATCHDOG=1``; ``serving`` is called in each worker once it
-    serves; ``load`` reads the configuration ``source`` anew for a SIGHUP (rule 3a; None: no
-    reload). The service assembly (:mod:`daemon.server._service`) calls it. Call from a
-    process without a running event loop (the spawner is forked first)."""
-    from daemon.server._server import Server
-
-    # The checks of one process (daemon.config._checks), on the listeners that will serve: a
-    # bad TLS or token file, or an exposed listener, stops the start here, naming it.
-    checked = check_listeners(config, inherited)
-    bound = bind(config, inherited)
-    try:
-        spawner = Spawner(
-            worker_main_for(sessions, config, bound, serving, load), bound.close_sockets
-        )
-    except BaseException:
-        bound.close()
-        raise
-    bound.close_sockets()  # the spawner keeps them for the workers
-    try:
-        _open_stores(sessions)
-    except BaseException:
-        spawner.close()
-        bound.close()
-        raise
-    holder: list[Server] = []
-
-    def describe() -> dict[str, Any]:
-        return holder[0].start_fields(bound.listen)
-
-    supervisor = Supervisor(
-        sessions, config, bound, config.serving_count(), spawner, describe=describe
-    )
-    supervisor.notify = notify
-    supervisor.exposed = bool(checked.exposed)
-    if load is not None:
-        reload_from = load
-        supervisor.source = source
-
-        def prepare_reload() -> list[HostedSession]:
-            from daemon.server._reload import prepare
-
-            # The parent's listening sockets are the workers' now; the exposure of a listener
-            # cannot change without a restart-only key, and each worker checks its own.
-            _, built, _ = prepare(
-                reload_from,
-                config,
-                {session.name: session for session in supervisor.sessions},
-                lambda new: Checked(
-                    new.security.load(),
-                    new.http.security.load() if new.http is not None else LoadedSecurity(),
-                ),
-            )
-            return built
-
-        supervisor.prepare_reload = prepare_reload
-
-    async def main() -> None:
-        server = Server(sessions, config)
-        server.exposed = checked.exposed
-        holder.append(server)
-        stop = trio.CancelScope()
-
-        async def supervise(*, task_status: trio.TaskStatus[None]) -> None:
-            try:
-                await supervisor.run(task_status=task_status)
-            finally:
-                stop.cancel()
-
-        with stop:
-            async with trio.open_nursery() as nursery:
-                await nursery.start(supervise)
-                on_ready(supervisor)
-                notify(
-                    f"READY=1\nMAINPID={os.getpid()}\nSTATUS=serving ({supervisor.count} workers)"
-                )
-                if watchdog is not None:
-                    nursery.start_soon(systemd.watchdog, notify, watchdog)
-                await trio.sleep_forever()
-
-    try:
-        trio.run(main)
-    finally:
-        spawner.close()
-        bound.close()
-    return supervisor

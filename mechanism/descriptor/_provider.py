@@ -5,7 +5,8 @@
   and the lower-only limits ``max_descriptor_bytes``, ``max_item_bytes`` and ``max_steps``
   (refused when the mechanism is created if raised).
 * ``create`` → :class:`DescriptorAuthorizationMechanism` (:func:`default_mechanism` for the
-  defaults); it states ``accepted_bounds`` ``EvidenceBounds(2, 2 * max_item_bytes)``.
+  defaults); it states ``accepted_bounds`` ``EvidenceBounds(2, 2 * max_item_bytes)``. It
+  imports the weights library (numpy, safetensors) for the host; building a binding does not.
 * ``honest_binding((descriptor, payload), options)`` → :func:`descriptor_binding` for the
   mechanism those options create (the compiled catalog's operation for the pair;
   ``DescriptorError``, a ``ValueError``, when neither file is a compiled fixture's).
@@ -48,6 +49,7 @@ from ._mechanism import (
     descriptor_binding,
 )
 from ._vm import DEFAULT_MAX_STEPS
+from ._weights import load_library
 
 __all__ = ["PROVIDER", "DescriptorOptions", "DescriptorProvider"]
 
@@ -72,6 +74,10 @@ class DescriptorProvider(MechanismProvider[DescriptorOptions]):
     options_type = DescriptorOptions
 
     def create(self, options: DescriptorOptions) -> DescriptorAuthorizationMechanism:
+        load_library()  # a host's evaluation workers inherit numpy (``_weights`` rule 6)
+        return self._mechanism(options)
+
+    def _mechanism(self, options: DescriptorOptions) -> DescriptorAuthorizationMechanism:
         if options == DescriptorOptions():
             return default_mechanism()
         return DescriptorAuthorizationMechanism(
@@ -87,7 +93,7 @@ class DescriptorProvider(MechanismProvider[DescriptorOptions]):
     ) -> BoundProposition:
         if len(evidence) != 2:
             raise EvidenceCountError("a descriptor submission is DESCRIPTOR PAYLOAD (two files)")
-        return descriptor_binding(evidence[0], evidence[1], mechanism=self.create(options))
+        return descriptor_binding(evidence[0], evidence[1], mechanism=self._mechanism(options))
 
     def announce(self, mechanism: VerificationMechanism) -> Mapping[str, str]:
         if not isinstance(mechanism, DescriptorAuthorizationMechanism):

@@ -29,6 +29,10 @@ Rules, in order; :func:`inspect_weights` never raises for bad input, it returns 
    data bytes, its data as hex, whether every byte is a balanced trit (0x00/0x01/0xff) and, for
    tensors of at most ``MAX_REPORTED_VALUES`` elements, the values as decimal strings.
    The snapshot directory is removed afterwards.
+6. ``numpy`` and ``safetensors`` are imported when first needed (:func:`load_library`), not
+   with this module: a client that only builds a binding never loads them. The mechanism
+   calls :func:`load_library` when it is created, so a host's evaluation workers inherit them
+   and no first decision pays for the import.
 """
 
 from __future__ import annotations
@@ -38,18 +42,19 @@ import os
 import shutil
 import stat
 import struct
-from typing import Any, Final
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
-import numpy as np
-import safetensors
-import safetensors.numpy
 
 from canon import DuplicateKeyError, StrictJSONError, loads_strict_json
 from mechanism.canonical import digest_bytes
 from mechanism.snapshots import make_snapshot_directory
 
 from ._canonfs import canonfs_hash
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = [
     "MAX_REPORTED_VALUES",
@@ -241,8 +246,17 @@ def _values(array: np.ndarray[Any, Any]) -> Any:
     return convert(listed)
 
 
+def load_library() -> tuple[ModuleType, ModuleType]:
+    """``(numpy, safetensors.numpy)``, imported on first use (rule 6)."""
+    import numpy
+    import safetensors.numpy
+
+    return numpy, safetensors.numpy
+
+
 def inspect_weights(payload: bytes, *, max_bytes: int = MAX_WEIGHTS_BYTES) -> WeightsReport:
     """Inspect a SafeTensors I8 payload through a private snapshot; never raises for bad input."""
+    numpy, library = load_library()
     if type(payload) is not bytes:
         return WeightsReport("INVALID", "WEIGHTS_NOT_BYTES", "payload is not exact bytes")
     if len(payload) > max_bytes:
@@ -260,7 +274,7 @@ def inspect_weights(payload: bytes, *, max_bytes: int = MAX_WEIGHTS_BYTES) -> We
         directory = make_snapshot_directory()
         path, snapshot = _write_snapshot(directory, payload)
         try:
-            loaded = safetensors.numpy.load_file(path)
+            loaded = library.load_file(path)
         except Exception as error:  # any library refusal is a refusal, never an escape
             return WeightsReport(
                 "INVALID", "WEIGHTS_LIBRARY_REJECTED", f"safetensors refused: {error}", (), snapshot
@@ -272,7 +286,7 @@ def inspect_weights(payload: bytes, *, max_bytes: int = MAX_WEIGHTS_BYTES) -> We
             array = loaded[entry.name]
             data = payload[data_start + entry.begin : data_start + entry.end]
             if (
-                array.dtype != np.int8
+                array.dtype != numpy.int8
                 or tuple(array.shape) != entry.shape
                 or array.tobytes() != data
             ):

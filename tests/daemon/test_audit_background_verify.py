@@ -1,8 +1,9 @@
-"""A same-length edit of an audit line that start-up trusted from the sidecar
-(``docs/audit-log.md`` §7.5-7.6): the daemon serves, verifies the rest behind itself, and
-turns ``degraded`` with an alarm line the moment it finds the edit.
+"""A same-length edit of an audit line that start-up trusted from the sidecar, or of a
+transparency tile that start-up does not read (``docs/audit-log.md`` §7.5-7.6): the daemon
+serves, verifies the rest behind itself, and turns ``degraded`` with an alarm line the moment
+it finds the edit.
 
-Real daemon processes, a real log edited in place.
+Real daemon processes, a real log and real tiles edited in place.
 """
 
 from __future__ import annotations
@@ -17,16 +18,28 @@ from typing import Any
 import trio
 from daemon_testkit import bytes_binding
 
-from daemon import open_client, verify_log
+from daemon import AuditLog, open_client, verify_log
 from daemon.audit._audit_startup import open_verified
+from daemon.audit._transparency import (
+    TransparencyConfig,
+    attach,
+    audit_files,
+    open_transparency,
+)
+from daemon.tlog import SignerKey, load_signer, verify_directory, write_key_file
+
+ORIGIN = "background.example/evidenced"
 
 
-def _serve(short_dir: Path, *extra: str) -> subprocess.Popen[str]:
+def _serve(
+    short_dir: Path, *extra: str, tree: bool = False, rotate: int = 0
+) -> subprocess.Popen[str]:
     config = short_dir / "evidenced.toml"
     config.write_text(
         f'[server]\nlisten = ""\nsocket = "{short_dir}/sock"\n'
-        f'[audit]\npath = "{short_dir}/audit.jsonl"\n'
-        '[sessions.b]\nmechanisms = ["bytes-sha256"]\nmax_evidence_items = 1\n'
+        f'[audit]\npath = "{short_dir}/audit.jsonl"\nrotate_bytes = {rotate}\n'
+        + (f'[transparency]\nkey_file = "{short_dir}/log.key"\norigin = "{ORIGIN}"\n' * tree)
+        + '[sessions.b]\nmechanisms = ["bytes-sha256"]\nmax_evidence_items = 1\n'
     )
     process = subprocess.Popen(
         [sys.executable, "-m", "daemon.cli", "serve", "--config", str(config), *extra],
@@ -129,3 +142,93 @@ def test_clean_log_verifies_in_the_background_without_an_alarm(short_dir: Path) 
     finally:
         stderr = _stop(process)
     assert "ALARM" not in stderr
+
+
+def test_a_tile_edited_on_disk_before_start_is_found_by_the_background_verification(
+    short_dir: Path,
+) -> None:
+    """One hash flipped in the first full level-0 tile of a daemon's transparency log while
+    it is stopped, then start: the start checks only the signed tail (it starts and serves,
+    as the old daemon did, silently serving proofs from the edited tile), and the background
+    verification of the whole tree — ``log verify``'s check — turns health ``degraded``
+    naming the tile, with one ALARM line; the stop is clean."""
+    log = short_dir / "audit.jsonl"
+    sock = str(short_dir / "sock")
+    key = write_key_file(short_dir / "log.key", SignerKey.generate(ORIGIN))
+    process = _serve(short_dir, tree=True)
+    try:
+        assert trio.run(_decide, sock, 300) == ["PASS"] * 300  # > 256 leaves: a full tile
+    finally:
+        _stop(process)
+    tile = short_dir / "audit.jsonl.tlog" / "tile" / "0" / "000"
+    data = bytearray(tile.read_bytes())
+    data[100] ^= 0x01  # same length: one hash of the tile is another
+    tile.write_bytes(bytes(data))
+    process = _serve(short_dir, tree=True)
+    try:
+        after = trio.run(_decide, sock, 2)
+        health = trio.run(_health_until_degraded, sock)
+    finally:
+        stderr = _stop(process)
+    assert after == ["PASS", "PASS"]  # it still serves
+    assert health["status"] == "degraded", health
+    reason = health["reason"]
+    assert "TILES_EDITED" in reason and "tile/0/000" in reason and "background" in reason
+    alarms = [line for line in stderr.splitlines() if "ALARM" in line]
+    assert len(alarms) == 1 and "TILES_EDITED" in alarms[0], stderr
+    assert process.returncode == 0 and "stopped; audit log flushed" in stderr
+    assert verify_log(log).intact  # the chain is not what was edited
+    report = verify_directory(tile.parents[2], [log], load_signer(key).verifier())
+    assert report.code == "TILES_EDITED"  # still there for `log verify` to name
+
+
+def test_an_untouched_tree_verifies_in_the_background_without_an_alarm(short_dir: Path) -> None:
+    """The control: a daemon's log and tiles, opened as the daemon opens them; the tree's
+    background verification ends ``verified``, nothing is alarmed."""
+    log = short_dir / "audit.jsonl"
+    sock = str(short_dir / "sock")
+    write_key_file(short_dir / "log.key", SignerKey.generate(ORIGIN))
+    process = _serve(short_dir, tree=True)
+    try:
+        trio.run(_decide, sock, 300)
+    finally:
+        stderr = _stop(process)
+    assert "ALARM" not in stderr
+    audit = AuditLog.open(log)
+    try:
+        config = TransparencyConfig(key_file=str(short_dir / "log.key"), origin=ORIGIN)
+        attach(audit, open_transparency(config, log, audit.durable.seq, sync=False))
+        assert audit.tree_background is not None
+        audit.tree_background.join()
+        assert (audit.tree_background.state, audit.alarm) == ("verified", None)
+        assert audit.tree_background.status()["tiles"]
+    finally:
+        audit.close_sync()
+
+
+def test_the_oldest_rotated_file_moved_away_leaves_the_tree_unverifiable_without_an_alarm(
+    short_dir: Path,
+) -> None:
+    """The operator archived the oldest rotated audit file elsewhere: the tree cannot be
+    recomputed from line 1 here, which is not an edit. The background verification says
+    ``unverifiable`` and raises no alarm (health stays ``serving``)."""
+    log = short_dir / "audit.jsonl"
+    sock = str(short_dir / "sock")
+    write_key_file(short_dir / "log.key", SignerKey.generate(ORIGIN))
+    process = _serve(short_dir, tree=True, rotate=60_000)
+    try:
+        trio.run(_decide, sock, 300)
+    finally:
+        _stop(process)
+    archives = audit_files(log)[:-1]
+    assert len(archives) >= 2
+    archives[0].rename(short_dir / "archived-elsewhere")
+    audit = AuditLog.open(log)
+    try:
+        config = TransparencyConfig(key_file=str(short_dir / "log.key"), origin=ORIGIN)
+        attach(audit, open_transparency(config, log, audit.durable.seq, sync=False))
+        assert audit.tree_background is not None
+        audit.tree_background.join()
+        assert (audit.tree_background.state, audit.alarm) == ("unverifiable", None)
+    finally:
+        audit.close_sync()

@@ -25,6 +25,9 @@ from daemon.config._hosting import HostedSession
 from daemon.config._http_config import HttpConfig
 from daemon.config._security import ListenerSecurity
 from daemon.config._tokens import token_line
+from daemon.server._fastpath import CUT_OFF_BYTES
+from daemon.server._http_server import busy_answer
+from daemon.server._listeners import PENALIZED
 from daemon.server._peers import STRIKE_LIMIT, peer_key
 from session import BytesDigestMechanism
 
@@ -159,6 +162,27 @@ async def test_a_peer_that_keeps_failing_authentication_is_slowed_then_cut_off(
         async with open_client(tcp=server.tcp_address, token=TOKEN) as client:
             peers = (await client.health())["peers"]
         assert peers["auth_failures"] == STRIKE_LIMIT and peers["penalized_refusals"] >= 1
+    assert not any(line["event"] == "refusal" for line in events(short_dir))
+
+
+async def test_a_cut_off_peer_flooding_requests_gets_the_same_answer_at_accept(
+    short_dir: Path,
+) -> None:
+    """A cut-off peer's requests (already sent when the connection is accepted) each cost a
+    task, an answer built and a drain; now they are discarded at accept and answered with the
+    same bytes. One still sending a large body is not served either (it may read a reset)."""
+    async with daemon(short_dir) as server:
+        assert server.http_address is not None
+        body = submit_body(b"evidence")
+        for _ in range(STRIKE_LIMIT):
+            await exchange(server.http_address, post(body, token="guess"), source="127.0.0.9")
+        expected = busy_answer(PENALIZED)
+        for data in (post(body, token=TOKEN), b"garbage\r\n\r\n", b"GET / HTTP/1.1\r\n\r\n"):
+            answer = await exchange(server.http_address, data, source="127.0.0.9")
+            assert answer == expected
+        large = post(submit_body(os.urandom(CUT_OFF_BYTES * 2)), token=TOKEN)
+        answer = await exchange(server.http_address, large, source="127.0.0.9")
+        assert answer in (b"", expected)
     assert not any(line["event"] == "refusal" for line in events(short_dir))
 
 

@@ -168,25 +168,25 @@ TEST_SUPPORT_PATHS = [str(Path(__file__).resolve().parent), str(Path(testdata.__
 
 
 def start_slow_host(short_dir: Path, seconds: float) -> subprocess.Popen[str]:
-    """A host-API daemon (``Server`` with ``handle_signals``) whose mechanism sleeps."""
+    """A host-API daemon (``daemon.serve`` with ``handle_signals``) whose mechanism sleeps."""
     script = short_dir / "host.py"
     script.write_text(
         textwrap.dedent(
             f"""
             import sys, trio
+            from functools import partial
             sys.path[:0] = {TEST_SUPPORT_PATHS!r}
             from daemon_testkit import SlowMechanism
-            from daemon import HostedSession, Server, ServerConfig
+            from daemon import HostedSession, ServerConfig, serve
 
             async def main():
                 config = ServerConfig(tcp=None, unix={str(short_dir / "s")!r},
                                       audit_path={str(short_dir / "audit.jsonl")!r},
-                                      handle_signals=True, worker_processes=8,
-                                      inline_max_bytes=0)
+                                      worker_processes=8, inline_max_bytes=0)
                 mechanism = SlowMechanism(seconds={seconds!r})
-                server = Server([HostedSession("slow", (mechanism,))], config)
+                sessions = [HostedSession("slow", (mechanism,))]
                 async with trio.open_nursery() as nursery:
-                    await nursery.start(server.run)
+                    await nursery.start(partial(serve, sessions, config, handle_signals=True))
                     print("ready", flush=True)
 
             trio.run(main)
