@@ -1,16 +1,19 @@
-"""Batches over HTTP against single submits: decisions per second and daemon CPU per decision.
+"""Batches against single submits, over HTTP and over the binary protocol (EVD1): decisions
+per second and daemon CPU per decision.
 
-Runs the real daemon (``evidenced serve --config``, HTTP on loopback, fsync-ed audit log,
-session ``bytes`` with the built-in ``bytes-sha256`` mechanism: the peer comparison's job, a
-64-byte payload and its honest binding) and drives it with the real HTTP client over one
-keep-alive connection per driver:
+Runs the real daemon (``evidenced serve --config``, HTTP and EVD1 on loopback, fsync-ed audit
+log, session ``bytes`` with the built-in ``bytes-sha256`` mechanism: the peer comparison's job,
+a 64-byte payload and its honest binding) and drives it with the real client over one
+keep-alive connection per driver, for each transport:
 
-* single: 64 pairs as 64 ``POST .../decisions`` requests, at ``c`` concurrent connections;
-* batch: the same 64 pairs as one ``POST .../decisions:batch`` request per connection.
+* single: 64 pairs as 64 submits (``POST .../decisions``; EVD1 ``submit`` frames), at ``c``
+  concurrent connections;
+* batch: the same 64 pairs as one batch per connection (``POST .../decisions:batch``; one EVD1
+  ``submit_batch`` frame).
 
-Prints, in interleaved rounds (benchmarks/_harness.py), the time per decision of the singles
-over the batch's (the batch's decisions/s over the singles'; goal >= 3x at c=1) and the daemon
-CPU per decision, single over batch. Never asserts on time.
+Prints, in interleaved rounds (benchmarks/_harness.py), per transport, the time per decision of
+the singles over the batch's (the batch's decisions/s over the singles'; goal >= 3x at c=1 over
+HTTP) and the daemon CPU per decision, single over batch. Never asserts on time.
 
 Usage: ``python benchmarks/bench_batch.py [--quick] [--json PATH]``.
 """
@@ -54,7 +57,7 @@ async def drive(
     async def connection() -> None:
         async with open_client(url, request_timeout=120) as client:
             if batch:
-                results = await client.submit_batch("bytes", work)  # type: ignore[attr-defined]
+                results = await client.submit_batch("bytes", work)
                 bad = [r for r in results if getattr(r, "outcome", None) != "PASS"]
                 assert not bad, bad[:2]
                 return
@@ -71,45 +74,60 @@ def run(report: Report, args: argparse.Namespace) -> None:
     rounds = 5 if QUICK else 11
     with tempfile.TemporaryDirectory(prefix="evdbatch") as folder:
         process, urls = start(Path(folder), "batch", SESSION)
-        url = urls["http"]
         try:
-            for batch in (False, True):  # warm-up
-                trio.run(drive, url, work, batch, 1)
-            for c in (1, 4):  # 4 x 64 pairs in flight: within the per-peer cap (448 here)
-
-                def timed(batch: bool, c: int = c) -> Callable[[], object]:
-                    return lambda: trio.run(drive, url, work, batch, c)
-
-                def cpu(batch: bool, c: int = c) -> Callable[[], float]:
-                    def sample() -> float:
-                        before = cpu_seconds(process.pid)
-                        trio.run(drive, url, work, batch, c)
-                        return max(cpu_seconds(process.pid) - before, 1e-9) / (PAIRS * c)
-
-                    return sample
-
-                report.compare(
-                    f"batch of {PAIRS} decisions/s / single-pair decisions/s, fsync, c={c}",
-                    timed(False),  # time per decision, single over batch: the throughput ratio
-                    timed(True),
-                    floor_name="time per decision in batches",
-                    goal=at_least(3.0) if c == 1 else None,
-                    true_floor=False,
-                    rounds=rounds,
-                    max_seconds=60.0,
-                )
-                report.compare(
-                    f"daemon CPU per decision, single / batch of {PAIRS}, fsync, c={c}",
-                    cpu(False),
-                    cpu(True),
-                    floor_name="daemon CPU per decision in batches",
-                    true_floor=False,
-                    sampled=True,
-                    rounds=rounds,
-                    max_seconds=60.0,
-                )
+            for transport in ("http", "binary"):
+                url = urls[transport]
+                label = "" if transport == "http" else " (EVD1)"
+                for batch in (False, True):  # warm-up
+                    trio.run(drive, url, work, batch, 1)
+                for c in (1, 4):  # 4 x 64 pairs in flight: within the per-peer cap (448 here)
+                    measure(report, process.pid, url, work, c, label, rounds)
         finally:
             stop(process)
+
+
+def measure(
+    report: Report,
+    pid: int,
+    url: str,
+    work: list[tuple[dict[str, Any], list[bytes]]],
+    c: int,
+    label: str,
+    rounds: int,
+) -> None:
+    """The two figures of one transport at ``c`` connections."""
+
+    def timed(batch: bool) -> Callable[[], object]:
+        return lambda: trio.run(drive, url, work, batch, c)
+
+    def cpu(batch: bool) -> Callable[[], float]:
+        def sample() -> float:
+            before = cpu_seconds(pid)
+            trio.run(drive, url, work, batch, c)
+            return max(cpu_seconds(pid) - before, 1e-9) / (PAIRS * c)
+
+        return sample
+
+    report.compare(
+        f"batch of {PAIRS} decisions/s / single-pair decisions/s{label}, fsync, c={c}",
+        timed(False),  # time per decision, single over batch: the throughput ratio
+        timed(True),
+        floor_name=f"time per decision in batches{label}",
+        goal=at_least(3.0) if c == 1 and not label else None,
+        true_floor=False,
+        rounds=rounds,
+        max_seconds=60.0,
+    )
+    report.compare(
+        f"daemon CPU per decision, single / batch of {PAIRS}{label}, fsync, c={c}",
+        cpu(False),
+        cpu(True),
+        floor_name=f"daemon CPU per decision in batches{label}",
+        true_floor=False,
+        sampled=True,
+        rounds=rounds,
+        max_seconds=60.0,
+    )
 
 
 if __name__ == "__main__":

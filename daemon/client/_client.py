@@ -34,6 +34,16 @@ Rules (the contract):
    calls use the blocking client instead (:mod:`daemon.client._blocking`: no event loop).
 6. The errors, :class:`SubmitResult` and the answer checks are :mod:`daemon.client._outcomes`'s
    (shared with the blocking client; re-exported here).
+7. :meth:`Client.submit_batch` sends 1 to :data:`~daemon.wire._protocol.MAX_BATCH_PAIRS` pairs
+   as one ``submit_batch`` (``docs/protocol.md`` §4.1) and returns, per pair in order, a
+   :class:`SubmitResult` or the :class:`RejectedError` (:class:`ServiceUnavailable` for a
+   service-fault code) of that pair's refusal: returned, not raised, and the connection goes
+   on. A refusal of the whole batch is raised as for :meth:`Client.submit`. A server that
+   answers ``UNKNOWN_KIND`` (it predates batches) gets the pairs one ``submit`` at a time
+   instead, with the same results; a refused pair ends its connection, so the client opens a
+   new one (as :func:`~daemon.client._connect.open_client` did) for the next request, and it
+   remembers not to send that server a batch again. Without a way to reconnect (a client not
+   made by ``open_client``) the ``UNKNOWN_KIND`` refusal is raised.
 """
 
 from __future__ import annotations
@@ -41,7 +51,7 @@ from __future__ import annotations
 import base64
 import binascii
 import itertools
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import trio
@@ -55,6 +65,8 @@ from daemon.client._outcomes import (
     ServiceUnavailable,
     SubmitResult,
     TransportError,
+    batch_request,
+    batch_results,
     check_answer,
     decision_result,
     raise_for,
@@ -71,6 +83,7 @@ from daemon.wire._protocol import (
     Closed,
     ConsistencyProof,
     ConsistencyProofRequest,
+    ErrorCode,
     ErrorResponse,
     HealthReport,
     HealthRequest,
@@ -117,7 +130,36 @@ class Client:
         self._lock = trio.Lock()
         self._ids = itertools.count(1)
         self._broken = False
+        self._max_response_header_bytes = max_response_header_bytes
+        #: Opens a new stream to the same server, and the time its hello may take (rule 7).
+        self._reopen: Callable[[], Awaitable[trio.abc.Stream]] | None = None
+        self._handshake_timeout = request_timeout
+        #: The connection ended after a refusal that was returned, not raised (rule 7): the
+        #: next request opens a new one.
+        self._stale = False
+        #: The server answered a batch ``UNKNOWN_KIND``: pairs go one by one (rule 7).
+        self._batches_unknown = False
         self.server: HelloAccepted | None = None
+
+    def reconnect_with(
+        self, reopen: Callable[[], Awaitable[trio.abc.Stream]], handshake_timeout: float
+    ) -> None:
+        """How to open a new connection to the same server when one must be (rule 7)."""
+        self._reopen = reopen
+        self._handshake_timeout = handshake_timeout
+
+    async def _reconnect(self) -> None:
+        assert self._reopen is not None
+        with trio.CancelScope(shield=True):
+            await self._stream.aclose()
+        self._stream = await self._reopen()
+        self._conn = ClientConnection(max_header_bytes=self._max_response_header_bytes)
+        self._broken = self._stale = False
+        saved, self._request_timeout = self._request_timeout, self._handshake_timeout
+        try:
+            await self._hello()
+        finally:
+            self._request_timeout = saved
 
     async def _read_response(self) -> ServerResponse:
         while True:
@@ -140,6 +182,8 @@ class Client:
     async def _exchange(
         self, request: ClientRequest, evidence: tuple[bytes, ...] = ()
     ) -> ServerResponse:
+        if self._broken and self._stale and self._reopen is not None:
+            await self._reconnect()
         if self._broken:
             raise TransportError("the connection is closed after an earlier failure")
         try:
@@ -198,6 +242,44 @@ class Client:
             request_id = next(self._ids)
             request, items = submit_request(request_id, session, binding, evidence)
             return decision_result(await self._exchange(request, items), request_id)
+
+    async def submit_batch(
+        self,
+        session: str,
+        pairs: Sequence[tuple[BoundProposition | dict[str, Any], Sequence[bytes]]],
+    ) -> list[SubmitResult | RejectedError]:
+        """Decide 1 to 64 pairs (binding, evidence) of ``session`` in one request: per pair, in
+        order, its :class:`SubmitResult` or its refusal, returned (rule 7)."""
+        async with self._lock:
+            request_id = next(self._ids)
+            request, evidence = batch_request(request_id, session, pairs)
+            if not self._batches_unknown:
+                try:
+                    response = await self._exchange(request, evidence)
+                except RejectedError as error:
+                    if error.code != ErrorCode.UNKNOWN_KIND.name or self._reopen is None:
+                        raise
+                    self._batches_unknown = self._stale = True  # an older server (rule 7)
+                else:
+                    return batch_results(response, request_id, len(request.pairs))
+            return await self._one_by_one(session, pairs)
+
+    async def _one_by_one(
+        self,
+        session: str,
+        pairs: Sequence[tuple[BoundProposition | dict[str, Any], Sequence[bytes]]],
+    ) -> list[SubmitResult | RejectedError]:
+        """A batch as single submits, for a server without batches (rule 7)."""
+        results: list[SubmitResult | RejectedError] = []
+        for binding, evidence in pairs:
+            request_id = next(self._ids)
+            request, items = submit_request(request_id, session, binding, evidence)
+            try:
+                results.append(decision_result(await self._exchange(request, items), request_id))
+            except RejectedError as refused:
+                results.append(refused)
+                self._stale = True  # the refusal ended the connection: a new one next
+        return results
 
     # -- the transparency log (docs/spec/transparency.md §10)
 

@@ -18,7 +18,13 @@ from typing import Any
 
 import trio
 
-from daemon.client._client import Client, ClientTimeout, SubmitResult, TransportError
+from daemon.client._client import (
+    Client,
+    ClientTimeout,
+    RejectedError,
+    SubmitResult,
+    TransportError,
+)
 from daemon.client._http_client import HttpClient
 from daemon.client._targets import Target, parse_target
 from daemon.config._tls import client_context
@@ -77,6 +83,17 @@ async def open_client(
             max_response_header_bytes=max_response_header_bytes,
             token=token,
         )
+    if not target.http:
+
+        async def reopen() -> trio.abc.Stream:
+            stream: trio.abc.Stream | None = None
+            with trio.move_on_after(connect_timeout):
+                stream = await _connect(target, ssl_context)
+            if stream is None:
+                raise ClientTimeout(f"no connection within {connect_timeout} s")
+            return stream
+
+        client.reconnect_with(reopen, connect_timeout)
     try:
         if not target.http:
             handshake = connect_timeout
@@ -162,6 +179,16 @@ class SyncClient:
         self, session: str, binding: BoundProposition | dict[str, Any], evidence: Sequence[bytes]
     ) -> SubmitResult:
         result: SubmitResult = self._run("submit", session, binding, list(evidence))
+        return result
+
+    def submit_batch(
+        self,
+        session: str,
+        pairs: Sequence[tuple[BoundProposition | dict[str, Any], Sequence[bytes]]],
+    ) -> list[SubmitResult | RejectedError]:
+        """The async client's ``submit_batch`` on a connection of its own."""
+        copied = [(binding, list(evidence)) for binding, evidence in pairs]
+        result: list[SubmitResult | RejectedError] = self._run("submit_batch", session, copied)
         return result
 
     def checkpoint(self) -> bytes:

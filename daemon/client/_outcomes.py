@@ -13,6 +13,13 @@ Rules (the contract):
    answer of another kind, or to another request id, is a :class:`ServerProtocolError`
    naming the call. :func:`submit_request` builds a ``submit`` (``TypeError`` for evidence
    that is not ``bytes``) and :func:`decision_result` reads its answer.
+4. A batch (``docs/protocol.md`` §4.1): :func:`batch_request` builds a ``submit_batch`` of 1
+   to :data:`~daemon.wire._protocol.MAX_BATCH_PAIRS` pairs (``ValueError`` otherwise) and
+   :func:`batch_results` reads its ``decisions`` answer: per pair, in order, a
+   :class:`SubmitResult` or the refusal (:func:`refusal_error`) of that pair, returned, not
+   raised; a ``decisions`` answer to another request, of another length, or with an element
+   that is not a well-formed ``decision`` or ``error`` of this request is a
+   :class:`ServerProtocolError`.
 """
 
 from __future__ import annotations
@@ -23,7 +30,19 @@ from typing import Any, TypeVar
 import attrs
 
 from daemon.errors import Busy, EvidencedError, PeerError, RemoteProtocolError, Unavailable
-from daemon.wire._protocol import Decision, ErrorCode, ErrorResponse, Fault, ServerResponse, Submit
+from daemon.wire._protocol import (
+    MAX_BATCH_PAIRS,
+    BatchPair,
+    Decision,
+    Decisions,
+    ErrorCode,
+    ErrorResponse,
+    Fault,
+    ProtocolError,
+    ServerResponse,
+    Submit,
+    SubmitBatch,
+)
 from session import BoundProposition
 
 __all__ = [
@@ -35,8 +54,11 @@ __all__ = [
     "ServiceUnavailable",
     "SubmitResult",
     "TransportError",
+    "batch_request",
+    "batch_results",
     "check_answer",
     "decision_result",
+    "refusal_error",
     "submit_request",
 ]
 
@@ -111,11 +133,16 @@ class SubmitResult:
         }
 
 
+def refusal_error(response: ErrorResponse) -> RejectedError:
+    """The exception a refusal is: :class:`ServiceUnavailable` for a service-fault code."""
+    if ErrorCode[response.code].fault is Fault.SERVICE:
+        return ServiceUnavailable(response)
+    return RejectedError(response)
+
+
 def raise_for(response: ErrorResponse) -> None:
     """Raise the refusal an ``error`` frame is (rule 3)."""
-    if ErrorCode[response.code].fault is Fault.SERVICE:
-        raise ServiceUnavailable(response)
-    raise RejectedError(response)
+    raise refusal_error(response)
 
 
 _Answer = TypeVar("_Answer")
@@ -148,7 +175,53 @@ def submit_request(
 
 def decision_result(response: ServerResponse, request_id: int) -> SubmitResult:
     """The :class:`SubmitResult` a ``decision`` answer to ``request_id`` carries."""
-    decision = check_answer(response, Decision, request_id, "submit")
+    return _result(check_answer(response, Decision, request_id, "submit"))
+
+
+def batch_request(
+    request_id: int,
+    session: str,
+    pairs: Sequence[tuple[BoundProposition | dict[str, Any], Sequence[bytes]]],
+) -> tuple[SubmitBatch, tuple[bytes, ...]]:
+    """The ``submit_batch`` request for ``pairs`` (binding, evidence) and every pair's items,
+    pair after pair (rule 4)."""
+    if not 1 <= len(pairs) <= MAX_BATCH_PAIRS:
+        raise ValueError(f"a batch carries 1 to {MAX_BATCH_PAIRS} pairs, not {len(pairs)}")
+    batch: list[BatchPair] = []
+    evidence: list[bytes] = []
+    for binding, items in pairs:
+        submit, admitted = submit_request(request_id, session, binding, items)
+        batch.append(BatchPair(submit.binding, submit.item_sizes))
+        evidence.extend(admitted)
+    return SubmitBatch(request_id, session, tuple(batch)), tuple(evidence)
+
+
+def batch_results(
+    response: ServerResponse, request_id: int, count: int
+) -> list[SubmitResult | RejectedError]:
+    """Per pair, in order, its decision or its refusal (rule 4)."""
+    answer = check_answer(response, Decisions, request_id, "submit_batch")
+    if len(answer.decisions) != count:
+        raise ServerProtocolError("unexpected answer to submit_batch: not one answer per pair")
+    results: list[SubmitResult | RejectedError] = []
+    for element in answer.decisions:
+        result: SubmitResult | RejectedError
+        try:
+            if element["kind"] == ErrorResponse.KIND:
+                refusal = ErrorResponse.from_header(element)
+                answered, result = refusal.request_id, refusal_error(refusal)
+            else:
+                decision = Decision.from_header(element)
+                answered, result = decision.request_id, _result(decision)
+        except ProtocolError as error:
+            raise ServerProtocolError(f"unexpected answer in a batch: {error.message}") from None
+        if answered != request_id:
+            raise ServerProtocolError("unexpected answer in a batch: another request's")
+        results.append(result)
+    return results
+
+
+def _result(decision: Decision) -> SubmitResult:
     return SubmitResult(
         decision.decision_id,
         decision.session,

@@ -22,9 +22,11 @@ Rules (the contract):
    ``evidence``, items within the session's bounds, canonical base64); a pair that fails is
    that element's refusal, audited with its code like a single submit's, and the other pairs
    go on.
-4. Each admitted pair runs the pipeline's own stages (:meth:`Pipeline.submit`): its own bounds,
-   binding, capacity slot, evaluation, audit line (and so transparency leaf) and answer, so a
-   pair is decided exactly as the same pair sent alone would be. The pairs run concurrently:
+4. Each admitted pair runs the pipeline's own stages (:meth:`Pipeline.submit`, through
+   :func:`daemon.server._pairs.decide_pairs`, which the binary protocol's ``submit_batch``
+   shares): its own bounds, binding, capacity slot, evaluation, audit line (and so
+   transparency leaf) and answer, so a pair is decided exactly as the same pair sent alone
+   would be. The pairs run concurrently:
    their lines go into the same group commit and the batch waits for one ``fsync``, not one
    per pair; each element still carries its own line's ``seq``, ``line_digest`` and (with a
    transparency log) ``log_index`` and ``audit_line``. A pair refused ``BUSY`` (the server's
@@ -41,14 +43,14 @@ from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
-from daemon import logs
 from daemon.server._connection import read_at_rate
 from daemon.server._http_body import SubmitBody, body_limit, parse_json
 from daemon.server._http_codec import END_OF_BODY
 from daemon.server._http_errors import HttpRefusal, error_document
+from daemon.server._pairs import Pair, decide_pairs
 from daemon.server._pipeline import Refused
 from daemon.wire._echo import echo
-from daemon.wire._protocol import Decision, ErrorCode, ErrorResponse, Submit, encode_header
+from daemon.wire._protocol import MAX_BATCH_PAIRS, ErrorCode, ErrorResponse
 
 if TYPE_CHECKING:
     from daemon.config._hosting import HostedSession
@@ -57,8 +59,8 @@ if TYPE_CHECKING:
 
 __all__ = ["MAX_PAIRS", "batch_limit", "submit_batch"]
 
-#: The most pairs one batch carries.
-MAX_PAIRS: Final = 64
+#: The most pairs one batch carries (the binary protocol's bound too).
+MAX_PAIRS: Final = MAX_BATCH_PAIRS
 _DOCUMENT_ALLOWANCE: Final = 64  # ``{"pairs":[`` ... ``]}`` and the commas
 
 
@@ -147,31 +149,6 @@ def check_pair(pair: Any, index: int, *, max_items: int, max_bytes: int) -> Subm
     return SubmitBody(binding, tuple(items))
 
 
-class _Element:
-    """One pair's side of the batch (a :class:`~daemon.server._pipeline.SubmitTransport`): the
-    answer is kept, not sent, for the batch's one answer (rule 5)."""
-
-    __slots__ = ("answer", "items")
-
-    def __init__(self, items: tuple[bytes, ...]) -> None:
-        self.items = items
-        self.answer = b""
-
-    async def read_evidence(self) -> tuple[bytes, ...]:
-        items, self.items = self.items, ()
-        return items
-
-    def encode(self, answer: Decision) -> bytes:
-        return encode_header(answer.to_header())
-
-    async def send(self, data: bytes) -> bool:
-        self.answer = data
-        return True
-
-    async def refuse(self, answer: ErrorResponse) -> None:
-        self.answer = error_document(answer.code, answer.message, answer.decision_id)
-
-
 async def submit_batch(
     front: HttpFrontEnd,
     stream: trio.abc.Stream,
@@ -216,8 +193,17 @@ async def submit_batch(
         ) from None
     try:
         pairs = await _read_pairs(front, stream, connection, codec, deadline)
-        answers = await _decide(pipeline, name, pairs, requester, peer, number, started,
-                                max_items=max_items, max_bytes=max_bytes)  # fmt: skip
+        checked: list[Pair] = []
+        for index, pair in enumerate(pairs):
+            try:
+                admitted = check_pair(pair, index, max_items=max_items, max_bytes=max_bytes)
+            except HttpRefusal as refusal:
+                checked.append(Refused(refusal.code, refusal.message))
+                continue
+            checked.append((admitted.binding, admitted.items))
+        answers = await decide_pairs(pipeline, number, name, checked, requester, peer,
+                                     started=started, refusal=_error_document,
+                                     listener="http")  # fmt: skip
     finally:
         pipeline.capacity.release_on_behalf_of(token)
     body = b'{"decisions":[' + b",".join(answers) + b"]}"
@@ -263,67 +249,6 @@ async def _read_pairs(
     return parser.pairs()
 
 
-async def _decide(
-    pipeline: Any,
-    name: str,
-    pairs: list[Any],
-    requester: dict[str, Any],
-    peer: str,
-    number: int,
-    started: int,
-    *,
-    max_items: int,
-    max_bytes: int,
-) -> list[bytes]:
-    """Every pair's answer, in order (rules 3-4): the admitted pairs concurrently."""
-    elements: list[_Element] = []
-    async with trio.open_nursery() as nursery:
-        for index, pair in enumerate(pairs):
-            try:
-                body = check_pair(pair, index, max_items=max_items, max_bytes=max_bytes)
-            except HttpRefusal as refusal:
-                element = _Element(())
-                answer = await pipeline.refusal(
-                    requester, refusal.code, refusal.message, request_id=number,
-                    session=echo(name),
-                )  # fmt: skip
-                await element.refuse(answer)
-                elements.append(element)
-                continue
-            element = _Element(body.items)
-            elements.append(element)
-            submit = Submit(number, name, body.binding, tuple(len(i) for i in body.items))
-            nursery.start_soon(_one, pipeline, submit, element, requester, peer, started)
-    return [element.answer for element in elements]
-
-
-async def _one(
-    pipeline: Any,
-    submit: Submit,
-    element: _Element,
-    requester: dict[str, Any],
-    peer: str,
-    started: int,
-) -> None:
-    """One pair through the pipeline (rule 4). An exception of ours (a bug) is that pair's
-    audited ``INTERNAL`` refusal, as the front end's catch-all makes it for a single submit,
-    so one pair never takes the batch's other answers (nor an exception group) with it."""
-    try:
-        await pipeline.submit(submit, element, requester, peer, started=started)
-    except Exception as error:
-        detail = f"{type(error).__name__}: {echo(str(error), 256)}"
-        logs.error(
-            "connection_failed",
-            f"a batch pair of {echo(requester)} failed: {detail}",
-            listener="http",
-            requester=requester,
-            error=detail,
-        )
-        answer = await pipeline.refusal(
-            requester,
-            ErrorCode.INTERNAL,
-            f"internal error: {type(error).__name__}",
-            request_id=submit.request_id,
-            session=echo(submit.session),
-        )
-        await element.refuse(answer)
+def _error_document(answer: ErrorResponse) -> bytes:
+    """A pair's refusal as its element: a single submit's refusal document (rule 3)."""
+    return error_document(answer.code, answer.message, answer.decision_id)

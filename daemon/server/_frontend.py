@@ -20,6 +20,13 @@ Rules (the contract):
    limits (``VERSION_UNSUPPORTED`` otherwise); ``list``, ``health`` and the transparency
    requests by :meth:`Pipeline.query`; ``submit`` by :meth:`Pipeline.submit` with this
    front end's :class:`SubmitTransport`. A protocol violation is refused with its code.
+   ``submit_batch`` (``docs/protocol.md`` §4.1): the whole batch's checks on its header — the
+   session, not draining, its declared evidence at most :data:`MAX_BATCH_PAIRS` times the
+   session's per-pair limit, one server slot for the batch — each refusing it with one audited
+   ``error``, all before an evidence byte is read; then its evidence, read as a submit's
+   (idle deadline, minimum rate, a stall a strike); then its pairs, each through the
+   pipeline's stages (:func:`daemon.server._pairs.decide_pairs`, HTTP's batches' too); then
+   one ``decisions`` answer, the batch's slot held until it is sent.
 4. Every ``error`` frame is followed by a half-close and a short bounded drain
    (:func:`daemon.server._fastpath.half_close_and_drain`: bytes are discarded, not buffered),
    then the connection closes, so the client reads the error rather than a reset. A
@@ -33,6 +40,7 @@ Rules (the contract):
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import trio
@@ -50,13 +58,16 @@ from daemon.server._fastpath import (
     send,
     stream_fd,
 )
+from daemon.server._pairs import Pair, decide_pairs
 from daemon.server._peers import PeerLedger
 from daemon.server._pipeline import Pipeline, Refused
 from daemon.wire._echo import echo
 from daemon.wire._protocol import (
     CLOSED,
+    MAX_BATCH_PAIRS,
     NEED_DATA,
     PROTOCOL_VERSION,
+    BatchEvidence,
     Decision,
     ErrorCode,
     ErrorResponse,
@@ -68,6 +79,8 @@ from daemon.wire._protocol import (
     ProtocolError,
     ServerConnection,
     Submit,
+    SubmitBatch,
+    encode_header,
 )
 
 __all__ = ["Connection", "FrontEnd"]  # Connection: the core's, re-exported
@@ -286,6 +299,16 @@ class FrontEnd:
                     return
                 deadline = core.idle_deadline()
                 continue
+            elif isinstance(event, SubmitBatch):
+                connection.in_request = True  # as for submit: the catch-all audits
+                keep_open = await self._submit_batch(
+                    stream, conn, connection, requester, event, deadline, fd
+                )
+                connection.in_request = False
+                if not keep_open or pipeline.draining:
+                    return
+                deadline = core.idle_deadline()
+                continue
             elif isinstance(event, ListSessions | HealthRequest | TransparencyRequest):
                 try:
                     answer = await pipeline.query(event)
@@ -299,6 +322,64 @@ class FrontEnd:
             if pipeline.draining:
                 return
             deadline = core.idle_deadline()
+
+    async def _submit_batch(
+        self,
+        stream: trio.abc.Stream,
+        conn: ServerConnection,
+        connection: Connection,
+        requester: dict[str, Any],
+        batch: SubmitBatch,
+        deadline: float,
+        fd: int,
+    ) -> bool:
+        """One ``submit_batch`` (rule 3); True when the connection may go on."""
+        started = time.perf_counter_ns()
+        config, pipeline, peer = self.config, self.pipeline, connection.peer
+        name = batch.session
+        token = object()  # the batch's own server slot, held until its answer is sent
+        try:
+            session = pipeline.session_named(name)
+            limit = min(session.effective_bytes, config.max_frame_bytes)
+            declared = sum(batch.item_sizes)
+            if declared > MAX_BATCH_PAIRS * limit:
+                raise Refused(
+                    ErrorCode.EVIDENCE_BYTES_EXCEEDED,
+                    f"{declared} evidence bytes declared in a batch; session "
+                    f"'{echo(name, 64)}' admits {MAX_BATCH_PAIRS} pairs of {limit}",
+                )
+            if pipeline.draining:
+                raise Refused(ErrorCode.SHUTTING_DOWN, "the server is shutting down")
+            try:
+                pipeline.capacity.acquire_on_behalf_of_nowait(token)
+            except trio.WouldBlock:
+                raise Refused(
+                    ErrorCode.BUSY, f"{config.max_in_flight} requests in flight; retry later"
+                ) from None
+        except Refused as refused:
+            await self.refuse(stream, conn, requester, peer, refused.code, refused.message,
+                              request_id=batch.request_id, session=echo(name))  # fmt: skip
+            return False
+        try:
+            try:
+                evidence = await _read_evidence(self, stream, conn, deadline, fd)
+            except Refused as refused:
+                if refused.code is ErrorCode.IDLE_TIMEOUT:
+                    self.peers.strike(peer)
+                await self.refuse(stream, conn, requester, peer, refused.code, refused.message,
+                                  request_id=batch.request_id, session=echo(name))  # fmt: skip
+                return False
+            assert isinstance(evidence, BatchEvidence)
+            pairs: list[Pair] = [
+                (pair.binding, items)
+                for pair, items in zip(batch.pairs, evidence.pairs, strict=True)
+            ]
+            answers = await decide_pairs(pipeline, batch.request_id, name, pairs, requester,
+                                         peer, started=started, refusal=_error_header,
+                                         listener="evd1")  # fmt: skip
+            return await send(stream, conn.send_decisions(batch.request_id, answers), fd)
+        finally:
+            pipeline.capacity.release_on_behalf_of(token)
 
     async def _broken_mid_frame(
         self, stream: trio.abc.Stream, connection: Connection, requester: dict[str, Any]
@@ -326,6 +407,42 @@ async def _send_refusal(
         await half_close_and_drain(stream)
 
 
+def _error_header(answer: ErrorResponse) -> bytes:
+    """A batch pair's refusal as its element: the ``error`` header a single submit's refusal
+    frame carries (``docs/protocol.md`` §4.1)."""
+    return encode_header(answer.to_header())
+
+
+async def _read_evidence(
+    front: FrontEnd, stream: trio.abc.Stream, conn: ServerConnection, deadline: float, fd: int
+) -> Evidence | BatchEvidence:
+    """Accept the declared evidence and read it (a submit's, or a batch's, pair by pair) under
+    the idle deadline and the minimum rate (core rule 5); :class:`Refused` when the bytes
+    break the protocol, the connection breaks, or they come too slowly."""
+    conn.accept_evidence()
+    try:
+        event = receive_ready(conn, fd)
+        if isinstance(event, Evidence | BatchEvidence):  # already here: no scope, no wait
+            return event
+        assert event is NEED_DATA
+
+        async def step() -> Evidence | BatchEvidence | None:
+            await receive_some(stream, conn, fd)
+            event = receive_ready(conn, fd)
+            if isinstance(event, Evidence | BatchEvidence):
+                return event
+            assert event is NEED_DATA
+            return None
+
+        return await read_at_rate(
+            step, lambda: conn.buffered, config=front.config, deadline=deadline, what="evidence"
+        )
+    except ProtocolError as error:
+        raise Refused(error.code, error.message) from None
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
+        raise Refused(ErrorCode.TRUNCATED_FRAME, "the connection broke mid-frame") from None
+
+
 class _SocketSubmit:
     """The EVD1 front end's side of one submit (:class:`~daemon.server._pipeline.SubmitTransport`):
     evidence read under the idle deadline and the minimum rate (core rule 5)."""
@@ -347,33 +464,9 @@ class _SocketSubmit:
         self.fd = fd
 
     async def read_evidence(self) -> tuple[bytes, ...]:
-        conn, fd, stream = self.conn, self.fd, self.stream
-        conn.accept_evidence()
-        try:
-            event = receive_ready(conn, fd)
-            if isinstance(event, Evidence):  # already here: no scope, no wait
-                return event.items
-            assert event is NEED_DATA
-
-            async def step() -> tuple[bytes, ...] | None:
-                await receive_some(stream, conn, fd)
-                event = receive_ready(conn, fd)
-                if isinstance(event, Evidence):
-                    return event.items
-                assert event is NEED_DATA
-                return None
-
-            return await read_at_rate(
-                step,
-                lambda: conn.buffered,
-                config=self.front.config,
-                deadline=self.deadline,
-                what="evidence",
-            )
-        except ProtocolError as error:
-            raise Refused(error.code, error.message) from None
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            raise Refused(ErrorCode.TRUNCATED_FRAME, "the connection broke mid-frame") from None
+        event = await _read_evidence(self.front, self.stream, self.conn, self.deadline, self.fd)
+        assert isinstance(event, Evidence)
+        return event.items
 
     def encode(self, answer: Decision) -> bytes:
         return self.conn.send(answer)

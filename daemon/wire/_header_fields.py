@@ -11,6 +11,10 @@ refusal when it is not (``{key}`` is the field's wire name; :mod:`daemon.wire._e
 * Arrays: :data:`Versions` (1 to 16 integers 0..65535), :data:`Sessions` (objects),
   :data:`ItemSizes` (integers >= 0), :data:`Proof` (strings); "must be an array" first, then
   the item rule. Held as tuples (the session list as received), sent back as arrays.
+* A batch's :data:`BatchPairs` (1 to :data:`MAX_BATCH_PAIRS` objects of exactly ``binding``, an
+  object, and ``items``, byte counts; held as :class:`BatchPair`) and its answer's
+  :data:`BatchAnswers` (objects whose ``kind`` is ``decision`` or ``error``; each is read by
+  its own event's rules). The first failing pair is named: "``{key}[i]`` must be …".
 * The decision's chain fields (:data:`AuditSeq`, :data:`LineDigest`, :data:`LogIndex`,
   :data:`AuditLine`) may be ``null``; their cross-field rule lives with :class:`Decision`.
 * :data:`HEADERS` is the converter of this format (``forbid_extra_keys``, detailed
@@ -22,6 +26,8 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Final
 
+import attrs
+
 from daemon.wire._exact import Check, FieldError, Rule, exact_converter, json_list
 
 MAX_REQUEST_ID: Final = 2**53 - 1
@@ -29,6 +35,8 @@ MAX_SIZE: Final = 2**63 - 1
 #: The largest audit ``seq`` a decision may carry (a signed 64-bit integer).
 MAX_AUDIT_SEQ: Final = 2**63 - 1
 LINE_DIGEST_RE: Final = re.compile(r"sha256:[0-9a-f]{64}\Z")
+#: The most pairs one batch (``submit_batch``, HTTP ``decisions:batch``) carries.
+MAX_BATCH_PAIRS: Final = 64
 
 HEADERS: Final = exact_converter()
 
@@ -101,6 +109,47 @@ def _proof(value: Any, _: Any = None) -> tuple[str, ...]:
     return tuple(proof)
 
 
+@attrs.frozen
+class BatchPair:
+    """One pair of a ``submit_batch``: a binding's wire form and its items' byte counts (the
+    header's ``{"binding": ..., "items": [...]}``)."""
+
+    binding: dict[str, Any]
+    item_sizes: tuple[int, ...]
+
+
+def batch_pairs(value: Any, _: Any = None) -> tuple[BatchPair, ...]:
+    """The pairs of a ``submit_batch`` header, or :class:`FieldError` naming the first bad one."""
+    pairs = _array(value)
+    if not 1 <= len(pairs) <= MAX_BATCH_PAIRS:
+        raise FieldError(f"{{key}} must be an array of 1..{MAX_BATCH_PAIRS} pairs")
+    parsed = []
+    for index, pair in enumerate(pairs):
+        if type(pair) is not dict or pair.keys() != {"binding", "items"}:
+            raise FieldError(
+                f'{{key}}[{index}] must be an object with exactly "binding" and "items"'
+            )
+        binding, sizes = pair["binding"], pair["items"]
+        if type(binding) is not dict:
+            raise FieldError(f"{{key}}[{index}].binding must be an object")
+        if type(sizes) is not list or any(type(size) is not int or size < 0 for size in sizes):
+            raise FieldError(f"{{key}}[{index}].items must be an array of byte counts")
+        parsed.append(BatchPair(binding, tuple(sizes)))
+    return tuple(parsed)
+
+
+def _dump_pairs(pairs: tuple[BatchPair, ...]) -> list[dict[str, Any]]:
+    return [{"binding": pair.binding, "items": list(pair.item_sizes)} for pair in pairs]
+
+
+def _batch_answers(value: Any, _: Any = None) -> tuple[dict[str, Any], ...]:
+    answers = _array(value)
+    for answer in answers:
+        if type(answer) is not dict or answer.get("kind") not in ("decision", "error"):
+            raise FieldError("{key} must be decision or error objects")
+    return tuple(answers)
+
+
 def _audit_seq(value: Any, _: Any = None) -> int | None:
     if value is not None and (type(value) is not int or not 1 <= value <= MAX_AUDIT_SEQ):
         raise FieldError(f"{{key}} must be null or an integer 1..{MAX_AUDIT_SEQ}")
@@ -126,6 +175,8 @@ Versions = Annotated[tuple[int, ...], Rule(_versions, json_list)]
 Sessions = Annotated[list[dict[str, Any]], Rule(_sessions)]
 ItemSizes = Annotated[tuple[int, ...], Rule(_item_sizes, json_list)]
 Proof = Annotated[tuple[str, ...], Rule(_proof, json_list)]
+BatchPairs = Annotated[tuple[BatchPair, ...], Rule(batch_pairs, _dump_pairs)]
+BatchAnswers = Annotated[tuple[dict[str, Any], ...], Rule(_batch_answers, json_list)]
 AuditSeq = Annotated[int | None, Rule(_audit_seq)]
 LineDigest = Annotated[str | None, Rule(_line_digest)]
 LogIndex = Annotated[int | None, Rule(_optional(_integer(MAX_AUDIT_SEQ - 1)))]

@@ -8,8 +8,9 @@ Rules (the contract):
 
 1. A frame is ``MAGIC`` (4 bytes, ``b"EVD1"``), the header length as an unsigned 32-bit
    big-endian integer, the header (canonical JSON, :func:`encode_header`), then the raw
-   evidence bytes whose lengths the header declares in ``items`` (only ``submit`` frames carry
-   evidence; the payload is the concatenation of the items, in order, no base64).
+   evidence bytes whose lengths the header declares in ``items`` (only ``submit`` and
+   ``submit_batch`` frames carry evidence; the payload is the concatenation of the items, in
+   order, no base64; a ``submit_batch`` declares them per pair, in ``pairs``, pair after pair).
 2. Bounds before reads. The prefix is checked (magic, then header length against the header
    cap) before a header byte is consumed; the header is parsed and validated before an
    evidence byte is consumed; a ``submit`` header then *stops* the connection in
@@ -17,7 +18,10 @@ Rules (the contract):
    (after checking the declared item count and sizes against the session's bounds) or
    :meth:`ServerConnection.refuse`. :meth:`~ServerConnection.bytes_wanted` is never more than
    the bytes the current accepted unit still needs, so a host that reads at most that many
-   bytes never buffers more than it accepted.
+   bytes never buffers more than it accepted. A ``submit_batch`` header stops it the same way,
+   after the server's own caps: per pair at most ``max_items`` items and ``max_frame_bytes``
+   bytes, the whole frame at most :data:`MAX_BATCH_PAIRS` times ``max_frame_bytes``; its
+   evidence arrives as one :class:`BatchEvidence`, the items grouped by pair.
 3. Canonical headers. A header is a JSON object encoded by :func:`encode_header`; the decoder
    refuses invalid UTF-8, a BOM, ``NaN``/``Infinity``, then requires the canonical re-encoding
    to equal the received bytes exactly (so duplicate keys, whitespace, unsorted keys and
@@ -39,6 +43,11 @@ Rules (the contract):
    nothing before ``hello``, no request before the ``hello`` was answered or while another
    awaits its answer, nothing after an ``error``. ``ServerConnection.send`` /
    ``ClientConnection.send`` called on the class only encode (frames outside a connection).
+8. A batch's answer (:class:`Decisions`) holds, per pair in order, the header object a single
+   submit would have been answered with (a ``decision`` or an ``error``);
+   :meth:`ServerConnection.send_decisions` builds its frame from those objects already encoded
+   (canonical, :func:`encode_header`), byte-identical to ``send(Decisions(...))`` without
+   encoding them again. An ``error`` element is an answer, not the connection's last frame.
 """
 
 from __future__ import annotations
@@ -46,7 +55,7 @@ from __future__ import annotations
 import enum
 import struct
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any, ClassVar, Concatenate, Final, Generic, ParamSpec, Self, cast
 
 import attrs
@@ -63,6 +72,8 @@ from daemon.wire._header_fields import (
     MAX_AUDIT_SEQ,
     AuditLine,
     AuditSeq,
+    BatchAnswers,
+    BatchPairs,
     ItemSizes,
     JsonObject,
     LineDigest,
@@ -76,8 +87,11 @@ from daemon.wire._header_fields import (
     Text,
     Version,
     Versions,
+    batch_pairs,
 )
+from daemon.wire._header_fields import MAX_BATCH_PAIRS as MAX_BATCH_PAIRS
 from daemon.wire._header_fields import MAX_REQUEST_ID as MAX_REQUEST_ID
+from daemon.wire._header_fields import BatchPair as BatchPair
 from daemon.wire._protocol_state import ClientSendState, ServerSendState
 from mechanism.canonical import CanonicalError, CanonicalLimitError, scan_structure
 
@@ -411,11 +425,39 @@ class Submit(_Header):
 
 
 @attrs.frozen
+class SubmitBatch(_Header):
+    """Client → server: evaluate each pair of ``pairs`` (1 to :data:`MAX_BATCH_PAIRS`
+    :class:`BatchPair`: a binding's wire form and its item sizes) in ``session``, each as its
+    own submit. The evidence follows the header raw, every pair's items, pair after pair
+    (``docs/protocol.md`` §4.1)."""
+
+    KIND: ClassVar[str] = "submit_batch"
+    CHECK_ORDER: ClassVar[tuple[str, ...]] = ("pairs",)
+    request_id: RequestId
+    session: Text
+    pairs: BatchPairs
+
+    @property
+    def item_sizes(self) -> tuple[int, ...]:
+        """Every pair's item sizes, pair after pair: the frame's evidence."""
+        return tuple(size for pair in self.pairs for size in pair.item_sizes)
+
+
+@attrs.frozen
 class Evidence:
     """Server-side event after :meth:`ServerConnection.accept_evidence`: the raw items."""
 
     request_id: int
     items: tuple[bytes, ...]
+
+
+@attrs.frozen
+class BatchEvidence:
+    """Server-side event after :meth:`ServerConnection.accept_evidence` for a
+    :class:`SubmitBatch`: each pair's raw items, in pair order."""
+
+    request_id: int
+    pairs: tuple[tuple[bytes, ...], ...]
 
 
 @attrs.frozen
@@ -484,6 +526,19 @@ class Decision(_Header):
 
 
 _DECISION_KEYS: Final = frozenset({"kind", "request_id", "decision_id", "session", "result"})
+
+
+@attrs.frozen
+class Decisions(_Header):
+    """Server → client: the answer to a :class:`SubmitBatch`. ``decisions`` holds one header
+    object per pair, in order: the ``decision`` or the ``error`` a single submit of that pair
+    would have been answered with (module rule 8; read each with :meth:`Decision.from_header`
+    or :meth:`ErrorResponse.from_header`)."""
+
+    KIND: ClassVar[str] = "decisions"
+    CHECK_ORDER: ClassVar[tuple[str, ...]] = ("decisions",)
+    request_id: RequestId
+    decisions: BatchAnswers
 
 
 def _error_code(value: Any, _: Any = None) -> str:
@@ -584,6 +639,7 @@ ClientRequest = (
     | ListSessions
     | HealthRequest
     | Submit
+    | SubmitBatch
     | CheckpointRequest
     | InclusionProofRequest
     | ConsistencyProofRequest
@@ -593,6 +649,7 @@ ServerResponse = (
     | SessionList
     | HealthReport
     | Decision
+    | Decisions
     | ErrorResponse
     | CheckpointNote
     | InclusionProof
@@ -629,6 +686,7 @@ class State(enum.Enum):
     PREFIX                  EOF with no byte buffered                   CLOSED
     HEADER                  header bytes, valid, no evidence declared   PREFIX
     HEADER                  valid ``submit`` header                     AWAIT_VERDICT
+    HEADER                  valid ``submit_batch`` header (server)      AWAIT_VERDICT
     AWAIT_VERDICT           ``accept_evidence()`` (host)                PAYLOAD
     AWAIT_VERDICT           ``refuse()`` (host)                         ERROR
     PAYLOAD                 all declared bytes                          PREFIX
@@ -647,8 +705,11 @@ class State(enum.Enum):
 class _FrameReader:
     """Splits a byte stream into (header, payload) units, checking each bound first."""
 
-    def __init__(self, *, max_header_bytes: int, max_frame_bytes: int, max_items: int) -> None:
+    def __init__(
+        self, *, max_header_bytes: int, max_frame_bytes: int, max_items: int, batches: bool = False
+    ) -> None:
         self.max_header_bytes = max_header_bytes
+        self.batches = batches
         self.max_frame_bytes = max_frame_bytes
         self.max_items = max_items
         self.state = State.PREFIX
@@ -720,12 +781,14 @@ class _FrameReader:
                 if type(kind) is not str:
                     raise ProtocolError(ErrorCode.HEADER_INVALID, "header has no string kind")
                 sizes = self._declared_items(header)
+                if sizes is None and self.batches and kind == SubmitBatch.KIND:
+                    sizes = self._declared_batch(header.get("pairs"))
             except ProtocolError as error:
                 self.state = State.ERROR
                 raise error from None
-            self._item_sizes = sizes
-            self._payload_size = sum(sizes)
-            self.state = State.AWAIT_VERDICT if "items" in header else State.PREFIX
+            self._item_sizes = sizes or ()
+            self._payload_size = sum(self._item_sizes)
+            self.state = State.PREFIX if sizes is None else State.AWAIT_VERDICT
             return header
         if self.state is State.PAYLOAD:
             if len(self._buffer) < self._payload_size:
@@ -745,9 +808,9 @@ class _FrameReader:
             return CLOSED
         raise RuntimeError(f"next_unit() called in state {self.state.name}")
 
-    def _declared_items(self, header: Mapping[str, Any]) -> tuple[int, ...]:
+    def _declared_items(self, header: Mapping[str, Any]) -> tuple[int, ...] | None:
         if "items" not in header:
-            return ()
+            return None
         items = header["items"]
         if type(items) is not list or any(type(size) is not int or size < 0 for size in items):
             raise ProtocolError(ErrorCode.HEADER_INVALID, "items must be a list of byte counts")
@@ -764,6 +827,39 @@ class _FrameReader:
                 f"the server admits {self.max_frame_bytes}",
             )
         return tuple(items)
+
+    def _declared_batch(self, pairs: Any) -> tuple[int, ...] | None:
+        """Every item size a ``submit_batch`` declares, pair after pair, within the server's
+        caps (module rule 2); ``None`` when ``pairs`` is malformed (the header's own check
+        then refuses it, with its words)."""
+        try:
+            parsed = batch_pairs(pairs)
+        except FieldError:
+            return None
+        total = 0
+        for index, pair in enumerate(parsed):
+            count, size = len(pair.item_sizes), sum(pair.item_sizes)
+            if count > self.max_items:
+                raise ProtocolError(
+                    ErrorCode.EVIDENCE_ITEMS_EXCEEDED,
+                    f"pairs[{index}]: {count} evidence items declared; the server admits "
+                    f"{self.max_items}",
+                )
+            if size > self.max_frame_bytes:
+                raise ProtocolError(
+                    ErrorCode.FRAME_TOO_LARGE,
+                    f"pairs[{index}]: {size} evidence bytes declared; the server admits "
+                    f"{self.max_frame_bytes} per pair",
+                )
+            total += size
+        frame = PREFIX_SIZE + self._header_size + total
+        if frame > MAX_BATCH_PAIRS * self.max_frame_bytes:
+            raise ProtocolError(
+                ErrorCode.FRAME_TOO_LARGE,
+                f"batch frame of {frame} bytes declared; the server admits "
+                f"{MAX_BATCH_PAIRS * self.max_frame_bytes}",
+            )
+        return tuple(size for pair in parsed for size in pair.item_sizes)
 
     def accept(self) -> None:
         if self.state is not State.AWAIT_VERDICT:
@@ -803,6 +899,7 @@ _REQUEST_TYPES: Final[dict[str, Any]] = {
         ListSessions,
         HealthRequest,
         Submit,
+        SubmitBatch,
         CheckpointRequest,
         InclusionProofRequest,
         ConsistencyProofRequest,
@@ -814,6 +911,7 @@ _RESPONSE_TYPES: Final[dict[str, Any]] = {
         SessionList,
         HealthReport,
         Decision,
+        Decisions,
         ErrorResponse,
         CheckpointNote,
         InclusionProof,
@@ -833,7 +931,8 @@ class ServerConnection:
     Feed received bytes with :meth:`receive_data` (``b""`` at end of stream), then call
     :meth:`next_event` until it returns :data:`NEED_DATA` or :data:`CLOSED`. Events are
     :class:`Hello`, :class:`ListSessions`, :class:`HealthRequest`, :class:`Submit` (then,
-    after :meth:`accept_evidence`, :class:`Evidence`). Peer violations raise
+    after :meth:`accept_evidence`, :class:`Evidence`), :class:`SubmitBatch` (then
+    :class:`BatchEvidence`). Peer violations raise
     :class:`ProtocolError`; afterwards the connection is in :attr:`State.ERROR` and the host
     sends the error (:meth:`send`) and closes.
     """
@@ -846,10 +945,13 @@ class ServerConnection:
         max_items: int = DEFAULT_MAX_ITEMS,
     ) -> None:
         self._reader = _FrameReader(
-            max_header_bytes=max_header_bytes, max_frame_bytes=max_frame_bytes, max_items=max_items
+            max_header_bytes=max_header_bytes,
+            max_frame_bytes=max_frame_bytes,
+            max_items=max_items,
+            batches=True,
         )
         self.handshake_done = False
-        self._pending_submit: Submit | None = None
+        self._pending_submit: Submit | SubmitBatch | None = None
         self._sending = ServerSendState()
 
     @property
@@ -867,7 +969,7 @@ class ServerConnection:
     def receive_data(self, data: bytes) -> None:
         self._reader.receive_data(data)
 
-    def next_event(self) -> ClientRequest | Evidence | NeedData | Closed:
+    def next_event(self) -> ClientRequest | Evidence | BatchEvidence | NeedData | Closed:
         unit = self._reader.next_unit()
         if unit is NEED_DATA or unit is CLOSED:
             return unit
@@ -876,6 +978,8 @@ class ServerConnection:
             assert submit is not None
             self._pending_submit = None
             self._sending.evidence_received()
+            if isinstance(submit, SubmitBatch):
+                return BatchEvidence(submit.request_id, _by_pair(submit.pairs, unit))
             return Evidence(submit.request_id, unit)
         assert isinstance(unit, dict)
         try:
@@ -900,7 +1004,7 @@ class ServerConnection:
         if "items" in header and cls is not Submit:
             raise ProtocolError(ErrorCode.HEADER_INVALID, f"{kind!r} carries no evidence")
         event: ClientRequest = cls.from_header(header)
-        if isinstance(event, Submit):
+        if isinstance(event, Submit | SubmitBatch):
             self._pending_submit = event
         return event
 
@@ -924,15 +1028,46 @@ class ServerConnection:
 
     send = _Send(_encode_response, _send)
 
+    def send_decisions(self, request_id: int, answers: Sequence[bytes]) -> bytes:
+        """The :class:`Decisions` frame answering batch ``request_id`` from its elements
+        already encoded, each :func:`encode_header` of a ``decision`` or ``error`` header
+        (module rule 8), if this side may send it now (rule 7)."""
+        self._sending.check(Decisions.KIND, request_id)
+        header = b"".join(
+            (
+                b'{"decisions":[',
+                b",".join(answers),
+                b'],"kind":"decisions","request_id":',
+                str(request_id).encode("ascii"),
+                b"}",
+            )
+        )
+        self._sending.sent(Decisions.KIND)
+        return b"".join((MAGIC, struct.pack(">I", len(header)), header))
+
     @staticmethod
     def choose_version(hello: Hello) -> int | None:
         common = set(hello.versions) & set(SUPPORTED_VERSIONS)
         return max(common) if common else None
 
 
+def _by_pair(
+    pairs: tuple[BatchPair, ...], items: tuple[bytes, ...]
+) -> tuple[tuple[bytes, ...], ...]:
+    """A batch's items grouped by pair, in order."""
+    grouped = []
+    offset = 0
+    for pair in pairs:
+        count = len(pair.item_sizes)
+        grouped.append(items[offset : offset + count])
+        offset += count
+    return tuple(grouped)
+
+
 def _encode_request(request: ClientRequest, evidence: tuple[bytes, ...] = ()) -> bytes:
-    """A request's frame; ``ValueError`` when ``evidence`` does not fit the request."""
-    if isinstance(request, Submit):
+    """A request's frame; ``ValueError`` when ``evidence`` does not fit the request (a
+    ``submit_batch`` takes every pair's items, pair after pair)."""
+    if isinstance(request, Submit | SubmitBatch):
         if tuple(len(item) for item in evidence) != request.item_sizes:
             raise ValueError("evidence does not match the declared item sizes")
         return encode_frame(request.to_header(), evidence)

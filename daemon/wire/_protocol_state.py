@@ -19,7 +19,8 @@ queue at most one long for a well-behaved host).
    request's :data:`ANSWER_KIND` and its ``request_id`` is the request's. So nothing but an
    ``error`` goes out before the ``hello`` was answered, and no answer goes out for a request
    never received.
-2. A ``decision`` answers a ``submit`` only once that submit's evidence was delivered.
+2. A ``decision`` answers a ``submit`` (a ``decisions`` a ``submit_batch``) only once that
+   request's evidence was delivered.
 3. An ``error`` may go out at any time, with ``request_id`` null or the id of the latest
    request received. It is the connection's last frame: afterwards nothing may be sent.
 
@@ -57,11 +58,14 @@ ANSWER_KIND: Final = {
     "list": "sessions",
     "health": "health",
     "submit": "decision",
+    "submit_batch": "decisions",
     "checkpoint": "checkpoint",
     "inclusion_proof": "inclusion_proof",
     "consistency_proof": "consistency_proof",
 }
 ERROR_KIND: Final = "error"
+#: Requests followed by evidence: answerable once it was delivered (rule 2).
+EVIDENCE_KINDS: Final = frozenset({"submit", "submit_batch"})
 
 
 class ServerSendState:
@@ -76,12 +80,13 @@ class ServerSendState:
         self._closed = False
 
     def received(self, kind: str, request_id: int | None) -> None:
-        """The reader delivered a request; a ``submit`` is answerable once its evidence is."""
-        self._owed.append((kind, request_id, kind != "submit"))
+        """The reader delivered a request; a ``submit`` (``submit_batch``) is answerable once
+        its evidence is."""
+        self._owed.append((kind, request_id, kind not in EVIDENCE_KINDS))
         self._latest_id = request_id
 
     def evidence_received(self) -> None:
-        """The reader delivered the evidence of the latest ``submit``."""
+        """The reader delivered the evidence of the latest ``submit`` (``submit_batch``)."""
         kind, request_id, _ = self._owed[-1]
         self._owed[-1] = (kind, request_id, True)
 
@@ -109,7 +114,7 @@ class ServerSendState:
                 f"cannot send {kind!r} for request {request_id}: request {owed_id} awaits it"
             )
         if not answerable:
-            raise LocalProtocolError("cannot send 'decision': the evidence was not received")
+            raise LocalProtocolError(f"cannot send {kind!r}: the evidence was not received")
 
     def sent(self, kind: str) -> None:
         """Record a sent event that :meth:`check` allowed."""
