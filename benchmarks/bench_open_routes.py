@@ -141,7 +141,8 @@ def run(report: Report, args: argparse.Namespace) -> None:
                     f"client quiet p50 {statistics.median(quiet) * 1e3:.2f} ms, under attack "
                     f"p50 {statistics.median(loud) * 1e3 if loud else float('nan'):.2f} ms "
                     f"p99 {p99(loud) * 1e3 if loud else float('nan'):.2f} ms "
-                    f"max {max(loud) * 1e3 if loud else float('nan'):.2f} ms ({len(loud)} decisions)",
+                    f"max {max(loud) * 1e3 if loud else float('nan'):.2f} ms "
+                    f"({len(loud)} decisions)",
                     flush=True,
                 )
                 time.sleep(1)
