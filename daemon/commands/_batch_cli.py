@@ -4,9 +4,10 @@ The :mod:`cli` contract applies. Per command:
 
 * ``submit --session NAME (--pair A B)... [--batch FILE]`` (the address, token and TLS flags of
   a single ``submit``) builds the honest binding of every pair (the session's one mechanism,
-  as a single ``submit`` does) and submits them all: over ``http://``/``https://`` in batches
-  of up to 64 pairs, one request each (``POST .../decisions:batch``, ``docs/http.md``);
-  over the binary protocol one after another on one connection. ``--batch FILE`` lists one
+  as a single ``submit`` does) and submits them all in batches of up to 64 pairs, one request
+  each: ``POST .../decisions:batch`` over ``http://``/``https://`` (``docs/http.md``),
+  ``submit_batch`` over the binary protocol (``docs/protocol.md`` §4.1; against a server
+  without batches the client falls back to one submit per pair). ``--batch FILE`` lists one
   request per line, its evidence files separated by whitespace (blank lines and lines starting
   with ``#`` are skipped; ``-`` is stdin). ``--binding`` does not combine with them.
 * stdout is ``{"decisions": [...]}``, one element per pair in order: the decision (as a single
@@ -32,7 +33,7 @@ if TYPE_CHECKING:  # the trio clients load when pairs are submitted, not with ``
 
 __all__ = ["BATCH_SIZE", "read_batch_file", "submit_pairs"]
 
-#: Pairs per HTTP batch request (the server's most).
+#: Pairs per batch request (the server's most, on either protocol).
 BATCH_SIZE: Final = 64
 
 
@@ -62,7 +63,6 @@ def submit_pairs(
     the honest binding of a session's mechanism, the runner that maps client failures to
     exits, and the outcome → exit table."""
     from daemon.client._connect import open_client
-    from daemon.client._http_client import HttpClient
 
     if args.binding or args.receipt or args.print_binding or args.files:
         raise UsageError("--pair and --batch take no FILE, --binding, --receipt or --print-binding")
@@ -87,13 +87,11 @@ def submit_pairs(
             if len(mechanisms) != 1:
                 raise UsageError("the session hosts several mechanisms; submit pairs one by one")
             pairs = [(honest_binding(mechanisms[0], items).to_dict(), items) for items in requests]
-            if isinstance(client, HttpClient):
-                results: list[SubmitResult | RejectedError] = []
-                for start in range(0, len(pairs), BATCH_SIZE):
-                    chunk = pairs[start : start + BATCH_SIZE]
-                    results += await client.submit_batch(args.session, chunk)
-                return results
-        return await _one_by_one(connect, args.session, pairs)
+            results: list[SubmitResult | RejectedError] = []
+            for start in range(0, len(pairs), BATCH_SIZE):
+                chunk = pairs[start : start + BATCH_SIZE]
+                results += await client.submit_batch(args.session, chunk)
+            return results
 
     results: list[SubmitResult | RejectedError] = run(main)
     documents: list[dict[str, Any]] = []
@@ -120,25 +118,6 @@ def submit_pairs(
         if code in exits:
             return code
     return Exit.OK
-
-
-async def _one_by_one(
-    connect: Callable[[], AbstractAsyncContextManager[Client]],
-    session: str,
-    pairs: list[tuple[dict[str, Any], list[bytes]]],
-) -> list[SubmitResult | RejectedError]:
-    """The binary protocol: one submit after another on one connection, a new connection
-    after a refusal (a refusal ends its connection)."""
-    results: list[SubmitResult | RejectedError] = []
-    while len(results) < len(pairs):
-        async with connect() as client:
-            for binding, items in pairs[len(results) :]:
-                try:
-                    results.append(await client.submit(session, binding, items))
-                except RejectedError as error:
-                    results.append(error)
-                    break
-    return results
 
 
 def add_pair_arguments(parser: argparse.ArgumentParser) -> None:

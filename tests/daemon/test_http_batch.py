@@ -148,7 +148,7 @@ def test_submit_batch_file_over_http_is_one_request_per_64_pairs(
     )
 
 
-def test_submit_pairs_over_the_binary_protocol_go_on_after_a_refusal(
+def test_submit_pairs_over_the_binary_protocol_are_one_batch_and_go_on_after_a_refusal(
     daemon: LiveDaemon, tmp_path: Path
 ) -> None:
     (tmp_path / "small").write_bytes(b"s" * 10)
@@ -161,6 +161,9 @@ def test_submit_pairs_over_the_binary_protocol_go_on_after_a_refusal(
     assert first["outcome"] == last["outcome"] == "PASS"
     assert refused["error"]["code"] == "EVIDENCE_BYTES_EXCEEDED"
     assert refused["error"]["decision_id"] is not None  # the refusal is audited
+    # one submit_batch request: every line of it carries that request's id
+    lines = [line for line in daemon.audit() if line["event"] in ("decision", "refusal")]
+    assert len({line["request_id"] for line in lines[-3:]}) == 1
 
 
 def test_submit_pair_builds_each_honest_binding(daemon: LiveDaemon, tmp_path: Path) -> None:
