@@ -17,8 +17,10 @@ Rules (the contract):
 3. Strikes. Each connection of a peer cut for idleness or slowness (``IDLE_TIMEOUT``: no hello
    in time, no request in time, evidence under the minimum rate) is a strike
    (:meth:`PeerLedger.strike`). A peer with :data:`STRIKE_LIMIT` strikes within
-   :data:`STRIKE_WINDOW` seconds is *penalized* until that window ends: its new connections are
-   refused at once, before they cost a hello, a header or an audit line. A well-behaved peer
+   :data:`STRIKE_WINDOW` seconds is *penalized*: its new connections are refused at once,
+   before they cost a hello, a header or an audit line, until it has tried nothing for
+   :data:`STRIKE_WINDOW` seconds (each connection refused so restarts the window, so a peer
+   that keeps trying stays cut off). A well-behaved peer
    is never cut, so never penalized; at most :data:`MAX_STRIKE_ENTRIES` peers are remembered
    (expired windows are dropped first).
 4. Authentication failures (:meth:`PeerLedger.auth_failure`: no or a wrong token) are strikes
@@ -140,6 +142,8 @@ class PeerLedger:
             return False
         if count >= STRIKE_LIMIT:
             self.penalized_refusals += 1
+            # A cut-off peer that keeps trying stays cut off (rule 3): its window restarts.
+            self._strikes[peer] = (time.monotonic(), count)
             return True
         return False
 
