@@ -31,7 +31,8 @@ Rules (the contract):
    exits; once all are gone (or ``shutdown_grace`` + 5 s passed: then SIGKILL) the parent
    writes one ``daemon_stop`` with the workers' summed counters, closes the logs and removes
    the Unix socket file.
-3a. SIGHUP (with a configuration file): the parent reads and checks the new configuration as
+3a. SIGHUP (with a configuration file; the signal policy calls
+   :meth:`Supervisor.request_reload`): the parent reads and checks the new configuration as
    one process does (:func:`daemon.server._reload.prepare`: restart-only keys, the TLS and
    tokens files, every session built), coalescing SIGHUPs as one process does; it writes the
    one ``config_reload`` line (``APPLIED`` or ``REFUSED``); once applied it sends SIGHUP to
