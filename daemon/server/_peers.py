@@ -37,6 +37,7 @@ import socket as stdlib_socket
 import struct
 import time
 from collections import Counter
+from collections.abc import Callable
 from typing import Any, Final
 
 import trio
@@ -97,7 +98,15 @@ def _host_key(host: str) -> str:
 class PeerLedger:
     """Open connections and requests in flight, per peer (rule 2)."""
 
-    def __init__(self, *, connection_cap: int, in_flight_cap: int) -> None:
+    def __init__(
+        self,
+        *,
+        connection_cap: int,
+        in_flight_cap: int,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        #: Seconds, monotonic: when strikes happened and penalties end (rule 3).
+        self._clock = clock
         self.connection_cap = connection_cap
         self.in_flight_cap = in_flight_cap
         self._connections: Counter[str] = Counter()
@@ -112,7 +121,7 @@ class PeerLedger:
     def strike(self, peer: str) -> None:
         """One of ``peer``'s connections was cut for idleness or slowness (rule 3)."""
         self.strikes += 1
-        now = time.monotonic()
+        now = self._clock()
         start, count = self._strikes.get(peer, (now, 0))
         if now - start > STRIKE_WINDOW:
             start, count = now, 0
@@ -137,13 +146,13 @@ class PeerLedger:
         if entry is None:
             return False
         start, count = entry
-        if time.monotonic() - start > STRIKE_WINDOW:
+        if self._clock() - start > STRIKE_WINDOW:
             del self._strikes[peer]
             return False
         if count >= STRIKE_LIMIT:
             self.penalized_refusals += 1
             # A cut-off peer that keeps trying stays cut off (rule 3): its window restarts.
-            self._strikes[peer] = (time.monotonic(), count)
+            self._strikes[peer] = (self._clock(), count)
             return True
         return False
 

@@ -390,16 +390,15 @@ async def test_a_peer_that_keeps_sending_garbage_to_a_token_listener_is_cut_off(
     assert not any(line["event"] == "refusal" for line in events(short_dir))
 
 
-def test_a_cut_off_peer_that_keeps_trying_stays_cut_off(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_cut_off_peer_that_keeps_trying_stays_cut_off() -> None:
     """The penalty lapsed STRIKE_WINDOW seconds after the first strike even while the peer kept
     hammering, so a persistent flood earned 32 refusals on their merits every 30 s. Now each
     connection refused while cut off restarts the window; a peer that stops is let back in.
-    (The ledger's own clock, moved by hand: the rule is about time, the test must not wait.)"""
+    (The ledger's clock, moved by hand: the rule is about time, the test must not wait.)"""
     from daemon.server import _peers
 
     now = [1000.0]
-    monkeypatch.setattr(_peers.time, "monotonic", lambda: now[0])
-    ledger = _peers.PeerLedger(connection_cap=8, in_flight_cap=8)
+    ledger = _peers.PeerLedger(connection_cap=8, in_flight_cap=8, clock=lambda: now[0])
     for _ in range(STRIKE_LIMIT):
         ledger.auth_failure("tcp:192.0.2.7")
     assert ledger.penalized("tcp:192.0.2.7")
