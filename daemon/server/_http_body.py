@@ -133,6 +133,10 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+#: The strict decoder, built once (``json.loads`` with hooks builds one per call).
+_DECODER: Final = json.JSONDecoder(object_pairs_hook=_pairs, parse_constant=_no_constant)
+
+
 def parse_json(data: bytes, what: str) -> Any:
     """Strict JSON (rule 3): UTF-8, no BOM, no duplicate keys, no NaN/Infinity."""
     try:
@@ -142,7 +146,7 @@ def parse_json(data: bytes, what: str) -> Any:
     if text.startswith("\ufeff"):
         raise HttpRefusal(ErrorCode.HEADER_INVALID, f"{what} starts with a byte order mark")
     try:
-        return json.loads(text, object_pairs_hook=_pairs, parse_constant=_no_constant)
+        return _DECODER.decode(text)
     except RecursionError:
         raise HttpRefusal(ErrorCode.HEADER_INVALID, f"{what} nests too deep") from None
     except ValueError as error:
