@@ -46,18 +46,18 @@ from daemon.client._outcomes import (
     ClientTimeout,
     RejectedError,
     ServerProtocolError,
-    ServiceUnavailable,
     SubmitResult,
     TransportError,
+    check_pair_count,
+    refusal_error,
+    result_of,
 )
 from daemon.client._outcomes import raise_for as _raise_for
 from daemon.wire._protocol import (
     ERROR_CODES,
     ConsistencyProof,
     Decision,
-    ErrorCode,
     ErrorResponse,
-    Fault,
     HealthReport,
     InclusionProof,
     ProtocolError,
@@ -238,22 +238,15 @@ class HttpClient(Client):
                 answer = Decision.from_header(document)
             except ProtocolError as error:
                 raise ServerProtocolError(f"unexpected answer to submit: {error.message}") from None
-            return SubmitResult(
-                answer.decision_id,
-                answer.session,
-                answer.result,
-                answer.seq,
-                answer.line_digest,
-                answer.log_index,
-                answer.audit_line,
-            )
+            return result_of(answer)
 
     async def submit_batch(
         self,
         session: str,
         pairs: Sequence[tuple[BoundProposition | dict[str, Any], Sequence[bytes]]],
     ) -> list[SubmitResult | RejectedError]:
-        """Many pairs in one request (rule 5)."""
+        """Many pairs in one request (rule 5); ``ValueError`` for 0 or more than 64, unsent."""
+        check_pair_count(len(pairs))
         elements = []
         for binding, evidence in pairs:
             wire = binding.to_dict() if isinstance(binding, BoundProposition) else dict(binding)
@@ -275,10 +268,7 @@ class HttpClient(Client):
         results: list[SubmitResult | RejectedError] = []
         for answer in answers:
             if type(answer) is dict and "error" in answer:
-                response = _refusal(200, answer)
-                fault = ErrorCode[response.code].fault
-                error_type = ServiceUnavailable if fault is Fault.SERVICE else RejectedError
-                results.append(error_type(response))
+                results.append(refusal_error(_refusal(200, answer)))
                 continue
             try:
                 decision = Decision.from_header(answer)
@@ -286,17 +276,7 @@ class HttpClient(Client):
                 raise ServerProtocolError(
                     f"unexpected answer in a batch: {error.message}"
                 ) from None
-            results.append(
-                SubmitResult(
-                    decision.decision_id,
-                    decision.session,
-                    decision.result,
-                    decision.seq,
-                    decision.line_digest,
-                    decision.log_index,
-                    decision.audit_line,
-                )
-            )
+            results.append(result_of(decision))
         return results
 
     # -- the transparency log (rule 4)

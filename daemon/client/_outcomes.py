@@ -57,8 +57,10 @@ __all__ = [
     "batch_request",
     "batch_results",
     "check_answer",
+    "check_pair_count",
     "decision_result",
     "refusal_error",
+    "result_of",
     "submit_request",
 ]
 
@@ -175,7 +177,13 @@ def submit_request(
 
 def decision_result(response: ServerResponse, request_id: int) -> SubmitResult:
     """The :class:`SubmitResult` a ``decision`` answer to ``request_id`` carries."""
-    return _result(check_answer(response, Decision, request_id, "submit"))
+    return result_of(check_answer(response, Decision, request_id, "submit"))
+
+
+def check_pair_count(count: int) -> None:
+    """A batch of ``count`` pairs may be sent (1 to ``MAX_BATCH_PAIRS``); ``ValueError``."""
+    if not 1 <= count <= MAX_BATCH_PAIRS:
+        raise ValueError(f"a batch carries 1 to {MAX_BATCH_PAIRS} pairs, not {count}")
 
 
 def batch_request(
@@ -185,8 +193,7 @@ def batch_request(
 ) -> tuple[SubmitBatch, tuple[bytes, ...]]:
     """The ``submit_batch`` request for ``pairs`` (binding, evidence) and every pair's items,
     pair after pair (rule 4)."""
-    if not 1 <= len(pairs) <= MAX_BATCH_PAIRS:
-        raise ValueError(f"a batch carries 1 to {MAX_BATCH_PAIRS} pairs, not {len(pairs)}")
+    check_pair_count(len(pairs))
     batch: list[BatchPair] = []
     evidence: list[bytes] = []
     for binding, items in pairs:
@@ -212,7 +219,7 @@ def batch_results(
                 answered, result = refusal.request_id, refusal_error(refusal)
             else:
                 decision = Decision.from_header(element)
-                answered, result = decision.request_id, _result(decision)
+                answered, result = decision.request_id, result_of(decision)
         except ProtocolError as error:
             raise ServerProtocolError(f"unexpected answer in a batch: {error.message}") from None
         if answered != request_id:
@@ -221,7 +228,8 @@ def batch_results(
     return results
 
 
-def _result(decision: Decision) -> SubmitResult:
+def result_of(decision: Decision) -> SubmitResult:
+    """The :class:`SubmitResult` a ``decision`` header carries."""
     return SubmitResult(
         decision.decision_id,
         decision.session,

@@ -192,3 +192,21 @@ def test_a_batch_body_that_stalls_is_an_idle_timeout(daemon: LiveDaemon) -> None
     ).encode()
     answer = daemon.exchange(head + b'{"pairs": [')  # and then nothing more
     assert answer.status == 408 and answer.error["code"] == "IDLE_TIMEOUT"
+
+
+def test_an_http_batch_of_no_pairs_or_too_many_is_refused_before_it_is_sent() -> None:
+    """The binary client refused 0 or 65 pairs locally; the HTTP client sent them for the
+    server to refuse. Both now raise ``ValueError`` without a byte sent (no server here)."""
+    import trio
+
+    from daemon.client._http_client import HttpClient
+
+    client = HttpClient.__new__(HttpClient)  # never connected: nothing may be sent
+
+    async def attempt(count: int) -> None:
+        pairs = [({}, [b"x"])] * count
+        with pytest.raises(ValueError, match="1 to 64 pairs"):
+            await client.submit_batch("bytes", pairs)
+
+    trio.run(attempt, 0)
+    trio.run(attempt, 65)
