@@ -204,7 +204,7 @@ def test_an_http_batch_of_no_pairs_or_too_many_is_refused_before_it_is_sent() ->
     client = HttpClient.__new__(HttpClient)  # never connected: nothing may be sent
 
     async def attempt(count: int) -> None:
-        pairs = [({}, [b"x"])] * count
+        pairs: list[tuple[dict[str, Any], list[bytes]]] = [({}, [b"x"])] * count
         with pytest.raises(ValueError, match="1 to 64 pairs"):
             await client.submit_batch("bytes", pairs)
 
