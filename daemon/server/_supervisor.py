@@ -39,7 +39,10 @@ Rules (the contract):
    every worker, and each reloads as one process does (its own checks again, including the
    exposure check on its inherited listeners; new evaluation workers; no line of its own). A
    worker started later (a restart) is told the generation and loads the configuration file
-   itself. Without a configuration file, SIGHUP is ignored with a message.
+   itself. A worker that was starting when a reload was applied (its SIGHUP ignored until its
+   signal receiver opens) reports an older generation once it serves, and is sent SIGHUP
+   again, once per generation, so every worker ends on the parent's generation. Without a
+   configuration file, SIGHUP is ignored with a message.
 4. Workers ignore SIGINT (the parent decides) and stop when the parent's stream ends. A worker
    starts through the service assembly as one process does
    (:func:`daemon.server._service.serve_one`).
@@ -148,6 +151,8 @@ class _Slot:
     restarts: int = 0
     started: float = 0.0
     delay: float = RESTART_DELAY
+    #: The generation this slot's serving worker was last sent SIGHUP for (rule 3a).
+    caught_up: int = 0
 
 
 class Supervisor:
@@ -312,6 +317,8 @@ class Supervisor:
                 if slot.link is not None and slot.link.alive:
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(slot.link.pid, signal.SIGHUP)
+                    if slot.link.ready.is_set():  # its receiver is open: the signal counts
+                        slot.caught_up = self.generation
             logs.info(
                 "config_reload",
                 f"SIGHUP: configuration reloaded from {self.source}: "
@@ -403,10 +410,31 @@ class Supervisor:
             if (link := slot.link) is not None
         ]
 
+    def _catch_up(self) -> None:
+        """Rule 3a: a serving worker that reports an older generation than the parent's (it was
+        starting, SIGHUP still ignored, when a reload was applied) is sent SIGHUP, once per
+        generation."""
+        for slot in self._slots:
+            link = slot.link
+            reported = None if link is None else link.figures.get("generation")
+            if (
+                link is not None
+                and link.alive
+                and type(reported) is int
+                and reported < self.generation
+                and slot.caught_up < self.generation
+                and not self._draining
+            ):
+                slot.caught_up = self.generation
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(link.pid, signal.SIGHUP)
+
     async def _push_state(self) -> None:
-        """Every worker gets the daemon's state (:meth:`Sequencer.state`)."""
+        """Every worker gets the daemon's state (:meth:`Sequencer.state`); a worker left on an
+        older generation is caught up (:meth:`_catch_up`)."""
         assert self.sequencer is not None
         while True:
+            self._catch_up()
             state = self.sequencer.state(self.workers())
             state["failure_reason"] = state["failure_reason"] or self.heartbeat.reason(
                 self._links()

@@ -504,6 +504,49 @@ def test_sighup_under_two_workers_reloads_every_worker_and_logs_once(
     assert "worker 1: SIGHUP: configuration reloaded" in err
 
 
+def test_a_worker_starting_while_a_reload_is_applied_is_caught_up(
+    short_dir: Path, processes: list[subprocess.Popen[bytes]]
+) -> None:
+    """A worker restarted just before a SIGHUP ignores the parent's SIGHUP until its own signal
+    receiver opens, so it came up on the old generation and stayed there, serving the old
+    bounds beside a reloaded worker. Now the parent sees the older generation it reports once
+    it serves and sends it SIGHUP again."""
+    config = short_dir / "evidenced.toml"
+    _server_config(config)
+    process, ready = _start("--config", str(config), "--workers", "2", cwd=short_dir)
+    processes.append(process)
+    target = f"tcp://{ready['tcp']}"
+
+    async def health() -> dict[str, Any]:
+        async with open_client(target) as client:
+            return await client.health()
+
+    async def bounds() -> int:
+        async with open_client(target) as client:
+            sessions = {s["name"]: s["bounds"] for s in await client.list_sessions()}
+            return int(sessions["bytes"]["max_evidence_bytes"])
+
+    _wait_for(lambda: len(trio.run(health)["workers"]) == 2, "both workers serving")
+    before = _descendants(process.pid)
+    (victim,) = [w for w in trio.run(health)["workers"] if w["index"] == 0]
+    os.kill(victim["pid"], signal.SIGKILL)
+    # The moment the spawner forks the replacement (a new process under the daemon), the
+    # configuration changes and the parent is told: the new worker is still starting.
+    _wait_for(lambda: bool(_descendants(process.pid) - before), "the replacement forked", 30)
+    config.write_text(
+        config.read_text().replace("max_evidence_bytes = 64", "max_evidence_bytes = 32")
+    )
+    process.send_signal(signal.SIGHUP)
+
+    def every_worker_on_generation_1() -> bool:
+        workers = trio.run(health)["workers"]
+        return len(workers) == 2 and all(w.get("generation") == 1 for w in workers)
+
+    _wait_for(every_worker_on_generation_1, "both workers on generation 1")
+    assert {trio.run(bounds) for _ in range(8)} == {32}
+    _stop(process)
+
+
 def test_a_refused_reload_under_workers_is_logged_once_and_changes_no_worker(
     short_dir: Path, processes: list[subprocess.Popen[bytes]]
 ) -> None:
