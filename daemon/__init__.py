@@ -14,6 +14,9 @@ Public API (everything else lives in private modules):
   :class:`AuditLogError`, :class:`AuditLogCorrupt`.
 * Transparency log: :mod:`daemon.tlog` (tree, tiles, signed notes, receipts, verification).
 * Protocol: the sans-IO codec, :mod:`daemon.protocol` (``docs/protocol.md``).
+* Errors: every exception the package raises on purpose is an :class:`EvidencedError`, a
+  :class:`PeerError` (:class:`RemoteProtocolError`) or a :class:`ServiceError`
+  (:class:`LocalProtocolError`, :class:`Unavailable`, :class:`Busy`).
 """
 
 from typing import TYPE_CHECKING, Any
@@ -60,6 +63,13 @@ _LAZY: dict[str, str] = {
     "ServerConfig": "daemon.config._hosting",
     "open_server": "daemon.server._service",
     "serve": "daemon.server._service",
+    "Busy": "daemon.wire._errors",
+    "EvidencedError": "daemon.wire._errors",
+    "LocalProtocolError": "daemon.wire._errors",
+    "PeerError": "daemon.wire._errors",
+    "RemoteProtocolError": "daemon.wire._errors",
+    "ServiceError": "daemon.wire._errors",
+    "Unavailable": "daemon.wire._errors",
 }
 
 if TYPE_CHECKING:
@@ -93,6 +103,15 @@ if TYPE_CHECKING:
     from daemon.server._evaluation import DEADLINE_DETAILS
     from daemon.server._server import Server
     from daemon.server._service import open_server, serve
+    from daemon.wire._errors import (
+        Busy,
+        EvidencedError,
+        LocalProtocolError,
+        PeerError,
+        RemoteProtocolError,
+        ServiceError,
+        Unavailable,
+    )
 
 
 def __getattr__(name: str) -> Any:
@@ -114,23 +133,30 @@ __all__ = [
     "AuditLogCorrupt",
     "AuditLogError",
     "AuditRef",
+    "Busy",
     "Client",
     "ClientError",
     "ClientTimeout",
     "ConfigError",
     "DaemonConfig",
     "Durability",
+    "EvidencedError",
     "HostedSession",
+    "LocalProtocolError",
     "Overflow",
+    "PeerError",
     "ReceiptUnavailable",
     "RejectedError",
+    "RemoteProtocolError",
     "Server",
     "ServerConfig",
     "ServerProtocolError",
+    "ServiceError",
     "ServiceUnavailable",
     "SubmitResult",
     "SyncClient",
     "TransportError",
+    "Unavailable",
     "VerifyReport",
     "default_sessions",
     "fetch_receipt",

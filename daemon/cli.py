@@ -201,7 +201,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     _configure_logs(arguments)
     try:
-        from daemon.errors import exit_code
+        from daemon.wire._errors import exit_code
 
         return cli.run(build_parser, arguments, classify=exit_code)
     finally:  # an in-process caller's next command line (another package's) prints as before

@@ -28,7 +28,7 @@ from typing import Any, Final, NamedTuple
 import orjson
 
 from canon import digest_bytes, network_json_float_free
-from daemon.errors import ServiceError
+from daemon.wire._errors import ServiceError
 
 GENESIS: Final = "sha256:" + "0" * 64
 #: A line longer than this is refused by the verifier (no unbounded reads).

@@ -44,8 +44,8 @@ from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from daemon.audit._fields import RETAIN_MODES
-from daemon.errors import PeerError
 from daemon.wire._binding import BindingWireError, binding_from_wire
+from daemon.wire._errors import PeerError
 from daemon.wire._exact import Check, FieldError, Rule, exact_converter, json_list
 from daemon.wire._protocol import ERROR_CODES
 from session import BoundProposition

@@ -36,7 +36,6 @@ import attrs
 
 from daemon.audit._audit import AuditLog, AuditLogError
 from daemon.audit._background_verify import start_tree
-from daemon.errors import PeerError
 from daemon.tlog import (
     KeyFileError,
     ProofRangeError,
@@ -48,6 +47,7 @@ from daemon.tlog import (
 from daemon.tlog._names import log_tag
 from daemon.tlog._note import b64encode
 from daemon.tlog._verify import iter_lines
+from daemon.wire._errors import PeerError
 from daemon.wire._protocol import (
     CheckpointNote,
     CheckpointRequest,

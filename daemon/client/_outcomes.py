@@ -7,7 +7,7 @@ Rules (the contract):
    (:mod:`daemon.client._client`) share one definition of each error, of a decision and of
    how an answer frame is checked.
 2. The typed errors (``daemon.client._client`` rule 2 states their meaning; every one is a
-   :class:`ClientError`, hence a :class:`daemon.errors.EvidencedError`).
+   :class:`ClientError`, hence a :class:`daemon.wire._errors.EvidencedError`).
 3. :func:`check_answer` turns one answer frame into the call's result: an ``error`` frame is
    raised as :class:`ServiceUnavailable` (a service-fault code) or :class:`RejectedError`; an
    answer of another kind, or to another request id, is a :class:`ServerProtocolError`
@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 
 import attrs
 
-from daemon.errors import Busy, EvidencedError, PeerError, RemoteProtocolError, Unavailable
+from daemon.wire._errors import Busy, EvidencedError, PeerError, RemoteProtocolError, Unavailable
 from daemon.wire._protocol import (
     MAX_BATCH_PAIRS,
     BatchPair,

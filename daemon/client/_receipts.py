@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from daemon.client._client import Client, SubmitResult
-from daemon.errors import PeerError
+from daemon.wire._errors import PeerError
 
 if TYPE_CHECKING:  # the log room (and cryptography) loads when a receipt is fetched
     from daemon.tlog import VerifierKey

@@ -65,7 +65,7 @@ from daemon.commands import _conformance_cases as cases
 from daemon.commands import _conformance_checks as checks
 from daemon.commands._conformance_cases import Setting
 from daemon.commands._conformance_checks import Check
-from daemon.errors import PeerError
+from daemon.wire._errors import PeerError
 from session import MechanismProvider, ProviderLookupError, VerificationMechanism, load_target
 
 __all__ = ["Check", "ConformanceReport", "TargetError", "check_mechanism", "resolve"]

@@ -40,7 +40,6 @@ from typing import Any, Final
 
 import attrs
 
-from daemon.errors import PeerError
 from daemon.retention._publish import (
     PublishError,
     Target,
@@ -63,6 +62,7 @@ from daemon.tlog._tiles import (
     tile_path,
     tile_widths,
 )
+from daemon.wire._errors import PeerError
 
 __all__ = ["Fleet", "FleetError", "FleetLog", "load_fleet", "monitor_fleet", "publish"]
 

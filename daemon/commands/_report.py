@@ -50,7 +50,6 @@ from typing import Any, Final
 import orjson
 
 from daemon.audit._audit import verify_log
-from daemon.errors import PeerError
 from daemon.tlog import (
     CHECKPOINT_FILE,
     CheckpointError,
@@ -63,6 +62,7 @@ from daemon.tlog import (
 from daemon.tlog._note import b64encode
 from daemon.tlog._tiles import TileEdge
 from daemon.tlog._verify import iter_lines
+from daemon.wire._errors import PeerError
 
 __all__ = ["Aggregator", "aggregate", "parse_instant", "transparency_check"]
 

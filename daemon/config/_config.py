@@ -85,13 +85,13 @@ from daemon.config._hosting import HostedSession, ServerConfig, schema_fields
 from daemon.config._http_config import HttpConfig
 from daemon.config._security import ListenerSecurity
 from daemon.config._tls import TlsConfig
-from daemon.errors import PeerError
 from daemon.retention._policy import (
     RetentionPolicy,
     StoreLimits,
     parse_retention,
     parse_store_limits,
 )
+from daemon.wire._errors import PeerError
 from session import VerificationMechanism, load_provider, provider_entries, read_capped
 
 

@@ -33,7 +33,7 @@ from typing import Any, Final
 
 import attrs
 
-from daemon.errors import PeerError
+from daemon.wire._errors import PeerError
 from daemon.wire._protocol import (
     DEFAULT_MAX_FRAME_BYTES,
     DEFAULT_MAX_HEADER_BYTES,

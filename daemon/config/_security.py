@@ -36,7 +36,7 @@ import attrs
 
 from daemon.config._tls import TlsConfig, server_context
 from daemon.config._tokens import TokenStore
-from daemon.errors import PeerError
+from daemon.wire._errors import PeerError
 
 __all__ = [
     "ExposureRefused",

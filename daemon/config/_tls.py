@@ -30,7 +30,7 @@ from typing import Any
 
 import attrs
 
-from daemon.errors import PeerError
+from daemon.wire._errors import PeerError
 
 __all__ = ["TlsConfig", "TlsConfigError", "client_context", "peer_identity", "server_context"]
 

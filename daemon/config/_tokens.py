@@ -36,7 +36,7 @@ from typing import Final
 
 import attrs
 
-from daemon.errors import PeerError
+from daemon.wire._errors import PeerError
 from session import read_capped
 
 __all__ = [

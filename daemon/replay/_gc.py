@@ -38,10 +38,10 @@ from typing import Any, Final
 import attrs
 
 from daemon.audit._audit_verify import verify_log
-from daemon.errors import PeerError
 from daemon.replay._logread import epoch_of, records
 from daemon.retention._fs import FilesystemStore
 from daemon.retention._store import RetentionStore, StoreError
+from daemon.wire._errors import PeerError
 
 __all__ = ["DEFAULT_GRACE", "GcRefused", "Limits", "collect"]
 

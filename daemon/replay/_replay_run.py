@@ -41,7 +41,6 @@ import attrs
 import orjson
 
 from daemon.audit._audit_verify import iter_lines, verify_log
-from daemon.errors import PeerError
 from daemon.replay._logread import epoch_of, total_bytes
 from daemon.replay._replay import (
     BY_POLICY,
@@ -54,6 +53,7 @@ from daemon.replay._replay import (
 )
 from daemon.retention._open import open_store
 from daemon.retention._store import RetentionStore, StoreError
+from daemon.wire._errors import PeerError
 
 __all__ = ["CHUNK", "MAX_PROBLEMS", "ReplayRefused", "ReplayRequest", "run_replay"]
 

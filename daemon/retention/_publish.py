@@ -37,9 +37,9 @@ from typing import Any, Final, Protocol
 
 import attrs
 
-from daemon.errors import ServiceError
 from daemon.tlog import CHECKPOINT_FILE, CheckpointError, peek_checkpoint
 from daemon.tlog._tiles import ENTRIES, TileDirectory, tile_path, tile_widths
+from daemon.wire._errors import ServiceError
 
 __all__ = [
     "FIRST_BACKOFF",

@@ -32,7 +32,7 @@ from typing import Final, Protocol
 import attrs
 
 from canon import digest_bytes
-from daemon.errors import ServiceError
+from daemon.wire._errors import ServiceError
 
 __all__ = [
     "ObjectCorrupt",

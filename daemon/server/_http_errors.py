@@ -24,7 +24,7 @@ from typing import Any, Final
 
 import orjson
 
-from daemon.errors import EvidencedError
+from daemon.wire._errors import EvidencedError
 from daemon.wire._protocol import ErrorCode, Fault
 
 __all__ = ["RETRY_AFTER_SECONDS", "STATUS_OF", "HttpRefusal", "error_document"]

@@ -22,7 +22,7 @@ from typing import Any, Final
 import orjson
 import trio
 
-from daemon.errors import ServiceError
+from daemon.wire._errors import ServiceError
 
 __all__ = ["MAX_FRAME", "FrameError", "FrameReader", "FrameWriter", "frame"]
 

@@ -76,7 +76,6 @@ from daemon.audit._audit import AuditLog, AuditLogError, AuditRef
 from daemon.audit._transparency import RequestRefused, TransparencyRequest
 from daemon.audit._transparency import answer as transparency_answer
 from daemon.config._hosting import HostedSession
-from daemon.errors import EvidencedError
 from daemon.retention._retainer import Retention, RetentionFailed
 from daemon.server._audit_client import PLACEHOLDER_REF, AuditClient
 from daemon.server._evaluation import Evaluator
@@ -87,6 +86,7 @@ from daemon.tlog import TransparencyLog
 from daemon.tlog._names import DecisionIds
 from daemon.wire._binding import BindingWireError, binding_from_wire
 from daemon.wire._echo import bounded_message, echo
+from daemon.wire._errors import EvidencedError
 from daemon.wire._protocol import (
     Decision,
     ErrorCode,

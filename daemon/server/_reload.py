@@ -54,11 +54,11 @@ from daemon.config._hosting import HostedSession, ServerConfig
 from daemon.config._security import ExposureRefused
 from daemon.config._tls import TlsConfigError
 from daemon.config._tokens import TokenFileError
-from daemon.errors import PeerError
 from daemon.server._evaluation import Evaluator, worker_job_handler
 from daemon.server._pipeline import Pipeline
 from daemon.server._server import Server, _remove_stale_snapshots
 from daemon.server._workers import WorkerPool
+from daemon.wire._errors import PeerError
 
 __all__ = [
     "MAX_DRAINING",

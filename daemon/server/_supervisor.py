@@ -72,7 +72,6 @@ from daemon import logs
 from daemon.audit._audit import AuditLog, AuditLogError, Durability
 from daemon.audit._transparency import attach, open_transparency
 from daemon.config._hosting import HostedSession, ServerConfig
-from daemon.errors import ServiceError
 from daemon.retention._publish import PublishLoop
 from daemon.server._audit_client import PUSH_INTERVAL
 from daemon.server._heartbeat import Heartbeat
@@ -81,6 +80,7 @@ from daemon.server._publishing import start_publishing, stop_publishing
 from daemon.server._sequencer import Link, Sequencer
 from daemon.server._spawner import Spawner
 from daemon.tlog import TransparencyLog
+from daemon.wire._errors import ServiceError
 
 __all__ = ["Bound", "Supervisor", "WorkersFailed", "bind"]
 

@@ -49,9 +49,9 @@ from typing import Any, Final
 
 import trio
 
-from daemon.errors import ServiceError
 from daemon.server._resources import keep_heap
 from daemon.wire._echo import echo
+from daemon.wire._errors import ServiceError
 
 _LENGTH: Final = struct.Struct(">Q")
 _PR_SET_PDEATHSIG: Final = 1

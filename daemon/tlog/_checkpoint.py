@@ -22,7 +22,6 @@ from typing import Final
 
 import attrs
 
-from daemon.errors import PeerError
 from daemon.tlog._merkle import HASH_SIZE
 from daemon.tlog._note import (
     SIG_COSIGNATURE,
@@ -36,6 +35,7 @@ from daemon.tlog._note import (
     parse_note,
     sign_note,
 )
+from daemon.wire._errors import PeerError
 
 _SIZE_RE: Final = re.compile(r"0|[1-9][0-9]{0,19}")
 

@@ -20,8 +20,8 @@ import socket
 import stat
 from pathlib import Path
 
-from daemon.errors import PeerError
 from daemon.tlog._note import KeyFormatError, SignerKey, valid_key_name
+from daemon.wire._errors import PeerError
 
 
 class KeyFileError(PeerError):

@@ -39,7 +39,6 @@ from pathlib import Path
 from typing import Final
 
 from daemon import logs
-from daemon.errors import ServiceError
 from daemon.tlog._checkpoint import Checkpoint, CheckpointError, open_checkpoint
 from daemon.tlog._merkle import (
     HASH_SIZE,
@@ -67,6 +66,7 @@ from daemon.tlog._tiles import (
     tile_rows,
     tile_widths,
 )
+from daemon.wire._errors import ServiceError
 
 CHECKPOINT_FILE: Final = "checkpoint"
 DEFAULT_INTERVAL: Final = 1.0

@@ -26,8 +26,8 @@ from typing import Final
 
 import attrs
 
-from daemon.errors import PeerError
 from daemon.tlog._verify import iter_lines
+from daemon.wire._errors import PeerError
 
 __all__ = ["LineNotFound", "LineQuery", "LookupInvalid", "find_line"]
 

@@ -26,7 +26,7 @@ import hashlib
 from collections.abc import Callable, Iterable, Sequence
 from typing import Final
 
-from daemon.errors import PeerError
+from daemon.wire._errors import PeerError
 
 HASH_SIZE: Final = 32
 EMPTY_ROOT: Final = hashlib.sha256(b"").digest()

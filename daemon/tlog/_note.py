@@ -39,7 +39,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from daemon.errors import PeerError
+from daemon.wire._errors import PeerError
 
 SIG_ED25519: Final = 0x01
 SIG_COSIGNATURE: Final = 0x04

@@ -37,8 +37,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Final
 
-from daemon.errors import PeerError
 from daemon.tlog._merkle import HASH_SIZE, reduce_perfect, root_from_perfect_subtrees
+from daemon.wire._errors import PeerError
 
 TILE_HEIGHT: Final = 8
 TILE_WIDTH: Final = 1 << TILE_HEIGHT

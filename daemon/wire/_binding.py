@@ -27,7 +27,7 @@ from typing import Any, Final
 from cattrs.errors import ClassValidationError
 from cattrs.gen import make_dict_structure_fn
 
-from daemon.errors import PeerError
+from daemon.wire._errors import PeerError
 from daemon.wire._exact import (
     FieldError,
     Rule,

@@ -32,7 +32,7 @@ import cattrs
 from cattrs.errors import ClassValidationError
 from cattrs.gen import override
 
-from daemon.errors import PeerError
+from daemon.wire._errors import PeerError
 
 __all__ = [
     "FieldError",

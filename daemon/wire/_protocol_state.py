@@ -48,7 +48,7 @@ import enum
 from collections import deque
 from typing import Final
 
-from daemon.errors import LocalProtocolError
+from daemon.wire._errors import LocalProtocolError
 
 __all__ = ["ANSWER_KIND", "ClientSendState", "LocalProtocolError", "ServerSendState"]
 

@@ -36,7 +36,7 @@ from cattrs.errors import ClassValidationError
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from canon import network_json
-from daemon.errors import RemoteProtocolError
+from daemon.wire._errors import RemoteProtocolError
 from daemon.wire._exact import FieldError, Rule, exact_keys, first_failure, wire_names
 from daemon.wire._header_fields import (
     HEADERS,

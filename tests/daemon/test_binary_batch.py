@@ -16,8 +16,8 @@ from daemon_testkit import HELLO, bytes_binding, frame
 from test_server_attacks import bytes_sessions, error_of, raw_answers
 
 from daemon import RejectedError, SubmitResult, SyncClient, open_client, open_server, verify_log
-from daemon.errors import LocalProtocolError
 from daemon.wire import _protocol
+from daemon.wire._errors import LocalProtocolError
 from daemon.wire._protocol import MAX_BATCH_PAIRS
 
 BOUND = 4096  # the test session's evidence bytes per pair

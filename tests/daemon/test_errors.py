@@ -21,10 +21,10 @@ from daemon.client._client import (
     TransportError,
 )
 from daemon.config._config import ConfigError
-from daemon.errors import EvidencedError, PeerError, ServiceError, exit_code
 from daemon.retention._store import ObjectCorrupt, StoreError
 from daemon.server._pipeline import Refused
 from daemon.tlog import CheckpointError
+from daemon.wire._errors import EvidencedError, PeerError, ServiceError, exit_code
 from daemon.wire._protocol import ErrorCode, ErrorResponse, ProtocolError
 from daemon.wire._protocol_state import LocalProtocolError
 

@@ -20,7 +20,9 @@ the package). Some refusals carry the wire's own ``fault`` (``"peer"`` or ``"ser
 :func:`exit_code` is the one place the command line maps the tree to its exit table
 (``docs/cli.md``): 69 :class:`Unavailable`, 75 :class:`Busy`, 65 the peer's fault, 70 ours.
 
-This module imports nothing: every room, the codec's state table included, may import it.
+This module imports nothing: it lives on the floor of the rooms (the wire room), so every room,
+the codec's state table included, may import it; users import its classes from ``daemon``
+(``daemon.EvidencedError``, …).
 """
 
 from __future__ import annotations
