@@ -43,9 +43,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
-from daemon.server._connection import read_at_rate
 from daemon.server._http_body import SubmitBody, body_limit, parse_json
-from daemon.server._http_codec import END_OF_BODY
 from daemon.server._http_errors import HttpRefusal, error_document
 from daemon.server._pairs import Pair, decide_pairs
 from daemon.server._pipeline import Refused
@@ -219,33 +217,12 @@ async def _read_pairs(
 ) -> list[Any]:
     """The body, read as a single submit's is (under the idle deadline and the minimum rate,
     a stall a strike against the peer), then its pairs (rule 2)."""
-    config = front.config
-    go_on = codec.continue_bytes()
-    if go_on and not await front._send(stream, go_on):
-        raise HttpRefusal(ErrorCode.TRUNCATED_FRAME, "the connection broke")
     parser = _BatchBody()
-
-    def complete() -> bool:
-        while True:
-            event = codec.next_event()
-            if event is END_OF_BODY:
-                return True
-            if not isinstance(event, bytes):
-                return False
-            parser.feed(event)
-
-    async def step() -> bool | None:
-        await front._receive(stream, codec)
-        return True if complete() else None
-
-    if not complete():
-        try:  # the connection core's one minimum-rate read loop
-            await read_at_rate(
-                step, lambda: codec.body_bytes, config=config, deadline=deadline, what="the body"
-            )
-        except Refused as refused:
-            front.peers.strike(connection.peer)
-            raise HttpRefusal(refused.code, refused.message) from None
+    try:
+        await front.read_body(stream, codec, parser.feed, deadline)
+    except Refused as refused:
+        front.peers.strike(connection.peer)
+        raise HttpRefusal(refused.code, refused.message) from None
     return parser.pairs()
 
 

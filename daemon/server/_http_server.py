@@ -413,6 +413,43 @@ class HttpFrontEnd:
             data = codec.respond(200, encode_header(answer.to_header()))
         return await self._send(stream, data)
 
+    async def read_body(
+        self,
+        stream: trio.abc.Stream,
+        codec: HttpServerCodec,
+        feed: Callable[[bytes], None],
+        deadline: float,
+    ) -> None:
+        """A request body accepted by the codec, to its end: ``100 Continue`` if asked, then
+        every piece to ``feed``, under ``deadline`` and the minimum rate (the connection
+        core's one read loop, :func:`read_at_rate`: :class:`Refused` when too slow)."""
+        go_on = codec.continue_bytes()
+        if go_on and not await self._send(stream, go_on):
+            raise HttpRefusal(ErrorCode.TRUNCATED_FRAME, "the connection broke")
+
+        def complete() -> bool:
+            """Feed what arrived; True at the end of the body."""
+            while True:
+                event = codec.next_event()
+                if event is END_OF_BODY:
+                    return True
+                if not isinstance(event, bytes):
+                    return False
+                feed(event)
+
+        async def step() -> bool | None:
+            await self._receive(stream, codec)
+            return True if complete() else None
+
+        if not complete():
+            await read_at_rate(
+                step,
+                lambda: codec.body_bytes,
+                config=self.config,
+                deadline=deadline,
+                what="the body",
+            )
+
     # -- bytes
 
     async def _receive(self, stream: trio.abc.Stream, codec: HttpServerCodec) -> None:
@@ -541,32 +578,8 @@ class _HttpSubmit:
             f"session '{echo(self.name, 64)}' admits {max_items} items of {max_bytes} bytes in "
             f"total, a body of at most {limit} bytes",
         )
-        go_on = codec.continue_bytes()
-        if go_on and not await front._send(stream, go_on):
-            raise HttpRefusal(ErrorCode.TRUNCATED_FRAME, "the connection broke")
-
-        def complete() -> bool:
-            """Feed what arrived to the parser; True at the end of the body."""
-            while True:
-                event = codec.next_event()
-                if event is END_OF_BODY:
-                    return True
-                if not isinstance(event, bytes):
-                    return False
-                parser.feed(event)
-
-        async def step() -> bool | None:
-            await front._receive(stream, codec)
-            return True if complete() else None
-
-        if not complete():
-            await read_at_rate(
-                step,
-                lambda: codec.body_bytes,
-                config=config,
-                deadline=front.core.idle_deadline(),  # from the head, not the first deadline
-                what="the body",
-            )
+        # the deadline runs from the head, not from the connection's first deadline
+        await front.read_body(stream, codec, parser.feed, front.core.idle_deadline())
         body = parser.finish()
         sizes = tuple(len(item) for item in body.items)
         return Submit(self.number, self.name, body.binding, sizes), body.items
