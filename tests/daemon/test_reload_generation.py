@@ -450,23 +450,37 @@ def test_a_storm_of_100_sighups_keeps_the_process_tree_bounded(
 # --------------------------------------------------------------------------- workers
 
 
+class _Workers:
+    """``serve --workers 2`` on ``short_dir/evidenced.toml``; its health and the bytes bound."""
+
+    def __init__(self, short_dir: Path, processes: list[subprocess.Popen[bytes]]) -> None:
+        self.config = short_dir / "evidenced.toml"
+        _server_config(self.config)
+        self.process, ready = _start("--config", str(self.config), "--workers", "2", cwd=short_dir)
+        processes.append(self.process)
+        self.target = f"tcp://{ready['tcp']}"
+
+    def health(self) -> dict[str, Any]:
+        async def ask() -> dict[str, Any]:
+            async with open_client(self.target) as client:
+                return await client.health()
+
+        return trio.run(ask)
+
+    def bound(self) -> int:
+        async def ask() -> int:
+            async with open_client(self.target) as client:
+                sessions = {s["name"]: s["bounds"] for s in await client.list_sessions()}
+                return int(sessions["bytes"]["max_evidence_bytes"])
+
+        return trio.run(ask)
+
+
 def test_sighup_under_two_workers_reloads_every_worker_and_logs_once(
     short_dir: Path, processes: list[subprocess.Popen[bytes]]
 ) -> None:
-    config = short_dir / "evidenced.toml"
-    _server_config(config)
-    process, ready = _start("--config", str(config), "--workers", "2", cwd=short_dir)
-    processes.append(process)
-    target = f"tcp://{ready['tcp']}"
-
-    async def health() -> dict[str, Any]:
-        async with open_client(target) as client:
-            return await client.health()
-
-    async def bounds() -> int:
-        async with open_client(target) as client:
-            sessions = {s["name"]: s["bounds"] for s in await client.list_sessions()}
-            return int(sessions["bytes"]["max_evidence_bytes"])
+    daemon = _Workers(short_dir, processes)
+    config, process = daemon.config, daemon.process
 
     _server_config(config)
     config.write_text(
@@ -475,17 +489,17 @@ def test_sighup_under_two_workers_reloads_every_worker_and_logs_once(
     process.send_signal(signal.SIGHUP)
 
     def every_worker_reloaded() -> bool:
-        workers = trio.run(health)["workers"]
+        workers = daemon.health()["workers"]
         return len(workers) == 2 and all(w.get("generation") == 1 for w in workers)
 
     _wait_for(every_worker_reloaded, "both workers on generation 1")
-    assert {trio.run(bounds) for _ in range(8)} == {32}
+    assert {daemon.bound() for _ in range(8)} == {32}
     # A worker that dies now is restarted on the generation the others serve.
-    (victim,) = [w for w in trio.run(health)["workers"] if w["index"] == 0]
+    (victim,) = [w for w in daemon.health()["workers"] if w["index"] == 0]
     os.kill(victim["pid"], signal.SIGKILL)
 
     def restarted_on_generation_1() -> bool:
-        workers = {w["index"]: w for w in trio.run(health)["workers"]}
+        workers = {w["index"]: w for w in daemon.health()["workers"]}
         entry = workers.get(0, {})
         return (
             entry.get("restarts") == 1
@@ -495,7 +509,7 @@ def test_sighup_under_two_workers_reloads_every_worker_and_logs_once(
         )
 
     _wait_for(restarted_on_generation_1, "worker 0 restarted on generation 1")
-    assert {trio.run(bounds) for _ in range(8)} == {32}
+    assert {daemon.bound() for _ in range(8)} == {32}
     err = _stop(process)
     reloads = _events(short_dir / "audit.jsonl", "config_reload")
     assert [line["status"] for line in reloads] == ["APPLIED"]  # one line for the daemon
@@ -511,24 +525,12 @@ def test_a_worker_starting_while_a_reload_is_applied_is_caught_up(
     receiver opens, so it came up on the old generation and stayed there, serving the old
     bounds beside a reloaded worker. Now the parent sees the older generation it reports once
     it serves and sends it SIGHUP again."""
-    config = short_dir / "evidenced.toml"
-    _server_config(config)
-    process, ready = _start("--config", str(config), "--workers", "2", cwd=short_dir)
-    processes.append(process)
-    target = f"tcp://{ready['tcp']}"
+    daemon = _Workers(short_dir, processes)
+    config, process = daemon.config, daemon.process
 
-    async def health() -> dict[str, Any]:
-        async with open_client(target) as client:
-            return await client.health()
-
-    async def bounds() -> int:
-        async with open_client(target) as client:
-            sessions = {s["name"]: s["bounds"] for s in await client.list_sessions()}
-            return int(sessions["bytes"]["max_evidence_bytes"])
-
-    _wait_for(lambda: len(trio.run(health)["workers"]) == 2, "both workers serving")
+    _wait_for(lambda: len(daemon.health()["workers"]) == 2, "both workers serving")
     before = _descendants(process.pid)
-    (victim,) = [w for w in trio.run(health)["workers"] if w["index"] == 0]
+    (victim,) = [w for w in daemon.health()["workers"] if w["index"] == 0]
     os.kill(victim["pid"], signal.SIGKILL)
     # The moment the spawner forks the replacement (a new process under the daemon), the
     # configuration changes and the parent is told: the new worker is still starting.
@@ -539,11 +541,11 @@ def test_a_worker_starting_while_a_reload_is_applied_is_caught_up(
     process.send_signal(signal.SIGHUP)
 
     def every_worker_on_generation_1() -> bool:
-        workers = trio.run(health)["workers"]
+        workers = daemon.health()["workers"]
         return len(workers) == 2 and all(w.get("generation") == 1 for w in workers)
 
     _wait_for(every_worker_on_generation_1, "both workers on generation 1")
-    assert {trio.run(bounds) for _ in range(8)} == {32}
+    assert {daemon.bound() for _ in range(8)} == {32}
     _stop(process)
 
 
