@@ -272,8 +272,7 @@ class ConnectionCore:
             if (
                 code.fault is Fault.PEER
                 and code not in _STRUCK_ALREADY
-                and self.requires_token(requester)
-                and "token" not in requester
+                and not self.authenticated(requester)  # on a token listener, no valid token
             ):
                 self.strike(peer)
         return await self.pipeline.refusal(
