@@ -285,6 +285,9 @@ class HttpFrontEnd:
         try:
             event = codec.next_event()
             while event is NEED_DATA:
+                if _receive_ready(stream_fd(stream), codec):  # there already: no scope, no wait
+                    event = codec.next_event()
+                    continue
                 with trio.CancelScope(deadline=deadline) as scope:
                     connection.idle_scope = scope
                     try:
@@ -456,19 +459,9 @@ class HttpFrontEnd:
         """Receive what is there (waiting for it); a broken stream is its end."""
         fd = stream_fd(stream)
         if fd >= 0:
-            try:
-                data = os.read(fd, RECEIVE_CHUNK)
-            except BlockingIOError:
+            if not _receive_ready(fd, codec):
                 await trio.lowlevel.wait_readable(fd)
-                try:
-                    data = os.read(fd, RECEIVE_CHUNK)
-                except BlockingIOError:
-                    return
-                except OSError as error:
-                    data = _broken(error)
-            except OSError as error:
-                data = _broken(error)
-            codec.receive_data(data)
+                _receive_ready(fd, codec)  # nothing after a spurious wake-up: the caller asks again
             return
         try:
             data = bytes(await stream.receive_some(RECEIVE_CHUNK))
@@ -609,3 +602,18 @@ def _broken(error: OSError) -> bytes:
     if error.errno in (errno.EBADF, errno.ENOTSOCK):
         raise trio.ClosedResourceError("this socket was already closed") from None
     return b""  # a reset: the end of the stream (the codec decides what it cut)
+
+
+def _receive_ready(fd: int, codec: HttpServerCodec) -> bool:
+    """Feed ``codec`` what the socket already holds, without a wait: False when nothing was
+    there (or there is no descriptor); a reset is fed as the end of the stream."""
+    if fd < 0:
+        return False
+    try:
+        data = os.read(fd, RECEIVE_CHUNK)
+    except BlockingIOError:
+        return False
+    except OSError as error:
+        data = _broken(error)
+    codec.receive_data(data)
+    return True

@@ -9,6 +9,7 @@ each line's own timestamp, so any other difference in the bytes shows.
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ import structlog
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from daemon.audit._audit import AuditLog, timestamp
+from daemon.audit._audit import AuditLog, iso_utc, timestamp
 from daemon.audit._audit_format import seal
 
 ISO_UTC = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{6})?Z\Z")
@@ -117,3 +118,12 @@ def test_the_timestamp_is_structlogs_iso_utc_form() -> None:
     ours = timestamp()
     assert ISO_UTC.match(theirs) and ISO_UTC.match(ours), (theirs, ours)
     assert ours[:16] == theirs[:16] or ours >= theirs  # same clock, taken just after
+
+
+@given(st.integers(min_value=0, max_value=253402300799999999))
+def test_a_cached_second_never_renders_another_instant_than_datetime(micros: int) -> None:
+    """The per-second cache of the audit timestamp renders any instant (a whole second
+    without a fraction, years up to 9999) exactly as ``datetime.isoformat`` does."""
+    expected = (datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=micros)).isoformat()
+    assert iso_utc(micros) == expected.replace("+00:00", "Z")
+    assert iso_utc(micros - micros % 1_000_000) == iso_utc(micros)[:19] + "Z"
