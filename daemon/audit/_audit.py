@@ -710,8 +710,15 @@ class AuditLog:
                 return
 
     async def _flush_once(self) -> None:
-        async with self._flush_lock:
+        lock = self._flush_lock
+        try:  # the writer's common case, uncontended: no scheduler round to take the lock
+            lock.acquire_nowait()
+        except trio.WouldBlock:
+            await lock.acquire()
+        try:
             await self._flush_locked()
+        finally:
+            lock.release()
 
     async def _flush_locked(self) -> None:
         self._seal_batch()
