@@ -291,7 +291,7 @@ class HttpFrontEnd:
                 with trio.CancelScope(deadline=deadline) as scope:
                     connection.idle_scope = scope
                     try:
-                        await self._receive(stream, codec)
+                        await self._receive(stream, codec, tried=True)
                     finally:
                         connection.idle_scope = None
                 if scope.cancelled_caught:
@@ -455,11 +455,14 @@ class HttpFrontEnd:
 
     # -- bytes
 
-    async def _receive(self, stream: trio.abc.Stream, codec: HttpServerCodec) -> None:
-        """Receive what is there (waiting for it); a broken stream is its end."""
+    async def _receive(
+        self, stream: trio.abc.Stream, codec: HttpServerCodec, *, tried: bool = False
+    ) -> None:
+        """Receive what is there (waiting for it); a broken stream is its end. ``tried``: the
+        caller just found nothing on the socket (:func:`_receive_ready`), so wait first."""
         fd = stream_fd(stream)
         if fd >= 0:
-            if not _receive_ready(fd, codec):
+            if tried or not _receive_ready(fd, codec):
                 await trio.lowlevel.wait_readable(fd)
                 _receive_ready(fd, codec)  # nothing after a spurious wake-up: the caller asks again
             return
