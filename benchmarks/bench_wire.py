@@ -1,0 +1,284 @@
+"""The daemon on the wire: decisions/s, latency and server CPU per decision, HTTP and EVD1.
+
+Runs the real daemon (``evidenced serve --config``: an HTTP and a binary TCP listener on
+loopback, fsync-ed audit log, session ``bytes`` with the built-in ``bytes-sha256``
+mechanism) on the peer comparison's job: a 64-byte payload and its honest binding, 256
+distinct pairs. The load generator is this process, as cheap as a Python one can be: raw
+non-blocking sockets and one ``selectors`` loop, closed loop (``c`` keep-alive connections,
+one request in flight on each), every request's bytes encoded before the clock starts, an
+answer counted once its frame (EVD1: the 8-byte prefix and the header it declares; HTTP: the
+head and its ``Content-Length``) is complete and says ``PASS``. Neither side's client library
+runs in the measured window, so what the daemon's CPU time (``/proc``, the daemon and its live
+descendants) buys is the server's work alone.
+
+Prints, per transport and concurrency (1 and 64), the median over interleaved rounds of
+decisions/s, p50 and p99 latency, and the daemon's CPU per decision (goals of the
+performance issue: <= 100 us over HTTP and <= 80 us over EVD1 at c=64); then EVD1 / HTTP.
+The 2-core machine is shared with the generator: its own CPU per decision is printed too.
+Never asserts on time.
+
+Usage: ``python benchmarks/bench_wire.py [--quick] [--json PATH]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import selectors
+import socket
+import statistics
+import struct
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import orjson
+from _harness import Report, at_most, main
+from bench_daemon import cpu_seconds
+from bench_http import start, stop
+
+from session import NoOptions
+from session._bytes_provider import PROVIDER
+
+QUICK = "--quick" in sys.argv
+SESSION = (
+    '[sessions.bytes]\nmechanisms = ["bytes-sha256"]\n'
+    "max_evidence_items = 1\nmax_evidence_bytes = 4096\n"
+)
+PAIRS = 256
+MAGIC = b"EVD1"
+
+
+def _payloads() -> list[bytes]:
+    return [n.to_bytes(4, "big") * 16 for n in range(PAIRS)]
+
+
+def _frame(header: dict[str, object], evidence: bytes = b"") -> bytes:
+    body = orjson.dumps(header, option=orjson.OPT_SORT_KEYS)
+    return MAGIC + struct.pack(">I", len(body)) + body + evidence
+
+
+def evd1_requests() -> tuple[bytes, list[bytes]]:
+    """The ``hello`` frame and one ``submit`` frame per pair (request ids repeat per pair:
+    the server echoes them and requires nothing more of them)."""
+    hello = _frame({"kind": "hello", "versions": [1], "client": "bench_wire"})
+    frames = []
+    for index, payload in enumerate(_payloads()):
+        binding = PROVIDER.honest_binding([payload], NoOptions()).to_dict()
+        header = {
+            "kind": "submit",
+            "request_id": index + 1,
+            "session": "bytes",
+            "binding": binding,
+            "items": [len(payload)],
+        }
+        frames.append(_frame(header, payload))
+    return hello, frames
+
+
+def http_requests(host: str) -> list[bytes]:
+    """One keep-alive ``POST /v1/sessions/bytes/decisions`` per pair (docs/http.md)."""
+    requests = []
+    for payload in _payloads():
+        binding = PROVIDER.honest_binding([payload], NoOptions()).to_dict()
+        body = orjson.dumps(
+            {
+                "binding": binding,
+                "evidence": [{"base64": base64.b64encode(payload).decode("ascii")}],
+            }
+        )
+        head = (
+            f"POST /v1/sessions/bytes/decisions HTTP/1.1\r\nHost: {host}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+        )
+        requests.append(head.encode("ascii") + body)
+    return requests
+
+
+def _evd1_complete(buffer: bytearray) -> int:
+    """The length of the first complete answer frame in ``buffer`` (answers carry no
+    evidence), or 0."""
+    if len(buffer) < 8:
+        return 0
+    size = 8 + int.from_bytes(buffer[4:8], "big")
+    return size if len(buffer) >= size else 0
+
+
+def _http_complete(buffer: bytearray) -> int:
+    """The length of the first complete response in ``buffer`` (``Content-Length`` framed),
+    or 0."""
+    end = buffer.find(b"\r\n\r\n")
+    if end < 0:
+        return 0
+    head = bytes(buffer[:end]).lower()
+    start = head.index(b"content-length:") + len(b"content-length:")
+    stop_at = head.find(b"\r\n", start)
+    length = int(head[start : stop_at if stop_at >= 0 else len(head)])
+    size = end + 4 + length
+    return size if len(buffer) >= size else 0
+
+
+class Load:
+    """``c`` connections to ``address``, closed loop, for ``seconds``."""
+
+    def __init__(
+        self, address: tuple[str, int], transport: str, hello: bytes, requests: list[bytes]
+    ) -> None:
+        self.address = address
+        self.transport = transport
+        self.hello = hello
+        self.requests = requests
+        self.complete = _evd1_complete if transport == "binary" else _http_complete
+
+    def _connect(self) -> socket.socket:
+        sock = socket.create_connection(self.address)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self.hello:
+            sock.sendall(self.hello)
+            buffer = bytearray()
+            while not (size := self.complete(buffer)):
+                buffer += sock.recv(65536)
+            assert b'"kind":"hello"' in buffer[:size], bytes(buffer[:size])
+        sock.setblocking(False)
+        return sock
+
+    def run(self, c: int, seconds: float) -> tuple[int, list[float]]:
+        """(answers, latencies in seconds) of the window; every answer must be a PASS."""
+        conns = [_Conn(self._connect(), number) for number in range(c)]
+        selector = selectors.DefaultSelector()
+        requests, count = self.requests, len(self.requests)
+        latencies: list[float] = []
+        try:
+            for conn in conns:
+                conn.sent = time.perf_counter()
+                conn.sock.sendall(requests[conn.number % count])
+                selector.register(conn.sock, selectors.EVENT_READ, conn)
+            end = time.perf_counter() + seconds
+            answered = 0
+            while time.perf_counter() < end:
+                for key, _ in selector.select(1.0):
+                    conn = key.data
+                    data = conn.sock.recv(65536)
+                    if not data:
+                        raise RuntimeError("the daemon closed a connection")
+                    conn.buffer += data
+                    size = self.complete(conn.buffer)
+                    if not size:
+                        continue
+                    now = time.perf_counter()
+                    answer = bytes(conn.buffer[:size])
+                    if b'"outcome":"PASS"' not in answer:
+                        raise RuntimeError(f"not a PASS: {answer[:300]!r}")
+                    del conn.buffer[:size]
+                    latencies.append(now - conn.sent)
+                    answered += 1
+                    conn.number += c
+                    conn.sent = time.perf_counter()
+                    conn.sock.sendall(requests[conn.number % count])
+            # wait for what is in flight, so the next window starts clean
+            pending = len(conns)
+            deadline = time.perf_counter() + 30
+            while pending and time.perf_counter() < deadline:
+                for key, _ in selector.select(1.0):
+                    conn = key.data
+                    conn.buffer += conn.sock.recv(65536)
+                    if self.complete(conn.buffer):
+                        selector.unregister(conn.sock)
+                        pending -= 1
+            return answered, latencies
+        finally:
+            selector.close()
+            for conn in conns:
+                conn.sock.close()
+
+
+class _Conn:
+    """One connection's socket, bytes received, next pair and when its request left."""
+
+    __slots__ = ("buffer", "number", "sent", "sock")
+
+    def __init__(self, sock: socket.socket, number: int) -> None:
+        self.sock = sock
+        self.buffer = bytearray()
+        self.number = number
+        self.sent = 0.0
+
+
+def _address(url: str) -> tuple[str, int]:
+    host, _, port = url.split("://", 1)[1].rpartition(":")
+    return host, int(port)
+
+
+def run(report: Report, args: argparse.Namespace) -> None:
+    rounds = 3 if QUICK else 5
+    seconds = 2.0 if QUICK else 5.0
+    with tempfile.TemporaryDirectory(prefix="evdwire") as folder:
+        process, urls = start(Path(folder), "wire", SESSION)
+        try:
+            hello, frames = evd1_requests()
+            loads = {
+                "binary": Load(_address(urls["binary"]), "binary", hello, frames),
+                "http": Load(
+                    _address(urls["http"]),
+                    "http",
+                    b"",
+                    http_requests("{}:{}".format(*_address(urls["http"]))),
+                ),
+            }
+            for load in loads.values():  # warm-up
+                load.run(16, 1.0)
+            figures: dict[tuple[str, int], dict[str, list[float]]] = {}
+            for round_number in range(rounds):
+                cells = [(t, c) for c in (1, 64) for t in ("http", "binary")]
+                shift = round_number % len(cells)
+                for transport, c in cells[shift:] + cells[:shift]:  # rotating order
+                    cpu_before, own_before = cpu_seconds(process.pid), time.process_time()
+                    begin = time.perf_counter()
+                    answered, latencies = loads[transport].run(c, seconds)
+                    elapsed = time.perf_counter() - begin
+                    cpu = cpu_seconds(process.pid) - cpu_before
+                    own = time.process_time() - own_before
+                    latencies.sort()
+                    cell = figures.setdefault((transport, c), {})
+                    for key, value in (
+                        ("rate", answered / elapsed),
+                        ("p50", latencies[len(latencies) // 2]),
+                        ("p99", latencies[int(len(latencies) * 0.99)]),
+                        ("cpu", cpu / answered),
+                        ("own", own / answered),
+                    ):
+                        cell.setdefault(key, []).append(value)
+        finally:
+            stop(process)
+    for (transport, c), cell in sorted(figures.items()):
+        label = f"{'EVD1' if transport == 'binary' else 'HTTP'}, fsync, c={c}"
+        goal = None
+        if c == 64:
+            goal = at_most(80e-6) if transport == "binary" else at_most(100e-6)
+        for key, name, unit, bound in (
+            ("rate", "decisions/s", "/s", None),
+            ("p50", "p50 latency", "s", None),
+            ("p99", "p99 latency", "s", None),
+            ("cpu", "daemon CPU per decision", "s", goal),
+            ("own", "load generator CPU per decision", "s", None),
+        ):
+            values = cell[key]
+            report.value(
+                f"{name}, {label}", statistics.median(values), unit, goal=bound, spread=values
+            )
+    for c in (1, 64):
+        ratio = [
+            b / h
+            for b, h in zip(figures[("binary", c)]["cpu"], figures[("http", c)]["cpu"], strict=True)
+        ]
+        report.value(
+            f"daemon CPU per decision, EVD1 / HTTP, c={c}",
+            statistics.median(ratio),
+            "x",
+            spread=ratio,
+        )
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(run, __doc__))
