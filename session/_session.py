@@ -16,7 +16,8 @@ Normative behaviour: docs/spec/formation.md §1.3.
 7. a second deep copy for execution, whose digest must equal the snapshot's → else UNKNOWN
    "execution snapshot differs from binding" (a plain snapshot, :mod:`session._snapshot`, is its
    own execution copy: nothing else holds it, and what steps 10–12 report is read first);
-8. call ``mechanism.evaluate(execution_copy, payloads)``;
+8. call ``mechanism.evaluate(execution_copy, payloads)`` (during the call,
+   :func:`session.resolved_references` of ``payloads`` answers the references step 5 resolved);
 9. the execution copy's digest is unchanged by the call → else UNKNOWN
    "mechanism changed its binding snapshot" (for a plain snapshot, recomputed only when an
    object the digest is computed from was replaced: :func:`session._snapshot.unchanged`);
@@ -42,6 +43,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Sequence
 
+from ._resolved import HANDED
 from ._snapshot import Snapshot, normalised_digest, take, unchanged
 from ._store import EvidenceStore
 from ._types import (
@@ -220,8 +222,17 @@ class VerificationSession:
             return refused("registered mechanism digest does not match")
         if not _within(len(taken.evidence_refs), snapshot.bounds.max_evidence_items):
             return refused("evidence item bound exceeded")
+        store = self.evidence_store
+        # The references the store proved the payloads to hash to (resolved_references), for
+        # a store of exactly this class only: a subclass may resolve by its own rules.
+        references: tuple[str, ...] | None = None
         try:
-            payloads = tuple(self.evidence_store.resolve(ref) for ref in taken.evidence_refs)
+            if type(store) is EvidenceStore:
+                resolved = [store.resolved(ref) for ref in taken.evidence_refs]
+                payloads = tuple(payload for _, payload in resolved)
+                references = tuple(reference for reference, _ in resolved)
+            else:
+                payloads = tuple(store.resolve(ref) for ref in taken.evidence_refs)
         except EvidenceBindingError as error:
             return refused(str(error))
         observed = sum(len(payload) for payload in payloads)
@@ -239,7 +250,14 @@ class VerificationSession:
                     return refused("execution snapshot differs from binding", observed)
             else:
                 execution_copy = snapshot
-            decision = mechanism.evaluate(execution_copy, payloads)
+            if references is None:
+                decision = mechanism.evaluate(execution_copy, payloads)
+            else:
+                handed = HANDED.set((payloads, references))
+                try:
+                    decision = mechanism.evaluate(execution_copy, payloads)
+                finally:
+                    HANDED.reset(handed)
             if (
                 recorded is None or not unchanged(execution_copy, recorded)
             ) and execution_copy.digest() != snapshot_digest:

@@ -51,20 +51,25 @@ class EvidenceStore:
     def resolve(self, reference: str) -> bytes:
         """The bytes under ``reference``, re-hashed unless they are the object hashed at
         ``add``."""
+        return self.resolved(reference)[1]
+
+    def resolved(self, reference: object) -> tuple[str, bytes]:
+        """``(normalised reference, bytes)``: :meth:`resolve`'s answer with the reference the
+        bytes were proved to hash to (same rules, same errors)."""
         if type(reference) is str:
             # Every key is a normalised reference (the digest ``add`` computed, or what
             # ``normalise_digest`` gave ``import_base64``), so an exact ``str`` found with the
             # bytes object that was hashed under it is its own normal form.
             payload = self._items.get(reference)
             if payload is not None and payload is self._hashed.get(reference):
-                return payload
+                return reference, payload
         normalised = normalise_digest(reference)
         payload = self._items.get(normalised)
         if payload is None:
             raise EvidenceBindingError(f"evidence is unavailable: {normalised}")
         if payload is not self._hashed.get(normalised) and _reference(payload) != normalised:
             raise EvidenceBindingError(f"evidence bytes do not match their reference: {normalised}")
-        return payload
+        return normalised, payload
 
     def __contains__(self, reference: object) -> bool:
         try:

@@ -53,7 +53,9 @@ first hit decides (the report is ``None`` unless stated):
 
 One pass, same decisions: a binding and evidence of exact built-in types that pass steps 1–13
 are recognised in one pass (``_honest``), each ``is_digest`` rule holding by equality with a
-strict digest (the compiled mechanism and profile digests, the items' own digests); the
+strict digest (the compiled mechanism and profile digests, the items' own digests — those the
+session proved, :func:`session.resolved_references`, when it handed this very evidence tuple,
+else hashed here); the
 subject's head is then admitted instead of the whole subject, and only when its profile is the
 compiled one and its context digests equal the ground and agency parameters (which are digests
 by that equality, and pass step 14) is it handed to the pure check, which applies the per-node
@@ -95,6 +97,7 @@ from session import (
     PairPrecheck,
     PairState,
     SourceIdentity,
+    resolved_references,
 )
 from session import precheck as _steps
 
@@ -378,11 +381,12 @@ def _honest(binding: object, evidence: object) -> tuple[bytes, bytes, str, str, 
     Every field is type-checked before it is compared, so no code of the caller's runs. The
     rules the ordered steps check with ``is_digest`` hold here by equality with a value that
     is a strict digest: the mechanism digest equals :data:`MECHANISM_DIGEST`, the profile
-    parameter :data:`PROFILE_DIGEST`, the two references the items' own digests (step 13)
-    and ``subject_id`` the first reference. The ground and agency parameters are only known to
-    be exact strings: the caller accepts them only when they equal the context digests of the
-    subject it admitted (digests by admission), which is also step 14; otherwise it takes the
-    ordered path.
+    parameter :data:`PROFILE_DIGEST`, the two references the items' own digests (step 13:
+    the references the session resolved them under when it handed this very tuple, which the
+    store proved them to hash to, else hashed here) and ``subject_id`` the first reference.
+    The ground and agency parameters are only known to be exact strings: the caller accepts
+    them only when they equal the context digests of the subject it admitted (digests by
+    admission), which is also step 14; otherwise it takes the ordered path.
     """
     if type(binding) is not BoundProposition:
         return None
@@ -462,10 +466,12 @@ def _honest(binding: object, evidence: object) -> tuple[bytes, bytes, str, str, 
         or len(subject) + len(certificate) > limit
     ):
         return None
-    subject_digest = digest_bytes(subject)
-    if subject_digest != first or digest_bytes(certificate) != second:
+    resolved = resolved_references(evidence)
+    if resolved is None:
+        resolved = (digest_bytes(subject), digest_bytes(certificate))
+    if resolved != refs:
         return None
-    return subject, certificate, subject_digest, ground, agency
+    return subject, certificate, first, ground, agency
 
 
 if not (is_digest(MECHANISM_DIGEST) and is_digest(PROFILE_DIGEST)):  # what _honest relies on

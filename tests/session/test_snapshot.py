@@ -1,7 +1,9 @@
 """The session's one-pass snapshot (``session/_snapshot.py``): for any binding, the snapshot
 is what ``BoundProposition.__deepcopy__`` makes and its digest is ``digest()`` of that copy,
 byte for byte; what a plain snapshot reports and records is read before any mechanism holds
-it; and the copy shares nothing mutable with the caller's binding."""
+it; and the copy shares nothing mutable with the caller's binding. And what the session vouches
+for while a mechanism runs (``session/_resolved.py``): the references of the one evidence
+tuple it handed, during that call only."""
 
 from __future__ import annotations
 
@@ -12,13 +14,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from canon import digest_bytes
 from session import (
     BoundProposition,
     EvidenceBindingError,
     EvidenceBounds,
+    EvidenceStore,
     MechanismDecision,
     MechanismOutcome,
     VerificationSession,
+    resolved_references,
 )
 from session._snapshot import normalised_digest, take, unchanged
 from session._types import _BINDING_FIELDS, normalise_digest
@@ -198,3 +203,124 @@ def test_a_registered_digest_changed_to_another_digest_does_not_match() -> None:
     mechanism.mechanism_digest = "sha256:" + "cd" * 32
     result = session.evaluate(_binding(evidence_refs=(ref,)))
     assert result.details == "registered mechanism digest does not match"
+
+
+# ---- resolved_references: what the session proved about the evidence it hands -------------
+
+
+def test_only_the_handed_tuple_resolves_and_only_during_the_call() -> None:
+    seen: list[object] = []
+
+    class Mechanism:
+        mechanism_id = "m"
+        mechanism_digest = "sha256:" + "ab" * 32
+
+        def evaluate(self, binding: BoundProposition, evidence: Sequence[bytes]) -> Any:
+            seen.append(resolved_references(evidence))
+            seen.append(resolved_references(tuple(bytes(item) for item in evidence)))
+            seen.append(resolved_references(list(evidence)))
+            return MechanismDecision(MechanismOutcome.PASS, "")
+
+    session = VerificationSession()
+    refs = (session.evidence_store.add(b"x"), session.evidence_store.add(b"yy"))
+    session.register(Mechanism())
+    held: list[object] = []
+    original = Mechanism.evaluate
+
+    def keeping(self: Mechanism, binding: BoundProposition, evidence: Sequence[bytes]) -> Any:
+        held.append(evidence)
+        return original(self, binding, evidence)
+
+    Mechanism.evaluate = keeping  # type: ignore[method-assign]
+    bare = _binding(evidence_refs=refs, bounds=EvidenceBounds(2, 64))
+    object.__setattr__(bare, "evidence_refs", tuple(ref.removeprefix("sha256:") for ref in refs))
+    assert session.evaluate(bare).passed
+    assert seen == [refs, None, None]  # normalised, as the store resolved them
+    assert resolved_references(held[0]) is None  # the call returned
+
+
+def test_a_mechanism_that_raises_leaves_nothing_resolved() -> None:
+    held: list[object] = []
+
+    class Raising:
+        mechanism_id = "m"
+        mechanism_digest = "sha256:" + "ab" * 32
+
+        def evaluate(self, binding: BoundProposition, evidence: Sequence[bytes]) -> Any:
+            held.append(evidence)
+            raise RuntimeError("boom")
+
+    session = VerificationSession()
+    ref = session.evidence_store.add(b"x")
+    session.register(Raising())
+    result = session.evaluate(_binding(evidence_refs=(ref,)))
+    assert result.details == "mechanism execution failed: RuntimeError: boom"
+    assert resolved_references(held[0]) is None
+
+
+def test_evidence_swapped_in_the_store_is_never_handed_as_resolved() -> None:
+    class Mechanism:
+        mechanism_id = "m"
+        mechanism_digest = "sha256:" + "ab" * 32
+
+        def evaluate(self, binding: BoundProposition, evidence: Sequence[bytes]) -> Any:
+            raise AssertionError("must not be called")
+
+    session = VerificationSession()
+    ref = session.evidence_store.add(b"x")
+    session.evidence_store._items[ref] = b"swapped"
+    session.register(Mechanism())
+    result = session.evaluate(_binding(evidence_refs=(ref,)))
+    assert result.details == f"evidence bytes do not match their reference: {ref}"
+
+
+def test_a_store_of_another_class_hands_nothing_as_resolved() -> None:
+    seen: list[object] = []
+
+    class Store(EvidenceStore):
+        def resolve(self, reference: str) -> bytes:
+            return b"whatever the subclass says"
+
+    class Mechanism:
+        mechanism_id = "m"
+        mechanism_digest = "sha256:" + "ab" * 32
+
+        def evaluate(self, binding: BoundProposition, evidence: Sequence[bytes]) -> Any:
+            seen.append(resolved_references(evidence))
+            return MechanismDecision(MechanismOutcome.PASS, "")
+
+    session = VerificationSession(Store())
+    session.register(Mechanism())
+    assert session.evaluate(_binding()).passed
+    assert seen == [None]
+
+
+def test_a_session_inside_a_mechanism_restores_the_outer_answer() -> None:
+    seen: list[tuple[str, object]] = []
+
+    class Inner:
+        mechanism_id = "inner"
+        mechanism_digest = "sha256:" + "ab" * 32
+
+        def evaluate(self, binding: BoundProposition, evidence: Sequence[bytes]) -> Any:
+            seen.append(("inner", resolved_references(evidence)))
+            return MechanismDecision(MechanismOutcome.PASS, "")
+
+    class Outer:
+        mechanism_id = "outer"
+        mechanism_digest = "sha256:" + "ab" * 32
+
+        def evaluate(self, binding: BoundProposition, evidence: Sequence[bytes]) -> Any:
+            inner = VerificationSession()
+            ref = inner.evidence_store.add(b"inner")
+            inner.register(Inner())
+            inner.evaluate(_binding(mechanism_id="inner", evidence_refs=(ref,)))
+            seen.append(("outer", resolved_references(evidence)))
+            return MechanismDecision(MechanismOutcome.PASS, "")
+
+    session = VerificationSession()
+    ref = session.evidence_store.add(b"outer")
+    session.register(Outer())
+    assert session.evaluate(_binding(mechanism_id="outer", evidence_refs=(ref,))).passed
+    assert seen[0] == ("inner", (digest_bytes(b"inner"),))
+    assert seen[1] == ("outer", (ref,))
