@@ -53,6 +53,7 @@ from ._types import (
     MechanismDecision,
     MechanismOutcome,
     VerificationMechanism,
+    evaluated,
     normalise_digest,
 )
 
@@ -228,14 +229,14 @@ class VerificationSession:
         references: tuple[str, ...] | None = None
         try:
             if type(store) is EvidenceStore:
-                resolved = [store.resolved(ref) for ref in taken.evidence_refs]
-                payloads = tuple(payload for _, payload in resolved)
-                references = tuple(reference for reference, _ in resolved)
+                found = [store.resolved(ref) for ref in taken.evidence_refs]
+                references = tuple([reference for reference, _ in found])
+                payloads = tuple([payload for _, payload in found])
             else:
                 payloads = tuple(store.resolve(ref) for ref in taken.evidence_refs)
         except EvidenceBindingError as error:
             return refused(str(error))
-        observed = sum(len(payload) for payload in payloads)
+        observed = sum(map(len, payloads))
         if not _within(observed, snapshot.bounds.max_evidence_bytes):
             return refused("evidence byte bound exceeded", observed)
         # Step 7. A plain snapshot is itself the execution copy: nothing else holds it and
@@ -270,16 +271,16 @@ class VerificationSession:
             observations = dict(decision.observations)
         except (TypeError, ValueError):  # observations that are not a mapping
             return refused("mechanism returned an invalid decision object", observed)
-        return EvaluatedProposition(
-            binding_digest=snapshot_digest,
-            outcome=decision.outcome,
-            mechanism_id=taken.mechanism_id,
-            mechanism_digest=registered_digest,
-            evidence_refs=taken.evidence_refs,
-            trust_roots=taken.trust_roots,
-            observed_evidence_bytes=observed,
-            details=decision.details,
-            observations=observations,
+        return evaluated(
+            snapshot_digest,
+            decision.outcome,
+            taken.mechanism_id,
+            registered_digest,
+            taken.evidence_refs,
+            taken.trust_roots,
+            observed,
+            decision.details,
+            observations,
         )
 
 
@@ -291,16 +292,16 @@ def _snapshot(binding: BoundProposition) -> tuple[BoundProposition, str]:
 def _refusal(
     snapshot: BoundProposition | Snapshot, snapshot_digest: str, details: str, observed: int = 0
 ) -> EvaluatedProposition:
-    return EvaluatedProposition(
-        binding_digest=snapshot_digest,
-        outcome=MechanismOutcome.UNKNOWN,
-        mechanism_id=snapshot.mechanism_id,
-        mechanism_digest=snapshot.mechanism_digest,
-        evidence_refs=snapshot.evidence_refs,
-        trust_roots=snapshot.trust_roots,
-        observed_evidence_bytes=observed,
-        details=details,
-        observations={},
+    return evaluated(
+        snapshot_digest,
+        MechanismOutcome.UNKNOWN,
+        snapshot.mechanism_id,
+        snapshot.mechanism_digest,
+        snapshot.evidence_refs,
+        snapshot.trust_roots,
+        observed,
+        details,
+        {},
     )
 
 

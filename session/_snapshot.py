@@ -13,7 +13,8 @@ Rules (:func:`take`):
   digest is the orjson encoding of those same values when that is provably the core encoding
   (the rules of ``session._types._plain_core_json``), else ``snapshot.digest()`` itself. The
   mechanism digest is normalised once, for the digest and for the session's step 3 alike.
-* A plain snapshot records its field objects (:attr:`Snapshot.recorded`): the session hands the
+* A plain snapshot records its field objects (:attr:`Snapshot.recorded`: the nine fields, the
+  bounds' two ints, the parameter dict, its keys and its values, in order): the session hands the
   snapshot itself to the mechanism and, afterwards, recomputes the digest only when one of those
   objects was replaced (:func:`unchanged`). Nothing but the session holds the snapshot before
   the call, so what the session reports (id, digest, references, roots) is read here, before
@@ -27,7 +28,6 @@ from __future__ import annotations
 import copy
 import functools
 import hashlib
-import itertools
 import operator
 from typing import Any, Final
 
@@ -43,8 +43,6 @@ from ._types import (
 
 __all__ = ["Snapshot", "normalised_digest", "take", "unchanged"]
 
-#: How many objects :attr:`Snapshot.recorded` holds before the parameters' keys and values.
-_FIELD_OBJECTS: Final = 11
 _EXPECTED_SCALARS: Final = frozenset({str, bool, type(None)})
 _ORJSON_INTS: Final = range(-(2**63), 2**64)
 
@@ -109,7 +107,7 @@ class Snapshot:
         digest: str,
         reported: tuple[Any, Any, Any, Any],
         bound_digest: str | None = None,
-        recorded: tuple[object, ...] | None = None,
+        recorded: tuple[Any, ...] | None = None,
     ) -> None:
         self.binding = binding
         self.digest = digest
@@ -228,21 +226,24 @@ def _plain(binding: BoundProposition) -> Snapshot | None:
         items,
         size,
         copied,
-        *itertools.chain.from_iterable(copied.items()),
+        tuple(copied),
+        tuple(copied.values()),
     )
     return Snapshot(
         snapshot, digest, (mechanism_id, mechanism_digest, refs, roots), bound_digest, recorded
     )
 
 
-def unchanged(binding: BoundProposition, recorded: tuple[object, ...]) -> bool:
+def unchanged(binding: BoundProposition, recorded: tuple[Any, ...]) -> bool:
     """Whether ``binding`` still consists of exactly the ``recorded`` objects (by identity:
     immutable objects, so equal content; a replaced object, even an equal one, is "changed"
-    and the caller computes the digest). Never raises."""
+    and the caller computes the digest), its parameter dict holding the recorded keys and
+    values in the recorded order. Never raises."""
     try:
         bounds = binding.bounds
         parameters = binding.parameters
-        if not (
+        keys, values = recorded[11], recorded[12]
+        return (
             binding.subject_id is recorded[0]
             and binding.predicate is recorded[1]
             and binding.expected is recorded[2]
@@ -254,10 +255,9 @@ def unchanged(binding: BoundProposition, recorded: tuple[object, ...]) -> bool:
             and bounds.max_evidence_items is recorded[8]
             and bounds.max_evidence_bytes is recorded[9]
             and parameters is recorded[10]
-            and 2 * len(parameters) == len(recorded) - _FIELD_OBJECTS
-        ):
-            return False
-        pairs = itertools.chain.from_iterable(parameters.items())
-        return all(map(operator.is_, pairs, itertools.islice(recorded, _FIELD_OBJECTS, None)))
+            and len(parameters) == len(keys)
+            and all(map(operator.is_, parameters, keys))
+            and all(map(operator.is_, parameters.values(), values))
+        )
     except Exception:  # a deleted field, or parameters no longer a dict: the digest decides
         return False

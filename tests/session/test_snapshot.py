@@ -17,16 +17,18 @@ from hypothesis import strategies as st
 from canon import digest_bytes
 from session import (
     BoundProposition,
+    EvaluatedProposition,
     EvidenceBindingError,
     EvidenceBounds,
     EvidenceStore,
+    FrozenInstanceError,
     MechanismDecision,
     MechanismOutcome,
     VerificationSession,
     resolved_references,
 )
 from session._snapshot import normalised_digest, take, unchanged
-from session._types import _BINDING_FIELDS, normalise_digest
+from session._types import _BINDING_FIELDS, evaluated, normalise_digest
 
 _hex = st.binary(min_size=32, max_size=32).map(bytes.hex)
 _text = st.text(min_size=1, max_size=12)
@@ -324,3 +326,22 @@ def test_a_session_inside_a_mechanism_restores_the_outer_answer() -> None:
     assert session.evaluate(_binding(mechanism_id="outer", evidence_refs=(ref,))).passed
     assert seen[0] == ("inner", (digest_bytes(b"inner"),))
     assert seen[1] == ("outer", (ref,))
+
+
+def test_the_result_is_made_as_the_generated_constructor_makes_it() -> None:
+    values: dict[str, Any] = {
+        "binding_digest": "ab" * 32,
+        "outcome": MechanismOutcome.FAIL,
+        "mechanism_id": "m",
+        "mechanism_digest": "sha256:" + "cd" * 32,
+        "evidence_refs": ("sha256:" + "ef" * 32,),
+        "trust_roots": ("r",),
+        "observed_evidence_bytes": 7,
+        "details": "d",
+        "observations": {"k": [1]},
+    }
+    made = evaluated(*values.values())
+    assert made == EvaluatedProposition(**values)
+    assert all(getattr(made, name) is value for name, value in values.items())
+    with pytest.raises(FrozenInstanceError):
+        made.details = "other"  # type: ignore[misc]
