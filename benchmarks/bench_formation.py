@@ -17,8 +17,9 @@ Two references, each measured in its own interleaved rounds (benchmarks/_harness
   checker never parses or hashes an honest certificate (it compares it with the one expected
   certificate) and parses the subject with orjson, so a ratio below 1 would be real.
 
-``evaluate`` is the session adapter called directly with the honest binding (its preflight
-rehashes both items and admits the subject, whose record the pure check is handed).
+``evaluate`` is the session adapter called directly with the honest binding (its one-pass
+preflight rehashes both items — no session vouches for them — and admits the subject's head,
+which the pure check is handed).
 
 **session decision / bare check** (goal ≤ 3.3× on the minimal pair): what the daemon
 runs per pair (``daemon.server._evaluation.evaluate_pair``: a fresh evidence store holding

@@ -4,7 +4,9 @@ A host registers mechanism instances in a :class:`VerificationSession`; a caller
 :class:`BoundProposition` (mechanism id and digest, exact evidence references, trust roots,
 bounds, parameters); the session resolves and bounds the evidence, runs the mechanism on a
 snapshot of the binding, and returns an :class:`EvaluatedProposition` whose outcome is
-``PASS``, ``FAIL`` or ``UNKNOWN``. See ``docs/spec/formation.md`` §1.
+``PASS``, ``FAIL`` or ``UNKNOWN``. See ``docs/spec/formation.md`` §1. While the mechanism runs,
+:func:`resolved_references` of the evidence tuple it was handed answers the references the
+store proved its items to hash to, so the mechanism need not hash them again.
 
 One edge helper lives here as well, :func:`read_capped` (with :func:`read_prefix`,
 :class:`InputTooLarge` and :data:`MAX_INPUT_FILE_BYTES`): the capped file read every command
@@ -58,6 +60,7 @@ from ._provider import (
     holdout_lower_only,
     splice_octets,
 )
+from ._resolved import resolved_references
 from ._session import VerificationSession
 from ._store import EvidenceStore
 from ._types import (
@@ -126,6 +129,7 @@ __all__ = [
     "providers_for_mechanism",
     "read_capped",
     "read_prefix",
+    "resolved_references",
     "splice_octets",
     "structure_options",
 ]

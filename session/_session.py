@@ -4,8 +4,9 @@ Normative behaviour: docs/spec/formation.md §1.3.
 
 ``evaluate(binding)`` runs these steps, in order; the first that fails decides:
 
-1. snapshot: deep-copy the binding and digest it; failure *raises* ``EvidenceBindingError``
-   ("cannot obtain a digestible binding snapshot") — there is nothing to bind a result to;
+1. snapshot: deep-copy the binding and digest it (:func:`session._snapshot.take`: one pass for
+   a plain binding); failure *raises* ``EvidenceBindingError`` ("cannot obtain a digestible
+   binding snapshot") — there is nothing to bind a result to;
 2. mechanism lookup by ``mechanism_id`` → else UNKNOWN "bound mechanism is not registered";
 3. registered digest equals the binding's (both normalised) → else UNKNOWN
    "registered mechanism digest does not match";
@@ -13,12 +14,13 @@ Normative behaviour: docs/spec/formation.md §1.3.
 5. resolve every reference in order (re-hashed) → else UNKNOWN with the store's message;
 6. byte bound over the resolved bytes → else UNKNOWN "evidence byte bound exceeded";
 7. a second deep copy for execution, whose digest must equal the snapshot's → else UNKNOWN
-   "execution snapshot differs from binding" (a plain snapshot, :func:`_plain_state`, is its
+   "execution snapshot differs from binding" (a plain snapshot, :mod:`session._snapshot`, is its
    own execution copy: nothing else holds it, and what steps 10–12 report is read first);
-8. call ``mechanism.evaluate(execution_copy, payloads)``;
+8. call ``mechanism.evaluate(execution_copy, payloads)`` (during the call,
+   :func:`session.resolved_references` of ``payloads`` answers the references step 5 resolved);
 9. the execution copy's digest is unchanged by the call → else UNKNOWN
    "mechanism changed its binding snapshot" (for a plain snapshot, recomputed only when an
-   object the digest is computed from was replaced: :func:`_unchanged`);
+   object the digest is computed from was replaced: :func:`session._snapshot.unchanged`);
 10. any exception in 7–9 → UNKNOWN "mechanism execution failed: <Type>: <message>";
 11. the return value is a ``MechanismDecision`` → else UNKNOWN
     "mechanism returned an invalid decision object";
@@ -39,20 +41,19 @@ mapping is "an invalid decision object".
 from __future__ import annotations
 
 import copy
-import itertools
-import operator
 from collections.abc import Sequence
-from typing import Final
 
+from ._resolved import HANDED
+from ._snapshot import Snapshot, normalised_digest, take, unchanged
 from ._store import EvidenceStore
 from ._types import (
     BoundProposition,
     EvaluatedProposition,
     EvidenceBindingError,
-    EvidenceBounds,
     MechanismDecision,
     MechanismOutcome,
     VerificationMechanism,
+    evaluated,
     normalise_digest,
 )
 
@@ -70,7 +71,7 @@ class VerificationSession:
         """Register ``mechanism``; a different digest under a registered id is refused."""
         if not mechanism.mechanism_id:
             raise EvidenceBindingError("mechanism_id must not be empty")
-        digest = normalise_digest(mechanism.mechanism_digest)
+        digest = normalised_digest(mechanism.mechanism_digest)
         existing = self._mechanisms.get(mechanism.mechanism_id)
         if existing is not None and normalise_digest(existing.mechanism_digest) != digest:
             raise EvidenceBindingError(
@@ -197,39 +198,52 @@ class VerificationSession:
 
     def evaluate(self, binding: BoundProposition) -> EvaluatedProposition:
         """Evaluate ``binding`` through the twelve steps of the module contract."""
-        snapshot, snapshot_digest = _snapshot(binding)
-        # What results and refusals report, read before the mechanism holds the snapshot.
-        reported = _Reported(snapshot)
+        # Step 1, and what results and refusals report, read before the mechanism holds the
+        # snapshot (session._snapshot: one pass for a plain binding).
+        taken = take(binding)
+        snapshot, snapshot_digest = taken.binding, taken.digest
 
         def refused(details: str, observed: int = 0) -> EvaluatedProposition:
-            return _refusal(reported, snapshot_digest, details, observed)
+            return _refusal(taken, snapshot_digest, details, observed)
 
         try:
-            mechanism = self._mechanisms.get(reported.mechanism_id)
+            mechanism = self._mechanisms.get(taken.mechanism_id)
         except TypeError:  # an unhashable id (set on the binding after construction)
             mechanism = None
         if mechanism is None:
             return refused("bound mechanism is not registered")
         try:
-            registered_digest = normalise_digest(mechanism.mechanism_digest)
+            registered_digest = normalised_digest(mechanism.mechanism_digest)
         except EvidenceBindingError:  # the instance changed its digest after registration
             return refused("registered mechanism digest does not match")
-        if registered_digest != normalise_digest(snapshot.mechanism_digest):
+        bound_digest = taken.bound_digest
+        if bound_digest is None:
+            bound_digest = normalise_digest(snapshot.mechanism_digest)
+        if registered_digest != bound_digest:
             return refused("registered mechanism digest does not match")
-        if not _within(len(reported.evidence_refs), snapshot.bounds.max_evidence_items):
+        if not _within(len(taken.evidence_refs), snapshot.bounds.max_evidence_items):
             return refused("evidence item bound exceeded")
+        store = self.evidence_store
+        # The references the store proved the payloads to hash to (resolved_references), for
+        # a store of exactly this class only: a subclass may resolve by its own rules.
+        references: tuple[str, ...] | None = None
         try:
-            payloads = tuple(self.evidence_store.resolve(ref) for ref in reported.evidence_refs)
+            if type(store) is EvidenceStore:
+                found = [store.resolved(ref) for ref in taken.evidence_refs]
+                references = tuple([reference for reference, _ in found])
+                payloads = tuple([payload for _, payload in found])
+            else:
+                payloads = tuple(store.resolve(ref) for ref in taken.evidence_refs)
         except EvidenceBindingError as error:
             return refused(str(error))
-        observed = sum(len(payload) for payload in payloads)
+        observed = sum(map(len, payloads))
         if not _within(observed, snapshot.bounds.max_evidence_bytes):
             return refused("evidence byte bound exceeded", observed)
-        # Step 7. A plain snapshot (_plain_state) is itself the execution copy: nothing else
-        # holds it and what is reported was read above; its field objects are recorded, and
-        # only when one is no longer the same object is the digest computed again (step 9).
-        # Any other snapshot is deep-copied once more and digested before and after.
-        recorded = _field_objects(snapshot) if _plain_state(snapshot) is not None else None
+        # Step 7. A plain snapshot is itself the execution copy: nothing else holds it and
+        # what is reported was read above; its field objects were recorded, and only when one
+        # is no longer the same object is the digest computed again (step 9). Any other
+        # snapshot is deep-copied once more and digested before and after.
+        recorded = taken.recorded
         try:
             if recorded is None:
                 execution_copy = copy.deepcopy(snapshot)
@@ -237,9 +251,16 @@ class VerificationSession:
                     return refused("execution snapshot differs from binding", observed)
             else:
                 execution_copy = snapshot
-            decision = mechanism.evaluate(execution_copy, payloads)
+            if references is None:
+                decision = mechanism.evaluate(execution_copy, payloads)
+            else:
+                handed = HANDED.set((payloads, references))
+                try:
+                    decision = mechanism.evaluate(execution_copy, payloads)
+                finally:
+                    HANDED.reset(handed)
             if (
-                recorded is None or not _unchanged(execution_copy, recorded)
+                recorded is None or not unchanged(execution_copy, recorded)
             ) and execution_copy.digest() != snapshot_digest:
                 return refused("mechanism changed its binding snapshot", observed)
         except Exception as error:
@@ -250,138 +271,37 @@ class VerificationSession:
             observations = dict(decision.observations)
         except (TypeError, ValueError):  # observations that are not a mapping
             return refused("mechanism returned an invalid decision object", observed)
-        return EvaluatedProposition(
-            binding_digest=snapshot_digest,
-            outcome=decision.outcome,
-            mechanism_id=reported.mechanism_id,
-            mechanism_digest=registered_digest,
-            evidence_refs=reported.evidence_refs,
-            trust_roots=reported.trust_roots,
-            observed_evidence_bytes=observed,
-            details=decision.details,
-            observations=observations,
+        return evaluated(
+            snapshot_digest,
+            decision.outcome,
+            taken.mechanism_id,
+            registered_digest,
+            taken.evidence_refs,
+            taken.trust_roots,
+            observed,
+            decision.details,
+            observations,
         )
-
-
-class _Reported:
-    """The snapshot fields a result or refusal reports (a mechanism may hold the snapshot)."""
-
-    __slots__ = ("evidence_refs", "mechanism_digest", "mechanism_id", "trust_roots")
-
-    def __init__(self, snapshot: BoundProposition) -> None:
-        self.mechanism_id = snapshot.mechanism_id
-        self.mechanism_digest = snapshot.mechanism_digest
-        self.evidence_refs = snapshot.evidence_refs
-        self.trust_roots = snapshot.trust_roots
-
-
-def _field_objects(binding: BoundProposition) -> tuple[object, ...]:
-    """Every object a plain binding's digest is computed from: its fields, its bounds' two
-    ints, and its parameters' keys and values (the only mutable container)."""
-    bounds = binding.bounds
-    return (
-        binding.subject_id,
-        binding.predicate,
-        binding.expected,
-        binding.mechanism_id,
-        binding.mechanism_digest,
-        binding.evidence_refs,
-        binding.trust_roots,
-        bounds,
-        bounds.max_evidence_items,
-        bounds.max_evidence_bytes,
-        binding.parameters,
-        *itertools.chain.from_iterable(binding.parameters.items()),
-    )
-
-
-def _unchanged(binding: BoundProposition, recorded: tuple[object, ...]) -> bool:
-    """Whether ``binding`` still consists of exactly the ``recorded`` objects (by identity:
-    immutable objects, so equal content; a replaced object, even an equal one, is "changed"
-    and the caller computes the digest). Never raises."""
-    try:
-        now = _field_objects(binding)
-    except Exception:  # a deleted field: the digest will say so
-        return False
-    return len(now) == len(recorded) and all(map(operator.is_, now, recorded))
-
-
-_PLAIN_EXPECTED: Final = frozenset({str, int, bool, type(None)})
-
-
-def _plain_state(binding: BoundProposition) -> tuple[object, ...] | None:
-    """The values ``binding.digest()`` is computed from, when every field is of an exact plain
-    type (``str``; ``tuple`` of ``str``; ``EvidenceBounds`` of ``int``; ``dict`` of ``str`` to
-    ``str``; ``expected`` a ``str``, ``int``, ``bool`` or ``None``), else ``None``.
-
-    Two bindings with equal plain states encode identically, so have equal digests; the
-    session compares states and falls back to computing the digest whenever a state is
-    ``None`` or differs. Never raises.
-    """
-    try:
-        if type(binding) is not BoundProposition:
-            return None
-        expected = binding.expected
-        if type(expected) not in _PLAIN_EXPECTED:
-            return None
-        strings = (
-            binding.subject_id,
-            binding.predicate,
-            binding.mechanism_id,
-            binding.mechanism_digest,
-        )
-        refs, roots, bounds, parameters = (
-            binding.evidence_refs,
-            binding.trust_roots,
-            binding.bounds,
-            binding.parameters,
-        )
-        if (
-            any(type(value) is not str for value in strings)
-            or type(refs) is not tuple
-            or type(roots) is not tuple
-            or any(type(value) is not str for value in refs)
-            or any(type(value) is not str for value in roots)
-            or type(bounds) is not EvidenceBounds
-            or type(parameters) is not dict
-        ):
-            return None
-        items, size = bounds.max_evidence_items, bounds.max_evidence_bytes
-        if type(items) is not int or type(size) is not int:
-            return None
-        pairs = tuple(parameters.items())
-        if any(type(key) is not str or type(value) is not str for key, value in pairs):
-            return None
-        return (strings, type(expected), expected, refs, roots, items, size, pairs)
-    except Exception:
-        return None
 
 
 def _snapshot(binding: BoundProposition) -> tuple[BoundProposition, str]:
-    try:
-        # What copy.deepcopy does for the exact type, without its memo bookkeeping.
-        if type(binding) is BoundProposition:
-            snapshot = binding.__deepcopy__({})
-        else:
-            snapshot = copy.deepcopy(binding)
-        return snapshot, snapshot.digest()
-    except Exception:
-        raise EvidenceBindingError("cannot obtain a digestible binding snapshot") from None
+    taken = take(binding)
+    return taken.binding, taken.digest
 
 
 def _refusal(
-    snapshot: BoundProposition | _Reported, snapshot_digest: str, details: str, observed: int = 0
+    snapshot: BoundProposition | Snapshot, snapshot_digest: str, details: str, observed: int = 0
 ) -> EvaluatedProposition:
-    return EvaluatedProposition(
-        binding_digest=snapshot_digest,
-        outcome=MechanismOutcome.UNKNOWN,
-        mechanism_id=snapshot.mechanism_id,
-        mechanism_digest=snapshot.mechanism_digest,
-        evidence_refs=snapshot.evidence_refs,
-        trust_roots=snapshot.trust_roots,
-        observed_evidence_bytes=observed,
-        details=details,
-        observations={},
+    return evaluated(
+        snapshot_digest,
+        MechanismOutcome.UNKNOWN,
+        snapshot.mechanism_id,
+        snapshot.mechanism_digest,
+        snapshot.evidence_refs,
+        snapshot.trust_roots,
+        observed,
+        details,
+        {},
     )
 
 

@@ -9,7 +9,8 @@ Rules:
   after ``add`` are never served under the old reference. It skips the hash only when the entry
   still holds the very ``bytes`` object ``add`` (or ``import_base64``) hashed: ``bytes`` are
   immutable, so that object cannot hold other bytes; any other object under the reference (a
-  swapped entry, equal bytes included) is hashed again.
+  swapped entry, equal bytes included) is hashed again. A reference that is exactly a stored
+  key (always a normalised reference) is looked up as it is, without normalising it again.
 * ``import_base64`` validates every entry before storing any (nothing changes on failure).
 """
 
@@ -50,13 +51,25 @@ class EvidenceStore:
     def resolve(self, reference: str) -> bytes:
         """The bytes under ``reference``, re-hashed unless they are the object hashed at
         ``add``."""
+        return self.resolved(reference)[1]
+
+    def resolved(self, reference: object) -> tuple[str, bytes]:
+        """``(normalised reference, bytes)``: :meth:`resolve`'s answer with the reference the
+        bytes were proved to hash to (same rules, same errors)."""
+        if type(reference) is str:
+            # Every key is a normalised reference (the digest ``add`` computed, or what
+            # ``normalise_digest`` gave ``import_base64``), so an exact ``str`` found with the
+            # bytes object that was hashed under it is its own normal form.
+            payload = self._items.get(reference)
+            if payload is not None and payload is self._hashed.get(reference):
+                return reference, payload
         normalised = normalise_digest(reference)
         payload = self._items.get(normalised)
         if payload is None:
             raise EvidenceBindingError(f"evidence is unavailable: {normalised}")
         if payload is not self._hashed.get(normalised) and _reference(payload) != normalised:
             raise EvidenceBindingError(f"evidence bytes do not match their reference: {normalised}")
-        return payload
+        return normalised, payload
 
     def __contains__(self, reference: object) -> bool:
         try:

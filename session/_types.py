@@ -317,6 +317,53 @@ class EvaluatedProposition:
         }
 
 
+def _result_setters() -> tuple[Any, ...]:
+    return tuple(
+        EvaluatedProposition.__dict__[field.name].__set__
+        for field in attrs.fields(EvaluatedProposition)
+    )
+
+
+(
+    _SET_BINDING_DIGEST,
+    _SET_OUTCOME,
+    _SET_MECHANISM_ID,
+    _SET_MECHANISM_DIGEST,
+    _SET_EVIDENCE_REFS,
+    _SET_TRUST_ROOTS,
+    _SET_OBSERVED,
+    _SET_DETAILS,
+    _SET_OBSERVATIONS,
+) = _result_setters()
+
+
+def evaluated(
+    binding_digest: str,
+    outcome: MechanismOutcome,
+    mechanism_id: str,
+    mechanism_digest: str,
+    evidence_refs: tuple[str, ...],
+    trust_roots: tuple[str, ...],
+    observed_evidence_bytes: int,
+    details: str,
+    observations: Mapping[str, Any],
+) -> EvaluatedProposition:
+    """``EvaluatedProposition(...)`` of these values (every field given), made as its
+    generated ``__init__`` makes it — each field set as the object it is, nothing validated or
+    converted — through the slots' own setters (the session makes one per decision)."""
+    result: EvaluatedProposition = object.__new__(EvaluatedProposition)
+    _SET_BINDING_DIGEST(result, binding_digest)
+    _SET_OUTCOME(result, outcome)
+    _SET_MECHANISM_ID(result, mechanism_id)
+    _SET_MECHANISM_DIGEST(result, mechanism_digest)
+    _SET_EVIDENCE_REFS(result, evidence_refs)
+    _SET_TRUST_ROOTS(result, trust_roots)
+    _SET_OBSERVED(result, observed_evidence_bytes)
+    _SET_DETAILS(result, details)
+    _SET_OBSERVATIONS(result, observations)
+    return result
+
+
 @runtime_checkable
 class VerificationMechanism(Protocol):
     """What a session hosts: an identified, digest-pinned evaluator of bound propositions."""

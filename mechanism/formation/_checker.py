@@ -315,15 +315,20 @@ def check_admitted_subject(
     max_nodes: int,
     max_depth: int,
     max_path_steps: int,
+    head_only: bool = False,
 ) -> dict[str, Any]:
     """The session adapter's entry point: :func:`check_formation`'s report for a subject its
     caller has already admitted, so that it is admitted once per evaluation.
 
     The caller vouches for three facts and the check is the same as the public one under them:
     ``subject`` is what ``admit_subject(subject_bytes, max_nodes=max_nodes)`` returned (unchanged
-    since) or the :class:`FormationError` it raised; ``subject_digest`` is
-    ``digest_bytes(subject_bytes)``; the ceilings passed ``validate_ceilings``. Internal: the
-    public :func:`check_formation` still admits the bytes itself.
+    since) or the :class:`FormationError` it raised — with ``head_only``, what
+    ``admit_subject_head(subject_bytes, max_nodes=max_nodes)`` returned (a record, unchanged
+    since), whose per-node rules the check then applies itself, admitting the bytes in full
+    only when the exact-pair path does not answer (as :func:`check_formation` does);
+    ``subject_digest`` is ``digest_bytes(subject_bytes)``; the ceilings passed
+    ``validate_ceilings``. Internal: the public :func:`check_formation` still admits the bytes
+    itself.
     """
     return _bounded(
         subject_bytes,
@@ -333,6 +338,7 @@ def check_admitted_subject(
         max_path_steps,
         None,
         (subject, subject_digest),
+        head_only,
     )
 
 
@@ -344,6 +350,7 @@ def _bounded(
     max_path_steps: int,
     trace: CheckTrace | None,
     admitted: tuple[dict[str, Any] | FormationError, str] | None = None,
+    head_only: bool = False,
 ) -> dict[str, Any]:
     try:
         return _check(
@@ -354,12 +361,18 @@ def _bounded(
             max_path_steps,
             trace,
             admitted,
+            head_only,
         )
     except (RecursionError, MemoryError):
         # A resource of this process ran out: the bounded check could not finish.
         if trace is not None:
             trace.stop("RESOURCE_LIMIT")
         return _report("UNKNOWN", LIMIT_EXCEEDED)
+
+
+class AdmissionExhausted(RuntimeError):
+    """A resource ran out while :func:`check_admitted_subject` admitted a head-only subject
+    in full: raised to the caller, whose own admission it stands for."""
 
 
 def _binding_rule(certificate: dict[str, Any], subject_digest: str, root: int) -> str:
@@ -384,13 +397,30 @@ def _check(
     max_path_steps: int,
     trace: CheckTrace | None = None,
     admitted: tuple[dict[str, Any] | FormationError, str] | None = None,
+    head_only: bool = False,
 ) -> dict[str, Any]:
     if trace is None:
         checked = _checked_pair(
-            subject_bytes, certificate_bytes, max_nodes, max_depth, max_path_steps, admitted
+            subject_bytes,
+            certificate_bytes,
+            max_nodes,
+            max_depth,
+            max_path_steps,
+            admitted,
+            head_only,
         )
         if checked is not None:
             return checked
+    if admitted is not None and head_only:
+        # Only the head was admitted: the ordered path admits the bytes in full, as the
+        # adapter would have before handing the record over (so a resource running out here
+        # is the adapter's execution failure, not this check's LIMIT).
+        try:
+            admitted = (admit_subject(subject_bytes, max_nodes=max_nodes), admitted[1])
+        except FormationError as error:
+            admitted = (error, admitted[1])
+        except (RecursionError, MemoryError) as error:
+            raise AdmissionExhausted from error
     if admitted is None:
         try:
             subject: dict[str, Any] | FormationError = admit_subject(
@@ -699,6 +729,7 @@ def _checked_pair(
     max_depth: int,
     max_path_steps: int,
     admitted: tuple[dict[str, Any] | FormationError, str] | None,
+    head_only: bool = False,
 ) -> dict[str, Any] | None:
     """The CHECKED report of an honest pair, or ``None`` (the ordered path decides)."""
     if type(certificate_bytes) is not bytes or max_depth < 1:
@@ -708,7 +739,7 @@ def _checked_pair(
         node_rules = True
     else:
         subject = admitted[0] if type(admitted[0]) is dict else None
-        node_rules = False  # admit_subject applied them
+        node_rules = head_only  # else admit_subject applied them
     if subject is None or subject["profile_digest"] != PROFILE_DIGEST:
         return None
     subject_digest = digest_bytes(subject_bytes) if admitted is None else admitted[1]

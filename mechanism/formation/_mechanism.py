@@ -51,6 +51,17 @@ first hit decides (the report is ``None`` unless stated):
 16. any exception in 14–15 → UNKNOWN ``FORMATION_EXECUTION_UNKNOWN``;
 17. PASS, status ``CHECKED``, no reason, report attached.
 
+One pass, same decisions: a binding and evidence of exact built-in types that pass steps 1–13
+are recognised in one pass (``_honest``), each ``is_digest`` rule holding by equality with a
+strict digest (the compiled mechanism and profile digests, the items' own digests — those the
+session proved, :func:`session.resolved_references`, when it handed this very evidence tuple,
+else hashed here); the
+subject's head is then admitted instead of the whole subject, and only when its profile is the
+compiled one and its context digests equal the ground and agency parameters (which are digests
+by that equality, and pass step 14) is it handed to the pure check, which applies the per-node
+rules itself and admits in full where ``check_formation`` would. Anything else — a refusal, or
+a head that does not admit or match — takes the ordered steps above from step 1.
+
 PASS means only that this exact finite certificate predicate held; FAIL is not the negation of
 the mathematical claim; UNKNOWN covers unsupported, missing and exhausted.
 """
@@ -74,6 +85,7 @@ from mechanism.formation._wire import (
     RESIDUAL_OBLIGATIONS,
     FormationError,
     admit_subject,
+    admit_subject_head,
     validate_ceilings,
 )
 from session import (
@@ -85,6 +97,7 @@ from session import (
     PairPrecheck,
     PairState,
     SourceIdentity,
+    resolved_references,
 )
 from session import precheck as _steps
 
@@ -275,6 +288,36 @@ class FormationPathCertificateMechanism:
             return _unknown(EXECUTION_UNKNOWN)
 
     def _evaluate(self, binding: object, evidence: object) -> MechanismDecision:
+        honest = _honest(binding, evidence)
+        if honest is not None:
+            # Steps 1–14 in one pass (see _honest); anything else takes the ordered path.
+            subject, certificate, subject_digest, ground, agency = honest
+            try:
+                head = admit_subject_head(subject, max_nodes=self._max_nodes)
+            except Exception:
+                head = None
+            if (
+                head is not None
+                and head["profile_digest"] == PROFILE_DIGEST
+                and head["context"]["ground_artifact_digest"] == ground
+                and head["context"]["authority_axiom_agency_digest"] == agency
+            ):
+                try:
+                    # 15. The pure check, handed the head it admitted (the check applies the
+                    # per-node rules, and admits in full where check_formation would).
+                    report = check_admitted_subject(
+                        subject,
+                        certificate,
+                        head,
+                        subject_digest,
+                        max_nodes=self._max_nodes,
+                        max_depth=self._max_depth,
+                        max_path_steps=self._max_path_steps,
+                        head_only=True,
+                    )
+                except Exception:
+                    return _unknown(EXECUTION_UNKNOWN)  # 16.
+                return _reported(report)
         # 1–13. The pre-checks, in order; the first that does not hold decides.
         admitted = PRECHECK.run(binding, evidence)
         if not isinstance(admitted, PairState):
@@ -311,18 +354,128 @@ class FormationPathCertificateMechanism:
                 max_depth=self._max_depth,
                 max_path_steps=self._max_path_steps,
             )
-            status = report.get("status") if type(report) is dict else None
-            if status == "UNKNOWN":
-                return _unknown(CHECK_UNKNOWN, report)
-            if status == "INVALID":
-                return _fail(CHECK_INVALID, report)
-            if status != "CHECKED":
-                return _unknown(CHECK_RESULT_UNSUPPORTED, report if type(report) is dict else None)
+            return _reported(report)
         except Exception:
             # 16. Execution failed: unknown, not a refutation.
             return _unknown(EXECUTION_UNKNOWN)
-        # 17. The exact finite certificate predicate held.
-        return _decision(MechanismOutcome.PASS, None, "CHECKED", report)
+
+
+def _reported(report: dict[str, Any]) -> MechanismDecision:
+    """Steps 15 and 17: the decision the pure checker's report carries."""
+    status = report.get("status") if type(report) is dict else None
+    if status == "UNKNOWN":
+        return _unknown(CHECK_UNKNOWN, report)
+    if status == "INVALID":
+        return _fail(CHECK_INVALID, report)
+    if status != "CHECKED":
+        return _unknown(CHECK_RESULT_UNSUPPORTED, report if type(report) is dict else None)
+    # 17. The exact finite certificate predicate held.
+    return _decision(MechanismOutcome.PASS, None, "CHECKED", report)
+
+
+def _honest(binding: object, evidence: object) -> tuple[bytes, bytes, str, str, str] | None:
+    """Preflight steps 1–13 in one pass, for a binding and evidence of exact built-in types
+    that pass every one of them: ``(subject, certificate, subject digest, ground parameter,
+    agency parameter)``; ``None`` for anything else (the ordered steps then decide).
+
+    Every field is type-checked before it is compared, so no code of the caller's runs. The
+    rules the ordered steps check with ``is_digest`` hold here by equality with a value that
+    is a strict digest: the mechanism digest equals :data:`MECHANISM_DIGEST`, the profile
+    parameter :data:`PROFILE_DIGEST`, the two references the items' own digests (step 13:
+    the references the session resolved them under when it handed this very tuple, which the
+    store proved them to hash to, else hashed here) and ``subject_id`` the first reference.
+    The ground and agency parameters are only known to be exact strings: the caller accepts
+    them only when they equal the context digests of the subject it admitted (digests by
+    admission), which is also step 14; otherwise it takes the ordered path.
+    """
+    if type(binding) is not BoundProposition:
+        return None
+    identifier, digest = binding.mechanism_id, binding.mechanism_digest
+    predicate, expected = binding.predicate, binding.expected
+    if (
+        type(identifier) is not str
+        or type(digest) is not str
+        or type(predicate) is not str
+        or type(expected) is not str
+        or identifier != MECHANISM_ID
+        or digest != MECHANISM_DIGEST
+        or predicate != MECHANISM_ID
+        or expected != "CHECKED"
+    ):
+        return None
+    parameters = binding.parameters
+    if type(parameters) is not dict:
+        return None
+    copied = dict(parameters)  # only the copy is read from here on (step 4)
+    for key in copied:
+        if type(key) is not str:
+            return None
+    profile = copied.get("profile_digest")
+    ground = copied.get("ground_artifact_digest")
+    agency = copied.get("authority_axiom_agency_digest")
+    if (
+        len(copied) != len(PARAMETER_KEYS)
+        or type(profile) is not str
+        or type(ground) is not str
+        or type(agency) is not str
+        or profile != PROFILE_DIGEST
+    ):
+        return None
+    roots = binding.trust_roots
+    if type(roots) is not tuple:
+        return None
+    for root in roots:
+        if type(root) is not str:
+            return None
+    if roots != tuple(sorted({profile, ground, agency})):
+        return None
+    bounds = binding.bounds
+    if type(bounds) is not EvidenceBounds:
+        return None
+    items, limit = bounds.max_evidence_items, bounds.max_evidence_bytes
+    if (
+        type(items) is not int
+        or items != 2
+        or type(limit) is not int
+        or not 0 <= limit <= MAX_PAIR_BYTES
+    ):
+        return None
+    refs, subject_id = binding.evidence_refs, binding.subject_id
+    if type(refs) is not tuple or len(refs) != 2:
+        return None
+    first, second = refs
+    if (
+        type(first) is not str
+        or type(second) is not str
+        or type(subject_id) is not str
+        or first == second
+        or subject_id != first
+    ):
+        return None
+    if type(evidence) is not tuple and type(evidence) is not list:
+        return None
+    pair = tuple(evidence)
+    if len(pair) != 2:
+        return None
+    subject, certificate = pair
+    if (
+        type(subject) is not bytes
+        or type(certificate) is not bytes
+        or len(subject) > MAX_RECORD_BYTES
+        or len(certificate) > MAX_RECORD_BYTES
+        or len(subject) + len(certificate) > limit
+    ):
+        return None
+    resolved = resolved_references(evidence)
+    if resolved is None:
+        resolved = (digest_bytes(subject), digest_bytes(certificate))
+    if resolved != refs:
+        return None
+    return subject, certificate, first, ground, agency
+
+
+if not (is_digest(MECHANISM_DIGEST) and is_digest(PROFILE_DIGEST)):  # what _honest relies on
+    raise RuntimeError("the compiled mechanism and profile digests must be strict digests")
 
 
 def formation_binding(

@@ -2,10 +2,13 @@
 
 The session adapter admits the subject for its context check (step 14) and hands that record,
 or the admission error, with the subject digest its rehash step computed, to the checker's
-internal entry point (``check_admitted_subject``). The public ``check_formation`` still admits
-the bytes itself. These tests hold the entry point to ``check_formation``'s report byte for byte
-on the reference corpus (every refusal class included), under lowered ceilings and on mutated
-subjects, and count the admissions of one evaluation through the real session.
+internal entry point (``check_admitted_subject``); an honest binding's one-pass preflight
+admits only the subject's head and hands that (``head_only``: the check applies the per-node
+rules and admits in full where ``check_formation`` would). The public ``check_formation`` still
+admits the bytes itself. These tests hold the entry point to ``check_formation``'s report byte
+for byte on the reference corpus (every refusal class included), under lowered ceilings and on
+mutated subjects, with a full record or a head, and count the admissions (full or head) of one
+evaluation through the real session.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from mechanism.formation import (
     check_formation,
     formation_binding,
 )
+from mechanism.formation._wire import admit_subject_head
 from session import EvidenceStore, MechanismOutcome, VerificationSession
 
 from ._corpus import b64url, pure_cases
@@ -37,8 +41,23 @@ PAIRS = [
 ]
 
 
-def _handed_over(subject: bytes, certificate: bytes, **ceilings: int) -> dict[str, Any]:
+def _handed_over(
+    subject: bytes, certificate: bytes, head: bool = False, **ceilings: int
+) -> dict[str, Any]:
     limits = {"max_nodes": 1024, "max_depth": 64, "max_path_steps": 4096, **ceilings}
+    if head:
+        admitted = admit_subject_head(subject, max_nodes=limits["max_nodes"])
+        if admitted is not None:  # the adapter hands a head only when one admits
+            return checker.check_admitted_subject(
+                subject,
+                certificate,
+                admitted,
+                digest_bytes(subject),
+                max_nodes=limits["max_nodes"],
+                max_depth=limits["max_depth"],
+                max_path_steps=limits["max_path_steps"],
+                head_only=True,
+            )
     try:
         record: dict[str, Any] | FormationError = admit_subject(
             subject, max_nodes=limits["max_nodes"]
@@ -46,20 +65,26 @@ def _handed_over(subject: bytes, certificate: bytes, **ceilings: int) -> dict[st
     except FormationError as error:
         record = error
     return checker.check_admitted_subject(
-        subject, certificate, record, digest_bytes(subject), **limits
+        subject,
+        certificate,
+        record,
+        digest_bytes(subject),
+        max_nodes=limits["max_nodes"],
+        max_depth=limits["max_depth"],
+        max_path_steps=limits["max_path_steps"],
     )
 
 
+@pytest.mark.parametrize("head", [False, True], ids=["record", "head"])
 @pytest.mark.parametrize("pair", PAIRS, ids=[case["case_id"] for case in pure_cases()])
 @pytest.mark.parametrize("ceilings", [{}, {"max_nodes": 1}, {"max_depth": 1, "max_path_steps": 1}])
 def test_handed_over_record_gets_the_public_report(
-    pair: tuple[bytes, bytes], ceilings: dict[str, int]
+    pair: tuple[bytes, bytes], ceilings: dict[str, int], head: bool
 ) -> None:
     subject, certificate = pair
     expected = check_formation(subject, certificate, **ceilings)
-    assert canonical_bytes(_handed_over(subject, certificate, **ceilings)) == canonical_bytes(
-        expected
-    )
+    handed = _handed_over(subject, certificate, head, **ceilings)
+    assert canonical_bytes(handed) == canonical_bytes(expected)
 
 
 @settings(max_examples=150, deadline=None)
@@ -68,14 +93,15 @@ def test_handed_over_record_gets_the_public_report(
     st.integers(0, 10_000),
     st.sampled_from([b"", b" ", b"0", b"}", b'"', b"\\", b"\x00", b"\xff"]),
     st.integers(0, 2),
+    st.booleans(),
 )
 def test_mutated_subject_gets_the_public_report(
-    pair: tuple[bytes, bytes], position: int, inserted: bytes, removed: int
+    pair: tuple[bytes, bytes], position: int, inserted: bytes, removed: int, head: bool
 ) -> None:
     subject, certificate = pair
     at = position % (len(subject) + 1)
     mutated = subject[:at] + inserted + subject[at + removed :]
-    assert canonical_bytes(_handed_over(mutated, certificate)) == canonical_bytes(
+    assert canonical_bytes(_handed_over(mutated, certificate, head)) == canonical_bytes(
         check_formation(mutated, certificate)
     )
 
@@ -91,12 +117,17 @@ def test_subject_is_admitted_and_hashed_once_per_evaluation(
         admissions.append(data)
         return admit_subject(data, **kwargs)
 
+    def counting_head(data: bytes, **kwargs: Any) -> dict[str, Any] | None:
+        admissions.append(data)
+        return admit_subject_head(data, **kwargs)
+
     def counting_digest(data: bytes) -> str:
         hashed.append(data)
         return digest_bytes(data)
 
     for module in (adapter, checker):
         monkeypatch.setattr(module, "admit_subject", counting_admit)
+        monkeypatch.setattr(module, "admit_subject_head", counting_head)
     monkeypatch.setattr(checker, "digest_bytes", counting_digest)
     mechanism = FormationPathCertificateMechanism()
     session = VerificationSession(EvidenceStore())
