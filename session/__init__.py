@@ -20,6 +20,10 @@ Beside the protocol, what every mechanism and host shares (``docs/writing-a-mech
 * the pair pre-check pipeline (:class:`PairPrecheck` and its standard steps);
 * source identities (:class:`SourceIdentity`) and lower-only ceilings (:func:`lower_only`);
   the byte encodings, digests and the strict JSON reader are :mod:`canon`'s.
+
+Importing the package loads the value types, lower-only ceilings and the capped read; every
+other public name (and :mod:`session.precheck`) loads from its module the first time it is
+asked for, with the same object every time.
 """
 
 from typing import TYPE_CHECKING, Any
