@@ -22,47 +22,16 @@ Beside the protocol, what every mechanism and host shares (``docs/writing-a-mech
 * the pair pre-check pipeline (:class:`PairPrecheck` and its standard steps);
 * source identities (:class:`SourceIdentity`) and lower-only ceilings (:func:`lower_only`);
   the byte encodings, digests and the strict JSON reader are :mod:`canon`'s.
+
+Importing the package loads the value types, lower-only ceilings and the capped read; every
+other public name (and :mod:`session.precheck`) loads from its module the first time it is
+asked for, with the same object every time.
 """
 
 from typing import TYPE_CHECKING, Any
 
-from . import precheck
-from ._bytes_digest import BytesDigestMechanism
 from ._capped_read import MAX_INPUT_FILE_BYTES, InputTooLarge, read_capped, read_prefix
-from ._identity import SourceIdentity, file_digest
 from ._limits import CeilingError, lower_only
-from ._plugins import (
-    ENTRY_POINT_GROUP,
-    ProviderEntry,
-    ProviderLookupError,
-    as_provider,
-    load_provider,
-    load_reference,
-    load_target,
-    provider_entries,
-    providers_for_mechanism,
-)
-from ._precheck import PairPrecheck, PairState, PrecheckFailed, PrecheckStep, Refusal
-from ._provider import (
-    HOLDOUT_OPTIONS_UNSUPPORTED,
-    HOLDOUT_OPTIONS_WEAKENED,
-    Announcement,
-    CatalogMetadata,
-    ConformanceOptionSet,
-    ConformanceSample,
-    EvidenceCountError,
-    HoldoutHandler,
-    HoldoutOptionsRefused,
-    HoldoutStepError,
-    MechanismProvider,
-    NoOptions,
-    accepted_bounds,
-    holdout_lower_only,
-    splice_octets,
-)
-from ._resolved import resolved_references
-from ._session import VerificationSession
-from ._store import EvidenceStore
 from ._types import (
     BoundProposition,
     EvaluatedProposition,
@@ -75,6 +44,105 @@ from ._types import (
     core_digest,
     normalise_digest,
 )
+
+# The value types load with the package; every other name loads on first use, from the module
+# this table names: a client that only sends a binding never builds the provider contract, the
+# pre-check pipeline, the session or the options converter (cattrs), and a host loads each
+# the first time it asks for it (docs/benchmarks.md, "The CLI's imports").
+_LAZY: dict[str, str] = {
+    "precheck": "",
+    "BytesDigestMechanism": "._bytes_digest",
+    "SourceIdentity": "._identity",
+    "file_digest": "._identity",
+    "OPTIONS_CONVERTER": "._options",
+    "OptionsError": "._options",
+    "structure_options": "._options",
+    "ENTRY_POINT_GROUP": "._plugins",
+    "ProviderEntry": "._plugins",
+    "ProviderLookupError": "._plugins",
+    "as_provider": "._plugins",
+    "load_provider": "._plugins",
+    "load_reference": "._plugins",
+    "load_target": "._plugins",
+    "provider_entries": "._plugins",
+    "providers_for_mechanism": "._plugins",
+    "PairPrecheck": "._precheck",
+    "PairState": "._precheck",
+    "PrecheckFailed": "._precheck",
+    "PrecheckStep": "._precheck",
+    "Refusal": "._precheck",
+    "HOLDOUT_OPTIONS_UNSUPPORTED": "._provider",
+    "HOLDOUT_OPTIONS_WEAKENED": "._provider",
+    "Announcement": "._provider",
+    "CatalogMetadata": "._provider",
+    "ConformanceOptionSet": "._provider",
+    "ConformanceSample": "._provider",
+    "EvidenceCountError": "._provider",
+    "HoldoutHandler": "._provider",
+    "HoldoutOptionsRefused": "._provider",
+    "HoldoutStepError": "._provider",
+    "MechanismProvider": "._provider",
+    "NoOptions": "._provider",
+    "accepted_bounds": "._provider",
+    "holdout_lower_only": "._provider",
+    "splice_octets": "._provider",
+    "resolved_references": "._resolved",
+    "VerificationSession": "._session",
+    "EvidenceStore": "._store",
+}
+
+if TYPE_CHECKING:
+    from . import precheck
+    from ._bytes_digest import BytesDigestMechanism
+    from ._identity import SourceIdentity, file_digest
+    from ._options import OPTIONS_CONVERTER, OptionsError, structure_options
+    from ._plugins import (
+        ENTRY_POINT_GROUP,
+        ProviderEntry,
+        ProviderLookupError,
+        as_provider,
+        load_provider,
+        load_reference,
+        load_target,
+        provider_entries,
+        providers_for_mechanism,
+    )
+    from ._precheck import PairPrecheck, PairState, PrecheckFailed, PrecheckStep, Refusal
+    from ._provider import (
+        HOLDOUT_OPTIONS_UNSUPPORTED,
+        HOLDOUT_OPTIONS_WEAKENED,
+        Announcement,
+        CatalogMetadata,
+        ConformanceOptionSet,
+        ConformanceSample,
+        EvidenceCountError,
+        HoldoutHandler,
+        HoldoutOptionsRefused,
+        HoldoutStepError,
+        MechanismProvider,
+        NoOptions,
+        accepted_bounds,
+        holdout_lower_only,
+        splice_octets,
+    )
+    from ._resolved import resolved_references
+    from ._session import VerificationSession
+    from ._store import EvidenceStore
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    if not module:  # a submodule
+        value: Any = importlib.import_module(f".{name}", __name__)
+    else:
+        value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -133,20 +201,3 @@ __all__ = [
     "splice_octets",
     "structure_options",
 ]
-
-if TYPE_CHECKING:
-    from ._options import OPTIONS_CONVERTER, OptionsError, structure_options
-
-_LAZY = frozenset({"OPTIONS_CONVERTER", "OptionsError", "structure_options"})
-
-
-def __getattr__(name: str) -> Any:
-    # The options converter (cattrs) is imported when options are first read, not with the
-    # session protocol (worker processes and clients never need it).
-    if name in _LAZY:
-        from . import _options
-
-        value = getattr(_options, name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -3,9 +3,11 @@
 Rules:
 
 * :func:`provider_entries` lists the group's entry points from the installed distributions'
-  metadata (``importlib.metadata``; nothing is imported), sorted by name, each with its
-  ``module:attribute`` value and its distribution's name and version. It is the only place the
-  session package looks beyond the process's own objects, and it reads metadata only.
+  metadata (nothing is imported), sorted by name, each with its ``module:attribute`` value and
+  its distribution's name and version: what ``importlib.metadata`` answers, read from the
+  metadata files by :mod:`._entry_points` when it can be sure to answer the same, else by
+  ``importlib.metadata`` itself. It is the only place the session package looks beyond the
+  process's own objects, and it reads metadata only.
 * :func:`load_provider` loads one entry by name. An unknown name, a name two distributions
   register (ambiguous: which one runs must never depend on installation order), an import that
   fails, or an object that is neither a :class:`MechanismProvider` instance nor a subclass of it
@@ -17,12 +19,18 @@ Rules:
   None, a mechanism created with default options);
   :func:`providers_for_mechanism` answers every installed provider whose ``mechanism_id`` is the
   given one (``evidenced submit`` uses it to build a binding for a session whose mechanism it
-  learns only from the daemon).
+  learns only from the daemon). It imports every entry's provider except a built-in one of
+  another mechanism: :data:`BUILT_IN_MECHANISMS` states the mechanism id behind each of the
+  project's own entry-point values, so a built-in provider is imported only when its id is the
+  one asked for (a test holds the table to what the providers say). Every other entry, a
+  third-party plugin's, is imported as before: a plugin claiming a built-in id is found
+  beside the built-in provider, and the caller sees both.
 """
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from typing import Any, Final
 
 import attrs
@@ -42,6 +50,15 @@ __all__ = [
 ]
 
 ENTRY_POINT_GROUP: Final = "evidenced.mechanisms"
+
+#: The mechanism id of each of the project's own providers, by entry-point value
+#: (``pyproject.toml``): the providers :func:`providers_for_mechanism` need not import to know
+#: which mechanism they make.
+BUILT_IN_MECHANISMS: Final[Mapping[str, str]] = {
+    "session._bytes_provider:PROVIDER": "vstd.bytes.sha256",
+    "mechanism.formation._provider:PROVIDER": "vstd.typed_formation.checked.0.1",
+    "mechanism.descriptor._provider:PROVIDER": "t81.experiment_descriptor.authorized.0.1",
+}
 
 
 class ProviderLookupError(LookupError):
@@ -75,19 +92,23 @@ _LOADED: dict[str, MechanismProvider[Any]] = {}
 
 def provider_entries() -> tuple[ProviderEntry, ...]:
     """Every entry of the group, sorted by (name, distribution)."""
-    from importlib.metadata import entry_points
+    from ._entry_points import group_entries
 
-    found = set()
-    for point in entry_points(group=ENTRY_POINT_GROUP):
-        dist = point.dist
-        found.add(
-            ProviderEntry(
-                point.name,
-                point.value,
-                None if dist is None else dist.name,
-                None if dist is None else dist.version,
+    read = group_entries(ENTRY_POINT_GROUP)
+    found = set() if read is None else {ProviderEntry(*entry) for entry in read}
+    if read is None:
+        from importlib.metadata import entry_points
+
+        for point in entry_points(group=ENTRY_POINT_GROUP):
+            dist = point.dist
+            found.add(
+                ProviderEntry(
+                    point.name,
+                    point.value,
+                    None if dist is None else dist.name,
+                    None if dist is None else dist.version,
+                )
             )
-        )
     return tuple(sorted(found, key=lambda e: (e.name, e.distribution or "", e.value)))
 
 
@@ -163,9 +184,13 @@ def providers_for_mechanism(
     mechanism_id: str,
 ) -> list[tuple[ProviderEntry, MechanismProvider[Any]]]:
     """Every installed provider whose ``mechanism_id`` is ``mechanism_id`` (unloadable ones are
-    skipped: they cannot build a binding either)."""
+    skipped: they cannot build a binding either; a built-in one of another mechanism is not
+    imported, module rules)."""
     found = []
     for entry in provider_entries():
+        built_in = BUILT_IN_MECHANISMS.get(entry.value)
+        if built_in is not None and built_in != mechanism_id:
+            continue
         try:
             provider = entry.load()
         except ProviderLookupError:

@@ -72,13 +72,36 @@ def _refuse_deletion(self: object, name: str) -> None:
     raise FrozenInstanceError(name)
 
 
+_DATACLASS_METADATA: Final = ("__dataclass_fields__", "__dataclass_params__")
+
+
+class _DataclassMetadata:
+    """``__dataclass_fields__`` or ``__dataclass_params__`` of ``cls``: those of an equivalent
+    frozen dataclass, made the first time either is read (making one compiles its methods,
+    which an importer that never asks should not pay), then stored on ``cls`` in its place.
+    Read through a subclass, it is still ``cls``'s, as an inherited attribute is."""
+
+    def __init__(self, cls: type[Any], name: str) -> None:
+        self._cls = cls
+        self._name = name
+
+    def __get__(self, instance: object, owner: type[Any] | None = None) -> Any:
+        cls = self._cls
+        shadow = dataclasses.make_dataclass(
+            cls.__name__,
+            [(field.name, field.type or Any) for field in attrs.fields(cls)],
+            frozen=True,
+        )
+        for name in _DATACLASS_METADATA:
+            setattr(cls, name, getattr(shadow, name))
+        return getattr(shadow, self._name)
+
+
 def _dataclass_compatible(cls: type[Any]) -> type[Any]:
-    """Give a frozen attrs class the dataclass metadata of an equivalent frozen dataclass."""
-    shadow = dataclasses.make_dataclass(
-        cls.__name__, [(field.name, field.type or Any) for field in attrs.fields(cls)], frozen=True
-    )
-    for name in ("__dataclass_fields__", "__dataclass_params__"):
-        setattr(cls, name, getattr(shadow, name))
+    """Give a frozen attrs class the dataclass metadata of an equivalent frozen dataclass
+    (made on first use: :class:`_DataclassMetadata`)."""
+    for name in _DATACLASS_METADATA:
+        setattr(cls, name, _DataclassMetadata(cls, name))
     setattr(cls, "__setattr__", _refuse_assignment)  # noqa: B010 - mypy refuses a method assignment
     setattr(cls, "__delattr__", _refuse_deletion)  # noqa: B010
     return cls

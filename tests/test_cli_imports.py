@@ -89,6 +89,23 @@ def test_a_client_command_loads_no_event_loop(command: str) -> None:
     assert _under(_loaded_by(command, "--help"), trio_side) == set()
 
 
+@pytest.mark.parametrize("command", ["submit", "sessions", "health"])
+def test_a_client_command_loads_no_provider_registry(command: str) -> None:
+    """The session package loads its value types only: the provider contract and registry,
+    the pre-check pipeline, the session and the options converter load when a binding is
+    built (``submit`` without ``--binding``), and the registry never needs
+    ``importlib.metadata`` on a plain installation (``session/_entry_points.py``)."""
+    registry = (
+        "session._plugins",
+        "session._provider",
+        "session._precheck",
+        "session._session",
+        "session._options",
+        "importlib.metadata",
+    )
+    assert _under(_loaded_by(command, "--help"), registry) == set()
+
+
 def test_the_help_summaries_are_the_commands_own() -> None:
     """The fast ``--help`` lists each command with the help its own module registers."""
     parser = build_parser()

@@ -52,7 +52,7 @@ from daemon.client._outcomes import (
 from daemon.client._targets import DEFAULT_TCP_PORT as DEFAULT_PORT
 from daemon.client._targets import Target, parse_target
 from daemon.commands._batch_cli import add_pair_arguments, submit_pairs
-from session import Announcement, BoundProposition, EvidenceCountError, providers_for_mechanism
+from session import BoundProposition
 
 if TYPE_CHECKING:
     from daemon.client._client import Client
@@ -177,6 +177,9 @@ def _honest_binding(mechanism: dict[str, Any], files: list[bytes]) -> BoundPropo
     the ``pinned`` parameters of a host's non-default policy, and the ``accepted_bounds`` a
     host that lowered a limit accepts). No provider, or several, is a usage error (pass
     ``--binding``)."""
+    # The provider contract and registry load only to build a binding (not for --binding).
+    from session import Announcement, EvidenceCountError, providers_for_mechanism
+
     mechanism_id = mechanism["mechanism_id"]
     found = providers_for_mechanism(mechanism_id)
     if not found:

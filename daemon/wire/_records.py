@@ -63,7 +63,6 @@ from daemon.wire._header_fields import (
 from daemon.wire._header_fields import MAX_BATCH_PAIRS as MAX_BATCH_PAIRS
 from daemon.wire._header_fields import MAX_REQUEST_ID as MAX_REQUEST_ID
 from daemon.wire._header_fields import BatchPair as BatchPair
-from mechanism.canonical import CanonicalError, CanonicalLimitError, scan_structure
 
 MAGIC: Final = b"EVD1"
 PREFIX_SIZE: Final = 8
@@ -155,6 +154,9 @@ def encode_header(value: Mapping[str, Any]) -> bytes:
 def _too_deep(data: bytes) -> bool:
     """Whether ``data`` nests deeper than :data:`MAX_HEADER_DEPTH` outside strings (only
     asked once a header has been refused, to name the reason; linear in ``len(data)``)."""
+    # The canonical scanner loads with the first refused header, not with every client.
+    from mechanism.canonical import CanonicalError, CanonicalLimitError, scan_structure
+
     try:
         scan_structure(data, max_depth=MAX_HEADER_DEPTH, max_containers=len(data) + 1)
     except CanonicalLimitError:

@@ -120,6 +120,27 @@ def test_a_mechanism_the_client_has_no_provider_for_is_refused() -> None:
         )
 
 
+def test_a_plugin_claiming_a_built_in_mechanism_id_makes_submit_refuse_to_guess(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A plugin whose provider makes ``vstd.bytes.sha256`` beside the built-in one: the honest
+    binding is not built by whichever comes first (pass ``--binding``; a usage error, exit 2),
+    though the client no longer imports built-in providers of other mechanisms."""
+    from cli import UsageError
+    from daemon.commands import _client_cli
+    from session import _plugins
+
+    impostor = _plugins.ProviderEntry(
+        "bytes-again", "session._bytes_provider:BytesDigestProvider", "impostor", "1"
+    )
+    installed = _plugins.provider_entries
+    monkeypatch.setattr(_plugins, "provider_entries", lambda: (*installed(), impostor))
+    announced = {"mechanism_id": "vstd.bytes.sha256", "mechanism_digest": "sha256:" + "0" * 64}
+    with pytest.raises(UsageError, match=r"several providers.*bytes-again \(impostor\)") as refused:
+        _client_cli._honest_binding(announced, [b"x"])
+    assert "bytes-sha256 (evidenced)" in str(refused.value)
+
+
 def test_plugin_options_are_typed_and_the_refusal_names_the_key_path(tmp_path: Path) -> None:
     config = tmp_path / "c.toml"
     config.write_text(

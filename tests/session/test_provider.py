@@ -7,6 +7,10 @@ refused with a message that says why, and nothing is half-loaded.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
 import pytest
 
 from session import (
@@ -27,7 +31,8 @@ from session import (
     provider_entries,
     providers_for_mechanism,
 )
-from session._plugins import ProviderEntry
+from session import _plugins as plugins
+from session._plugins import BUILT_IN_MECHANISMS, ProviderEntry
 
 BUILT_IN = {"formation", "descriptor", "bytes-sha256"}
 
@@ -44,6 +49,54 @@ def test_built_in_and_example_providers_are_entry_points_of_their_distributions(
         assert mechanism.mechanism_id == provider.mechanism_id
     (found,) = providers_for_mechanism("example.sri.integrity.0.1")
     assert found[0].name == "sri"
+
+
+def test_the_built_in_table_states_what_each_built_in_provider_makes() -> None:
+    """``providers_for_mechanism`` trusts the table instead of importing a built-in provider of
+    another mechanism: the table must name every built-in entry and the id each one makes."""
+    built_in = {entry.value for entry in provider_entries() if entry.distribution == "evidenced"}
+    assert built_in == set(BUILT_IN_MECHANISMS)
+    for value, mechanism_id in BUILT_IN_MECHANISMS.items():
+        provider = load_reference(value)
+        assert isinstance(provider, MechanismProvider)
+        assert provider.mechanism_id == mechanism_id
+
+
+def test_a_lookup_imports_no_built_in_provider_of_another_mechanism() -> None:
+    """Finding the ``bytes-sha256`` provider never imports the formation or descriptor package
+    (their import is most of a one-shot ``submit``); a third-party plugin is still imported,
+    since only its own code says which mechanism it makes."""
+    probe = (
+        "import json, sys\n"
+        "from session import providers_for_mechanism\n"
+        "found = providers_for_mechanism('vstd.bytes.sha256')\n"
+        "print(json.dumps([[e.name for e, _ in found], sorted(sys.modules)]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
+    )
+    names, modules = json.loads(done.stdout)
+    assert names == ["bytes-sha256"]
+    assert not [m for m in modules if m.startswith(("mechanism.formation", "mechanism.descriptor"))]
+    assert "evidenced_sri" in modules
+
+
+def test_a_plugin_claiming_a_built_in_mechanism_id_is_found_beside_the_built_in(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The table spares the import of built-in providers only: a plugin whose provider makes a
+    built-in mechanism id is imported and listed with the built-in one, so a client sees two
+    providers (and refuses to guess) exactly as when every provider was imported."""
+    impostor = ProviderEntry(
+        "bytes-again", "session._bytes_provider:BytesDigestProvider", "impostor", "1"
+    )
+    installed = plugins.provider_entries
+    monkeypatch.setattr(plugins, "provider_entries", lambda: (*installed(), impostor))
+    found = providers_for_mechanism("vstd.bytes.sha256")
+    assert sorted((entry.name, entry.distribution) for entry, _ in found) == [
+        ("bytes-again", "impostor"),
+        ("bytes-sha256", "evidenced"),
+    ]
 
 
 def test_an_unknown_provider_name_is_refused_with_the_installed_names() -> None:

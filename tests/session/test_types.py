@@ -6,6 +6,8 @@ import copy
 import dataclasses
 import hashlib
 import json
+import subprocess
+import sys
 from typing import Any
 
 import attrs
@@ -217,6 +219,40 @@ def test_dataclasses_replace_reruns_normalisation_and_validation() -> None:
     assert replaced.subject_id == binding.subject_id
     with pytest.raises(EvidenceBindingError):
         replace(binding, evidence_refs=())
+
+
+@pytest.mark.parametrize(
+    "first",
+    [
+        "dataclasses.fields(Sub(1, 2))",
+        "orjson.dumps(EvidenceBounds(1, 2))",
+        "EvidenceBounds.__dataclass_params__",
+        "dataclasses.is_dataclass(EvidenceBounds)",
+    ],
+)
+def test_the_dataclass_metadata_is_the_same_whichever_way_it_is_first_read(first: str) -> None:
+    """The metadata is made on first use: read first through a subclass, an instance, orjson
+    or the params, it is the class's own afterwards, as when it was made at import."""
+    probe = (
+        "import dataclasses, json, orjson\n"
+        "from session import EvidenceBounds\n"
+        "class Sub(EvidenceBounds): pass\n"
+        f"{first}\n"
+        "fields = EvidenceBounds.__dict__['__dataclass_fields__']\n"
+        "assert Sub.__dataclass_fields__ is fields and type(fields) is dict\n"
+        "print(json.dumps([orjson.dumps(EvidenceBounds(1, 2)).decode(),\n"
+        "    [f.name for f in dataclasses.fields(EvidenceBounds)],\n"
+        "    repr(EvidenceBounds.__dataclass_params__)]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    shadow: Any = dataclasses.make_dataclass("EvidenceBounds", [], frozen=True)
+    assert json.loads(done.stdout) == [
+        '{"max_evidence_items":1,"max_evidence_bytes":2}',
+        ["max_evidence_items", "max_evidence_bytes"],
+        repr(shadow.__dataclass_params__),
+    ]
 
 
 @pytest.mark.parametrize(
