@@ -68,6 +68,8 @@ def start(
 def stop(process: subprocess.Popen[str]) -> None:
     process.send_signal(signal.SIGTERM)
     process.wait(60)
+    if process.stdout is not None:
+        process.stdout.close()
 
 
 async def drive(

@@ -11,7 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import bench_descriptor
+import bench_http
 import bench_stages
+import bench_wire
 
 from mechanism.descriptor import (
     default_mechanism,
@@ -43,3 +45,21 @@ def test_every_stage_of_bench_stages_runs_on_the_daemons_code(tmp_path: Path) ->
         assert bench_stages.binding(job) == bench_stages.binding_cattrs(job)
     finally:
         job.close()
+
+
+def test_bench_wires_load_generator_is_answered_pass_over_both_transports(tmp_path: Path) -> None:
+    """``bench_wire.py`` writes its own EVD1 frames and HTTP requests: the real daemon answers
+    every one of them with a decision ``PASS`` (its load generator raises on anything else)."""
+    process, urls = bench_http.start(tmp_path, "wire", bench_wire.SESSION)
+    try:
+        hello, frames = bench_wire.evd1_requests()
+        http = bench_wire._address(urls["http"])
+        loads = [
+            bench_wire.Load(bench_wire._address(urls["binary"]), "binary", hello, frames),
+            bench_wire.Load(http, "http", b"", bench_wire.http_requests("{}:{}".format(*http))),
+        ]
+        for load in loads:
+            answered, latencies = load.run(3, 0.3)
+            assert answered > 0 and len(latencies) == answered, load.transport
+    finally:
+        bench_http.stop(process)
