@@ -161,7 +161,8 @@ def timestamp() -> str:
     return iso_utc(time.time_ns() // 1000)
 
 
-_second: list[Any] = [None, ""]  # the last whole second rendered, and its text
+#: The last whole second rendered and its text, replaced as one tuple (any thread may render).
+_second: tuple[int, str] = (-1, "")
 
 
 def iso_utc(micros: int) -> str:
@@ -169,11 +170,11 @@ def iso_utc(micros: int) -> str:
     with ``Z``: no fraction when the microseconds are 0. The date and time of a second are
     rendered once, the fraction per call (a test compares it with ``datetime`` on any
     instant)."""
+    global _second
     second, micro = divmod(micros, 1_000_000)
     cached = _second
     if cached[0] != second:
-        cached[1] = datetime.fromtimestamp(second, UTC).isoformat()[:19]
-        cached[0] = second
+        cached = _second = (second, datetime.fromtimestamp(second, UTC).isoformat()[:19])
     return f"{cached[1]}.{micro:06d}Z" if micro else f"{cached[1]}Z"
 
 
