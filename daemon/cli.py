@@ -12,7 +12,7 @@ distribution's metadata) and exits 0; ``--help`` prints text and exits 0.
 code, so it can be called in-process with an argument list.
 
 ``--log-format console|json`` and ``--log-level debug|info|warning|error`` (before the command
-or after it, on every leaf) choose the one structlog configuration of :mod:`daemon.logs` for
+or after it, on every leaf) choose the one structlog configuration of :mod:`daemon.wire._logs` for
 the whole invocation, before anything is parsed (each invocation chooses anew, so in-process
 calls never inherit one another's); under ``json`` the :func:`cli.say` lines become
 ``cli_message`` events. The top-level parser takes no abbreviated options (``replay --log``
@@ -211,7 +211,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _configure_logs(arguments: Sequence[str]) -> None:
     """One structlog configuration for the whole invocation (docs/operations.md): under
     ``json`` the command's own one-line messages become ``cli_message`` events too."""
-    from daemon import logs
+    from daemon.wire import _logs as logs
 
     chosen = _log_choices(arguments)
     format_, level = chosen.get("format"), chosen.get("level")

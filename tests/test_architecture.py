@@ -330,7 +330,6 @@ def test_the_codec_state_table_imports_nothing_of_the_project() -> None:
 # -- the daemon's rooms (docs/architecture.md)
 
 ROOMS = (
-    "logs",
     "wire",
     "tlog",
     "audit",
@@ -342,20 +341,19 @@ ROOMS = (
     "commands",
 )
 # Each room and the rooms it may import; anything else is refused. The floors, top to bottom:
-# commands → replay → server, client → config → retention → audit → tlog → wire → logs (the
-# operational messages: every room may write them, and logs imports nothing of the project).
+# commands → replay → server, client → config → retention → audit → tlog → wire (whose
+# ``_errors`` and ``_logs`` import nothing of the project: every room may raise and log).
 ROOM_ARROWS: dict[str, frozenset[str]] = {
-    "logs": frozenset(),
-    "wire": frozenset({"logs"}),
-    "tlog": frozenset({"logs", "wire"}),
-    "audit": frozenset({"logs", "wire", "tlog"}),
-    "retention": frozenset({"logs", "wire", "tlog", "audit"}),
-    "config": frozenset({"logs", "wire", "tlog", "audit", "retention"}),
-    "client": frozenset({"logs", "wire", "tlog", "config"}),
-    "server": frozenset({"logs", "wire", "tlog", "audit", "retention", "config"}),
-    "replay": frozenset({"logs", "wire", "tlog", "audit", "retention", "config"}),
+    "wire": frozenset(),
+    "tlog": frozenset({"wire"}),
+    "audit": frozenset({"wire", "tlog"}),
+    "retention": frozenset({"wire", "tlog", "audit"}),
+    "config": frozenset({"wire", "tlog", "audit", "retention"}),
+    "client": frozenset({"wire", "tlog", "config"}),
+    "server": frozenset({"wire", "tlog", "audit", "retention", "config"}),
+    "replay": frozenset({"wire", "tlog", "audit", "retention", "config"}),
     "commands": frozenset(
-        {"logs", "wire", "tlog", "audit", "retention", "config", "client", "server", "replay"}
+        {"wire", "tlog", "audit", "retention", "config", "client", "server", "replay"}
     ),
 }
 # The public faces at the top of ``daemon/``: what users import, and the version the package

@@ -66,7 +66,6 @@ import attrs
 import orjson
 import trio
 
-from daemon import logs
 from daemon.audit._audit_files import (
     AuditLogInUse,
     Checkpoint,
@@ -92,6 +91,7 @@ from daemon.audit._audit_startup import AuditLogCorrupt, Opened, open_verified
 from daemon.audit._audit_verify import VerifyReport, tail, verify_log
 from daemon.audit._background_verify import TreeVerification
 from daemon.tlog import TransparencyLog
+from daemon.wire import _logs as logs
 
 __all__ = [
     "GENESIS",

@@ -50,9 +50,9 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from daemon import logs
 from daemon.audit._audit_verify import scan
 from daemon.tlog import VerifierKey, verify_directory
+from daemon.wire import _logs as logs
 
 __all__ = ["TreeVerification", "Verification", "start", "start_tree"]
 

@@ -25,7 +25,7 @@ import attrs
 
 import cli
 from cli import CliError, Exit, RejectedInput
-from daemon import logs
+from daemon.wire import _logs as logs
 
 # The server, the configuration and the audit log load when ``serve`` runs, not when the
 # command line is built (docs/benchmarks.md, "The CLI's imports").

@@ -52,12 +52,12 @@ from typing import Any, Final, Protocol
 import attrs
 import trio
 
-from daemon import logs
 from daemon.audit._fields import decision_fields
 from daemon.retention._open import open_store
 from daemon.retention._policy import RetentionPolicy
 from daemon.retention._pool import StorePool
 from daemon.retention._store import PutResult, RetentionStore, StoreError, name_of
+from daemon.wire import _logs as logs
 from daemon.wire._errors import ServiceError
 from session import BoundProposition
 

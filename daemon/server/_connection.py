@@ -56,12 +56,12 @@ from typing import Any, Final, TypeVar
 
 import trio
 
-from daemon import logs
 from daemon.config._hosting import ServerConfig
 from daemon.config._security import LoadedSecurity
 from daemon.config._tls import peer_identity
 from daemon.server._peers import PeerLedger
 from daemon.server._pipeline import Pipeline, Refused
+from daemon.wire import _logs as logs
 from daemon.wire._echo import echo
 from daemon.wire._protocol import ErrorCode, ErrorResponse, Fault, ServerConnection, State
 

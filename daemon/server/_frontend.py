@@ -45,7 +45,6 @@ from typing import Any
 
 import trio
 
-from daemon import logs
 from daemon.audit._transparency import TransparencyRequest
 from daemon.config._hosting import ServerConfig
 from daemon.config._security import LoadedSecurity
@@ -61,6 +60,7 @@ from daemon.server._fastpath import (
 from daemon.server._pairs import Pair, decide_pairs
 from daemon.server._peers import PeerLedger
 from daemon.server._pipeline import Pipeline, Refused
+from daemon.wire import _logs as logs
 from daemon.wire._echo import echo
 from daemon.wire._protocol import (
     CLOSED,

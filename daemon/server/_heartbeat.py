@@ -29,7 +29,7 @@ from typing import Any, Final, Protocol
 
 import trio
 
-from daemon import logs
+from daemon.wire import _logs as logs
 
 __all__ = ["DEADLINE", "Heartbeat"]
 

@@ -64,7 +64,6 @@ from typing import Any, Final
 
 import trio
 
-from daemon import logs
 from daemon.config._hosting import HostedSession, ServerConfig
 from daemon.config._http_config import HttpConfig
 from daemon.config._security import LoadedSecurity
@@ -88,6 +87,7 @@ from daemon.server._metrics import ServerMetrics
 from daemon.server._openapi import openapi_answer
 from daemon.server._peers import PeerLedger
 from daemon.server._pipeline import Pipeline, Refused
+from daemon.wire import _logs as logs
 from daemon.wire._echo import echo
 from daemon.wire._protocol import (
     Decision,

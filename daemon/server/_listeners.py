@@ -48,11 +48,11 @@ from typing import Any, Final
 import attrs
 import trio
 
-from daemon import logs
 from daemon.config._hosting import ServerConfig
 from daemon.server._fastpath import has_unread, refuse_at_once, refuse_drained
 from daemon.server._frontend import Connection
 from daemon.server._peers import PeerLedger, peer_key, requester_of
+from daemon.wire import _logs as logs
 from daemon.wire._protocol import ErrorCode, ErrorResponse, ServerConnection
 
 __all__ = ["Acceptor", "Listening", "open_listeners", "open_unix_listener"]

@@ -33,8 +33,8 @@ from typing import Any
 
 import trio
 
-from daemon import logs
 from daemon.server._pipeline import Pipeline, Refused
+from daemon.wire import _logs as logs
 from daemon.wire._echo import echo
 from daemon.wire._protocol import Decision, ErrorCode, ErrorResponse, Submit, encode_header
 

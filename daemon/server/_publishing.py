@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from daemon import logs
 from daemon.audit._transparency import TransparencyConfig
 from daemon.retention._publish import Publisher, PublishError, PublishLoop, open_target
 from daemon.tlog import TransparencyLog
+from daemon.wire import _logs as logs
 
 __all__ = ["publish_status", "start_publishing", "stop_publishing"]
 

@@ -36,7 +36,6 @@ from typing import Any
 
 import trio
 
-from daemon import logs
 from daemon.audit._audit import AuditLog, AuditLogError
 from daemon.audit._transparency import (
     RequestRefused,
@@ -49,6 +48,7 @@ from daemon.retention._publish import PublishLoop
 from daemon.server._ipc import FrameError, FrameReader, FrameWriter
 from daemon.server._publishing import publish_status
 from daemon.tlog import TransparencyLog
+from daemon.wire import _logs as logs
 
 __all__ = ["Link", "Sequencer"]
 

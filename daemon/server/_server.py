@@ -66,7 +66,7 @@ from typing import Any, Final
 import attrs
 import trio
 
-from daemon import __version__, logs
+from daemon import __version__
 from daemon.audit._audit import AuditLog, AuditLogError, Durability
 from daemon.audit._transparency import attach, open_transparency
 from daemon.audit._transparency import status as transparency_status
@@ -95,6 +95,7 @@ from daemon.server._resources import connection_capacity, raise_descriptor_limit
 from daemon.server._workers import WorkerPool
 from daemon.tlog import TransparencyLog
 from daemon.tlog._names import DecisionIds, replica_fields
+from daemon.wire import _logs as logs
 from daemon.wire._protocol import PROTOCOL_VERSION, ErrorCode, ErrorResponse, ServerConnection
 
 __all__ = [

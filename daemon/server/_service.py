@@ -47,7 +47,6 @@ from typing import Any
 import attrs
 import trio
 
-from daemon import logs
 from daemon.audit._audit import Durability
 from daemon.config._checks import Checked, check_listeners
 from daemon.config._config import DaemonConfig
@@ -60,6 +59,7 @@ from daemon.server._reload import Reloader, prepare
 from daemon.server._server import Server, WorkerRole
 from daemon.server._spawner import Spawner, WorkerMain
 from daemon.server._supervisor import Bound, Supervisor, bind
+from daemon.wire import _logs as logs
 from session import VerificationMechanism
 
 __all__ = ["ServiceHooks", "open_server", "run_service", "serve", "serve_one"]

@@ -39,7 +39,7 @@ from typing import Final
 
 import trio
 
-from daemon import logs
+from daemon.wire import _logs as logs
 
 __all__ = ["PROCESS", "WORKER", "obey", "receive", "wanted", "worker_dispositions"]
 

@@ -31,8 +31,8 @@ from typing import Final
 
 import trio
 
-from daemon import logs
 from daemon.server._signals import worker_dispositions
+from daemon.wire import _logs as logs
 
 __all__ = ["Spawner", "WorkerMain"]
 

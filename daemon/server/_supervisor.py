@@ -68,7 +68,6 @@ from typing import Any, Final
 import attrs
 import trio
 
-from daemon import logs
 from daemon.audit._audit import AuditLog, AuditLogError, Durability
 from daemon.audit._transparency import attach, open_transparency
 from daemon.config._hosting import HostedSession, ServerConfig
@@ -80,6 +79,7 @@ from daemon.server._publishing import start_publishing, stop_publishing
 from daemon.server._sequencer import Link, Sequencer
 from daemon.server._spawner import Spawner
 from daemon.tlog import TransparencyLog
+from daemon.wire import _logs as logs
 from daemon.wire._errors import ServiceError
 
 __all__ = ["Bound", "Supervisor", "WorkersFailed", "bind"]

@@ -38,7 +38,6 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Final
 
-from daemon import logs
 from daemon.tlog._checkpoint import Checkpoint, CheckpointError, open_checkpoint
 from daemon.tlog._merkle import (
     HASH_SIZE,
@@ -66,6 +65,7 @@ from daemon.tlog._tiles import (
     tile_rows,
     tile_widths,
 )
+from daemon.wire import _logs as logs
 from daemon.wire._errors import ServiceError
 
 CHECKPOINT_FILE: Final = "checkpoint"

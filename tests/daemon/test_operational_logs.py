@@ -1,4 +1,4 @@
-"""Operational logs (docs/operations.md, daemon/logs): every message the daemon and the CLI
+"""Operational logs (docs/operations.md, daemon/wire/_logs.py): every message the daemon and the CLI
 print for humans is one structlog event with a name, a level, a timestamp and fields, rendered
 as console text or as JSON lines; the audit log is untouched.
 
@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from daemon_testkit import ROOT
 
-from daemon import logs
+from daemon.wire import _logs as logs
 
 CLI = [sys.executable, "-m", "daemon.cli"]
 EVENT_CALL = re.compile(r"logs\.(?:debug|info|warning|error)\(\s*\"([a-z_]+)\"")
@@ -227,11 +227,11 @@ def test_a_closed_stderr_loses_the_line_not_the_daemon(monkeypatch: pytest.Monke
 
 
 def test_no_daemon_module_writes_to_stderr_around_the_logs_room() -> None:
-    """Every operational message goes through ``daemon.logs`` (the old code had 19
+    """Every operational message goes through ``daemon.wire._logs`` (the old code had 19
     ``sys.stderr.write`` sites in the rooms)."""
     found = []
     for path in sorted((ROOT / "daemon").rglob("*.py")):
-        if path.parent.name == "logs":
+        if path.name == "_logs.py" and path.parent.name == "wire":
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Attribute) and node.attr == "write":
