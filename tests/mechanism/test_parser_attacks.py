@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import struct
+import tracemalloc
+from collections.abc import Callable
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -20,6 +22,7 @@ from mechanism.canonical import (
     scan_structure,
 )
 from mechanism.descriptor._authorization import AllowlistError, parse_allowlist
+from mechanism.descriptor._axion import PolicyError, parse_policy
 from mechanism.descriptor._weights import inspect_weights
 
 
@@ -83,6 +86,39 @@ def test_unterminated_string_of_escaped_quotes_is_refused_invalid() -> None:
 def test_escaped_quotes_then_a_real_closing_quote_still_close_the_string() -> None:
     assert _scan(b'["' + b'a\\"' * 50 + b'"' + b"]]", 16, 8192) == "invalid"
     assert _scan(b'["' + b'a\\"' * 50 + b'",' + b"[" * 16 + b"]", 16, 8192) == "limit"
+
+
+def _peak_bytes(call: Callable[[], object]) -> int:
+    tracemalloc.start()
+    try:
+        call()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_unterminated_string_of_escaped_quotes_costs_no_backtracking_stack() -> None:
+    """256 KiB of ``a\\"`` after one quote: the string token used to keep one backtracking
+    entry per escape (a 10 MB regex stack, whose cache misses showed as super-linear time
+    under load); the scan now holds little more than its own output."""
+    attack = b'["' + b'a\\"' * 87_000
+    assert _scan(attack, 16, 8192) is None
+    assert _peak_bytes(lambda: _scan(attack, 16, 8192)) < 256 * 1024
+
+
+def test_unterminated_policy_string_costs_no_backtracking_stack() -> None:
+    """The same attack on the policy language's lexer (64 KiB): refused with its code, and
+    the failed string token keeps no stack (10 MB before)."""
+    attack = b'(policy (tier 1) (require "' + b'a\\"' * 21_000
+
+    def parse() -> object:
+        try:
+            return parse_policy(attack)
+        except PolicyError as error:
+            return error
+
+    assert isinstance(parse(), PolicyError)
+    assert _peak_bytes(parse) < 1024 * 1024
 
 
 def _safetensors(header: bytes, data: bytes = b"") -> bytes:
