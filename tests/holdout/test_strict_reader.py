@@ -157,3 +157,21 @@ def test_an_unterminated_string_of_escaped_quotes_is_refused_in_linear_time() ->
     )
     assert completed.stdout == "malformed"
     assert completed.returncode == 0
+
+
+def test_an_unterminated_string_of_escaped_quotes_costs_no_backtracking_stack() -> None:
+    """The depth scan's string token keeps no backtracking entry per escape (it kept one:
+    10 MB of regex stack for 256 KiB of ``a\\"``, whose cache misses grew faster than the
+    input on a loaded machine). Refused as before; the reader's peak stays near its input."""
+    import tracemalloc
+
+    attack = b'["' + b'a\\"' * 87_000
+    tracemalloc.start()
+    try:
+        with pytest.raises(StrictReadError) as refused:
+            read_json(attack)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert refused.value.code == "malformed"
+    assert peak < 4 * len(attack)
