@@ -30,6 +30,13 @@ commit              write(2) + fsync(2) of the line, alone (c=1), and per line o
 send                the answer written to a socketpair and read back by the peer.
 ==================  ==============================================================
 
+The row ``one request, in sequence`` runs the counted stages above (head to send, the commit
+aside) one after the other, as one request does, in the same rounds. Each stage alone in a
+loop runs with the interpreter's caches and the CPU's branch history all its own; one request
+runs them in turn, and costs more than their sum (the figure ``in sequence / sum of its
+stages``). That ratio is most of the gap between this table's sum and the CPU per decision of
+the daemon on the wire.
+
 Rows marked ``before:`` time the implementation a stage had before the per-stage cuts, in the
 same rounds (the h11-only head, the cattrs binding, the binding digested by ``json.dumps``
 alone, the structlog processor pipeline), so a cut is a ratio measured in one run; they are
@@ -91,6 +98,18 @@ PAYLOAD = bytes(range(64))
 GROUP = 64
 HANDSHAKE = "(handshake)"
 BEFORE = "before: "
+SEQUENCE = "one request, in sequence"
+#: The stages :func:`sequence` runs, in order (every counted stage but the commits).
+IN_SEQUENCE = (
+    "head",
+    "body (JSON, base64)",
+    "binding",
+    "admission",
+    "decision",
+    "audit render+chain",
+    "answer encode",
+    "send",
+)
 
 
 class Job:
@@ -292,6 +311,20 @@ def send(job: Job, answer: bytes) -> None:
         remaining -= len(job.right.recv(65536))
 
 
+def sequence(job: Job, transport: str) -> None:
+    """One request's stages in turn (:data:`IN_SEQUENCE`), each on what the job holds."""
+    if transport == "http":
+        http_head(job)
+        http_body(job)
+    else:
+        evd_head(job)
+    binding(job)
+    admission(job)
+    decision(job)
+    audit_render(job)
+    send(job, http_answer(job) if transport == "http" else evd_answer(job))
+
+
 # -------------------------------------------------------------------------- the table
 
 
@@ -312,6 +345,7 @@ def stages(job: Job, transport: str) -> list[tuple[str, Callable[[], object], in
         ("send", lambda: send(job, answer), 1),
         ("commit, per line of 64", lambda: commit_group(job), GROUP),
         ("commit, one line", lambda: commit_one(job), 1),
+        (SEQUENCE, lambda: sequence(job, transport), 1),
     ]
     if transport == "http":
         table.insert(1, (BEFORE + "head (h11 only)", lambda: http_head_h11(job), 1))
@@ -340,22 +374,25 @@ def measure(report: Report, job: Job, transport: str) -> None:
         handshake = samples.pop()
         table.pop()
     for (name, _, units), values in zip(table, samples, strict=True):
-        if name == "head":  # per round: the head without the connection's handshake
+        if name in ("head", SEQUENCE):  # per round: without the connection's handshake
             values = [v - h for v, h in zip(values, handshake, strict=True)]
         per = sorted(values)[len(values) // 2] / units
         medians[name] = per
         report.value(f"{transport}: {name}", per, "s", spread=[v / units for v in values])
-    counted = {k: v for k, v in medians.items() if not k.startswith(BEFORE)}
+    counted = {k: v for k, v in medians.items() if not k.startswith(BEFORE) and k != SEQUENCE}
     grouped = sum(v for k, v in counted.items() if k != "commit, one line")
     single = sum(v for k, v in counted.items() if k != "commit, per line of 64")
     report.value(f"{transport}: sum, group commit of 64", grouped, "s")
     report.value(f"{transport}: sum, commit alone", single, "s")
+    parts = sum(v for k, v in medians.items() if k in IN_SEQUENCE)
+    report.value(f"{transport}: in sequence / sum of its stages", medians[SEQUENCE] / parts, "x")
     print(f"\n{transport}: per-stage {report.clock} time per decision")
     for name, value in medians.items():
         counts = name in counted and name != "commit, one line"
         share = f"{value / grouped * 100:5.1f} %" if counts else ""
         print(f"  {name:<42} {value * 1e6:8.1f} µs  {share}")
     print(f"  {'sum (group commit)':<42} {grouped * 1e6:8.1f} µs")
+    print(f"  {'in sequence / sum of its stages':<42} {medians[SEQUENCE] / parts:8.2f}×")
 
 
 def run(report: Report, args: argparse.Namespace) -> None:

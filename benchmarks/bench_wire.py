@@ -14,6 +14,14 @@ descendants) buys is the server's work alone.
 Prints, per transport and concurrency (1 and 64), the median over interleaved rounds of
 decisions/s, p50 and p99 latency, and the daemon's CPU per decision (goals of the
 performance issue: <= 100 us over HTTP and <= 80 us over EVD1 at c=64); then EVD1 / HTTP.
+
+A yardstick runs in the same rounds: ``_bare_stages.py``, a bare trio server that runs only
+the daemon's own code for one decision's stages over HTTP (no connection core, pipeline,
+group commit, metrics ...; its docstring lists what it leaves out). The daemon's CPU per
+decision over the bare server's is the share of the daemon's structure around the stages;
+the bare server's own figure is what the stages' Python costs on the wire. At c=1 two more
+variants of it wait, before each answer, for an empty thread hop and for a fsync in a thread:
+what one decision's wait costs the serving process when nothing else is in flight.
 The 2-core machine is shared with the generator: its own CPU per decision is printed too.
 Never asserts on time.
 
@@ -24,10 +32,12 @@ from __future__ import annotations
 
 import argparse
 import base64
+import json
 import selectors
 import socket
 import statistics
 import struct
+import subprocess
 import sys
 import tempfile
 import time
@@ -210,34 +220,64 @@ def _address(url: str) -> tuple[str, int]:
     return host, int(port)
 
 
+def start_bare(folder: Path, wait: str = "none") -> tuple[subprocess.Popen[str], tuple[str, int]]:
+    """The bare stages server (``_bare_stages.py``) waiting for ``wait``, and its address."""
+    script = Path(__file__).with_name("_bare_stages.py")
+    process = subprocess.Popen(
+        [sys.executable, str(script), str(folder), wait],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert process.stdout is not None
+    return process, _address("http://" + json.loads(process.stdout.readline())["http"])
+
+
+#: The bare stages server's variants: what each request waits for, and the concurrencies
+#: it is loaded at (the waits matter where every decision waits alone: c=1).
+BARE = {"bare": ("none", (1, 64)), "bare-hop": ("hop", (1,)), "bare-fsync": ("fsync", (1,))}
+BARE_NAMES = {
+    "bare": "bare stages server",
+    "bare-hop": "bare stages server + an empty thread hop",
+    "bare-fsync": "bare stages server + a fsync in a thread",
+}
+
+
 def run(report: Report, args: argparse.Namespace) -> None:
     rounds = 3 if QUICK else 5
     seconds = 2.0 if QUICK else 5.0
+    bares: list[subprocess.Popen[str]] = []
     with tempfile.TemporaryDirectory(prefix="evdwire") as folder:
         process, urls = start(Path(folder), "wire", SESSION)
         try:
             hello, frames = evd1_requests()
+            http = _address(urls["http"])
             loads = {
                 "binary": Load(_address(urls["binary"]), "binary", hello, frames),
-                "http": Load(
-                    _address(urls["http"]),
-                    "http",
-                    b"",
-                    http_requests("{}:{}".format(*_address(urls["http"]))),
-                ),
+                "http": Load(http, "http", b"", http_requests("{}:{}".format(*http))),
             }
+            servers = {"binary": process.pid, "http": process.pid}
+            cells = [(t, c) for c in (1, 64) for t in ("http", "binary")]
+            for name, (wait, concurrencies) in BARE.items():
+                (Path(folder) / name).mkdir()
+                bare, address = start_bare(Path(folder) / name, wait)
+                bares.append(bare)
+                requests = http_requests("{}:{}".format(*address))
+                loads[name] = Load(address, "http", b"", requests)
+                servers[name] = bare.pid
+                cells += [(name, c) for c in concurrencies]
             for load in loads.values():  # warm-up
                 load.run(16, 1.0)
             figures: dict[tuple[str, int], dict[str, list[float]]] = {}
             for round_number in range(rounds):
-                cells = [(t, c) for c in (1, 64) for t in ("http", "binary")]
                 shift = round_number % len(cells)
                 for transport, c in cells[shift:] + cells[:shift]:  # rotating order
-                    cpu_before, own_before = cpu_seconds(process.pid), time.process_time()
+                    server = servers[transport]
+                    cpu_before, own_before = cpu_seconds(server), time.process_time()
                     begin = time.perf_counter()
                     answered, latencies = loads[transport].run(c, seconds)
                     elapsed = time.perf_counter() - begin
-                    cpu = cpu_seconds(process.pid) - cpu_before
+                    cpu = cpu_seconds(server) - cpu_before
                     own = time.process_time() - own_before
                     latencies.sort()
                     cell = figures.setdefault((transport, c), {})
@@ -250,8 +290,18 @@ def run(report: Report, args: argparse.Namespace) -> None:
                     ):
                         cell.setdefault(key, []).append(value)
         finally:
+            for bare in bares:
+                stop(bare)
             stop(process)
     for (transport, c), cell in sorted(figures.items()):
+        if transport in BARE:
+            report.value(
+                f"{BARE_NAMES[transport]}: CPU per decision, HTTP, c={c}",
+                statistics.median(cell["cpu"]),
+                "s",
+                spread=cell["cpu"],
+            )
+            continue
         label = f"{'EVD1' if transport == 'binary' else 'HTTP'}, fsync, c={c}"
         goal = None
         if c == 64:
@@ -267,13 +317,23 @@ def run(report: Report, args: argparse.Namespace) -> None:
             report.value(
                 f"{name}, {label}", statistics.median(values), unit, goal=bound, spread=values
             )
-    for c in (1, 64):
+    for numerator, denominator, c in (
+        ("binary", "http", 1),
+        ("binary", "http", 64),
+        ("http", "bare", 1),
+        ("http", "bare", 64),
+        ("http", "bare-fsync", 1),
+    ):
         ratio = [
-            b / h
-            for b, h in zip(figures[("binary", c)]["cpu"], figures[("http", c)]["cpu"], strict=True)
+            a / b
+            for a, b in zip(
+                figures[(numerator, c)]["cpu"], figures[(denominator, c)]["cpu"], strict=True
+            )
         ]
+        over = "HTTP" if denominator == "http" else BARE_NAMES[denominator]
+        name = f"{'EVD1' if numerator == 'binary' else 'HTTP'} / {over}"
         report.value(
-            f"daemon CPU per decision, EVD1 / HTTP, c={c}",
+            f"daemon CPU per decision, {name}, c={c}",
             statistics.median(ratio),
             "x",
             spread=ratio,

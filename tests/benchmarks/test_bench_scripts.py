@@ -8,12 +8,16 @@ catches that at test time.
 
 from __future__ import annotations
 
+import base64
+import http.client
+import json
 from pathlib import Path
 
 import bench_descriptor
 import bench_http
 import bench_stages
 import bench_wire
+import pytest
 
 from mechanism.descriptor import (
     default_mechanism,
@@ -61,5 +65,34 @@ def test_bench_wires_load_generator_is_answered_pass_over_both_transports(tmp_pa
         for load in loads:
             answered, latencies = load.run(3, 0.3)
             assert answered > 0 and len(latencies) == answered, load.transport
+    finally:
+        bench_http.stop(process)
+
+
+@pytest.mark.parametrize("wait", ["none", "hop", "fsync"])
+def test_bench_wires_bare_stages_server_decides_each_request_itself(
+    tmp_path: Path, wait: str
+) -> None:
+    """The yardstick of ``bench_wire.py`` is answered ``PASS`` by its load generator's
+    requests, and decides each pair on its own: evidence other than the bytes the binding
+    names is answered ``UNKNOWN`` (the evidence is unavailable), not a canned ``PASS``."""
+    process, (host, port) = bench_wire.start_bare(tmp_path, wait)
+    try:
+        requests = bench_wire.http_requests(f"{host}:{port}")
+        load = bench_wire.Load((host, port), "http", b"", requests)
+        answered, _ = load.run(3, 0.3)
+        assert answered > 0
+        document = json.loads(requests[0].partition(b"\r\n\r\n")[2])
+        document["evidence"][0]["base64"] = base64.b64encode(b"\x01" * 64).decode()
+        connection = http.client.HTTPConnection(host, port, timeout=30)
+        connection.request(
+            "POST",
+            "/v1/sessions/bytes/decisions",
+            body=json.dumps(document).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        answer = json.loads(connection.getresponse().read())
+        connection.close()
+        assert answer["result"]["outcome"] == "UNKNOWN", answer["result"]
     finally:
         bench_http.stop(process)
