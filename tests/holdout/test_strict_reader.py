@@ -175,3 +175,16 @@ def test_an_unterminated_string_of_escaped_quotes_costs_no_backtracking_stack() 
         tracemalloc.stop()
     assert refused.value.code == "malformed"
     assert peak < 4 * len(attack)
+
+
+@given(st.lists(st.sampled_from([b'"', b"\\", b"a", b"[", b"{", b"]"]), max_size=40))
+def test_the_possessive_string_token_removes_what_the_backtracking_one_removed(
+    tokens: list[bytes],
+) -> None:
+    import re
+
+    from holdout._reader import _STRING
+
+    plain = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"?', re.DOTALL)
+    data = b"".join(tokens)
+    assert _STRING.sub(b"", data) == plain.sub(b"", data)

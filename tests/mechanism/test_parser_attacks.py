@@ -157,3 +157,38 @@ def test_allowlist_of_many_distinct_entries_is_parsed_and_a_repeat_still_refused
         assert "entry 400" in error.message
     else:  # pragma: no cover
         raise AssertionError("a repeated entry was accepted")
+
+
+_ALPHABET = st.lists(st.sampled_from([b'"', b"\\", b"a", b"[", b"]", b" ", b"("]), max_size=40)
+
+
+@given(_ALPHABET)
+def test_possessive_string_token_matches_what_the_backtracking_one_matched(
+    tokens: list[bytes],
+) -> None:
+    """The possessive quantifiers change the regex engine's memory, never a match: the
+    canonical scan's string token removes exactly what the plain pattern removed."""
+    import re
+
+    from mechanism.canonical import _STRING_TOKEN_RE
+
+    plain = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"?', re.DOTALL)
+    data = b"".join(tokens)
+    assert _STRING_TOKEN_RE.sub(b"", data) == plain.sub(b"", data)
+
+
+@given(_ALPHABET)
+def test_possessive_policy_string_matches_what_the_backtracking_one_matched(
+    tokens: list[bytes],
+) -> None:
+    import re
+
+    from mechanism.descriptor._axion import _TOKEN_RE
+
+    plain = re.compile(r'"(?:[^"\\]|\\["\\])*"')
+    text = b"".join(tokens).decode()
+    for start in range(len(text)):
+        ours = _TOKEN_RE.match(text, start)
+        theirs = plain.match(text, start)
+        string = ours.group("string") if ours is not None else None
+        assert string == (theirs.group() if theirs is not None else None)
