@@ -9,8 +9,11 @@ short temporary directory, talked to with the real client or a raw socket.
 from __future__ import annotations
 
 import hashlib
+import json
 import multiprocessing
 import struct
+import subprocess
+import sys
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -135,3 +138,20 @@ def formation_pair(name: str) -> tuple[bytes, bytes]:
         (FORMATION_FIXTURES / f"{name}.subject.json").read_bytes(),
         (FORMATION_FIXTURES / f"{name}.certificate.json").read_bytes(),
     )
+
+
+def start_serve(*args: str) -> tuple[subprocess.Popen[str], dict[str, Any]]:
+    """``evidenced serve ARGS`` as a process, once it printed its readiness line (parsed)."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "daemon.cli", "serve", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    if not line:
+        _, err = process.communicate(timeout=10)
+        raise AssertionError(f"daemon did not start: {err}")
+    return process, json.loads(line)

@@ -22,29 +22,13 @@ import clirun
 import pytest
 import testdata
 import trio
-from daemon_testkit import FORMATION_FIXTURES, ROOT, binding_for, formation_pair
+from daemon_testkit import FORMATION_FIXTURES, ROOT, binding_for, formation_pair, start_serve
 
 from daemon import ClientError, open_client, verify_log
 from daemon.audit._audit import tail
 from mechanism.formation import formation_binding
 
 CLI = [sys.executable, "-m", "daemon.cli"]
-
-
-def start_serve(*args: str) -> tuple[subprocess.Popen[str], dict[str, Any]]:
-    process = subprocess.Popen(
-        [*CLI, "serve", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-    )
-    assert process.stdout is not None
-    line = process.stdout.readline()
-    if not line:
-        _, err = process.communicate(timeout=10)
-        raise AssertionError(f"daemon did not start: {err}")
-    return process, json.loads(line)
 
 
 def stop(process: subprocess.Popen[str]) -> tuple[int, str]:

@@ -17,7 +17,7 @@ from typing import Any
 import clirun
 import pytest
 import trio
-from daemon_testkit import ROOT, bytes_binding
+from daemon_testkit import bytes_binding, start_serve
 
 from daemon import ClientError, SubmitResult, open_client
 from daemon.cli import main as cli_main
@@ -49,19 +49,7 @@ def setup(short_dir: Path, capsys: pytest.CaptureFixture[str]) -> tuple[Path, Ve
 
 
 def start(config: Path) -> tuple[subprocess.Popen[str], dict[str, Any]]:
-    process = subprocess.Popen(
-        [*CLI, "serve", "--config", str(config)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-    )
-    assert process.stdout is not None
-    line = process.stdout.readline()
-    if not line:
-        _, err = process.communicate(timeout=10)
-        raise AssertionError(f"daemon did not start: {err}")
-    return process, json.loads(line)
+    return start_serve("--config", str(config))
 
 
 def stop(process: subprocess.Popen[str]) -> None:
