@@ -140,14 +140,16 @@ def formation_pair(name: str) -> tuple[bytes, bytes]:
     )
 
 
-def start_serve(*args: str) -> tuple[subprocess.Popen[str], dict[str, Any]]:
-    """``evidenced serve ARGS`` as a process, once it printed its readiness line (parsed)."""
+def start_serve(*args: str, **popen: Any) -> tuple[subprocess.Popen[str], dict[str, Any]]:
+    """``evidenced serve ARGS`` as a process (text pipes, from the repository root, and any
+    other ``subprocess.Popen`` arguments), once it printed its readiness line (parsed)."""
     process = subprocess.Popen(
         [sys.executable, "-m", "daemon.cli", "serve", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         cwd=ROOT,
+        **popen,
     )
     assert process.stdout is not None
     line = process.stdout.readline()

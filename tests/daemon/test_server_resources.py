@@ -4,7 +4,6 @@ folders left by crashed processes."""
 
 from __future__ import annotations
 
-import json
 import os
 import resource
 import signal
@@ -18,7 +17,7 @@ from typing import Any
 
 import pytest
 import trio
-from daemon_testkit import ROOT, bytes_binding, formation_pair
+from daemon_testkit import ROOT, bytes_binding, formation_pair, start_serve
 
 from daemon import ClientError, open_client
 from mechanism.formation import formation_binding
@@ -53,22 +52,13 @@ def start_daemon(
         f'[server]\nlisten = "127.0.0.1:0"\n{server}\n'
         f'[audit]\npath = "{folder / "audit.jsonl"}"\ndurability = "none"\n{sessions}'
     )
-    process = subprocess.Popen(
-        [*CLI, "serve", "--config", str(config)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+    return start_serve(
+        "--config",
+        str(config),
         stdin=subprocess.DEVNULL,
-        text=True,
-        cwd=ROOT,
         env=env,
         preexec_fn=_limit_descriptors(soft_descriptors, hard_descriptors),
     )
-    assert process.stdout is not None
-    line = process.stdout.readline()
-    if not line:
-        _, err = process.communicate(timeout=10)
-        raise AssertionError(f"daemon did not start: {err}")
-    return process, json.loads(line)
 
 
 def stop(process: subprocess.Popen[str]) -> str:

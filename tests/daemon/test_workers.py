@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 import trio
-from daemon_testkit import ROOT, bytes_binding
+from daemon_testkit import ROOT, bytes_binding, start_serve
 
 from daemon import ClientError, SubmitResult, open_client, verify_log
 from daemon.cli import main as cli_main
@@ -68,20 +68,9 @@ def daemon_proc(short_dir: Path) -> Iterator[list[subprocess.Popen[str]]]:
 def start(
     started: list[subprocess.Popen[str]], config: Path
 ) -> tuple[subprocess.Popen[str], dict[str, Any]]:
-    process = subprocess.Popen(
-        [*CLI, "serve", "--config", str(config)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-    )
+    process, ready = start_serve("--config", str(config))
     started.append(process)
-    assert process.stdout is not None
-    line = process.stdout.readline()
-    if not line:
-        _, err = process.communicate(timeout=10)
-        raise AssertionError(f"daemon did not start: {err}")
-    return process, json.loads(line)
+    return process, ready
 
 
 def stop(process: subprocess.Popen[str]) -> str:
