@@ -7,8 +7,9 @@ Per HTTP request on a keep-alive connection it runs the daemon's own code for th
 ``bench_stages.py`` times, in order: the request head and body through
 :class:`HttpServerCodec` and ``body_parser``, the binding (``binding_from_wire``), admission
 (the pipeline's bounds check and a capacity slot), the decision (``evaluate_pair`` on the
-request's own pair), the audit line rendered and chained (``AuditLog._render``, written to a
-file with ``write(2)``, no fsync), the ``Decision`` answer encoded and written to the socket.
+request's own pair), the decision's audit line rendered and chained (``AuditLog._render``,
+written to a file with ``write(2)``, no fsync), the ``Decision`` answer encoded and written to
+the socket.
 The socket is read and written directly (non-blocking, ``trio.lowlevel.wait_readable``), one
 checkpoint per request.
 
@@ -68,11 +69,12 @@ class Stages:
         job.pipeline.bounds(request)
         job.pipeline.acquire_capacity(request)
         try:
-            result, _, _ = evaluate_pair(job.session, binding, submitted.items)
+            evaluated = evaluate_pair(job.session, binding, submitted.items)
         finally:
             job.pipeline.release_capacity(request)
-        os.write(self.audit, job.log._render("decision", job.fields()))
-        answer = Decision(1, self.ids(), "bytes", result.to_dict(), 7, "sha256:" + "a" * 64)
+        os.write(self.audit, job.log._render("decision", job.fields(evaluated)))
+        result = evaluated[0].to_dict()
+        answer = Decision(1, self.ids(), "bytes", result, 7, "sha256:" + "a" * 64)
         return codec.respond(200, encode_header(answer.to_header()))
 
 
@@ -102,12 +104,21 @@ async def serve(stages: Stages, stream: trio.SocketStream, wait: str) -> None:
                 await trio.to_thread.run_sync(int)
             elif wait == "fsync":
                 await trio.to_thread.run_sync(os.fsync, stages.audit)
-            os.write(descriptor, answer)
+            await _write_all(descriptor, answer)
             if not codec.next_cycle():
                 return
             await trio.lowlevel.checkpoint()
         else:
             return
+
+
+async def _write_all(descriptor: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        try:
+            view = view[os.write(descriptor, view) :]
+        except BlockingIOError:
+            await trio.lowlevel.wait_writable(descriptor)
 
 
 async def main(folder: Path, wait: str) -> None:

@@ -163,9 +163,10 @@ class Job:
         self.left.close()
         self.right.close()
 
-    def fields(self) -> dict[str, Any]:
-        """The decision line's fields, as the pipeline's stage 7 passes them."""
-        result, _, refs = self.evaluated
+    def fields(self, evaluated: Any = None) -> dict[str, Any]:
+        """The decision line's fields, as the pipeline's stage 7 passes them (of ``evaluated``,
+        an ``evaluate_pair`` result; default the job's own pair's)."""
+        result, _, refs = self.evaluated if evaluated is None else evaluated
         wire_result = result.to_dict()
         return {
             "decision_id": DecisionIds(None)(),
