@@ -39,7 +39,8 @@ the daemon on the wire.
 
 For an instruction counter (timings differ with the caches, instructions do not),
 ``--repeat sequence N`` and ``--repeat alone N`` run the HTTP stages of N requests, one request
-after the other or each stage N times in turn, and time nothing:
+after the other or each stage N times in turn, and ``--repeat STAGE N`` one stage (a name of
+the table, e.g. ``head``), and time nothing:
 ``valgrind --tool=cachegrind --cache-sim=no python benchmarks/bench_stages.py --repeat
 sequence 3000`` against the same with 1000 gives the instructions of 2,000 requests.
 
@@ -403,13 +404,15 @@ def measure(report: Report, job: Job, transport: str) -> None:
 
 
 def repeat(job: Job, arrangement: str, count: int) -> None:
-    """The HTTP stages of ``count`` requests in ``arrangement`` (``--repeat``), untimed."""
+    """The HTTP stages of ``count`` requests (``--repeat``), untimed: ``sequence`` (one
+    request after the other), ``alone`` (each stage ``count`` times in turn) or one stage of
+    :data:`IN_SEQUENCE` by name."""
     if arrangement == "sequence":
         for _ in range(count):
             sequence(job, "http")
         return
     for name, call, _ in stages(job, "http"):
-        if name in IN_SEQUENCE:
+        if name in IN_SEQUENCE and arrangement in ("alone", name):
             for _ in range(count):
                 call()
 
@@ -420,8 +423,11 @@ def run(report: Report, args: argparse.Namespace) -> None:
         try:
             if args.repeat is not None:
                 arrangement, count = args.repeat
-                if arrangement not in ("sequence", "alone") or not count.isdigit():
-                    raise SystemExit("--repeat takes sequence or alone, then a count")
+                if arrangement not in ("sequence", "alone", *IN_SEQUENCE) or not count.isdigit():
+                    raise SystemExit(
+                        "--repeat takes sequence, alone or a stage "
+                        f"({', '.join(IN_SEQUENCE)}), then a count"
+                    )
                 repeat(job, arrangement, int(count))
                 return
             for transport in ("http", "evd1"):
@@ -434,9 +440,9 @@ def options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--repeat",
         nargs=2,
-        metavar=("sequence|alone", "N"),
-        help="run the HTTP stages of N requests, in sequence or each stage alone, untimed "
-        "(for an instruction counter)",
+        metavar=("sequence|alone|STAGE", "N"),
+        help="run the HTTP stages of N requests, in sequence, each stage alone or one stage, "
+        "untimed (for an instruction counter)",
     )
 
 

@@ -45,7 +45,7 @@ def test_every_stage_of_bench_stages_runs_on_the_daemons_code(tmp_path: Path) ->
         for transport in ("http", "evd1"):
             for name, call, _ in bench_stages.stages(job, transport):
                 assert call() is not NotImplemented, name
-        for arrangement in ("sequence", "alone"):  # what an instruction counter runs
+        for arrangement in ("sequence", "alone", "head"):  # what an instruction counter runs
             bench_stages.repeat(job, arrangement, 2)
         assert bench_stages.http_head(job) == bench_stages.http_head_h11(job)
         assert bench_stages.binding(job) == bench_stages.binding_cattrs(job)
