@@ -11,6 +11,9 @@ from __future__ import annotations
 import hashlib
 import json
 import multiprocessing
+import os
+import re
+import select
 import struct
 import subprocess
 import sys
@@ -157,3 +160,26 @@ def start_serve(*args: str, **popen: Any) -> tuple[subprocess.Popen[str], dict[s
         _, err = process.communicate(timeout=10)
         raise AssertionError(f"daemon did not start: {err}")
     return process, json.loads(line)
+
+
+def read_stderr_until(process: subprocess.Popen[Any], pattern: bytes, seconds: float = 60) -> bytes:
+    """The process's stderr, read straight from its pipe (so ``communicate`` later reads the
+    rest), up to the end of the first line matching ``pattern``; AssertionError if none comes
+    within ``seconds`` or the stream ends first.
+
+    For a test that sends a daemon a signal and then another: two signals sent one after the
+    other are not always handled in that order (the kernel may hand them to two threads of
+    the daemon, the later one first), so the second waits for the line the first one caused."""
+    assert process.stderr is not None
+    descriptor = process.stderr.fileno()
+    line = re.compile(pattern + rb"[^\n]*\n")
+    seen = b""
+    deadline = time.monotonic() + seconds
+    while not line.search(seen):
+        remaining = deadline - time.monotonic()
+        readable, _, _ = select.select([descriptor], [], [], max(0.0, remaining))
+        chunk = os.read(descriptor, 65536) if readable else b""
+        if not chunk:
+            raise AssertionError(f"no {pattern!r} line on stderr: {seen!r}")
+        seen += chunk
+    return seen

@@ -12,16 +12,14 @@ import io
 import json
 import os
 import re
-import select
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from daemon_testkit import ROOT
+from daemon_testkit import ROOT, read_stderr_until
 
 from daemon.wire import _logs as logs
 
@@ -55,27 +53,13 @@ def _serve(
 
 
 def _hup(process: subprocess.Popen[bytes], ready: dict[str, Any]) -> bytes:
-    """SIGHUP once the daemon answers (its signal handlers are in place by then); returns
-    its stderr up to the end of the ``reload_unavailable`` line, read straight from the pipe.
-
-    The caller's SIGTERM waits for that line: two signals sent one after the other are not
-    delivered in that order when the kernel hands them to two threads of the daemon (the
-    later one reached the signal policy first in 2 runs of 60 under load)."""
+    """SIGHUP once the daemon answers (its signal handlers are in place by then); returns its
+    stderr up to the ``reload_unavailable`` line, so a SIGTERM sent next comes after it
+    (:func:`daemon_testkit.read_stderr_until`: two signals may be handled out of order)."""
     health = [*CLI, "health", "--socket", ready["unix"]]
     assert subprocess.run(health, capture_output=True, env=_env(), timeout=60).returncode == 0
     process.send_signal(signal.SIGHUP)
-    assert process.stderr is not None
-    descriptor = process.stderr.fileno()
-    seen = b""
-    deadline = time.monotonic() + 60
-    while not re.search(rb"reload_unavailable[^\n]*\n", seen):
-        remaining = deadline - time.monotonic()
-        readable, _, _ = select.select([descriptor], [], [], max(0.0, remaining))
-        chunk = os.read(descriptor, 65536) if readable else b""
-        if not chunk:
-            raise AssertionError(f"no reload_unavailable event after SIGHUP: {seen!r}")
-        seen += chunk
-    return seen
+    return read_stderr_until(process, b"reload_unavailable")
 
 
 def _stop(process: subprocess.Popen[bytes], before: bytes = b"") -> str:
