@@ -22,7 +22,14 @@ import clirun
 import pytest
 import testdata
 import trio
-from daemon_testkit import FORMATION_FIXTURES, ROOT, binding_for, formation_pair, start_serve
+from daemon_testkit import (
+    FORMATION_FIXTURES,
+    ROOT,
+    binding_for,
+    formation_pair,
+    read_stderr_until,
+    start_serve,
+)
 
 from daemon import ClientError, open_client, verify_log
 from daemon.audit._audit import tail
@@ -307,7 +314,9 @@ def test_second_sigterm_cancels_in_flight_requests_and_still_exits_cleanly(
                     while (await client.health())["in_flight"] < 1:
                         await trio.sleep(0.02)
             process.send_signal(signal.SIGTERM)
-            await trio.sleep(0.3)
+            # the second only once the first was handled (two signals may be taken out of
+            # order, and the same signal twice before it is handled counts once)
+            await trio.to_thread.run_sync(read_stderr_until, process, b"SIGTERM received")
             process.send_signal(signal.SIGTERM)
 
     trio.run(main)
