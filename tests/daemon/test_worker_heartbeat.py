@@ -88,12 +88,21 @@ async def _held_client(sock: str, task_status: trio.TaskStatus[_Held]) -> None:
 
 
 async def _restarted(sock: str, index: int, pid: int) -> dict[str, Any]:
-    """Health once slot ``index`` serves again under another pid (at most ~60 s)."""
+    """Health once slot ``index`` serves again under another pid (at most ~60 s), as the
+    parent reports it: a health answered by the new worker itself before the parent's first
+    state push names only that worker, without the parent's figures (restarts, heartbeat
+    kills), so the wait is also for those."""
     health: dict[str, Any] = {}
     for _ in range(1200):
         health = await health_of(sock)
         slot = [w for w in health["workers"] if w["index"] == index]
-        if slot and slot[0]["pid"] != pid and slot[0]["alive"] and health["status"] == "serving":
+        if (
+            slot
+            and slot[0]["pid"] != pid
+            and slot[0]["alive"]
+            and "heartbeat_kills" in slot[0]
+            and health["status"] == "serving"
+        ):
             break
         await trio.sleep(0.05)
     return health
