@@ -25,7 +25,7 @@ SHELLS: Final = ("bash", "zsh", "tcsh")
 def _completion(args: argparse.Namespace) -> int:
     import shtab
 
-    from daemon.cli import build_parser
+    from daemon.commands._main_cli import build_parser
 
     script = shtab.complete(build_parser(None), shell=args.shell)
     cli.emit_bytes(script.encode("utf-8") if script.endswith("\n") else (script + "\n").encode())
