@@ -451,6 +451,20 @@ class Report:
             )
         )
 
+    def paired_ratio(
+        self,
+        name: str,
+        numerators: Sequence[float],
+        denominators: Sequence[float],
+        *,
+        goal: Goal | None = None,
+    ) -> Result:
+        """The median of the per-round ratios ``numerators[i] / denominators[i]`` (figures of
+        the same interleaved round), with their spread: a ratio of two figures measured by
+        the script itself, as :meth:`value` reports it."""
+        ratios = [a / b for a, b in zip(numerators, denominators, strict=True)]
+        return self.value(name, statistics.median(ratios), "x", goal=goal, spread=ratios)
+
     # ------------------------------------------------------------------ output
 
     def table(self, baseline: Sequence[Result] = ()) -> str:

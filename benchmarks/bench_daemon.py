@@ -489,15 +489,10 @@ def retention_cost(report: Report, directory: Path) -> None:
                         flush=True,
                     )
             for label in ("fs", "s3"):  # the daemon's own CPU: steadier on a loaded machine
-                ratios = [
-                    spent / base
-                    for spent, base in zip(cpu[(kind, label)], cpu[(kind, "off")], strict=True)
-                ]
-                report.value(
+                report.paired_ratio(
                     f"retention {label}, {kind}, c=64 fsync: daemon CPU per decision / without",
-                    statistics.median(ratios),
-                    "x",
-                    spread=ratios,
+                    cpu[(kind, label)],
+                    cpu[(kind, "off")],
                 )
     finally:
         for process, _ in daemons.values():

@@ -27,7 +27,6 @@ import argparse
 import json
 import resource
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -180,15 +179,10 @@ def run(report: Report, args: argparse.Namespace) -> None:
             label = result.name.removesuffix(", per decision")
             report.value(f"{label}, {DECISIONS} decisions", 1 / result.op_seconds, "/s")
         for workers in (2, 1):
-            ratios = [
-                spent / base
-                for spent, base in zip(CPU[f"replay {workers}"], CPU["floor"], strict=True)
-            ]
-            report.value(
+            report.paired_ratio(
                 f"replay CPU per decision / floor CPU per decision, {workers} worker(s)",
-                statistics.median(ratios),
-                "x",
-                spread=ratios,
+                CPU[f"replay {workers}"],
+                CPU["floor"],
             )
 
 

@@ -324,19 +324,12 @@ def run(report: Report, args: argparse.Namespace) -> None:
         ("http", "bare", 64),
         ("http", "bare-fsync", 1),
     ):
-        ratio = [
-            a / b
-            for a, b in zip(
-                figures[(numerator, c)]["cpu"], figures[(denominator, c)]["cpu"], strict=True
-            )
-        ]
         over = "HTTP" if denominator == "http" else BARE_NAMES[denominator]
         name = f"{'EVD1' if numerator == 'binary' else 'HTTP'} / {over}"
-        report.value(
+        report.paired_ratio(
             f"daemon CPU per decision, {name}, c={c}",
-            statistics.median(ratio),
-            "x",
-            spread=ratio,
+            figures[(numerator, c)]["cpu"],
+            figures[(denominator, c)]["cpu"],
         )
 
 
