@@ -45,33 +45,23 @@ def _handed_over(
     subject: bytes, certificate: bytes, head: bool = False, **ceilings: int
 ) -> dict[str, Any]:
     limits = {"max_nodes": 1024, "max_depth": 64, "max_path_steps": 4096, **ceilings}
-    if head:
-        admitted = admit_subject_head(subject, max_nodes=limits["max_nodes"])
-        if admitted is not None:  # the adapter hands a head only when one admits
-            return checker.check_admitted_subject(
-                subject,
-                certificate,
-                admitted,
-                digest_bytes(subject),
-                max_nodes=limits["max_nodes"],
-                max_depth=limits["max_depth"],
-                max_path_steps=limits["max_path_steps"],
-                head_only=True,
-            )
-    try:
-        record: dict[str, Any] | FormationError = admit_subject(
-            subject, max_nodes=limits["max_nodes"]
-        )
-    except FormationError as error:
-        record = error
+    # The adapter hands a head only when one admits; else the whole record (or its refusal).
+    admitted: Any = admit_subject_head(subject, max_nodes=limits["max_nodes"]) if head else None
+    head_only = admitted is not None
+    if not head_only:
+        try:
+            admitted = admit_subject(subject, max_nodes=limits["max_nodes"])
+        except FormationError as error:
+            admitted = error
     return checker.check_admitted_subject(
         subject,
         certificate,
-        record,
+        admitted,
         digest_bytes(subject),
         max_nodes=limits["max_nodes"],
         max_depth=limits["max_depth"],
         max_path_steps=limits["max_path_steps"],
+        head_only=head_only,
     )
 
 
