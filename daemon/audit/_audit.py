@@ -91,6 +91,7 @@ from daemon.audit._audit_startup import AuditLogCorrupt, Opened, open_verified
 from daemon.audit._audit_verify import VerifyReport, tail, verify_log
 from daemon.audit._background_verify import TreeVerification
 from daemon.tlog import TransparencyLog
+from daemon.tlog._lookup import LineIndex
 from daemon.wire import _logs as logs
 
 __all__ = [
@@ -355,6 +356,9 @@ class AuditLog:
         #: The transparency log fed with every durable line (``docs/spec/transparency.md
         #: §6.2``); attached by the server after :meth:`open`, ``None`` when not configured.
         self.transparency: TransparencyLog | None = None
+        #: The lookup index fed with every durable line and its offset (``daemon.tlog._lookup``
+        #: rule 6); attached with the transparency log.
+        self.line_index: LineIndex | None = None
         self._last_rendered = b""
 
     @classmethod
@@ -754,7 +758,7 @@ class AuditLog:
         batch.nbytes = len(data)
         if batch.archive is not None:
             self._write_next_file(batch.archive, data)
-            self._into_tree(batch.lines)
+            self._into_tree(batch.lines, 0)
             return
         fd = self._fd
         if fd is None:
@@ -770,14 +774,17 @@ class AuditLog:
             raise
         if self.on_batch is not None:
             self.on_batch(len(batch.lines), time.perf_counter() - began)
-        self._into_tree(batch.lines)
+        self._into_tree(batch.lines, self._size)
 
-    def _into_tree(self, lines: list[bytes]) -> None:
+    def _into_tree(self, lines: list[bytes], offset: int) -> None:
         """(worker thread) Durable lines become leaves, in the same group commit; a tile
-        that cannot be written degrades the transparency log, never the audit log."""
+        that cannot be written degrades the transparency log, never the audit log. The
+        lookup index takes them with their offset in the file (``offset``: the first's)."""
         tree = self.transparency
         if tree is not None:
             tree.commit([line[:-1] for line in lines])
+        if self.line_index is not None:
+            self.line_index.add(lines, offset)
 
     def _write_next_file(self, archive: Path, data: bytes) -> None:
         """(worker thread) Rotation: the next file is written and fsync-ed whole, then
@@ -921,7 +928,7 @@ class AuditLog:
         except OSError:
             self._truncated += _truncate_back(fd, self._size)
             raise
-        self._into_tree([line])
+        self._into_tree([line], self._size)
         return removed
 
     def _append_now(self, event: str, fields: Mapping[str, Any]) -> None:

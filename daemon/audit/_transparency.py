@@ -17,10 +17,13 @@ Rules (the contract):
    and starts the background verification of the whole tree against the lines
    (:func:`daemon.audit._background_verify.start_tree`, after the chain's own, if any): an
    edited tile found there is the audit log's ``alarm`` (``health`` ``degraded``), never a
-   refusal to serve.
+   refusal to serve. It also gives the audit log its lookup index
+   (:class:`daemon.tlog._lookup.LineIndex`, rules 5–6 there: fed with every durable line,
+   rebuilt from the files in the background), what ``GET /v1/log/entry`` asks.
 4. Requests are answered from tile files only, for sizes up to the latest checkpoint; a size
    or index out of range is the peer's fault (:data:`PROOF_RANGE`), no transparency log is
-   :data:`TRANSPARENCY_DISABLED`.
+   :data:`TRANSPARENCY_DISABLED`, a tile that cannot be read (missing, or refused by
+   :mod:`daemon.tlog._served_files`) is :data:`INTERNAL`.
 """
 
 from __future__ import annotations
@@ -39,11 +42,13 @@ from daemon.audit._background_verify import start_tree
 from daemon.tlog import (
     KeyFileError,
     ProofRangeError,
+    TileError,
     TransparencyError,
     TransparencyLog,
     default_origin,
     load_signer,
 )
+from daemon.tlog._lookup import LineIndex
 from daemon.tlog._names import log_tag
 from daemon.tlog._note import b64encode
 from daemon.tlog._verify import iter_lines
@@ -60,6 +65,8 @@ from daemon.wire._protocol import (
 DEFAULT_INTERVAL: Final = 1.0
 PROOF_RANGE: Final = "PROOF_RANGE"
 TRANSPARENCY_DISABLED: Final = "TRANSPARENCY_DISABLED"
+#: A proof whose tiles cannot be read (missing, or refused: ``daemon.tlog._served_files``).
+INTERNAL: Final = "INTERNAL"
 _ARCHIVE_RE: Final = re.compile(r"\.(\d{12})-(\d{12})\Z")
 _TAIL_CHUNK: Final = 1 << 16
 #: Up to this many lines are read backwards from the end; more are streamed forwards.
@@ -224,6 +231,14 @@ def attach(audit: AuditLog, tree: TransparencyLog) -> None:
     """Rule 3: ``tree`` takes ``audit``'s lines from now on; its tiles on disk are verified
     against the lines in the background."""
     audit.transparency = tree
+    index = LineIndex(
+        audit.path,
+        first_seq=audit._file_first_seq,
+        durable_seq=audit.durable.seq,
+        durable_size=audit._size,
+    )
+    audit.line_index = index
+    index.start_rebuild()
     audit.tree_background = start_tree(
         audit.path,
         tree.directory,
@@ -261,6 +276,8 @@ def inclusion_answer(log: TransparencyLog | None, index: int, tree_size: int) ->
         return [b64encode(item) for item in _require(log).inclusion_proof(index, tree_size)]
     except ProofRangeError as error:
         raise RequestRefused(PROOF_RANGE, str(error)) from None
+    except TileError as error:
+        raise RequestRefused(INTERNAL, f"the tiles cannot be read: {error}") from None
 
 
 def consistency_answer(log: TransparencyLog | None, old_size: int, new_size: int) -> list[str]:
@@ -268,6 +285,8 @@ def consistency_answer(log: TransparencyLog | None, old_size: int, new_size: int
         return [b64encode(item) for item in _require(log).consistency_proof(old_size, new_size)]
     except ProofRangeError as error:
         raise RequestRefused(PROOF_RANGE, str(error)) from None
+    except TileError as error:
+        raise RequestRefused(INTERNAL, f"the tiles cannot be read: {error}") from None
 
 
 TransparencyRequest = CheckpointRequest | InclusionProofRequest | ConsistencyProofRequest
@@ -286,7 +305,7 @@ def answer(
     return ConsistencyProof(request.request_id, request.old_size, request.new_size, tuple(proof))
 
 
-def status(log: TransparencyLog | None) -> dict[str, Any] | None:
+def status(log: TransparencyLog | None, index: LineIndex | None = None) -> dict[str, Any] | None:
     if log is None:
         return None
     checkpoint = log.checkpoint
@@ -299,4 +318,5 @@ def status(log: TransparencyLog | None) -> dict[str, Any] | None:
         "checkpoint_size": None if checkpoint is None else checkpoint.size,
         "signatures": log.signatures,
         "failed": log.failure,
+        "lookup_index": None if index is None else index.status(),
     }

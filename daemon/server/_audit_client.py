@@ -30,7 +30,8 @@ Rules (the contract):
    :attr:`failure_reason` is the sequencer's last reported one, or "the sequencer is gone"
    once its stream ended (then every record fails, and :attr:`on_gone` is called once).
 6. Transparency requests are answered by the sequencer's transparency log
-   (:meth:`transparency_answer`).
+   (:meth:`transparency_answer`), and audit lines looked up by its lookup index
+   (:meth:`find_line`).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ import trio
 from daemon.audit._audit import AuditLogError, AuditRef, Durability, _Signal
 from daemon.audit._transparency import RequestRefused, TransparencyRequest
 from daemon.server._ipc import FrameReader, FrameWriter
+from daemon.tlog._lookup import LineQuery
 from daemon.wire._protocol import (
     CheckpointNote,
     CheckpointRequest,
@@ -202,15 +204,8 @@ class AuditClient:
 
     # -- queries
 
-    async def transparency_answer(self, request: TransparencyRequest) -> Any:
-        """The answer to a transparency request from the sequencer's log, or
-        :class:`RequestRefused` (rule 6)."""
-        if isinstance(request, CheckpointRequest):
-            args: list[Any] = ["checkpoint"]
-        elif isinstance(request, InclusionProofRequest):
-            args = ["inclusion", request.index, request.tree_size]
-        else:
-            args = ["consistency", request.old_size, request.new_size]
+    async def _ask(self, args: list[Any]) -> Any:
+        """One ``["q", …]`` round trip (rule 6): the payload, or :class:`RequestRefused`."""
         ident = self._next_id = self._next_id + 1
         done = trio.Event()
         slot: list[Any] = []
@@ -226,6 +221,18 @@ class AuditClient:
         ok, payload = slot
         if not ok:
             raise RequestRefused(payload[0], payload[1])
+        return payload
+
+    async def transparency_answer(self, request: TransparencyRequest) -> Any:
+        """The answer to a transparency request from the sequencer's log, or
+        :class:`RequestRefused` (rule 6)."""
+        if isinstance(request, CheckpointRequest):
+            args: list[Any] = ["checkpoint"]
+        elif isinstance(request, InclusionProofRequest):
+            args = ["inclusion", request.index, request.tree_size]
+        else:
+            args = ["consistency", request.old_size, request.new_size]
+        payload = await self._ask(args)
         if isinstance(request, CheckpointRequest):
             return CheckpointNote(request.request_id, payload)
         if isinstance(request, InclusionProofRequest):
@@ -235,6 +242,12 @@ class AuditClient:
         return ConsistencyProof(
             request.request_id, request.old_size, request.new_size, tuple(payload)
         )
+
+    async def find_line(self, query: LineQuery) -> tuple[int, bytes]:
+        """``(log index, line)`` from the sequencer's lookup index (``daemon.tlog._lookup``
+        rules 5–7), or :class:`RequestRefused` with its code (rule 6)."""
+        index, line = await self._ask(["entry", query.index, query.decision_id, query.line_digest])
+        return int(index), str(line).encode("utf-8")
 
     async def ready(self) -> None:
         """Tell the sequencer this worker serves."""

@@ -38,8 +38,10 @@ Rules (the contract):
    the connection closed (no keep-alive), at most
    :data:`~daemon.server._connection.OPEN_ROUTE_BUDGET` probes are served at once (more:
    ``503`` ``BUSY``), and ``/health`` answers the status only
-   (``{"status": "serving" | "degraded" | "draining"}``); with a valid token, the full
-   document and keep-alive. Idle probes cannot hold the connection slots.
+   (``{"status": "serving" | "degraded" | "draining"}``) and ``/ready``'s ``503`` the status
+   word only (``not ready: degraded``, never the reason, which may name a store, an object or
+   a path); with a valid token, the full document (and the reason) and keep-alive. Idle
+   probes cannot hold the connection slots.
 5. Refusal accounting (core rule 4): a refusal before a request names a session (a
    malformed or stalled head, an unknown route) or an authenticated requester (no or a wrong
    token) is noise; every other refusal is one audit line (``requester.protocol = "http"``,
@@ -261,7 +263,7 @@ class HttpFrontEnd:
                     connection.in_request = False
                 else:
                     await self._read_no_body(stream, codec, deadline)
-                    keep = await self._query(stream, codec, head, number)
+                    keep = await self._query(stream, codec, head, number, peer)
             except HttpRefusal as refusal:
                 fields: dict[str, Any] = {"request_id": number}
                 if head.session is not None:
@@ -373,7 +375,7 @@ class HttpFrontEnd:
         try:
             with self.core.probing():
                 if head.route is Route.READY:
-                    data = self._ready(codec, close=close)
+                    data = self._ready(codec, close=close, probe=True)
                 else:
                     status = {"status": self.readiness()[0]}
                     answer = HealthRequest(number)
@@ -383,13 +385,19 @@ class HttpFrontEnd:
         except Refused as refused:
             raise HttpRefusal(refused.code, refused.message) from None
 
-    def _ready(self, codec: HttpServerCodec, *, close: bool = False) -> bytes:
+    def _ready(self, codec: HttpServerCodec, *, close: bool = False, probe: bool = False) -> bytes:
+        """``/ready`` (rule 1); a ``probe`` (rule 4) learns the status word only, never the
+        reason (which may name a store, an object digest, a path or an error)."""
         status, reason = self.readiness()
         if status == "serving":
             body = {"ready": True, "status": status, "reason": None}
             return codec.respond(200, encode_header(body), close=close)
         code = ErrorCode.SHUTTING_DOWN if status == "draining" else ErrorCode.AUDIT_FAILED
-        refusal = HttpRefusal(code, f"not ready: {reason or 'the server is draining'}")
+        if probe:
+            message = f"not ready: {status}"
+        else:
+            message = f"not ready: {reason or 'the server is draining'}"
+        refusal = HttpRefusal(code, message)
         return codec.respond(
             503,
             error_document(code.name, refusal.message, None),
@@ -398,12 +406,18 @@ class HttpFrontEnd:
         )
 
     async def _query(
-        self, stream: trio.abc.Stream, codec: HttpServerCodec, head: RequestHead, number: int
+        self,
+        stream: trio.abc.Stream,
+        codec: HttpServerCodec,
+        head: RequestHead,
+        number: int,
+        peer: str,
     ) -> bool:
         """A ``GET`` route (rule 1); True when sent."""
         route = head.route
         if route in LOG_ROUTES:
-            return await self._send(stream, await self.log_routes.answer(codec, head, number))
+            answer = await self.log_routes.answer(codec, head, number, peer)
+            return await self._send(stream, answer)
         if route is Route.OPENAPI:
             return await self._send(stream, openapi_answer(codec))
         if route is Route.METRICS:

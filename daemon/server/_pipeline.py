@@ -56,7 +56,13 @@ Rules (the contract):
    first; a refusal whose line cannot be written becomes ``AUDIT_FAILED`` (never an
    unrecorded refusal that looks recorded).
 5. Queries (:meth:`Pipeline.answer`): ``list`` and ``health`` are always answered; a
-   transparency request is answered or refused with the transparency log's code.
+   transparency request is answered or refused with the transparency log's code. A proof
+   reads tiles: :meth:`Pipeline.query` computes it off the event loop through
+   :attr:`Pipeline.file_reads` (:mod:`daemon.tlog._served_files` rule 6: its own limiter and
+   deadline, ``BUSY`` past it); the checkpoint is answered from memory. An audit line asked
+   by index, decision id or line digest (:meth:`Pipeline.find_line`) is found by the one
+   guarded lookup (:mod:`daemon.tlog._lookup` rules 5–7), in this process's index or, in a
+   worker, its sequencer's.
 
 Hooks for later work belong in these stages: metrics around each stage, other evaluation
 placements inside ``evaluate``, another front end as another :class:`SubmitTransport`.
@@ -83,11 +89,20 @@ from daemon.server._noise import NoiseLedger
 from daemon.server._peers import PeerLedger
 from daemon.server._resources import trim_heap
 from daemon.tlog import TransparencyLog
+from daemon.tlog._lookup import (
+    IndexFailed,
+    IndexRebuilding,
+    LineLookup,
+    LineNotFound,
+    LineQuery,
+)
 from daemon.tlog._names import DecisionIds
+from daemon.tlog._served_files import FileReads, ReadsStuck
 from daemon.wire._binding import BindingWireError, binding_from_wire
 from daemon.wire._echo import bounded_message, echo
 from daemon.wire._errors import EvidencedError
 from daemon.wire._protocol import (
+    CheckpointRequest,
     Decision,
     ErrorCode,
     ErrorResponse,
@@ -233,6 +248,14 @@ class Pipeline:
         #: A worker of a multi-process daemon answers transparency requests from its
         #: parent's log (:meth:`daemon.server._audit_client.AuditClient.transparency_answer`).
         self.remote_transparency: Callable[[TransparencyRequest], Awaitable[Any]] | None = None
+        #: Reads of the log's files for requests (rule 5; ``daemon.tlog._served_files`` rule 6).
+        self.file_reads = FileReads()
+        #: The guarded line lookup (rule 5): this process's index, or (a worker) the
+        #: sequencer's (:meth:`daemon.server._audit_client.AuditClient.find_line`).
+        self.line_lookup: Callable[[LineQuery], Awaitable[tuple[int, bytes]]] | None = None
+        index = audit.line_index if isinstance(audit, AuditLog) else None
+        if index is not None:
+            self.line_lookup = LineLookup(index, self.file_reads).find
 
     # -- queries and refusals
 
@@ -254,12 +277,37 @@ class Pipeline:
         """:meth:`answer`, with a transparency request answered by the parent's log in a
         worker of a multi-process daemon."""
         remote = self.remote_transparency
-        if remote is None or isinstance(request, ListSessions | HealthRequest):
+        if isinstance(request, ListSessions | HealthRequest):
             return self.answer(request)
         try:
-            return await remote(request)
+            if remote is not None:
+                return await remote(request)
+            if isinstance(request, CheckpointRequest):
+                return self.answer(request)  # from memory
+            return await self.file_reads.run(self.answer, request)  # a proof reads tiles
         except RequestRefused as refused:
             raise Refused(ErrorCode[refused.code], str(refused)) from None
+        except ReadsStuck as stuck:
+            raise Refused(ErrorCode.BUSY, str(stuck)) from None
+
+    async def find_line(self, query: LineQuery) -> tuple[int, bytes]:
+        """``(log index, line)`` of the audit line ``query`` names (rule 5), or
+        :class:`Refused`: ``TRANSPARENCY_DISABLED`` without a lookup, ``UNKNOWN_KIND`` for no
+        such line, ``BUSY`` while the index is rebuilt or a read is stuck, ``INTERNAL`` when
+        the files cannot be read."""
+        lookup = self.line_lookup
+        if lookup is None:
+            raise Refused(ErrorCode.TRANSPARENCY_DISABLED, "this daemon keeps no lookup index")
+        try:
+            return await lookup(query)
+        except RequestRefused as refused:  # a worker: the sequencer's refusal
+            raise Refused(ErrorCode[refused.code], str(refused)) from None
+        except LineNotFound as error:
+            raise Refused(ErrorCode.UNKNOWN_KIND, str(error)) from None
+        except (IndexRebuilding, ReadsStuck) as busy:
+            raise Refused(ErrorCode.BUSY, str(busy)) from None
+        except (IndexFailed, OSError) as error:
+            raise Refused(ErrorCode.INTERNAL, f"the audit log cannot be read: {error}") from None
 
     async def refusal(
         self,

@@ -17,8 +17,13 @@ Rules (the contract):
    from reading the next frame: it goes into the next group commit.
 2. ``["s", figures]``: the worker's figures (connections, in flight, counters), kept on the
    link; the last ones a worker sent survive it (for ``daemon_stop``'s totals).
-3. ``["q", id, kind, ...]``: a transparency request, answered ``["q", id, true, payload]`` or
-   ``["q", id, false, [code, message]]`` from the one transparency log.
+3. ``["q", id, kind, ...]``: a transparency request (``checkpoint``, ``inclusion``,
+   ``consistency``) or an entry lookup (``entry``, ``index``, ``decision_id``,
+   ``line_digest``: ``[log index, line]``), answered ``["q", id, true, payload]`` or
+   ``["q", id, false, [code, message]]`` from the one transparency log and its lookup index.
+   Each is answered by a task of its own, so a slow one never stops the link from reading
+   the next frame; proofs and lookups read files through the one guarded way
+   (:mod:`daemon.tlog._served_files` rule 6: its own limiter and deadline, ``BUSY`` past it).
 4. ``["ready", index, pid]``: the worker serves (its listeners accept).
 5. :meth:`Sequencer.state` is what every worker is pushed (``["c", state]``): the log's
    failure reason and status, the transparency status, and every worker's figures.
@@ -48,6 +53,15 @@ from daemon.retention._publish import PublishLoop
 from daemon.server._ipc import FrameError, FrameReader, FrameWriter
 from daemon.server._publishing import publish_status
 from daemon.tlog import TransparencyLog
+from daemon.tlog._lookup import (
+    IndexFailed,
+    IndexRebuilding,
+    LineLookup,
+    LineNotFound,
+    LineQuery,
+    LookupInvalid,
+)
+from daemon.tlog._served_files import FileReads, ReadsStuck
 from daemon.wire import _logs as logs
 
 __all__ = ["Link", "Sequencer"]
@@ -88,6 +102,11 @@ class Sequencer:
     def __init__(self, audit: AuditLog, transparency: TransparencyLog | None) -> None:
         self.audit = audit
         self.transparency = transparency
+        #: Reads of the log's files for the workers' queries (rule 3).
+        self.reads = FileReads()
+        index = audit.line_index
+        #: The entry lookup over the audit log's index (rule 3), with a transparency log.
+        self.lookup = None if index is None else LineLookup(index, self.reads)
         #: The transparency log's publisher (health shows it), when the log is published.
         self.publisher: PublishLoop | None = None
         #: Figures of workers no longer running, added to the totals (rule 2).
@@ -118,7 +137,7 @@ class Sequencer:
                     elif kind == "s":
                         link.figures = message[1]
                     elif kind == "q":
-                        await link.writer.send(self._query(message))
+                        nursery.start_soon(self._answer_query, link, message)
                     elif kind == "ready":
                         link.ready.set()
                     else:
@@ -160,7 +179,10 @@ class Sequencer:
         link.frames += 1
         await link.writer.send(["a", acks])
 
-    def _query(self, message: list[Any]) -> list[Any]:
+    async def _answer_query(self, link: Link, message: list[Any]) -> None:
+        await link.writer.send(await self._query(message))
+
+    async def _query(self, message: list[Any]) -> list[Any]:
         """Rule 3."""
         ident, kind, args = message[1], message[2], message[3:]
         log = self.transparency
@@ -168,19 +190,40 @@ class Sequencer:
             if kind == "checkpoint":
                 payload: Any = checkpoint_answer(log)
             elif kind == "inclusion":
-                payload = inclusion_answer(log, int(args[0]), int(args[1]))
+                payload = await self.reads.run(inclusion_answer, log, int(args[0]), int(args[1]))
+            elif kind == "consistency":
+                payload = await self.reads.run(consistency_answer, log, int(args[0]), int(args[1]))
             else:
-                payload = consistency_answer(log, int(args[0]), int(args[1]))
+                payload = await self._entry(args)
         except RequestRefused as refused:
             return ["q", ident, False, [refused.code, str(refused)]]
+        except (ReadsStuck, IndexRebuilding) as busy:
+            return ["q", ident, False, ["BUSY", str(busy)]]
         return ["q", ident, True, payload]
+
+    async def _entry(self, args: list[Any]) -> list[Any]:
+        """An entry lookup (rule 3) by the one guarded lookup (``daemon.tlog._lookup``)."""
+        if self.lookup is None:
+            raise RequestRefused("TRANSPARENCY_DISABLED", "this daemon keeps no lookup index")
+        try:
+            query = LineQuery(index=args[0], decision_id=args[1], line_digest=args[2])
+            index, line = await self.lookup.find(query)
+        except LookupInvalid as error:
+            raise RequestRefused("HEADER_INVALID", str(error)) from None
+        except LineNotFound as error:
+            raise RequestRefused("UNKNOWN_KIND", str(error)) from None
+        except (IndexFailed, OSError) as error:
+            raise RequestRefused("INTERNAL", f"the audit log cannot be read: {error}") from None
+        return [index, line.decode("utf-8")]
 
     def state(self, workers: list[dict[str, Any]]) -> dict[str, Any]:
         """Rule 5."""
         return {
             "failure_reason": self.audit.failure_reason or self.audit.alarm,
             "audit": self.audit.status(),
-            "transparency": publish_status(transparency_status(self.transparency), self.publisher),
+            "transparency": publish_status(
+                transparency_status(self.transparency, self.audit.line_index), self.publisher
+            ),
             "sequencer_pid": os.getpid(),
             "workers": workers,
         }

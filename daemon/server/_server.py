@@ -224,7 +224,13 @@ class Server:
                 key: self.counters[f"outcome:{key}"] for key in ("PASS", "FAIL", "UNKNOWN")
             },
             "audit": self.audit.status() if self.audit is not None else None,
-            "transparency": publish_status(transparency_status(self.transparency), self.publisher),
+            "transparency": publish_status(
+                transparency_status(
+                    self.transparency,
+                    self.audit.line_index if isinstance(self.audit, AuditLog) else None,
+                ),
+                self.publisher,
+            ),
             "retention": self._retention.status(),
             "noise": self._pipeline.noise.status() if self._pipeline is not None else None,
             "metrics": self.metrics.snapshot(),
@@ -354,6 +360,8 @@ class Server:
             self._pipeline.on_decision = self.metrics.on_decision
             if self.role is not None:
                 self._pipeline.remote_transparency = self.role.client.transparency_answer
+                if config.transparency is not None:
+                    self._pipeline.line_lookup = self.role.client.find_line
             audit.on_batch = self.metrics.observe_audit_batch
             async with self._retention.running():  # opens the evidence stores
                 await self._run_with_audit(audit, self._pipeline, task_status)

@@ -17,7 +17,10 @@ Rules (the contract):
 3. :class:`TileEdge` is the tree's right edge: the hashes of the incomplete tile of every
    level. Appending leaf hashes yields the full tiles that became complete (written once,
    immutable); :meth:`TileEdge.partial_tiles` yields the partial tiles of the current size.
-4. :class:`TileDirectory` writes a tile file atomically (a temporary file in the same
+4. :class:`TileDirectory` reads every file through :mod:`daemon.tlog._served_files` (rules
+   1–5 there: walked from the directory without following a link, regular files only, at most
+   :data:`MAX_FILE_BYTES` for a tile or bundle); a file that is absent or refused reads as
+   none (``None``). It writes a tile file atomically (a temporary file in the same
    directory, then ``rename``: a reader sees a whole file or none), ``fsync``-ing the file and
    its directory when asked. A full tile or bundle that already exists is compared, never
    overwritten: different bytes raise :class:`TileMismatch`.
@@ -38,6 +41,7 @@ from pathlib import Path
 from typing import Final
 
 from daemon.tlog._merkle import HASH_SIZE, reduce_perfect, root_from_perfect_subtrees
+from daemon.tlog._served_files import NotServed, read_regular
 from daemon.wire._errors import PeerError
 
 TILE_HEIGHT: Final = 8
@@ -45,6 +49,12 @@ TILE_WIDTH: Final = 1 << TILE_HEIGHT
 FULL_TILE_BYTES: Final = TILE_WIDTH * HASH_SIZE
 #: ``tile/entries/...``: entries of a bundle are length-prefixed by a uint16.
 MAX_ENTRY_BYTES: Final = 0xFFFF
+#: The largest file of the layout, a full entry bundle: what a read of one may return.
+MAX_FILE_BYTES: Final = TILE_WIDTH * (2 + MAX_ENTRY_BYTES)
+#: The largest tile index a path may name (rule 1): what a tree of 2^63 leaves needs, and
+#: the length of the longest path, so a request's text is bounded before it is converted.
+MAX_INDEX: Final = (1 << 63) - 1
+_MAX_PATH_CHARS: Final = len(f"tile/entries/{'x000/' * 6}000.p/255")
 ENTRIES: Final = "entries"
 _sha256 = hashlib.sha256
 
@@ -74,7 +84,7 @@ def _index_path(index: int) -> str:
 
 def tile_path(level: int | str, index: int, width: int = TILE_WIDTH) -> str:
     """The path of a tile (``level`` an int) or entry bundle (``level == "entries"``)."""
-    if index < 0 or not 1 <= width <= TILE_WIDTH:
+    if not 0 <= index <= MAX_INDEX or not 1 <= width <= TILE_WIDTH:
         raise TileError(f"no tile with index {index} and width {width}")
     if level != ENTRIES and (type(level) is not int or not 0 <= level <= 63):
         raise TileError(f"no tile level {level!r}")
@@ -89,7 +99,10 @@ _PATH_RE: Final = re.compile(
 
 
 def parse_tile_path(path: str) -> tuple[int | str, int, int]:
-    """``(level, index, width)`` of a path written by :func:`tile_path`."""
+    """``(level, index, width)`` of a path written by :func:`tile_path`; the text's length
+    is bounded before its numbers are converted."""
+    if len(path) > _MAX_PATH_CHARS:
+        raise TileError(f"not a tile path (over {_MAX_PATH_CHARS} characters)")
     match = _PATH_RE.fullmatch(path)
     if match is None:
         raise TileError(f"not a tile path: {path!r}")
@@ -97,6 +110,8 @@ def parse_tile_path(path: str) -> tuple[int | str, int, int]:
     if groups and groups[0] == "000":
         raise TileError(f"not a tile path (leading zero group): {path!r}")
     index = int("".join(groups) + match["last"])
+    if index > MAX_INDEX:
+        raise TileError(f"not a tile path (index over {MAX_INDEX}): {path!r}")
     width = int(match["width"]) if match["width"] else TILE_WIDTH
     if match["width"] and width >= TILE_WIDTH:
         raise TileError(f"not a tile path (partial width {width}): {path!r}")
@@ -229,17 +244,15 @@ class TileDirectory:
         return self.root / tile_path(level, index, width)
 
     def read(self, level: int | str, index: int, width: int = TILE_WIDTH) -> bytes | None:
-        """The tile's bytes, or ``None`` if there is no such file."""
-        try:
-            return self.path(level, index, width).read_bytes()
-        except FileNotFoundError:
-            return None
+        """The tile's bytes, or ``None`` if there is no such file (rule 4)."""
+        return self.read_file(tile_path(level, index, width))
 
     def read_file(self, relative: str) -> bytes | None:
-        """The bytes of ``root/relative`` (e.g. ``checkpoint``), or ``None`` if absent."""
+        """The bytes of ``root/relative`` (e.g. ``checkpoint``), or ``None`` if it is absent
+        or refused (rule 4; ``daemon.tlog._served_files`` rules 1–5)."""
         try:
-            return (self.root / relative).read_bytes()
-        except FileNotFoundError:
+            return read_regular(self.root, relative, MAX_FILE_BYTES)
+        except (FileNotFoundError, NotServed):
             return None
 
     def write_atomic(
@@ -377,6 +390,8 @@ __all__ = [
     "ENTRIES",
     "FULL_TILE_BYTES",
     "MAX_ENTRY_BYTES",
+    "MAX_FILE_BYTES",
+    "MAX_INDEX",
     "TILE_HEIGHT",
     "TILE_WIDTH",
     "TileDirectory",
