@@ -231,14 +231,7 @@ def attach(audit: AuditLog, tree: TransparencyLog) -> None:
     """Rule 3: ``tree`` takes ``audit``'s lines from now on; its tiles on disk are verified
     against the lines in the background."""
     audit.transparency = tree
-    index = LineIndex(
-        audit.path,
-        first_seq=audit._file_first_seq,
-        durable_seq=audit.durable.seq,
-        durable_size=audit._size,
-    )
-    audit.line_index = index
-    index.start_rebuild()
+    attach_index(audit).start_rebuild()
     audit.tree_background = start_tree(
         audit.path,
         tree.directory,
@@ -246,6 +239,19 @@ def attach(audit: AuditLog, tree: TransparencyLog) -> None:
         tree.signer.verifier(),
         after=audit.background,
     )
+
+
+def attach_index(audit: AuditLog) -> LineIndex:
+    """The lookup index of ``audit`` (rule 3), fed from now on; its rebuild of the lines
+    already on disk is the caller's to start (:meth:`LineIndex.start_rebuild`)."""
+    index = LineIndex(
+        audit.path,
+        first_seq=audit._file_first_seq,
+        durable_seq=audit.durable.seq,
+        durable_size=audit._size,
+    )
+    audit.line_index = index
+    return index
 
 
 # --------------------------------------------------------------------------- requests
