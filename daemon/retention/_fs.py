@@ -24,12 +24,14 @@ Rules (in addition to :mod:`daemon.retention._store`'s):
    Its modification time is refreshed (at most once a minute) so ``store gc``'s grace period
    protects evidence whose decision is still in flight.
 5. Every path is walked one component at a time from the root's descriptor (``openat`` with
-   ``O_DIRECTORY | O_NOFOLLOW``): a symbolic link, or anything but a directory, at ``ab`` or
+   ``O_DIRECTORY | O_NOFOLLOW``: the one guarded step of :mod:`daemon.tlog._served_files`,
+   rule 2 there): a symbolic link, or anything but a directory, at ``ab`` or
    ``ab/cd`` is :class:`UnsafeStorePath` (code ``STORE_PATH_UNSAFE``) and nothing is read or
    written through it, so no object ever lands outside the root.
 6. Objects are opened ``O_NOFOLLOW | O_NONBLOCK`` and must then be regular files
-   (``fstat``): a symbolic link, a FIFO, a socket or a device in an object's place is
-   :class:`ObjectCorrupt`, answered at once (a FIFO never blocks the opening thread).
+   (``fstat``; :func:`daemon.tlog._served_files.open_regular`, rule 3 there): a symbolic
+   link, a FIFO, a socket or a device in an object's place is :class:`ObjectCorrupt`,
+   answered at once (a FIFO never blocks the opening thread).
 """
 
 from __future__ import annotations
@@ -56,13 +58,13 @@ from daemon.retention._store import (
     UnsafeStorePath,
     hex_of,
 )
+from daemon.tlog._served_files import SYMLINK, NotServed, open_directory, open_regular
 
 __all__ = ["FilesystemStore"]
 
 _TEMPORARY_PREFIX: Final = ".tmp-"
 _REFRESH_SECONDS: Final = 60.0
 _SYNCED_MEMORY: Final = 65_536
-_READ_FLAGS: Final = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _DIRECTORY_FLAGS: Final = (
     os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 )
@@ -130,21 +132,15 @@ class FilesystemStore:
         return current
 
     def _open_component(self, parent: int, part: str, walked: list[str]) -> int:
+        """One step of the walk: ``daemon.tlog._served_files.open_directory`` (rule 5)."""
         try:
-            return os.open(part, _DIRECTORY_FLAGS, dir_fd=parent)
-        except OSError as error:
-            if error.errno in (errno.ELOOP, errno.ENOTDIR):
-                where = "/".join([*walked, part])
-                kind = "not a directory"
-                with contextlib.suppress(OSError):
-                    if stat.S_ISLNK(os.stat(part, dir_fd=parent, follow_symlinks=False).st_mode):
-                        kind = "a symbolic link"
-                raise UnsafeStorePath(
-                    f"store {self.id}: STORE_PATH_UNSAFE: {where} is {kind}; nothing is read "
-                    "or written through it (remove it: every directory in the store must be "
-                    "a real directory)"
-                ) from None
-            raise
+            return open_directory(parent, part, "/".join([*walked, part]))
+        except NotServed as unsafe:
+            raise UnsafeStorePath(
+                f"store {self.id}: STORE_PATH_UNSAFE: {unsafe.where} is {unsafe.kind}; nothing "
+                "is read or written through it (remove it: every directory in the store must "
+                "be a real directory)"
+            ) from None
 
     # -- put
 
@@ -202,36 +198,19 @@ class FilesystemStore:
         return created
 
     def _open_object(self, name: str, hexdigest: str, directory: int) -> int:
-        """Rule 6: a descriptor of a regular file, ``FileNotFoundError`` when absent."""
+        """Rule 6 (``daemon.tlog._served_files.open_regular``): a descriptor of a regular
+        file, ``FileNotFoundError`` when absent."""
         try:
-            fd = os.open(hexdigest, _READ_FLAGS, dir_fd=directory)
-        except FileNotFoundError:
-            raise
-        except OSError as error:
-            if error.errno == errno.ELOOP:
+            return open_regular(directory, hexdigest)
+        except NotServed as refused:
+            if refused.kind == SYMLINK:
                 raise ObjectCorrupt(
                     f"store {self.id}: object {name} is a symbolic link (corrupt)"
                 ) from None
-            try:  # a socket (ENXIO) or another special file that refuses to open
-                mode = os.stat(hexdigest, dir_fd=directory, follow_symlinks=False).st_mode
-            except OSError:
-                raise error from None
-            self._require_regular(name, mode)
-            raise
-        try:
-            self._require_regular(name, os.fstat(fd).st_mode)
-            os.set_blocking(fd, True)
-        except BaseException:
-            os.close(fd)
-            raise
-        return fd
-
-    def _require_regular(self, name: str, mode: int) -> None:
-        if not stat.S_ISREG(mode):
             raise ObjectCorrupt(
                 f"store {self.id}: object {name} is not a regular file "
-                f"({_KINDS.get(stat.S_IFMT(mode), 'a special file')}; corrupt, never read)"
-            )
+                f"({refused.kind}; corrupt, never read)"
+            ) from None
 
     def _verify_present(self, name: str, hexdigest: str, directory: int, data: bytes) -> None:
         """Rule 4; ``FileNotFoundError`` when absent."""
@@ -403,15 +382,6 @@ class FilesystemStore:
         finally:
             os.close(directory)
         return True
-
-
-_KINDS: Final = {
-    stat.S_IFIFO: "a FIFO",
-    stat.S_IFSOCK: "a socket",
-    stat.S_IFCHR: "a character device",
-    stat.S_IFBLK: "a block device",
-    stat.S_IFDIR: "a directory",
-}
 
 
 def _is_hex_pair(name: str) -> bool:

@@ -1,8 +1,11 @@
 """The audit log as a signed transparency log (``docs/spec/transparency.md``).
 
-A pure library (files and cryptography, no sockets, no trio, nothing of the session or the
+A pure library (files and cryptography, no sockets, nothing of the session or the
 mechanisms): RFC 9162 Merkle tree and proofs, C2SP ``tlog-tiles`` storage, C2SP signed notes,
-checkpoints and cosignatures, decision receipts, whole-log verification and a monitor.
+checkpoints and cosignatures, decision receipts, whole-log verification and a monitor; and the
+one guarded way to read a file it serves (``_served_files``, whose reads for requests run under
+a trio limiter of their own: the one use of trio here) and to look an audit line up
+(``_lookup``).
 The audit log writer (:mod:`daemon.audit._audit`) and the protocol use it; nothing here imports
 them.
 
