@@ -17,12 +17,14 @@ Rules (the contract):
 4. Nothing found is :class:`LineNotFound`; a file that cannot be read is ``OSError``.
 5. The index (:class:`LineIndex`) lives where the lines are committed (the audit writer, in
    the one process that owns the log: the sequencer under ``--workers N``) and holds, for
-   every line, its offset in its file, and a 32-bit keyed fingerprint (BLAKE2b under a key
-   drawn at start, so no one can aim collisions) of its top-level ``decision_id``, if any, and
-   of its ``line_digest``, in one table with linear hashing (buckets of about
-   :data:`BUCKET_LOAD` entries split one at a time as it grows: no pause to rehash). A
+   every line, its offset in its file, and a 32-bit keyed fingerprint (Python's SipHash of
+   the value behind 16 random bytes drawn at start, so no one can aim collisions) of its
+   top-level ``decision_id``, if any, and of its ``line_digest``, in one table with linear
+   hashing (buckets of about :data:`BUCKET_LOAD` entries split one at a time as it grows: no
+   pause to rehash). A
    lookup is O(1): one bucket searched in C, then only the lines whose fingerprint matches are
-   read. It costs about 30 bytes a line (``docs/benchmarks.md``: measured for 1M lines).
+   read. It costs about 40 bytes a line (8 for the offset, 12 per key: a 4-byte fingerprint
+   and an 8-byte ``seq``; 38 MiB for 1M lines, ``docs/benchmarks.md``).
 6. It is fed by the writer with every line right after the line is durable
    (:meth:`LineIndex.add`, with the line's offset in its file: 0 starts a new file) and rebuilt
    at start in a background thread of its own (:meth:`LineIndex.rebuild`) from the lines
@@ -46,7 +48,6 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import hashlib
 import json
 import os
 import re
@@ -57,7 +58,7 @@ from array import array
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import attrs
 
@@ -94,7 +95,7 @@ MAX_LINE_BYTES: Final = 64 * 1024 * 1024
 LOOKUP_SLOTS: Final = 8
 LOOKUP_SLOTS_PER_PEER: Final = 2
 _READ_STEP: Final = 1 << 14
-_REBUILD_CHUNK: Final = 1 << 20
+_REBUILD_CHUNK: Final = 1 << 18
 _DECISION_KEY: Final = b'"decision_id":"'
 _SEAL_KEY: Final = b',"line_digest":"'
 _DIGEST_CHARS: Final = len("sha256:") + 64
@@ -270,7 +271,9 @@ class _Table:
         return bucket
 
     def add(self, fingerprint: int, seq: int) -> None:
-        bucket = self._bucket(fingerprint)
+        bucket = fingerprint & ((1 << self._level) - 1)
+        if bucket < self._split:
+            bucket = fingerprint & ((2 << self._level) - 1)
         self._fingerprints[bucket].append(fingerprint)
         self._seqs[bucket].append(seq)
         self.count += 1
@@ -352,8 +355,7 @@ class LineIndex:
     # -- filling it
 
     def _fingerprint(self, person: bytes, value: bytes) -> int:
-        digest = hashlib.blake2b(value, digest_size=4, key=self._key, person=person).digest()
-        return int.from_bytes(digest, "big")
+        return hash(self._key + person + value) & 0xFFFFFFFF
 
     def _put(self, seq: int, line: bytes) -> None:
         """(under the lock) The keys of line ``seq`` (no newline) into the table."""
@@ -440,7 +442,7 @@ class LineIndex:
 
     # -- asking it
 
-    def status(self) -> dict[str, object]:
+    def status(self) -> dict[str, Any]:
         """What ``health`` shows of it (``transparency.lookup_index``)."""
         with self._lock:
             lines = len(self._offsets)

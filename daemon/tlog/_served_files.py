@@ -56,14 +56,18 @@ from daemon.wire import _logs as logs
 from daemon.wire._errors import Busy, ServiceError
 
 __all__ = [
+    "KINDS",
     "MAX_PATH",
     "READ_DEADLINE",
     "READ_SLOTS",
+    "SYMLINK",
     "FileReads",
     "NotServed",
     "ReadsStuck",
+    "kind_of",
     "open_directory",
     "open_regular",
+    "open_under",
     "read_regular",
     "refusals",
 ]
@@ -255,11 +259,6 @@ class FileReads:
     def __init__(self, slots: int = READ_SLOTS, deadline: float = READ_DEADLINE) -> None:
         self.limiter = trio.CapacityLimiter(slots)
         self.deadline = deadline
-
-    @property
-    def stuck(self) -> int:
-        """Reads abandoned past their deadline, in this process."""
-        return _stuck.total
 
     async def run(self, fn: Callable[..., T], *args: object) -> T:
         """``fn(*args)`` in a thread under :attr:`limiter` within :attr:`deadline`, else
