@@ -345,12 +345,15 @@ class LineIndex:
         self._starts = [first for first, _, _ in self._archives] + [first_seq]
         self._live = (first_seq, durable_size)
         self._live_fd: int | None = None
-        if durable_size:
-            self._live_fd = open_under(log.parent, log.name)  # rule 6: before any rotation
         self.rebuilt = durable_seq == 0
         self.indexed = 0
         self.failure: str | None = None
         self.rebuild_error: str | None = None
+        if durable_size:
+            try:
+                self._live_fd = open_under(log.parent, log.name)  # rule 6: before a rotation
+            except (OSError, NotServed) as error:
+                self.rebuild_error = f"{log}: {error}"
 
     # -- filling it
 
