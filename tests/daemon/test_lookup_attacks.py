@@ -96,22 +96,30 @@ def big_log(tmp_path: Path, key: Path) -> Iterator[tuple[LiveDaemon, list[dict[s
         live.cleanup()
 
 
-def _attack(live: LiveDaemon, source: str, ids: list[str], stop: threading.Event) -> list[int]:
+class _Attack:
     """Eight keep-alive connections from ``source`` asking, back to back, absent decision ids
-    and present ones (which hold a read slot); the statuses they got."""
-    statuses: list[int] = []
+    and present ones (which hold a read slot), until :meth:`stop`; ``statuses`` they got."""
 
-    def one(number: int) -> None:
-        with socket.create_connection(live.http, timeout=30, source_address=(source, 0)) as sock:
-            while not stop.is_set():
-                present = ids[(number * 977 + len(statuses)) % len(ids)]
+    def __init__(self, live: LiveDaemon, source: str, ids: list[str]) -> None:
+        self.live, self.source, self.ids = live, source, ids
+        self.statuses: list[int] = []
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._one, args=(n,)) for n in range(8)]
+        for thread in self._threads:
+            thread.start()
+
+    def _one(self, number: int) -> None:
+        address = (self.source, 0)
+        with socket.create_connection(self.live.http, timeout=30, source_address=address) as sock:
+            while not self._stop.is_set():
+                present = self.ids[(number * 977 + len(self.statuses)) % len(self.ids)]
                 for query in (f"decision_id={uuid.uuid4()}", f"decision_id={present}"):
-                    statuses.append(_ask(sock, query)[0])
+                    self.statuses.append(_ask(sock, query)[0])
 
-    threads = [threading.Thread(target=one, args=(n,), daemon=True) for n in range(8)]
-    for thread in threads:
-        thread.start()
-    return statuses
+    def stop(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(60)
 
 
 def test_absent_id_lookups_from_two_peers_never_lock_an_honest_lookup_out(
@@ -119,10 +127,9 @@ def test_absent_id_lookups_from_two_peers_never_lock_an_honest_lookup_out(
 ) -> None:
     live, records = big_log
     ids = [record["decision_id"] for record in records]
-    stop = threading.Event()
-    attackers = [_attack(live, source, ids, stop) for source in ("127.0.0.2", "127.0.0.3")]
+    attackers = [_Attack(live, source, ids) for source in ("127.0.0.2", "127.0.0.3")]
     try:
-        while min(map(len, attackers)) < 50:  # both attacks under way
+        while min(len(attack.statuses) for attack in attackers) < 50:  # both under way
             trio.run(trio.sleep, 0.02)
         honest = []
         with live.connect(timeout=30) as sock:
@@ -133,9 +140,10 @@ def test_absent_id_lookups_from_two_peers_never_lock_an_honest_lookup_out(
                     assert json.loads(document["line"])["seq"] == record["seq"]
                     assert document["log_index"] == record["seq"] - 1
     finally:
-        stop.set()
+        for attack in attackers:
+            attack.stop()
     assert honest == [200] * 22
-    assert set(attackers[0]) | set(attackers[1]) <= {200, 404, 503}
+    assert {*attackers[0].statuses, *attackers[1].statuses} <= {200, 404, 503}
 
 
 @pytest.mark.parametrize("workers", [1, 2])
