@@ -18,11 +18,22 @@ Rules (the contract):
    either capped by ``idle_timeout``). A failed handshake is closed unanswered and unaudited
    (it made no request); one that times out is also a strike against the peer. A verified
    client certificate adds ``requester.tls_client``.
-3. Authentication (:meth:`ConnectionCore.authenticate`). With a ``tokens_file``, a TCP
-   requester must present one of its tokens; its name becomes ``requester.token``. A Unix
-   socket keeps its peer credentials and needs none. A failed authentication is a strike and,
-   once a peer keeps failing, delayed before it is answered (:mod:`daemon.server._peers` rule
-   4): slowed, then cut off at accept.
+3. Authorisation is a step of every request, not a fact of the connection. With a
+   ``tokens_file``, a TCP requester must present one of its tokens (EVD1: in ``hello``;
+   HTTP: in each request); its name becomes ``requester.token``. A Unix socket keeps its
+   peer credentials and needs none. The core keeps a *generation* of its security
+   (:meth:`ConnectionCore.apply`, called by a reload): a connection remembers the generation
+   it was authorised in and the SHA-256 of the token it presented (never the token), and
+   every later request is authorised against the current generation
+   (:meth:`ConnectionCore.reauthorise` for EVD1, :meth:`ConnectionCore.authenticate` for each
+   HTTP request): the same generation costs one integer compare; a new one re-checks the
+   hash against the current tokens (its name may have changed), and a token a reload removed
+   is refused ``UNAUTHENTICATED`` on that request and the connection closed. An HTTP
+   connection presents a token with each request (behind a proxy, many clients' tokens share
+   one connection): the last one verified in the current generation is taken without hashing
+   again when the next request presents the same ``Authorization`` value. A failed
+   authentication is a strike and, once a peer keeps failing, delayed before it is answered
+   (:mod:`daemon.server._peers` rule 4): slowed, then cut off at accept.
 4. Refusal accounting (:meth:`ConnectionCore.refusal`, docs/operations.md "Refusal
    accounting"). A refusal is one fsync'd audit line only when its request names an
    authenticated requester: on a listener with a ``tokens_file``, one whose token was
@@ -59,6 +70,7 @@ import trio
 from daemon.config._hosting import ServerConfig
 from daemon.config._security import LoadedSecurity
 from daemon.config._tls import peer_identity
+from daemon.config._tokens import bearer_token
 from daemon.server._peers import PeerLedger
 from daemon.server._pipeline import Pipeline, Refused
 from daemon.wire import _logs as logs
@@ -76,15 +88,31 @@ _STRUCK_ALREADY: Final = frozenset({ErrorCode.UNAUTHENTICATED, ErrorCode.IDLE_TI
 
 
 class Connection:
-    """Per-connection bookkeeping the server needs for shutdown and fairness."""
+    """Per-connection bookkeeping the server needs for shutdown, fairness and authorisation."""
 
-    __slots__ = ("codec", "idle_scope", "in_request", "peer")
+    __slots__ = (
+        "asker",
+        "codec",
+        "digest",
+        "generation",
+        "idle_scope",
+        "in_request",
+        "peer",
+        "presented",
+    )
 
     def __init__(self, peer: str) -> None:
         self.peer = peer
         self.idle_scope: trio.CancelScope | None = None
         self.in_request = False
         self.codec: ServerConnection | None = None
+        #: Rule 3: the security generation this connection was last authorised in, the
+        #: SHA-256 of the token it presented (None: none verified), and for HTTP the
+        #: ``Authorization`` value last verified with the requester it made.
+        self.generation = 0
+        self.digest: bytes | None = None
+        self.presented: str | None = None
+        self.asker: dict[str, Any] | None = None
 
     def idle(self) -> bool:
         """No request in progress and no byte of the next frame received."""
@@ -121,6 +149,9 @@ class ConnectionCore:
         self.security = security
         self.first_timeout = min(config.idle_timeout, first_timeout)
         self.https = https
+        #: Rule 3: bumped by every :meth:`apply` (a reload), so each connection's next
+        #: request is authorised against the tokens in force.
+        self.generation = 0
         #: Probes being answered (rule 7).
         self.probes = 0
 
@@ -205,18 +236,65 @@ class ConnectionCore:
         if not self.pipeline.draining:
             self.peers.strike(peer)
 
-    # -- authentication (rule 3)
+    # -- authorisation (rule 3)
+
+    def apply(self, security: LoadedSecurity) -> None:
+        """Serve with ``security`` from now on (a reload): a new generation, so every
+        connection's next request is authorised against it (rule 3)."""
+        self.security = security
+        self.generation += 1
 
     def requires_token(self, requester: dict[str, Any]) -> bool:
         return self.security.tokens is not None and requester.get("transport") == "tcp"
 
-    def authenticate(self, requester: dict[str, Any], token: str | None) -> dict[str, Any] | None:
-        """The requester with its token's name (as is when none is required), or None."""
+    def authenticate(
+        self, connection: Connection, requester: dict[str, Any], token: str | None
+    ) -> dict[str, Any] | None:
+        """The requester with the name of the ``token`` it presents (as is when none is
+        required), or None; remembered on ``connection`` for its later requests (rule 3)."""
         tokens = self.security.tokens
         if tokens is None or not self.requires_token(requester):
             return requester
-        name = tokens.name_of(token)
+        digest, name = tokens.verify(token)
+        connection.generation = self.generation
+        connection.digest = None if name is None else digest
         return None if name is None else {**requester, "token": name}
+
+    def authenticate_bearer(
+        self, connection: Connection, requester: dict[str, Any], authorization: str | None
+    ) -> dict[str, Any] | None:
+        """An HTTP request's :meth:`authenticate` from its ``Authorization`` value: the same
+        value as the last one verified on ``connection`` in this generation is not hashed
+        again (rule 3)."""
+        if (
+            authorization is not None
+            and authorization == connection.presented
+            and connection.generation == self.generation
+        ):
+            return connection.asker
+        asker = self.authenticate(connection, requester, bearer_token(authorization))
+        connection.presented, connection.asker = (
+            (authorization, asker) if asker is not None else (None, None)
+        )
+        return asker
+
+    def reauthorise(
+        self, connection: Connection, requester: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        """The next request of an EVD1 connection authenticated at its ``hello``: the
+        requester as authorised in the current generation, or None when a reload removed its
+        token (rule 3). One integer compare while the generation is the same."""
+        if connection.generation == self.generation:
+            return requester
+        connection.generation = self.generation
+        tokens = self.security.tokens
+        if connection.digest is None or tokens is None or not self.requires_token(requester):
+            return requester
+        name = tokens.name_of_digest(connection.digest)
+        if name is None:
+            connection.digest = None
+            return None
+        return requester if requester.get("token") == name else {**requester, "token": name}
 
     def authenticated(self, requester: dict[str, Any]) -> bool:
         """Whether ``requester`` names an authenticated requester (rule 4)."""

@@ -24,7 +24,8 @@ Rules (the contract):
    nothing at all, is answered ``IDLE_TIMEOUT`` (408), a strike. A body is read under the
    minimum-rate rule within ``idle_timeout`` of its head — never under the head's deadline,
    so a large first request on a fresh connection is not cut at ``header_timeout``.
-3. Submit: the token when the listener has a ``tokens_file`` (``UNAUTHENTICATED``), then one
+3. Submit: the token when the listener has a ``tokens_file`` (``UNAUTHENTICATED``; every
+   request's own, against the tokens in force: core rule 3), then one
    admission by the pipeline's stages (:meth:`Pipeline.submit_body`): the session
    (``UNKNOWN_SESSION``), not draining (``SHUTTING_DOWN``) and a capacity slot, server and
    peer (``BUSY``) before a body byte is read; then the media type (415), the declared
@@ -67,7 +68,6 @@ import trio
 from daemon.config._hosting import HostedSession, ServerConfig
 from daemon.config._http_config import HttpConfig
 from daemon.config._security import LoadedSecurity
-from daemon.config._tokens import bearer_token
 from daemon.server._batch import submit_batch
 from daemon.server._connection import Connection, ConnectionCore, read_at_rate
 from daemon.server._fastpath import RECEIVE_CHUNK, half_close_and_drain, send, stream_fd
@@ -229,7 +229,7 @@ class HttpFrontEnd:
                 return
             started = time.perf_counter_ns()
             number += 1
-            asker = core.authenticate(requester, bearer_token(head.authorization))
+            asker = core.authenticate_bearer(connection, requester, head.authorization)
             try:
                 if head.route in _OPEN_ROUTES and asker is None:
                     await self._read_no_body(stream, codec, deadline)

@@ -257,15 +257,18 @@ class Server:
 
     def apply_security(self, checked: Checked) -> None:
         """Serve with ``checked``'s TLS contexts and tokens from now on (a reload,
-        :mod:`daemon.server._reload`): a connection accepted, or a request authenticated,
-        after this call uses them; one already past its handshake or its token check is not
-        asked again."""
+        :mod:`daemon.server._reload`): a connection accepted after this call gets the new
+        certificates, and every request from now on, on every connection, is authorised
+        against the new tokens (a new generation of each connection core,
+        :mod:`daemon.server._connection` rule 3)."""
         self._security, self._http_security = checked.binary, checked.http
         self.exposed = checked.exposed
         if self._front is not None:  # the front end and its connection core
-            self._front.security = self._front.core.security = checked.binary
+            self._front.security = checked.binary
+            self._front.core.apply(checked.binary)
         if self._http_front is not None:
-            self._http_front.security = self._http_front.core.security = checked.http
+            self._http_front.security = checked.http
+            self._http_front.core.apply(checked.http)
 
     # -- lifecycle
 
