@@ -140,13 +140,26 @@ class ServerTable:
     max_connections: int = attrs.field(
         default=1024,
         metadata=_key(
-            "open connections; more are answered BUSY (lowered to fit the descriptor limit)",
+            "open connections (lowered to fit the descriptor limit); when full, the "
+            "longest-idle keep-alive one is closed for a newcomer, else it is answered BUSY",
             POSITIVE,
         ),
     )
     max_connections_per_peer: int = attrs.field(
         default=0,
-        metadata=_key("per uid / address; 0: a quarter of max_connections", NON_NEGATIVE),
+        metadata=_key(
+            "per uid / address (a full share closes the peer's longest-idle one); "
+            "0: a quarter of max_connections",
+            NON_NEGATIVE,
+        ),
+    )
+    unix_reserved_connections: int = attrs.field(
+        default=0,
+        metadata=_key(
+            "connections only the Unix socket may take (TCP never can); "
+            "0: a sixteenth of max_connections",
+            NON_NEGATIVE,
+        ),
     )
     workers: int | str = attrs.field(
         default=1,

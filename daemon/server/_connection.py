@@ -12,12 +12,13 @@ Rules (the contract):
    handshake (rule 2), then the front end's conversation. One bad connection never kills
    the server: a catch-all logs to stderr and lets the front end answer ``INTERNAL``
    (audited only when a request was in progress). However it ends, the connection leaves
-   the server's registry and its peer's count exactly once, and its stream is closed.
+   the server's table and its peer's count exactly once (:mod:`daemon.server._table`), and
+   its stream is closed.
 2. TLS. With a TLS context on a TCP connection, the handshake must complete within the
    connection's first deadline (``pre_hello_timeout`` for EVD1, ``header_timeout`` for HTTP,
    either capped by ``idle_timeout``). A failed handshake is closed unanswered and unaudited
-   (it made no request); one that times out is also a strike against the peer. A verified
-   client certificate adds ``requester.tls_client``.
+   (it made no request); one that times out is also a strike against the peer (not one
+   evicted: rule 6). A verified client certificate adds ``requester.tls_client``.
 3. Authorisation is a step of every request, not a fact of the connection. With a
    ``tokens_file``, a TCP requester must present one of its tokens (EVD1: in ``hello``;
    HTTP: in each request); its name becomes ``requester.token``. A Unix socket keeps its
@@ -50,8 +51,10 @@ Rules (the contract):
    (:func:`read_at_rate`): by time t after it began, at least ``min_evidence_rate * (t -
    evidence_grace)`` bytes, within the request's own deadline; too slow is ``IDLE_TIMEOUT``.
    Whatever stage it is cut in, an ``IDLE_TIMEOUT`` is a strike (unless the server drains).
-6. Draining: a connection idle between requests when the server drains is closed without an
-   answer (:meth:`Connection.idle` says when).
+6. Draining and eviction: a connection idle between requests when the server drains is
+   closed without an answer (:meth:`Connection.idle` says when); so is one evicted to make
+   room for a newcomer (:mod:`daemon.server._table` rule 4), without a strike either, whatever
+   it was waiting for (its TLS handshake, its next request).
 7. Keep-alive and open routes. A request that names no authenticated requester never keeps
    its connection (:meth:`ConnectionCore.keeps_alive`): a probe of a route that needs no token
    (HTTP ``/health``, ``/ready``) is answered and the connection closed, so idle probes cannot
@@ -62,8 +65,9 @@ Rules (the contract):
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Awaitable, Callable, Iterator
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import trio
 
@@ -76,6 +80,9 @@ from daemon.server._pipeline import Pipeline, Refused
 from daemon.wire import _logs as logs
 from daemon.wire._echo import echo
 from daemon.wire._protocol import ErrorCode, ErrorResponse, Fault, ServerConnection, State
+
+if TYPE_CHECKING:
+    from daemon.server._table import ConnectionTable
 
 __all__ = ["OPEN_ROUTE_BUDGET", "Connection", "ConnectionCore", "read_at_rate"]
 
@@ -94,11 +101,15 @@ class Connection:
         "asker",
         "codec",
         "digest",
+        "evicted",
         "generation",
         "idle_scope",
+        "idle_since",
         "in_request",
         "peer",
         "presented",
+        "probation",
+        "since",
     )
 
     def __init__(self, peer: str) -> None:
@@ -106,6 +117,13 @@ class Connection:
         self.idle_scope: trio.CancelScope | None = None
         self.in_request = False
         self.codec: ServerConnection | None = None
+        #: When it was admitted, and when it was last answered (None: not yet), monotonic.
+        self.since = time.monotonic()
+        self.idle_since: float | None = None
+        #: Its peer was penalized when it was admitted and it has not presented a valid
+        #: token yet (rule 8); closed to make room for a newcomer (:mod:`daemon.server._table`).
+        self.probation = False
+        self.evicted = False
         #: Rule 3: the security generation this connection was last authorised in, the
         #: SHA-256 of the token it presented (None: none verified), and for HTTP the
         #: ``Authorization`` value last verified with the requester it made.
@@ -120,6 +138,30 @@ class Connection:
         return not self.in_request and (
             codec is None or (codec.buffered == 0 and codec.state is State.PREFIX)
         )
+
+    def yields(self) -> bool:
+        """Whether it may be closed to make room for a newcomer (:mod:`daemon.server._table`
+        rule 3): waiting, idle, and answered before or on probation."""
+        return (
+            self.idle_scope is not None
+            and not self.evicted
+            and (self.probation or self.idle_since is not None)
+            and self.idle()
+        )
+
+    def yield_order(self) -> tuple[int, float]:
+        """Which yielding connection goes first: on probation (the oldest), then the longest
+        idle."""
+        if self.probation:
+            return 0, self.since
+        return 1, self.since if self.idle_since is None else self.idle_since
+
+    def evict(self) -> None:
+        """Close it to make room (its slot is already released): its wait is cancelled and
+        its front end closes it without an answer or a strike."""
+        self.evicted = True
+        if self.idle_scope is not None:
+            self.idle_scope.cancel()
 
 
 #: A front end's conversation over a secured stream, with the requester (TLS identity added).
@@ -137,7 +179,7 @@ class ConnectionCore:
         config: ServerConfig,
         pipeline: Pipeline,
         peers: PeerLedger,
-        connections: set[Connection],
+        connections: ConnectionTable,
         security: LoadedSecurity,
         first_timeout: float,
         https: bool = False,
@@ -190,8 +232,7 @@ class ConnectionCore:
                     error=echo(str(failure)),
                 )
         finally:
-            self.connections.discard(connection)
-            self.peers.disconnect(connection.peer)
+            self.connections.release(connection)
             with trio.CancelScope(shield=True), trio.move_on_after(1):
                 await transport.aclose()
 
@@ -216,7 +257,8 @@ class ConnectionCore:
             finally:
                 connection.idle_scope = None
         if scope.cancelled_caught:
-            self.strike(connection.peer)
+            if not connection.evicted:  # rule 6
+                self.strike(connection.peer)
             return None
         identity = peer_identity(tls)
         if identity is not None:
@@ -230,6 +272,12 @@ class ConnectionCore:
 
     def idle_deadline(self) -> float:
         return trio.current_time() + self.config.idle_timeout
+
+    def answered(self, connection: Connection) -> float:
+        """``connection`` was answered and waits for its next request: idle since now (it
+        may yield its slot, :mod:`daemon.server._table`), until the idle deadline returned."""
+        connection.idle_since = time.monotonic()
+        return self.idle_deadline()
 
     def strike(self, peer: str) -> None:
         """An ``IDLE_TIMEOUT`` cut: a strike, unless the server drains."""

@@ -63,6 +63,7 @@ from daemon.server._fastpath import (
 from daemon.server._pairs import Pair, decide_pairs
 from daemon.server._peers import PeerLedger
 from daemon.server._pipeline import Pipeline, Refused
+from daemon.server._table import ConnectionTable
 from daemon.wire import _logs as logs
 from daemon.wire._echo import echo
 from daemon.wire._protocol import (
@@ -98,7 +99,7 @@ class FrontEnd:
         config: ServerConfig,
         pipeline: Pipeline,
         peers: PeerLedger,
-        connections: set[Connection],
+        connections: ConnectionTable,
         server_name: str,
         limits: dict[str, Any],
         security: LoadedSecurity | None = None,
@@ -241,8 +242,8 @@ class FrontEnd:
                     finally:
                         connection.idle_scope = None
             if scope is not None and scope.cancelled_caught:
-                if pipeline.draining and connection.idle():
-                    return
+                if connection.evicted or (pipeline.draining and connection.idle()):
+                    return  # core rule 6
                 core.strike(peer)
                 await self.refuse(
                     stream,
@@ -316,7 +317,7 @@ class FrontEnd:
                 connection.in_request = False
                 if not keep_open or pipeline.draining:
                     return
-                deadline = core.idle_deadline()
+                deadline = core.answered(connection)
                 continue
             elif isinstance(event, SubmitBatch):
                 requester = current
@@ -327,7 +328,7 @@ class FrontEnd:
                 connection.in_request = False
                 if not keep_open or pipeline.draining:
                     return
-                deadline = core.idle_deadline()
+                deadline = core.answered(connection)
                 continue
             elif isinstance(event, ListSessions | HealthRequest | TransparencyRequest):
                 requester = current
@@ -342,7 +343,7 @@ class FrontEnd:
                 return
             if pipeline.draining:
                 return
-            deadline = core.idle_deadline()
+            deadline = core.answered(connection)
 
     async def _submit_batch(
         self,

@@ -87,6 +87,7 @@ from daemon.server._metrics import ServerMetrics
 from daemon.server._openapi import openapi_answer
 from daemon.server._peers import PeerLedger
 from daemon.server._pipeline import Pipeline, Refused
+from daemon.server._table import ConnectionTable
 from daemon.wire import _logs as logs
 from daemon.wire._echo import echo
 from daemon.wire._protocol import (
@@ -134,7 +135,7 @@ class HttpFrontEnd:
         http: HttpConfig,
         pipeline: Pipeline,
         peers: PeerLedger,
-        connections: set[Connection],
+        connections: ConnectionTable,
         security: LoadedSecurity,
         metrics: ServerMetrics,
         readiness: Callable[[], tuple[str, str | None]],
@@ -270,7 +271,7 @@ class HttpFrontEnd:
                 return
             if not keep or not codec.next_cycle() or pipeline.draining:
                 return
-            deadline = core.idle_deadline()
+            deadline = core.answered(connection)
             await trio.lowlevel.checkpoint()  # a fair turn (rule 7)
 
     async def _next_head(
@@ -324,8 +325,8 @@ class HttpFrontEnd:
         codec: HttpServerCodec,
         requester: dict[str, Any],
     ) -> None:
-        if self.pipeline.draining and connection.idle():
-            return
+        if connection.evicted or (self.pipeline.draining and connection.idle()):
+            return  # core rule 6
         if codec.idle() and codec.requests:
             return  # a keep-alive connection that stayed idle: closed without an answer
         self.core.strike(connection.peer)

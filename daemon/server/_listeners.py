@@ -14,9 +14,10 @@ Rules (the contract):
    ``accept`` (``EMFILE``, ``ENFILE``, ``ENOBUFS``, ``ENOMEM``) backs off 0.1 s and is
    reported on stderr at most once per :data:`ACCEPT_FAILURE_REPORT_SECONDS` (with the count)
    and counted in ``accept_failures``; any other accept error ends the server.
-4. Admission (docs/adr/0009 fairness): a connection is admitted while the server holds fewer
-   than ``max_connections``, its peer is not penalized, and its peer holds fewer than its
-   connection cap (in that order; :mod:`daemon.server._peers`). Admitted: registered and counted
+4. Admission (docs/adr/0009 fairness): a connection is admitted when its peer is not
+   penalized (:mod:`daemon.server._peers`) and the connection table has room for it, a
+   yielding connection evicted if need be (its peer's share, the table, the Unix socket's
+   reserve: :mod:`daemon.server._table`). Admitted: registered and counted
    before the next accept, then served in its own task. Refused: ``BUSY``, not audited (it
    made no request), counted as a refusal — at once and synchronously, without a task, when
    it has sent nothing yet (with the listener's own answer: an EVD1 ``error`` frame, an HTTP
@@ -52,6 +53,7 @@ from daemon.config._hosting import ServerConfig
 from daemon.server._fastpath import has_unread, refuse_at_once, refuse_drained
 from daemon.server._frontend import Connection
 from daemon.server._peers import PeerLedger, peer_key, requester_of
+from daemon.server._table import ConnectionTable
 from daemon.wire import _logs as logs
 from daemon.wire._protocol import ErrorCode, ErrorResponse, ServerConnection
 
@@ -193,8 +195,7 @@ class Acceptor:
     def __init__(
         self,
         *,
-        connections: set[Connection],
-        max_connections: int,
+        connections: ConnectionTable,
         peers: PeerLedger,
         counters: Counter[str],
         handlers: trio.Nursery,
@@ -206,7 +207,6 @@ class Acceptor:
         self.connection_factory = connection_factory
         self.refusal_bytes = refusal_bytes or _busy_frame
         self.connections = connections
-        self.max_connections = max_connections
         self.peers = peers
         self.counters = counters
         self.handlers = handlers
@@ -236,17 +236,14 @@ class Acceptor:
         requester = requester_of(stream)
         peer = peer_key(requester)
         cut_off = False
-        if len(self.connections) >= self.max_connections:
-            refusal = f"{self.max_connections} connections open; retry later"
-        elif self.peers.penalized(peer):
+        if self.peers.penalized(peer):
             refusal, cut_off = PENALIZED, True
-        elif not self.peers.connect(peer):
-            refusal = f"{self.peers.connection_cap} connections open from this peer; retry later"
         else:
-            connection = self.connection_factory(peer)
-            self.connections.add(connection)
-            self.handlers.start_soon(self.serve, stream, connection, requester)
-            return
+            admitted = self.connections.admit(peer, self.connection_factory)
+            if not isinstance(admitted, str):
+                self.handlers.start_soon(self.serve, stream, admitted, requester)
+                return
+            refusal = admitted
         if cut_off and refuse_drained(stream, self._answer(stream, refusal)):
             self._count_busy()
             return

@@ -156,6 +156,10 @@ class PeerLedger:
             return True
         return False
 
+    def has_room(self, peer: str) -> bool:
+        """Whether ``peer`` holds fewer connections than its cap (rule 2)."""
+        return self._connections.get(peer, 0) < self.connection_cap
+
     def connect(self, peer: str) -> bool:
         if self._connections[peer] >= self.connection_cap:
             self.refused_connections += 1

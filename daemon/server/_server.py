@@ -84,7 +84,7 @@ from daemon.server._evaluation import (
     Evaluator,
     worker_job_handler,
 )
-from daemon.server._frontend import Connection, FrontEnd
+from daemon.server._frontend import FrontEnd
 from daemon.server._http_server import HttpConnection, HttpFrontEnd, busy_answer
 from daemon.server._listeners import Acceptor, Listening, open_listeners
 from daemon.server._metrics import ServerMetrics
@@ -92,6 +92,7 @@ from daemon.server._peers import PeerLedger
 from daemon.server._pipeline import Pipeline
 from daemon.server._publishing import publish_status, start_publishing, stop_publishing
 from daemon.server._resources import connection_capacity, raise_descriptor_limit
+from daemon.server._table import ConnectionTable, unix_reserve
 from daemon.server._workers import WorkerPool
 from daemon.tlog import TransparencyLog
 from daemon.tlog._names import DecisionIds, replica_fields
@@ -165,7 +166,8 @@ class Server:
         self._pipeline: Pipeline | None = None
         self._shutdown = trio.Event()
         self._handlers_scope: trio.CancelScope | None = None
-        self._connections: set[Connection] = set()
+        #: Every open connection, both front ends (daemon.server._table); sized in run().
+        self._connections = ConnectionTable(config.max_connections, self._peers)
         self._started_ns = time.monotonic_ns()
         self._start_recorded = False
         self.counters: Counter[str] = Counter()
@@ -214,6 +216,8 @@ class Server:
             "uptime_ns": time.monotonic_ns() - self._started_ns,
             "connections": len(self._connections),
             "max_connections": self.max_connections,
+            "unix_reserved_connections": self._connections.unix_reserve,
+            "evicted_connections": self._connections.evicted,
             "in_flight": self._capacity.borrowed_tokens,
             "max_in_flight": self.config.max_in_flight,
             "peers": self._peers.status(),
@@ -295,6 +299,7 @@ class Server:
             config.max_connections, raise_descriptor_limit(), workers
         )
         self._peers.connection_cap = config.peer_connection_cap(self.max_connections)
+        self._connections.capacity = self.max_connections
         # The same checks as config check, serve --check and a reload (daemon.config._checks),
         # on the listeners that will serve (inherited ones included).
         checked = check_listeners(config, self.inherited)
@@ -402,6 +407,11 @@ class Server:
     ) -> None:
         listening = await open_listeners(self.config, self.inherited)
         self.tcp_address, self.unix_path = listening.tcp_address, listening.unix_path
+        if any(listener.socket.family == stdlib_socket.AF_UNIX for listener in listening.listeners):
+            # The Unix socket's slots TCP cannot take (daemon.server._table rule 1).
+            self._connections.unix_reserve = unix_reserve(
+                self.config.unix_reserved_connections, self.max_connections
+            )
         http_listeners: list[trio.SocketListener] = []
         try:
             http = self.config.http
@@ -488,7 +498,6 @@ class Server:
                 self._handlers_scope = handlers.cancel_scope
                 acceptor = Acceptor(
                     connections=self._connections,
-                    max_connections=self.max_connections,
                     peers=self._peers,
                     counters=self.counters,
                     handlers=handlers,
@@ -544,7 +553,6 @@ class Server:
         tls = self._http_security.ssl_context is not None
         return Acceptor(
             connections=self._connections,
-            max_connections=self.max_connections,
             peers=self._peers,
             counters=self.counters,
             handlers=handlers,

@@ -335,8 +335,10 @@ def test_a_stopped_worker_holds_the_applied_line_until_it_is_gone(
 
     def replaced_on_generation_1() -> bool:
         entry = {w["index"]: w for w in daemon.health()["workers"]}.get(0, {})
-        return entry.get("alive") is True and entry.get("pid") != victim["pid"] and (
-            entry.get("generation") == 1
+        return (
+            entry.get("alive") is True
+            and entry.get("pid") != victim["pid"]
+            and (entry.get("generation") == 1)
         )
 
     _wait_for(replaced_on_generation_1, "worker 0 replaced on generation 1")
