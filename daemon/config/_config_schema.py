@@ -234,6 +234,13 @@ class HttpTable:
             POSITIVE_SECONDS,
         ),
     )
+    trusted_proxies: tuple[str, ...] = attrs.field(
+        factory=tuple,
+        metadata=_key(
+            "CIDRs of proxies whose PROXY protocol header or `X-Forwarded-For` names the "
+            "client (docs/deployment.md); from any other peer both are ignored"
+        ),
+    )
 
 
 @attrs.frozen
@@ -345,6 +352,8 @@ def unstructure_config(config: ConfigFile) -> dict[str, Any]:
     value: dict[str, Any] = CONFIG_CONVERTER.unstructure(config)
     for table in value["sessions"].values():
         table["mechanisms"] = list(table["mechanisms"])
+    if value.get("http") is not None:
+        value["http"]["trusted_proxies"] = list(value["http"]["trusted_proxies"])
     return value
 
 
@@ -377,7 +386,8 @@ def _type_label(kind: Any) -> str:
 def _default_of(field: attrs.Attribute[Any]) -> Any:
     default: Any = field.default
     if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
-        return default.factory()
+        made = default.factory()
+        return list(made) if type(made) is tuple else made  # as TOML states an array
     return None if default is attrs.NOTHING else default
 
 

@@ -60,6 +60,22 @@ Rules (the contract):
    (HTTP ``/health``, ``/ready``) is answered and the connection closed, so idle probes cannot
    hold connection slots; at most :data:`OPEN_ROUTE_BUDGET` probes are answered at once per
    listener (:meth:`ConnectionCore.probing`; more are ``BUSY``, noise).
+8. Probation (:mod:`daemon.server._peers` rule 5: a valid token is never refused for someone
+   else's strikes). A penalized peer's connection on a listener that takes tokens is admitted
+   on probation (:attr:`Connection.probation`): its first deadline, TLS handshake and first
+   request each, is at most :data:`~daemon.server._peers.PROBATION_SECONDS`; a valid token
+   lifts it. Every refusal of a request that names no authenticated requester while its peer
+   is penalized — no or a wrong token, a probe, garbage, a stall — is answered ``BUSY`` with
+   the cut-off message instead (:meth:`ConnectionCore.refusal`): noise, no strike, no delay,
+   the peer's window restarted. A request with a valid token is served as any.
+9. Trusted proxies (HTTP, ``[http] trusted_proxies``; :mod:`daemon.server._proxy`). A
+   connection from a trusted proxy is first read for a PROXY header (before TLS, within its
+   first deadline): the client it names becomes the connection's peer (its share, probation
+   when penalized; over its share with none of its own connections yielding, or cut off
+   without a token listener, the connection is closed unanswered, ``BUSY``), and the
+   requester's ``client``; a malformed header closes it unanswered. Then each request's
+   ``X-Forwarded-For`` (:meth:`ConnectionCore.forwarded`) names that request's client, whose
+   peer its strikes, noise, probation and in-flight share count against.
 """
 
 from __future__ import annotations
@@ -75,8 +91,9 @@ from daemon.config._hosting import ServerConfig
 from daemon.config._security import LoadedSecurity
 from daemon.config._tls import peer_identity
 from daemon.config._tokens import bearer_token
-from daemon.server._peers import PeerLedger
+from daemon.server._peers import PENALIZED, PROBATION_SECONDS, PeerLedger, peer_key
 from daemon.server._pipeline import Pipeline, Refused
+from daemon.server._proxy import ProxyHeaderError, TrustedProxies, read_proxy_header
 from daemon.wire import _logs as logs
 from daemon.wire._echo import echo
 from daemon.wire._protocol import ErrorCode, ErrorResponse, Fault, ServerConnection, State
@@ -98,7 +115,6 @@ class Connection:
     """Per-connection bookkeeping the server needs for shutdown, fairness and authorisation."""
 
     __slots__ = (
-        "asker",
         "codec",
         "digest",
         "evicted",
@@ -106,6 +122,7 @@ class Connection:
         "idle_scope",
         "idle_since",
         "in_request",
+        "name",
         "peer",
         "presented",
         "probation",
@@ -126,11 +143,11 @@ class Connection:
         self.evicted = False
         #: Rule 3: the security generation this connection was last authorised in, the
         #: SHA-256 of the token it presented (None: none verified), and for HTTP the
-        #: ``Authorization`` value last verified with the requester it made.
+        #: ``Authorization`` value last verified and its token's name.
         self.generation = 0
         self.digest: bytes | None = None
         self.presented: str | None = None
-        self.asker: dict[str, Any] | None = None
+        self.name: str | None = None
 
     def idle(self) -> bool:
         """No request in progress and no byte of the next frame received."""
@@ -183,8 +200,11 @@ class ConnectionCore:
         security: LoadedSecurity,
         first_timeout: float,
         https: bool = False,
+        proxies: TrustedProxies | None = None,
     ) -> None:
         self.config = config
+        #: Rule 9: the proxies whose word about the client is taken (None: none).
+        self.proxies = proxies or None
         self.pipeline = pipeline
         self.peers = peers
         self.connections = connections
@@ -210,6 +230,11 @@ class ConnectionCore:
         """Serve one admitted connection until it ends (rule 1)."""
         transport: trio.abc.Stream = stream
         try:
+            if self.proxies is not None and requester.get("transport") == "tcp":
+                proxied = await self._proxied(stream, connection, requester)
+                if proxied is None:
+                    return
+                requester = proxied
             secured = await self._secure(stream, connection, requester)
             if secured is None:
                 return
@@ -236,6 +261,55 @@ class ConnectionCore:
             with trio.CancelScope(shield=True), trio.move_on_after(1):
                 await transport.aclose()
 
+    async def _proxied(
+        self, stream: trio.SocketStream, connection: Connection, requester: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        """Rule 9's PROXY header: the requester (with its ``client``), or None (closed)."""
+        proxies = self.proxies
+        assert proxies is not None
+        if not proxies.trusts(str(requester.get("peer", "")).rsplit(":", 1)[0]):
+            return requester
+        header, client = False, None
+        with trio.move_on_after(self.first_timeout) as scope:
+            connection.idle_scope = scope
+            try:
+                header, client = await read_proxy_header(stream.socket)
+            except (ProxyHeaderError, OSError):
+                self.pipeline.noise.record(connection.peer)
+                return None
+            finally:
+                connection.idle_scope = None
+        if scope.cancelled_caught or not header or client is None:
+            return None if scope.cancelled_caught else requester
+        who = {**requester, "client": client}
+        peer = peer_key(who)
+        refusal = self.connections.rekey(connection, peer)
+        if refusal is None and self.peers.penalized(peer):
+            if self.requires_token(who):
+                connection.probation = True
+            else:
+                self.peers.cut_off(peer)
+                refusal = PENALIZED
+        if refusal is not None:
+            await self.pipeline.refusal(who, ErrorCode.BUSY, refusal, audit=False)
+            return None
+        return who
+
+    def forwarded(
+        self, requester: dict[str, Any], peer: str, forwarded_for: str | None
+    ) -> tuple[dict[str, Any], str]:
+        """Rule 9: one HTTP request's requester and peer, as its ``X-Forwarded-For`` names
+        them when its immediate peer is a trusted proxy (else as they are)."""
+        proxies = self.proxies
+        if proxies is None or forwarded_for is None:
+            return requester, peer
+        hop = requester.get("client") or str(requester.get("peer", "")).rsplit(":", 1)[0]
+        client = proxies.client(str(hop), forwarded_for)
+        if client == hop:
+            return requester, peer
+        who = {**requester, "client": client}
+        return who, peer_key(who)
+
     def tls(self, requester: dict[str, Any]) -> bool:
         """Whether this connection is (to be) TLS."""
         return self.security.ssl_context is not None and requester.get("transport") == "tcp"
@@ -248,7 +322,7 @@ class ConnectionCore:
         if context is None or requester.get("transport") != "tcp":
             return stream, requester
         tls = trio.SSLStream(stream, context, server_side=True, https_compatible=self.https)
-        with trio.move_on_after(self.first_timeout) as scope:
+        with trio.move_on_after(self.first_timeout_of(connection)) as scope:
             connection.idle_scope = scope  # shutdown may close it meanwhile
             try:
                 await tls.do_handshake()
@@ -267,8 +341,14 @@ class ConnectionCore:
 
     # -- deadlines (rule 5)
 
-    def first_deadline(self) -> float:
-        return trio.current_time() + self.first_timeout
+    def first_timeout_of(self, connection: Connection) -> float:
+        """Rule 5's first deadline, shorter on probation (rule 8)."""
+        if connection.probation:
+            return min(self.first_timeout, PROBATION_SECONDS)
+        return self.first_timeout
+
+    def first_deadline(self, connection: Connection) -> float:
+        return trio.current_time() + self.first_timeout_of(connection)
 
     def idle_deadline(self) -> float:
         return trio.current_time() + self.config.idle_timeout
@@ -305,8 +385,12 @@ class ConnectionCore:
             return requester
         digest, name = tokens.verify(token)
         connection.generation = self.generation
-        connection.digest = None if name is None else digest
-        return None if name is None else {**requester, "token": name}
+        if name is None:
+            connection.digest = None
+            return None
+        connection.digest = digest
+        connection.probation = False  # rule 8: a valid token lifts it
+        return {**requester, "token": name}
 
     def authenticate_bearer(
         self, connection: Connection, requester: dict[str, Any], authorization: str | None
@@ -314,16 +398,17 @@ class ConnectionCore:
         """An HTTP request's :meth:`authenticate` from its ``Authorization`` value: the same
         value as the last one verified on ``connection`` in this generation is not hashed
         again (rule 3)."""
+        name = connection.name
         if (
-            authorization is not None
+            name is not None
             and authorization == connection.presented
             and connection.generation == self.generation
+            and self.requires_token(requester)
         ):
-            return connection.asker
+            return {**requester, "token": name}
         asker = self.authenticate(connection, requester, bearer_token(authorization))
-        connection.presented, connection.asker = (
-            (authorization, asker) if asker is not None else (None, None)
-        )
+        connection.presented = None if asker is None else authorization
+        connection.name = None if asker is None else asker.get("token")
         return asker
 
     def reauthorise(
@@ -349,7 +434,10 @@ class ConnectionCore:
         return not self.requires_token(requester) or "token" in requester
 
     async def unauthenticated(self, peer: str) -> None:
-        """A failed authentication: a strike, and the delay a persistent failer earns."""
+        """A failed authentication: a strike, and the delay a persistent failer earns (none
+        while penalized: rule 8's answer comes at once)."""
+        if self.peers.penalized(peer):
+            return
         delay = self.peers.auth_failure(peer)
         if delay:
             await trio.sleep(delay)
@@ -388,7 +476,14 @@ class ConnectionCore:
     ) -> ErrorResponse:
         """Count ``code`` and return the answer to send: audited (one line) when ``audit``
         and the request names an authenticated requester and is not ``noise``; counted as
-        noise when it would have been audited but is not (rule 4)."""
+        noise when it would have been audited but is not (rule 4); without an authenticated
+        requester from a penalized peer, the cut-off answer (rule 8)."""
+        if not self.authenticated(requester) and self.peers.penalized(peer):
+            self.peers.cut_off(peer)
+            self.pipeline.noise.record(peer)
+            return await self.pipeline.refusal(
+                requester, ErrorCode.BUSY, PENALIZED, request_id=request_id, audit=False
+            )
         if audit and (noise or not self.authenticated(requester)):
             self.pipeline.noise.record(peer)
             audit = False

@@ -211,7 +211,7 @@ class FrontEnd:
         )
         connection.codec = conn
         fd = stream_fd(stream)
-        deadline = core.first_deadline()  # until its hello (rule 2)
+        deadline = core.first_deadline(connection)  # until its hello (rule 2)
         while True:
             if pipeline.draining and connection.idle():
                 return

@@ -80,13 +80,14 @@ from daemon.server._http_codec import (
     RequestHead,
     Route,
 )
-from daemon.server._http_errors import HttpRefusal, error_document
+from daemon.server._http_errors import HttpRefusal, error_document, refusal_of
 from daemon.server._http_tlog import LOG_ROUTES, LogRoutes
 from daemon.server._metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from daemon.server._metrics import ServerMetrics
 from daemon.server._openapi import openapi_answer
-from daemon.server._peers import PeerLedger
+from daemon.server._peers import PENALIZED, PeerLedger
 from daemon.server._pipeline import Pipeline, Refused
+from daemon.server._proxy import TrustedProxies
 from daemon.server._table import ConnectionTable
 from daemon.wire import _logs as logs
 from daemon.wire._echo import echo
@@ -107,8 +108,9 @@ _OPEN_ROUTES: Final = frozenset({Route.HEALTH, Route.READY})
 
 
 def busy_answer(message: str) -> bytes:
-    """A connection refused at accept (rule 6): ``503`` ``BUSY``, closing."""
-    return HttpServerCodec().refuse(HttpRefusal(ErrorCode.BUSY, message), None, message)
+    """A connection refused at accept (rule 6): ``503`` ``BUSY`` (``429`` when its peer is
+    cut off: :func:`~daemon.server._http_errors.refusal_of`), closing."""
+    return HttpServerCodec().refuse(refusal_of(ErrorCode.BUSY, message), None, message)
 
 
 class HttpConnection(Connection):
@@ -157,6 +159,7 @@ class HttpFrontEnd:
             security=security,
             first_timeout=http.header_timeout,
             https=True,
+            proxies=TrustedProxies.parse(http.trusted_proxies),
         )
 
     # -- connections
@@ -219,8 +222,7 @@ class HttpFrontEnd:
     ) -> None:
         pipeline = self.pipeline
         core = self.core
-        peer = connection.peer
-        deadline = core.first_deadline()
+        deadline = core.first_deadline(connection)
         number = 0
         while True:
             if pipeline.draining and connection.idle():
@@ -230,11 +232,15 @@ class HttpFrontEnd:
                 return
             started = time.perf_counter_ns()
             number += 1
-            asker = core.authenticate_bearer(connection, requester, head.authorization)
+            # Whose request: the client a trusted proxy names for it (core rule 9).
+            who, peer = core.forwarded(requester, connection.peer, head.forwarded_for)
+            asker = core.authenticate_bearer(connection, who, head.authorization)
             try:
+                if asker is None and self.peers.penalized(peer):  # core rule 8: no probes
+                    raise refusal_of(ErrorCode.BUSY, PENALIZED)
                 if head.route in _OPEN_ROUTES and asker is None:
                     await self._read_no_body(stream, codec, deadline)
-                    keep = core.keeps_alive(requester)  # never, for a probe (core rule 7)
+                    keep = core.keeps_alive(who)  # never, for a probe (core rule 7)
                     await self._probe(stream, codec, head, number, close=not keep)
                     return
                 if asker is None:
@@ -257,8 +263,9 @@ class HttpFrontEnd:
                 elif head.route is Route.BATCH:  # many pairs, one answer (daemon.server._batch)
                     connection.in_request = True
                     keep = await submit_batch(
-                        self, stream, connection, codec, head, asker, number, deadline, started
-                    )
+                        self, stream, connection, codec, head, asker, number, deadline, started,
+                        peer,
+                    )  # fmt: skip
                     connection.in_request = False
                 else:
                     await self._read_no_body(stream, codec, deadline)
@@ -267,7 +274,7 @@ class HttpFrontEnd:
                 fields: dict[str, Any] = {"request_id": number}
                 if head.session is not None:
                     fields["session"] = echo(head.session)
-                await self._refuse(stream, codec, asker or requester, peer, refusal, **fields)
+                await self._refuse(stream, codec, asker or who, peer, refusal, **fields)
                 return
             if not keep or not codec.next_cycle() or pipeline.draining:
                 return
@@ -517,7 +524,7 @@ class HttpFrontEnd:
     ) -> None:
         code = ErrorCode[answer.code]
         if refusal is None or refusal.code is not code:  # e.g. became AUDIT_FAILED
-            refusal = HttpRefusal(code, answer.message)
+            refusal = refusal_of(code, answer.message)
         data = codec.refuse(refusal, answer.decision_id, answer.message)
         if await self._send(stream, data) and linger:
             await half_close_and_drain(stream)

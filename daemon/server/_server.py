@@ -90,6 +90,7 @@ from daemon.server._listeners import Acceptor, Listening, open_listeners
 from daemon.server._metrics import ServerMetrics
 from daemon.server._peers import PeerLedger
 from daemon.server._pipeline import Pipeline
+from daemon.server._proxy import TrustedProxies
 from daemon.server._publishing import publish_status, start_publishing, stop_publishing
 from daemon.server._resources import connection_capacity, raise_descriptor_limit
 from daemon.server._table import ConnectionTable, unix_reserve
@@ -161,6 +162,10 @@ class Server:
         self._peers = PeerLedger(
             connection_cap=config.peer_connection_cap(config.max_connections),
             in_flight_cap=config.peer_in_flight_cap(),
+            # A trusted proxy is never struck nor penalized: its clients are (_proxy rule 4).
+            exempt=TrustedProxies.parse(
+                () if config.http is None else config.http.trusted_proxies
+            ).trusts_key,
         )
         self._evaluator: Evaluator | None = None
         self._pipeline: Pipeline | None = None
@@ -504,6 +509,7 @@ class Server:
                     serve=front.handle,
                     refuse=front.refuse_connection,
                     refusal_bytes=self._binary_refusal,
+                    probation=front.core.requires_token,
                 )
                 http_acceptor = self._http_acceptor(pipeline, handlers)
                 async with trio.open_nursery() as acceptors:
@@ -560,6 +566,7 @@ class Server:
             refuse=front.refuse_connection,
             connection_factory=HttpConnection,
             refusal_bytes=lambda stream, message: None if tls else busy_answer(message),
+            probation=front.core.requires_token,
         )
 
 

@@ -105,6 +105,23 @@ class ConnectionTable:
         self._tcp += not unix
         return connection
 
+    def rekey(self, connection: Connection, peer: str) -> str | None:
+        """Count ``connection`` against ``peer`` instead (the client a trusted proxy named,
+        :mod:`daemon.server._proxy`): rule 2's share for ``peer``, its own yielding connection
+        evicted if need be; why not (it stays counted as it was), or None."""
+        peers = self.peers
+        if peer == connection.peer:
+            return None
+        if not peers.has_room(peer):
+            victim = _oldest(c for c in self._open if c.peer == peer and c.yields())
+            if victim is not None:
+                self._evict(victim)
+        if not peers.connect(peer):
+            return f"{peers.connection_cap} connections open from this peer; retry later"
+        peers.disconnect(connection.peer)
+        connection.peer = peer
+        return None
+
     def release(self, connection: Connection) -> None:
         """Rule 5: ``connection``'s slot and its peer's count, once."""
         if connection in self._open:
