@@ -34,7 +34,7 @@ Rules (the contract):
    one connection): the last one verified in the current generation is taken without hashing
    again when the next request presents the same ``Authorization`` value. A failed
    authentication is a strike and, once a peer keeps failing, delayed before it is answered
-   (:mod:`daemon.server._peers` rule 4): slowed, then cut off at accept.
+   (:mod:`daemon.server._peers` rule 4): slowed, then penalized (rule 8).
 4. Refusal accounting (:meth:`ConnectionCore.refusal`, docs/operations.md "Refusal
    accounting"). A refusal is one fsync'd audit line only when its request names an
    authenticated requester: on a listener with a ``tokens_file``, one whose token was
@@ -44,7 +44,7 @@ Rules (the contract):
    :mod:`daemon.server._noise` and summarised in one periodic ``noise`` line, never a line
    each. Unauthenticated bytes cannot buy disk. On a listener with a ``tokens_file``, each
    peer-fault noise refusal of a requester without a valid token is also a strike (as a failed
-   token is), so a peer that keeps sending garbage or unknown routes is cut off at accept too.
+   token is), so a peer that keeps sending garbage or unknown routes is penalized too.
 5. Deadlines. A connection has its first deadline for its handshake and first request unit
    (hello, request head); after each answer the next request must arrive within
    ``idle_timeout``. A body (EVD1 evidence, an HTTP body) is read under the minimum-rate rule

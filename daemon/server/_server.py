@@ -3,7 +3,8 @@
 The server is assembled from parts with one job each; this module is their lifecycle.
 
 * :mod:`daemon.server._listeners`: where it listens (the Unix socket's mode and group), the accept
-  loop, and admission against the connection caps.
+  loop, and admission into :mod:`daemon.server._table` (the connection table: who yields a
+  slot when it is full, the Unix socket's reserve, each peer's share).
 * :mod:`daemon.server._frontend`: one EVD1 connection's conversation (timeouts, dispatch, refusals
   with a drain), over :mod:`daemon.server._fastpath` (the raw-socket fast paths).
 * :mod:`daemon.server._http_server`: one HTTP/1.1 connection's requests, over the same pipeline
