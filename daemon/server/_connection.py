@@ -81,7 +81,6 @@ Rules (the contract):
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
@@ -120,13 +119,12 @@ class Connection:
         "evicted",
         "generation",
         "idle_scope",
-        "idle_since",
         "in_request",
         "name",
         "peer",
         "presented",
         "probation",
-        "since",
+        "waited",
     )
 
     def __init__(self, peer: str) -> None:
@@ -134,9 +132,8 @@ class Connection:
         self.idle_scope: trio.CancelScope | None = None
         self.in_request = False
         self.codec: ServerConnection | None = None
-        #: When it was admitted, and when it was last answered (None: not yet), monotonic.
-        self.since = time.monotonic()
-        self.idle_since: float | None = None
+        #: It has been answered at least once: between requests it is an idle keep-alive one.
+        self.waited = False
         #: Its peer was penalized when it was admitted and it has not presented a valid
         #: token yet (rule 8); closed to make room for a newcomer (:mod:`daemon.server._table`).
         self.probation = False
@@ -162,16 +159,9 @@ class Connection:
         return (
             self.idle_scope is not None
             and not self.evicted
-            and (self.probation or self.idle_since is not None)
+            and (self.probation or self.waited)
             and self.idle()
         )
-
-    def yield_order(self) -> tuple[int, float]:
-        """Which yielding connection goes first: on probation (the oldest), then the longest
-        idle."""
-        if self.probation:
-            return 0, self.since
-        return 1, self.since if self.idle_since is None else self.idle_since
 
     def evict(self) -> None:
         """Close it to make room (its slot is already released): its wait is cancelled and
@@ -283,13 +273,12 @@ class ConnectionCore:
             return None if scope.cancelled_caught else requester
         who = {**requester, "client": client}
         peer = peer_key(who)
-        refusal = self.connections.rekey(connection, peer)
-        if refusal is None and self.peers.penalized(peer):
-            if self.requires_token(who):
-                connection.probation = True
-            else:
-                self.peers.cut_off(peer)
-                refusal = PENALIZED
+        penalized = self.peers.penalized(peer)
+        if penalized and not self.requires_token(who):
+            self.peers.cut_off(peer)
+            refusal: str | None = PENALIZED
+        else:
+            refusal = self.connections.rekey(connection, peer, probation=penalized)
         if refusal is not None:
             await self.pipeline.refusal(who, ErrorCode.BUSY, refusal, audit=False)
             return None
@@ -356,7 +345,8 @@ class ConnectionCore:
     def answered(self, connection: Connection) -> float:
         """``connection`` was answered and waits for its next request: idle since now (it
         may yield its slot, :mod:`daemon.server._table`), until the idle deadline returned."""
-        connection.idle_since = time.monotonic()
+        connection.waited = True
+        self.connections.answered(connection)
         return self.idle_deadline()
 
     def strike(self, peer: str) -> None:

@@ -246,9 +246,8 @@ class Acceptor:
             self.peers.cut_off(peer)
             refusal, cut_off = PENALIZED, True
         else:
-            admitted = self.connections.admit(peer, self.connection_factory)
+            admitted = self.connections.admit(peer, self.connection_factory, probation=penalized)
             if not isinstance(admitted, str):
-                admitted.probation = penalized
                 self.handlers.start_soon(self.serve, stream, admitted, requester)
                 return
             refusal = admitted

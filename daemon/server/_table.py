@@ -34,13 +34,16 @@ Rules (the contract):
 5. :meth:`ConnectionTable.release` releases a connection's slot and its peer's count exactly
    once, however it ends (evicted first or not).
 
-The table is scanned for a victim only when it (or a peer's share) is full, so the hot path
-of a request pays nothing for it.
+The table keeps its connections in the order they last waited from (admitted, or answered:
+:meth:`ConnectionTable.answered`, two dictionary operations a request), probation ones apart,
+so a victim is the first yielding one met from the front: a full table's newcomer costs what
+it skips (connections mid-request), not a scan of the table.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+import itertools
+from collections.abc import Callable, Iterator
 from typing import Final
 
 from daemon.server._connection import Connection
@@ -66,7 +69,10 @@ class ConnectionTable:
         self.capacity = capacity
         self.unix_reserve = unix_reserve
         self.peers = peers
-        self._open: set[Connection] = set()
+        #: Every open connection, the one that waited longest first (rule 3's order).
+        self._open: dict[Connection, None] = {}
+        #: Those admitted on probation, oldest first.
+        self._probation: dict[Connection, None] = {}
         self._tcp = 0
         #: Connections closed to make room for a newcomer (rule 4).
         self.evicted = 0
@@ -80,52 +86,61 @@ class ConnectionTable:
     def __contains__(self, connection: object) -> bool:
         return connection in self._open
 
-    def admit(self, peer: str, factory: Callable[[str], Connection]) -> Connection | str:
-        """Rule 2: the newcomer's connection (registered, counted against ``peer``), or
-        why it is refused."""
+    def admit(
+        self, peer: str, factory: Callable[[str], Connection], *, probation: bool = False
+    ) -> Connection | str:
+        """Rule 2: the newcomer's connection (registered, counted against ``peer``; on
+        ``probation`` when its peer is penalized), or why it is refused."""
         unix = peer.startswith("unix:")
         peers = self.peers
         if not peers.has_room(peer):
-            victim = _oldest(c for c in self._open if c.peer == peer and c.yields())
-            if victim is not None:
-                self._evict(victim)
+            self._evict_first(lambda c: c.peer == peer)
         if not self._room(unix):
             if unix or self._tcp < self.capacity - self.unix_reserve:
-                pool: Iterable[Connection] = self._open
+                evicted = self._evict_first(lambda c: True)
             else:
-                pool = (c for c in self._open if not c.peer.startswith("unix:"))
-            victim = _oldest(c for c in pool if c.yields())
-            if victim is None:
+                evicted = self._evict_first(lambda c: not c.peer.startswith("unix:"))
+            if not evicted:
                 return f"{self.capacity} connections open; retry later"
-            self._evict(victim)
         if not peers.connect(peer):
             return f"{peers.connection_cap} connections open from this peer; retry later"
         connection = factory(peer)
-        self._open.add(connection)
+        connection.probation = probation
+        self._open[connection] = None
+        if probation:
+            self._probation[connection] = None
         self._tcp += not unix
         return connection
 
-    def rekey(self, connection: Connection, peer: str) -> str | None:
+    def answered(self, connection: Connection) -> None:
+        """``connection`` waits for its next request from now: the back of rule 3's order."""
+        if self._open.pop(connection, 0) is None:
+            self._open[connection] = None
+        self._probation.pop(connection, None)
+
+    def rekey(self, connection: Connection, peer: str, *, probation: bool = False) -> str | None:
         """Count ``connection`` against ``peer`` instead (the client a trusted proxy named,
-        :mod:`daemon.server._proxy`): rule 2's share for ``peer``, its own yielding connection
-        evicted if need be; why not (it stays counted as it was), or None."""
+        :mod:`daemon.server._proxy`; on ``probation`` when it is penalized): rule 2's share for
+        ``peer``, its own yielding connection evicted if need be; why not (it stays counted as
+        it was), or None."""
         peers = self.peers
         if peer == connection.peer:
             return None
         if not peers.has_room(peer):
-            victim = _oldest(c for c in self._open if c.peer == peer and c.yields())
-            if victim is not None:
-                self._evict(victim)
+            self._evict_first(lambda c: c.peer == peer)
         if not peers.connect(peer):
             return f"{peers.connection_cap} connections open from this peer; retry later"
         peers.disconnect(connection.peer)
         connection.peer = peer
+        if probation:
+            connection.probation = True
+            self._probation[connection] = None
         return None
 
     def release(self, connection: Connection) -> None:
         """Rule 5: ``connection``'s slot and its peer's count, once."""
-        if connection in self._open:
-            self._open.discard(connection)
+        if self._open.pop(connection, 0) is None:
+            self._probation.pop(connection, None)
             self._tcp -= not connection.peer.startswith("unix:")
             self.peers.disconnect(connection.peer)
 
@@ -134,13 +149,13 @@ class ConnectionTable:
             return False
         return unix or self._tcp < self.capacity - self.unix_reserve
 
-    def _evict(self, victim: Connection) -> None:
-        """Rule 4."""
-        self.release(victim)
-        self.evicted += 1
-        victim.evict()
-
-
-def _oldest(candidates: Iterable[Connection]) -> Connection | None:
-    """Rule 3's order: probation first, then the longest waiting."""
-    return min(candidates, key=Connection.yield_order, default=None)
+    def _evict_first(self, among: Callable[[Connection], bool]) -> bool:
+        """Rules 3 and 4: evict the first yielding connection ``among`` those in rule 3's
+        order (probation first, then the longest waiting); False when none yields."""
+        for candidate in itertools.chain(self._probation, self._open):
+            if among(candidate) and candidate.yields():
+                self.release(candidate)
+                self.evicted += 1
+                candidate.evict()
+                return True
+        return False

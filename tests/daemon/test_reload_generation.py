@@ -325,16 +325,14 @@ def test_a_stopped_worker_holds_the_applied_line_until_it_is_gone(
     on the new generation."""
     process, ready = _revocable(short_dir, "--workers", "2")
     processes.append(process)
-    daemon = _Workers.__new__(_Workers)
-    daemon.target = f"tcp://{ready['tcp']}"
-    daemon.token = NEW_TOKEN
-    _wait_for(lambda: len(daemon.health()["workers"]) == 2, "both workers serving")
-    (victim,) = [w for w in daemon.health()["workers"] if w["index"] == 0]
+    target = f"tcp://{ready['tcp']}"
+    _wait_for(lambda: len(_health(target, NEW_TOKEN)["workers"]) == 2, "both workers serving")
+    (victim,) = [w for w in _health(target, NEW_TOKEN)["workers"] if w["index"] == 0]
     os.kill(victim["pid"], signal.SIGSTOP)
     _revoke(short_dir, process)  # returns once APPLIED is in the log
 
     def replaced_on_generation_1() -> bool:
-        entry = {w["index"]: w for w in daemon.health()["workers"]}.get(0, {})
+        entry = {w["index"]: w for w in _health(target, NEW_TOKEN)["workers"]}.get(0, {})
         return (
             entry.get("alive") is True
             and entry.get("pid") != victim["pid"]
@@ -636,6 +634,14 @@ def test_a_storm_of_100_sighups_keeps_the_process_tree_bounded(
 # --------------------------------------------------------------------------- workers
 
 
+def _health(target: str, token: str | None = None) -> dict[str, Any]:
+    async def ask() -> dict[str, Any]:
+        async with open_client(target, token=token) as client:
+            return await client.health()
+
+    return trio.run(ask)
+
+
 class _Workers:
     """``serve --workers 2`` on ``short_dir/evidenced.toml``; its health and the bytes bound."""
 
@@ -646,14 +652,8 @@ class _Workers:
         processes.append(self.process)
         self.target = f"tcp://{ready['tcp']}"
 
-    token: str | None = None
-
     def health(self) -> dict[str, Any]:
-        async def ask() -> dict[str, Any]:
-            async with open_client(self.target, token=self.token) as client:
-                return await client.health()
-
-        return trio.run(ask)
+        return _health(self.target)
 
     def bound(self) -> int:
         async def ask() -> int:
