@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -221,7 +221,7 @@ def bucket_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
         yield {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
 
 
-def _nginx(prefix: Path, replicas: list[Replica]) -> tuple[subprocess.Popen[bytes], int]:
+def _nginx(prefix: Path, replicas: Sequence[Replica]) -> tuple[subprocess.Popen[bytes], int]:
     port = _free_port()
     servers = "\n".join(f"        server {r.http} max_fails=1 fail_timeout=30s;" for r in replicas)
     for folder in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
