@@ -22,7 +22,7 @@ bool``) and starts with the file:
    the TCP listener (:mod:`daemon.config._security`; ``""``: none).
 3a. ``[http]`` (optional; present means on): ``listen`` (default ``127.0.0.1:7434``), the
    same four security keys for the HTTP listener, ``max_header_bytes``, ``max_headers``,
-   ``header_timeout`` (:mod:`daemon.config._http_config`).
+   ``header_timeout``, ``trusted_proxies`` (:mod:`daemon.config._http_config`).
 4. ``[audit]``: ``path``, ``durability`` (``fsync`` | ``write`` | ``none``), ``overflow``
    (``block`` | ``drop``), ``max_pending``, ``rotate_bytes`` (0: never rotate).
 4a. ``[transparency]`` (optional; present means on): ``key_file`` (required), ``origin``,
@@ -287,6 +287,7 @@ def _http(table: HttpTable | None, base: Path, source: str) -> HttpConfig | None
         max_header_bytes=table.max_header_bytes,
         max_headers=table.max_headers,
         header_timeout=table.header_timeout,
+        trusted_proxies=table.trusted_proxies,
     )
 
 

@@ -140,13 +140,26 @@ class ServerTable:
     max_connections: int = attrs.field(
         default=1024,
         metadata=_key(
-            "open connections; more are answered BUSY (lowered to fit the descriptor limit)",
+            "open connections (lowered to fit the descriptor limit); when full, the "
+            "longest-idle keep-alive one is closed for a newcomer, else it is answered BUSY",
             POSITIVE,
         ),
     )
     max_connections_per_peer: int = attrs.field(
         default=0,
-        metadata=_key("per uid / address; 0: a quarter of max_connections", NON_NEGATIVE),
+        metadata=_key(
+            "per uid / address (a full share closes the peer's longest-idle one); "
+            "0: a quarter of max_connections",
+            NON_NEGATIVE,
+        ),
+    )
+    unix_reserved_connections: int = attrs.field(
+        default=0,
+        metadata=_key(
+            "connections only the Unix socket may take (TCP never can); "
+            "0: a sixteenth of max_connections",
+            NON_NEGATIVE,
+        ),
     )
     workers: int | str = attrs.field(
         default=1,
@@ -219,6 +232,13 @@ class HttpTable:
         metadata=_key(
             "seconds for a new connection's TLS handshake and first request head",
             POSITIVE_SECONDS,
+        ),
+    )
+    trusted_proxies: tuple[str, ...] = attrs.field(
+        factory=tuple,
+        metadata=_key(
+            "CIDRs of proxies whose PROXY protocol header or `X-Forwarded-For` names the "
+            "client (docs/deployment.md); from any other peer both are ignored"
         ),
     )
 
@@ -332,6 +352,8 @@ def unstructure_config(config: ConfigFile) -> dict[str, Any]:
     value: dict[str, Any] = CONFIG_CONVERTER.unstructure(config)
     for table in value["sessions"].values():
         table["mechanisms"] = list(table["mechanisms"])
+    if value.get("http") is not None:
+        value["http"]["trusted_proxies"] = list(value["http"]["trusted_proxies"])
     return value
 
 
@@ -364,7 +386,8 @@ def _type_label(kind: Any) -> str:
 def _default_of(field: attrs.Attribute[Any]) -> Any:
     default: Any = field.default
     if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
-        return default.factory()
+        made = default.factory()
+        return list(made) if type(made) is tuple else made  # as TOML states an array
     return None if default is attrs.NOTHING else default
 
 

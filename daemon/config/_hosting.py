@@ -139,6 +139,7 @@ class ServerConfig:
     max_in_flight_per_peer: int = _SERVER.max_in_flight_per_peer
     max_connections: int = _SERVER.max_connections
     max_connections_per_peer: int = _SERVER.max_connections_per_peer
+    unix_reserved_connections: int = _SERVER.unix_reserved_connections
     #: Serving processes (``--workers``; ``"auto"``: one per CPU; ``daemon.server._supervisor``).
     workers: int | str = _SERVER.workers
     worker_processes: int = _SERVER.worker_processes

@@ -12,11 +12,15 @@ Rules (the contract):
    complete its TLS handshake and first request head (as ``pre_hello_timeout`` bounds a
    binary connection's ``hello``). After that, each next request must arrive whole within
    the server's ``idle_timeout``.
-3. Every value is validated when built (``ValueError`` naming it).
+3. ``trusted_proxies``: the addresses or CIDRs of the proxies whose PROXY protocol header or
+   ``X-Forwarded-For`` names the client (:mod:`daemon.server._proxy`); from any other peer
+   both are ignored. Empty: none.
+4. Every value is validated when built (``ValueError`` naming it).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import math
 from typing import Final
 
@@ -41,6 +45,7 @@ class HttpConfig:
     max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES
     max_headers: int = DEFAULT_MAX_HEADERS
     header_timeout: float = 5.0
+    trusted_proxies: tuple[str, ...] = ()
 
     def __attrs_post_init__(self) -> None:
         host, port = self.listen
@@ -53,3 +58,12 @@ class HttpConfig:
         value = self.header_timeout
         if type(value) not in (int, float) or not math.isfinite(value) or value <= 0:
             raise ValueError("http header_timeout must be a positive number of seconds")
+        if type(self.trusted_proxies) is not tuple:
+            raise ValueError("http trusted_proxies must be a list of addresses or CIDRs")
+        for cidr in self.trusted_proxies:
+            try:
+                ipaddress.ip_network(cidr, strict=False)
+            except (TypeError, ValueError):
+                raise ValueError(
+                    f"http trusted_proxies: {cidr!r} is not an address or a CIDR"
+                ) from None

@@ -16,7 +16,11 @@ Rules (the contract):
    *every* stored hash with :func:`hmac.compare_digest` (no early exit), so the time taken
    does not depend on which entry, or how much of one, matched. It returns the token's
    name or None. Presented tokens are 1 to 4,096 printable ASCII characters; anything else
-   matches nothing (and is compared all the same).
+   matches nothing (and is compared all the same). :meth:`TokenStore.verify` is the same
+   check returning the presented token's hash with its name, and
+   :meth:`TokenStore.name_of_digest` checks such a hash again against the (reloaded) store the
+   same way: a connection that presented a token keeps its hash, never the token, so a reload
+   can re-authorise it (:mod:`daemon.server._connection` rule 3).
 4. The name, never the token nor its hash, is what the server records (the audit line's
    ``requester.token``) and prints.
 5. :func:`bearer_token` takes the token from an HTTP ``Authorization`` value: the scheme
@@ -145,8 +149,20 @@ class TokenStore:
 
     def name_of(self, token: str | None) -> str | None:
         """The name of ``token`` when it is in the store, else None (rule 3)."""
+        return self.verify(token)[1]
+
+    def verify(self, token: str | None) -> tuple[bytes, str | None]:
+        """``token``'s SHA-256 and its name when it is in the store, else None (rule 3)."""
         valid = token is not None and _TOKEN.match(token) is not None
         digest = hashlib.sha256(token.encode("utf-8") if valid and token else b"").digest()
+        return digest, self._find(digest, valid)
+
+    def name_of_digest(self, digest: bytes) -> str | None:
+        """The name of the token whose SHA-256 is ``digest``, else None (rule 3)."""
+        return self._find(digest, len(digest) == len(_NOTHING))
+
+    def _find(self, digest: bytes, valid: bool) -> str | None:
+        """Every stored hash compared with ``digest``, no early exit (rule 3)."""
         found: str | None = None
         for stored, name in self.entries or ((_NOTHING, ""),):
             if hmac.compare_digest(stored, digest) and valid:

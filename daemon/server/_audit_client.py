@@ -32,6 +32,11 @@ Rules (the contract):
 6. Transparency requests are answered by the sequencer's transparency log
    (:meth:`transparency_answer`), and audit lines looked up by its lookup index
    (:meth:`find_line`).
+7. Reloads: the sequencer's ``["reload", generation]`` asks this worker to reload to the
+   parent's generation (:attr:`on_reload`); :meth:`report_reload` answers with the
+   generation it serves after the attempt, ``APPLIED`` or ``REFUSED`` and the reason — the
+   acknowledgement the parent writes ``config_reload`` after (``_supervisor`` rule 3a).
+   :meth:`ready` names the generation the worker started on.
 """
 
 from __future__ import annotations
@@ -113,6 +118,8 @@ class AuditClient:
         self.stats: Callable[[], dict[str, Any]] = dict
         #: Called once when the sequencer's stream ends (the server then shuts down).
         self.on_gone: Callable[[], object] = lambda: None
+        #: Rule 7: called with the generation the parent asks this worker to reload to.
+        self.on_reload: Callable[[int], object] = lambda generation: None
         #: Accepted for the server's sake; batches are the sequencer's to measure.
         self.on_batch: Callable[[int, float], None] | None = None
 
@@ -249,9 +256,13 @@ class AuditClient:
         index, line = await self._ask(["entry", query.index, query.decision_id, query.line_digest])
         return int(index), str(line).encode("utf-8")
 
-    async def ready(self) -> None:
-        """Tell the sequencer this worker serves."""
-        await self._writer.send(["ready", self.index, self.pid])
+    async def ready(self, generation: int = 0) -> None:
+        """Tell the sequencer this worker serves, on ``generation`` (rule 7)."""
+        await self._writer.send(["ready", self.index, self.pid, generation])
+
+    async def report_reload(self, generation: int, status: str, reason: str | None) -> None:
+        """Rule 7: a reload's outcome, the acknowledgement the parent waits for."""
+        await self._writer.send(["g", generation, status, reason])
 
     # -- the client's tasks
 
@@ -295,6 +306,8 @@ class AuditClient:
                 self._acked.set()
             elif kind == "c":
                 self.cluster = message[1]
+            elif kind == "reload":
+                self.on_reload(int(message[1]))
             elif kind == "q":
                 query = self._queries.get(message[1])
                 if query is not None:

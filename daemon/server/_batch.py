@@ -157,8 +157,10 @@ async def submit_batch(
     number: int,
     deadline: float,
     started: int,
+    peer: str,
 ) -> bool:
-    """Read, decide and answer one batch (module rules); True when the answer was sent."""
+    """Read, decide and answer one batch (module rules) of ``requester`` (its peer: ``peer``,
+    the connection's or the client a trusted proxy named); True when the answer was sent."""
     config = front.config
     pipeline = front.pipeline
     name = head.session
@@ -181,7 +183,6 @@ async def submit_batch(
         f"session '{echo(name, 64)}' admits {MAX_PAIRS} pairs of {max_items} items of "
         f"{max_bytes} bytes in total, a batch body of at most {limit} bytes",
     )
-    peer = connection.peer
     token = object()  # the body's own server slot, held until the answer (rule 1)
     try:
         pipeline.capacity.acquire_on_behalf_of_nowait(token)
@@ -190,7 +191,7 @@ async def submit_batch(
             ErrorCode.BUSY, f"{config.max_in_flight} requests in flight; retry later"
         ) from None
     try:
-        pairs = await _read_pairs(front, stream, connection, codec, deadline)
+        pairs = await _read_pairs(front, stream, peer, codec, deadline)
         checked: list[Pair] = []
         for index, pair in enumerate(pairs):
             try:
@@ -211,7 +212,7 @@ async def submit_batch(
 async def _read_pairs(
     front: HttpFrontEnd,
     stream: trio.abc.Stream,
-    connection: HttpConnection,
+    peer: str,
     codec: HttpServerCodec,
     deadline: float,
 ) -> list[Any]:
@@ -221,7 +222,7 @@ async def _read_pairs(
     try:
         await front.read_body(stream, codec, parser.feed, deadline)
     except Refused as refused:
-        front.peers.strike(connection.peer)
+        front.peers.strike(peer)
         raise HttpRefusal(refused.code, refused.message) from None
     return parser.pairs()
 

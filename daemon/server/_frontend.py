@@ -17,9 +17,12 @@ Rules (the contract):
    ``idle_timeout`` of its previous answer; evidence is read under the minimum-rate rule.
    Each is answered ``IDLE_TIMEOUT`` (a strike) and closes the connection.
 3. Dispatch: ``hello`` is answered with the chosen version, the server name and its global
-   limits (``VERSION_UNSUPPORTED`` otherwise); ``list``, ``health`` and the transparency
-   requests by :meth:`Pipeline.query`; ``submit`` by :meth:`Pipeline.submit` with this
-   front end's :class:`SubmitTransport`. A protocol violation is refused with its code.
+   limits (``VERSION_UNSUPPORTED`` otherwise); every request after it is first authorised
+   again by the core against the security generation in force (core rule 3: a token a reload
+   removed is refused ``UNAUTHENTICATED``, as noise, and the connection closed); ``list``,
+   ``health`` and the transparency requests by :meth:`Pipeline.query`; ``submit`` by
+   :meth:`Pipeline.submit` with this front end's :class:`SubmitTransport`. A protocol
+   violation is refused with its code.
    ``submit_batch`` (``docs/protocol.md`` §4.1): the whole batch's checks on its header — the
    session, not draining, its declared evidence at most :data:`MAX_BATCH_PAIRS` times the
    session's per-pair limit, one server slot for the batch — each refusing it with one audited
@@ -60,6 +63,7 @@ from daemon.server._fastpath import (
 from daemon.server._pairs import Pair, decide_pairs
 from daemon.server._peers import PeerLedger
 from daemon.server._pipeline import Pipeline, Refused
+from daemon.server._table import ConnectionTable
 from daemon.wire import _logs as logs
 from daemon.wire._echo import echo
 from daemon.wire._protocol import (
@@ -95,7 +99,7 @@ class FrontEnd:
         config: ServerConfig,
         pipeline: Pipeline,
         peers: PeerLedger,
-        connections: set[Connection],
+        connections: ConnectionTable,
         server_name: str,
         limits: dict[str, Any],
         security: LoadedSecurity | None = None,
@@ -207,7 +211,7 @@ class FrontEnd:
         )
         connection.codec = conn
         fd = stream_fd(stream)
-        deadline = core.first_deadline()  # until its hello (rule 2)
+        deadline = core.first_deadline(connection)  # until its hello (rule 2)
         while True:
             if pipeline.draining and connection.idle():
                 return
@@ -238,8 +242,8 @@ class FrontEnd:
                     finally:
                         connection.idle_scope = None
             if scope is not None and scope.cancelled_caught:
-                if pipeline.draining and connection.idle():
-                    return
+                if connection.evicted or (pipeline.draining and connection.idle()):
+                    return  # core rule 6
                 core.strike(peer)
                 await self.refuse(
                     stream,
@@ -274,7 +278,7 @@ class FrontEnd:
                         f"server speaks protocol versions {[PROTOCOL_VERSION]}",
                     )
                     return
-                authenticated = core.authenticate(requester, event.token)
+                authenticated = core.authenticate(connection, requester, event.token)
                 if authenticated is None:
                     await core.unauthenticated(peer)
                     await self.refuse(
@@ -290,16 +294,33 @@ class FrontEnd:
                     return
                 requester = authenticated
                 answer: Any = HelloAccepted(version, self.server_name, self.limits)
+            elif (current := core.reauthorise(connection, requester)) is None:
+                # Its hello's token was removed by a reload: refused from this request on
+                # (core rule 3), as noise (no longer an authenticated requester).
+                requester = {k: v for k, v in requester.items() if k != "token"}
+                await core.unauthenticated(peer)
+                await self.refuse(
+                    stream,
+                    conn,
+                    requester,
+                    peer,
+                    ErrorCode.UNAUTHENTICATED,
+                    "this connection's token is no longer one of this listener's tokens",
+                    request_id=getattr(event, "request_id", None),
+                )
+                return
             elif isinstance(event, Submit):
+                requester = current
                 connection.in_request = True  # stays set if submit raises: the catch-all audits
                 transport = _SocketSubmit(self, stream, conn, deadline, fd)
                 keep_open = await pipeline.submit(event, transport, requester, peer)
                 connection.in_request = False
                 if not keep_open or pipeline.draining:
                     return
-                deadline = core.idle_deadline()
+                deadline = core.answered(connection)
                 continue
             elif isinstance(event, SubmitBatch):
+                requester = current
                 connection.in_request = True  # as for submit: the catch-all audits
                 keep_open = await self._submit_batch(
                     stream, conn, connection, requester, event, deadline, fd
@@ -307,9 +328,10 @@ class FrontEnd:
                 connection.in_request = False
                 if not keep_open or pipeline.draining:
                     return
-                deadline = core.idle_deadline()
+                deadline = core.answered(connection)
                 continue
             elif isinstance(event, ListSessions | HealthRequest | TransparencyRequest):
+                requester = current
                 try:
                     answer = await pipeline.query(event)
                 except Refused as refused:
@@ -321,7 +343,7 @@ class FrontEnd:
                 return
             if pipeline.draining:
                 return
-            deadline = core.idle_deadline()
+            deadline = core.answered(connection)
 
     async def _submit_batch(
         self,

@@ -148,7 +148,9 @@ class RequestHead:
     ``chunked`` says the body is chunked; ``content_type`` is the media type, lower case,
     without parameters (``""`` when absent) and ``boundary`` its multipart boundary (or
     None); ``authorization`` the raw ``Authorization`` value (or None);
-    ``expects_continue`` whether the client waits for ``100 Continue``."""
+    ``expects_continue`` whether the client waits for ``100 Continue``; ``forwarded_for`` the
+    ``X-Forwarded-For`` fields joined in order with commas (or None), which only a trusted
+    proxy is believed about (:mod:`daemon.server._proxy`)."""
 
     method: str
     target: str
@@ -161,6 +163,7 @@ class RequestHead:
     authorization: str | None
     expects_continue: bool
     head_bytes: int
+    forwarded_for: str | None = None
 
 
 def route(method: str, path: str) -> tuple[Route, str | None]:
@@ -433,7 +436,7 @@ class HttpServerCodec:
                 if count:
                     counted.add(name)
             seen = counted
-        authorization = None
+        authorization = forwarded_for = None
         content_type = ""
         expects_continue = False
         length = None
@@ -443,6 +446,9 @@ class HttpServerCodec:
                 length = value
             elif lower == b"authorization":
                 authorization = value.decode("latin-1")
+            elif lower == b"x-forwarded-for":
+                hops = value.decode("latin-1")
+                forwarded_for = hops if forwarded_for is None else f"{forwarded_for},{hops}"
             elif lower == b"content-type":
                 content_type = value.decode("latin-1")
             elif lower == b"expect" and value.lower() == b"100-continue":
@@ -473,6 +479,7 @@ class HttpServerCodec:
             authorization=authorization,
             expects_continue=expects_continue,
             head_bytes=len(head),
+            forwarded_for=forwarded_for,
         )
 
     def accept_body(

@@ -6,13 +6,16 @@ Rules (the contract):
    (:class:`~daemon.wire._protocol.ErrorCode`); nothing is invented for HTTP. Each code has one
    status (:data:`STATUS_OF`); a refusal may name another only where HTTP needs a finer word
    than the code (``405`` for a known path asked with the wrong method, ``415`` for a body
-   that is neither JSON nor ``multipart/form-data``).
+   that is neither JSON nor ``multipart/form-data``, ``429`` for a requester without a valid
+   token whose peer is penalized for its own strikes — :func:`refusal_of`: the ``BUSY`` of a
+   client that must slow down, not of a server at capacity, so a load balancer that takes a
+   replica out on a ``503`` does not take it out for everyone because one client misbehaves).
 2. Every refusal's body is the JSON document
    ``{"error": {"code", "message", "fault", "decision_id"}}`` — ``fault`` is ``"peer"`` or
    ``"service"``, ``decision_id`` names the refusal's audit line (``null`` when none was
    written) — sent with ``Content-Type: application/json`` and ``Connection: close``: an
    HTTP refusal, like an ``error`` frame, is the last answer of its connection.
-3. ``BUSY`` and ``SHUTTING_DOWN`` (``503``) carry ``Retry-After`` (whole seconds);
+3. ``BUSY`` and ``SHUTTING_DOWN`` (``503``, or ``429``) carry ``Retry-After`` (whole seconds);
    ``UNAUTHENTICATED`` (``401``) carries ``WWW-Authenticate: Bearer``; ``405`` carries
    ``Allow``.
 """
@@ -24,10 +27,11 @@ from typing import Any, Final
 
 import orjson
 
+from daemon.server._peers import PENALIZED
 from daemon.wire._errors import EvidencedError
 from daemon.wire._protocol import ErrorCode, Fault
 
-__all__ = ["RETRY_AFTER_SECONDS", "STATUS_OF", "HttpRefusal", "error_document"]
+__all__ = ["RETRY_AFTER_SECONDS", "STATUS_OF", "HttpRefusal", "error_document", "refusal_of"]
 
 #: ``Retry-After`` on a ``503`` (seconds): long enough for a burst to pass, short for a probe.
 RETRY_AFTER_SECONDS: Final = 1
@@ -85,6 +89,13 @@ class HttpRefusal(EvidencedError):
     def fault(self) -> Fault:
         """Whose fault the refusal is (its code's)."""
         return self.code.fault
+
+
+def refusal_of(code: ErrorCode, message: str) -> HttpRefusal:
+    """The HTTP refusal of ``code`` with ``message`` (rule 1): ``429`` for the cut-off
+    answer of a penalized peer (:data:`~daemon.server._peers.PENALIZED`)."""
+    status = 429 if code is ErrorCode.BUSY and message == PENALIZED else None
+    return HttpRefusal(code, message, status=status)
 
 
 def error_document(code: str, message: str, decision_id: str | None) -> bytes:

@@ -24,7 +24,8 @@ Rules (the contract):
    nothing at all, is answered ``IDLE_TIMEOUT`` (408), a strike. A body is read under the
    minimum-rate rule within ``idle_timeout`` of its head — never under the head's deadline,
    so a large first request on a fresh connection is not cut at ``header_timeout``.
-3. Submit: the token when the listener has a ``tokens_file`` (``UNAUTHENTICATED``), then one
+3. Submit: the token when the listener has a ``tokens_file`` (``UNAUTHENTICATED``; every
+   request's own, against the tokens in force: core rule 3), then one
    admission by the pipeline's stages (:meth:`Pipeline.submit_body`): the session
    (``UNKNOWN_SESSION``), not draining (``SHUTTING_DOWN``) and a capacity slot, server and
    peer (``BUSY``) before a body byte is read; then the media type (415), the declared
@@ -69,7 +70,6 @@ import trio
 from daemon.config._hosting import HostedSession, ServerConfig
 from daemon.config._http_config import HttpConfig
 from daemon.config._security import LoadedSecurity
-from daemon.config._tokens import bearer_token
 from daemon.server._batch import submit_batch
 from daemon.server._connection import Connection, ConnectionCore, read_at_rate
 from daemon.server._fastpath import RECEIVE_CHUNK, half_close_and_drain, send, stream_fd
@@ -82,13 +82,15 @@ from daemon.server._http_codec import (
     RequestHead,
     Route,
 )
-from daemon.server._http_errors import HttpRefusal, error_document
+from daemon.server._http_errors import HttpRefusal, error_document, refusal_of
 from daemon.server._http_tlog import LOG_ROUTES, LogRoutes
 from daemon.server._metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from daemon.server._metrics import ServerMetrics
 from daemon.server._openapi import openapi_answer
-from daemon.server._peers import PeerLedger
+from daemon.server._peers import PENALIZED, PeerLedger
 from daemon.server._pipeline import Pipeline, Refused
+from daemon.server._proxy import TrustedProxies
+from daemon.server._table import ConnectionTable
 from daemon.wire import _logs as logs
 from daemon.wire._echo import echo
 from daemon.wire._protocol import (
@@ -108,8 +110,9 @@ _OPEN_ROUTES: Final = frozenset({Route.HEALTH, Route.READY})
 
 
 def busy_answer(message: str) -> bytes:
-    """A connection refused at accept (rule 6): ``503`` ``BUSY``, closing."""
-    return HttpServerCodec().refuse(HttpRefusal(ErrorCode.BUSY, message), None, message)
+    """A connection refused at accept (rule 6): ``503`` ``BUSY`` (``429`` when its peer is
+    cut off: :func:`~daemon.server._http_errors.refusal_of`), closing."""
+    return HttpServerCodec().refuse(refusal_of(ErrorCode.BUSY, message), None, message)
 
 
 class HttpConnection(Connection):
@@ -136,7 +139,7 @@ class HttpFrontEnd:
         http: HttpConfig,
         pipeline: Pipeline,
         peers: PeerLedger,
-        connections: set[Connection],
+        connections: ConnectionTable,
         security: LoadedSecurity,
         metrics: ServerMetrics,
         readiness: Callable[[], tuple[str, str | None]],
@@ -158,6 +161,7 @@ class HttpFrontEnd:
             security=security,
             first_timeout=http.header_timeout,
             https=True,
+            proxies=TrustedProxies.parse(http.trusted_proxies),
         )
 
     # -- connections
@@ -220,8 +224,7 @@ class HttpFrontEnd:
     ) -> None:
         pipeline = self.pipeline
         core = self.core
-        peer = connection.peer
-        deadline = core.first_deadline()
+        deadline = core.first_deadline(connection)
         number = 0
         while True:
             if pipeline.draining and connection.idle():
@@ -231,11 +234,15 @@ class HttpFrontEnd:
                 return
             started = time.perf_counter_ns()
             number += 1
-            asker = core.authenticate(requester, bearer_token(head.authorization))
+            # Whose request: the client a trusted proxy names for it (core rule 9).
+            who, peer = core.forwarded(requester, connection.peer, head.forwarded_for)
+            asker = core.authenticate_bearer(connection, who, head.authorization)
             try:
+                if asker is None and self.peers.penalized(peer):  # core rule 8: no probes
+                    raise refusal_of(ErrorCode.BUSY, PENALIZED)
                 if head.route in _OPEN_ROUTES and asker is None:
                     await self._read_no_body(stream, codec, deadline)
-                    keep = core.keeps_alive(requester)  # never, for a probe (core rule 7)
+                    keep = core.keeps_alive(who)  # never, for a probe (core rule 7)
                     await self._probe(stream, codec, head, number, close=not keep)
                     return
                 if asker is None:
@@ -258,8 +265,9 @@ class HttpFrontEnd:
                 elif head.route is Route.BATCH:  # many pairs, one answer (daemon.server._batch)
                     connection.in_request = True
                     keep = await submit_batch(
-                        self, stream, connection, codec, head, asker, number, deadline, started
-                    )
+                        self, stream, connection, codec, head, asker, number, deadline, started,
+                        peer,
+                    )  # fmt: skip
                     connection.in_request = False
                 else:
                     await self._read_no_body(stream, codec, deadline)
@@ -268,11 +276,11 @@ class HttpFrontEnd:
                 fields: dict[str, Any] = {"request_id": number}
                 if head.session is not None:
                     fields["session"] = echo(head.session)
-                await self._refuse(stream, codec, asker or requester, peer, refusal, **fields)
+                await self._refuse(stream, codec, asker or who, peer, refusal, **fields)
                 return
             if not keep or not codec.next_cycle() or pipeline.draining:
                 return
-            deadline = core.idle_deadline()
+            deadline = core.answered(connection)
             await trio.lowlevel.checkpoint()  # a fair turn (rule 7)
 
     async def _next_head(
@@ -326,8 +334,8 @@ class HttpFrontEnd:
         codec: HttpServerCodec,
         requester: dict[str, Any],
     ) -> None:
-        if self.pipeline.draining and connection.idle():
-            return
+        if connection.evicted or (self.pipeline.draining and connection.idle()):
+            return  # core rule 6
         if codec.idle() and codec.requests:
             return  # a keep-alive connection that stayed idle: closed without an answer
         self.core.strike(connection.peer)
@@ -530,7 +538,7 @@ class HttpFrontEnd:
     ) -> None:
         code = ErrorCode[answer.code]
         if refusal is None or refusal.code is not code:  # e.g. became AUDIT_FAILED
-            refusal = HttpRefusal(code, answer.message)
+            refusal = refusal_of(code, answer.message)
         data = codec.refuse(refusal, answer.decision_id, answer.message)
         if await self._send(stream, data) and linger:
             await half_close_and_drain(stream)

@@ -14,15 +14,19 @@ Rules (the contract):
    ``accept`` (``EMFILE``, ``ENFILE``, ``ENOBUFS``, ``ENOMEM``) backs off 0.1 s and is
    reported on stderr at most once per :data:`ACCEPT_FAILURE_REPORT_SECONDS` (with the count)
    and counted in ``accept_failures``; any other accept error ends the server.
-4. Admission (docs/adr/0009 fairness): a connection is admitted while the server holds fewer
-   than ``max_connections``, its peer is not penalized, and its peer holds fewer than its
-   connection cap (in that order; :mod:`daemon.server._peers`). Admitted: registered and counted
+4. Admission (docs/adr/0009 fairness): a connection is admitted when its peer is not
+   penalized (:mod:`daemon.server._peers`) and the connection table has room for it, a
+   yielding connection evicted if need be (its peer's share, the table, the Unix socket's
+   reserve: :mod:`daemon.server._table`). Admitted: registered and counted
    before the next accept, then served in its own task. Refused: ``BUSY``, not audited (it
    made no request), counted as a refusal — at once and synchronously, without a task, when
    it has sent nothing yet (with the listener's own answer: an EVD1 ``error`` frame, an HTTP
    ``503``, none on a TLS listener); else through a draining refusal, at most
    :data:`MAX_LINGERING_REFUSALS` draining at a time (beyond that, answered and closed at
-   once). A penalized peer is *cut off*: whatever it already sent is discarded and it gets
+   once). A penalized peer's connection is admitted on probation where a valid token could
+   clear the way (a TCP listener with a ``tokens_file``: :mod:`daemon.server._peers` rule 5,
+   :mod:`daemon.server._connection` rule 8); elsewhere it is *cut off*: whatever it already
+   sent is discarded and it gets
    the same answer, synchronously (:func:`~daemon.server._fastpath.refuse_drained`: no task,
    no TLS handshake, no parse, no answer built — the listener's answers are built once per
    message), unless it sent more than a request's worth (then the draining refusal). A cut-off
@@ -51,16 +55,15 @@ import trio
 from daemon.config._hosting import ServerConfig
 from daemon.server._fastpath import has_unread, refuse_at_once, refuse_drained
 from daemon.server._frontend import Connection
-from daemon.server._peers import PeerLedger, peer_key, requester_of
+from daemon.server._peers import PENALIZED, PeerLedger, peer_key, requester_of
+from daemon.server._table import ConnectionTable
 from daemon.wire import _logs as logs
 from daemon.wire._protocol import ErrorCode, ErrorResponse, ServerConnection
 
-__all__ = ["Acceptor", "Listening", "open_listeners", "open_unix_listener"]
+__all__ = ["PENALIZED", "Acceptor", "Listening", "open_listeners", "open_unix_listener"]
 
 #: Connections refused at accept that may linger (drain) at once; more are closed at once.
 MAX_LINGERING_REFUSALS: Final = 256
-#: What a penalized peer's new connection is told (rule 4).
-PENALIZED: Final = "too many idle, slow or unauthenticated connections from this peer; retry later"
 #: ``accept`` failures are reported on stderr at most once per this many seconds.
 ACCEPT_FAILURE_REPORT_SECONDS: Final = 10.0
 _ACCEPT_CAPACITY_ERRORS: Final = frozenset(
@@ -193,8 +196,7 @@ class Acceptor:
     def __init__(
         self,
         *,
-        connections: set[Connection],
-        max_connections: int,
+        connections: ConnectionTable,
         peers: PeerLedger,
         counters: Counter[str],
         handlers: trio.Nursery,
@@ -202,11 +204,14 @@ class Acceptor:
         refuse: Refuse,
         connection_factory: Callable[[str], Connection] = Connection,
         refusal_bytes: Callable[[trio.SocketStream, str], bytes | None] | None = None,
+        probation: Callable[[dict[str, Any]], bool] = lambda requester: False,
     ) -> None:
+        #: Whether a penalized peer's connection may clear the way with a valid token (then
+        #: it is admitted on probation, daemon.server._peers rule 5) rather than cut off.
+        self.probation = probation
         self.connection_factory = connection_factory
         self.refusal_bytes = refusal_bytes or _busy_frame
         self.connections = connections
-        self.max_connections = max_connections
         self.peers = peers
         self.counters = counters
         self.handlers = handlers
@@ -236,17 +241,16 @@ class Acceptor:
         requester = requester_of(stream)
         peer = peer_key(requester)
         cut_off = False
-        if len(self.connections) >= self.max_connections:
-            refusal = f"{self.max_connections} connections open; retry later"
-        elif self.peers.penalized(peer):
+        penalized = self.peers.penalized(peer)
+        if penalized and not self.probation(requester):
+            self.peers.cut_off(peer)
             refusal, cut_off = PENALIZED, True
-        elif not self.peers.connect(peer):
-            refusal = f"{self.peers.connection_cap} connections open from this peer; retry later"
         else:
-            connection = self.connection_factory(peer)
-            self.connections.add(connection)
-            self.handlers.start_soon(self.serve, stream, connection, requester)
-            return
+            admitted = self.connections.admit(peer, self.connection_factory, probation=penalized)
+            if not isinstance(admitted, str):
+                self.handlers.start_soon(self.serve, stream, admitted, requester)
+                return
+            refusal = admitted
         if cut_off and refuse_drained(stream, self._answer(stream, refusal)):
             self._count_busy()
             return

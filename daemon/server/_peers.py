@@ -4,7 +4,8 @@ Rules (the contract):
 
 1. A connection's *peer* is its uid on a Unix socket (``SO_PEERCRED``; ``unix:?`` where the
    platform cannot tell) and its remote address on TCP (``tcp:<address>``, the port ignored),
-   so one local user or one remote host is one peer however many connections it opens. An
+   so one local user or one remote host is one peer however many connections it opens
+   (behind a trusted proxy, the client it names: :mod:`daemon.server._proxy` rule 4). An
    IPv6 address counts as its /64 network (``tcp:2001:db8:1:2::/64``): one host is handed a
    whole /64, and must not become 2**64 peers; an IPv4-mapped IPv6 address is its IPv4
    address.
@@ -17,16 +18,44 @@ Rules (the contract):
 3. Strikes. Each connection of a peer cut for idleness or slowness (``IDLE_TIMEOUT``: no hello
    in time, no request in time, evidence under the minimum rate) is a strike
    (:meth:`PeerLedger.strike`). A peer with :data:`STRIKE_LIMIT` strikes within
-   :data:`STRIKE_WINDOW` seconds is *penalized*: its new connections are refused at once,
-   before they cost a hello, a header or an audit line, until it has tried nothing for
-   :data:`STRIKE_WINDOW` seconds (each connection refused so restarts the window, so a peer
-   that keeps trying stays cut off). A well-behaved peer
-   is never cut, so never penalized; at most :data:`MAX_STRIKE_ENTRIES` peers are remembered
-   (expired windows are dropped first).
+   :data:`STRIKE_WINDOW` seconds is *penalized* (:meth:`PeerLedger.penalized`) until it has
+   tried nothing for :data:`STRIKE_WINDOW` seconds: each of its requests refused for it
+   (:meth:`PeerLedger.cut_off`) restarts the window, so a peer that keeps trying stays
+   penalized. What the penalty costs a penalized peer is rule 5's. A well-behaved peer is
+   never cut, so never penalized; at most :data:`MAX_STRIKE_ENTRIES` peers are remembered
+   (expired windows are dropped first). A peer the ledger is told to ``exempt`` (a trusted
+   proxy, :mod:`daemon.server._proxy` rule 4) is never struck nor penalized.
 4. Authentication failures (:meth:`PeerLedger.auth_failure`: no or a wrong token) are strikes
-   too, so a peer that keeps failing is cut off like a slow one; from its
+   too, so a peer that keeps failing is penalized like a slow one; from its
    :data:`AUTH_SLOW_AFTER`-th failure within the window, each further refusal is first
-   delayed :data:`AUTH_DELAY_SECONDS` (slowed, then cut off).
+   delayed :data:`AUTH_DELAY_SECONDS` (slowed, then penalized).
+5. A valid token is never refused for someone else's strikes. A peer is an address, and one
+   address may be many people (a NAT, an office, a proxy that does not say who its clients
+   are): one of them failing 32 times must not lock the others out. The penalty therefore
+   shapes what a requester *without* a valid token costs, never whether a valid token is
+   heard. Where a token can clear the way (a TCP listener with a ``tokens_file``), a penalized
+   peer's new connection is admitted *on probation* (:mod:`daemon.server._connection` rule 8):
+   it has a short first deadline (:data:`PROBATION_SECONDS`, its TLS handshake included) to
+   present a valid token; a request that does not — no or a wrong token, a probe, garbage, a
+   stall — gets the same ``BUSY`` answer a cut-off peer always got, at once (no delay, no
+   audit line, no strike: it restarts the window), and the connection closes. A valid token
+   lifts the probation for that connection only: the address stays penalized for everyone
+   else, so the attacker gains nothing from sharing it. Where no token can clear the way (a
+   Unix socket, a listener without a ``tokens_file``), a penalized peer is cut off at accept as
+   before (:mod:`daemon.server._listeners` rule 4): nothing it could send would be heard.
+   Against an attacker who then floods from the shared address: each probation connection
+   costs an accept, a task, at most one request head (bounded by the head limits) read
+   within :data:`PROBATION_SECONDS`, one SHA-256 and constant-time compare, and a fixed
+   answer — as much as any unauthenticated request, never an fsync, never an audit line.
+   How many it holds at once is bounded by its peer's connection share, and holding them
+   cannot lock out the honest client beside it: connections on probation yield their slot to
+   a newcomer first, the oldest first (:mod:`daemon.server._table` rule 3), so the honest
+   client's connection is admitted and has the time its own first bytes take to present its
+   token; to evict it the attacker must open a share's worth of connections within that
+   time, a connection-rate flood, which belongs below the daemon (docs/operations.md,
+   "Refusal accounting": an nftables meter). The price is that a penalized peer on a token
+   listener now costs a task (and a TLS handshake) per connection instead of a synchronous
+   accept, write and close: a bounded cost, paid so a shared address is not a shared fate.
 """
 
 from __future__ import annotations
@@ -48,6 +77,10 @@ MAX_STRIKE_ENTRIES: Final = 4096
 #: Failed authentications within the strike window after which each refusal is delayed.
 AUTH_SLOW_AFTER: Final = 8
 AUTH_DELAY_SECONDS: Final = 0.25
+#: Rule 5: the first deadline of a penalized peer's connection on probation.
+PROBATION_SECONDS: Final = 2.0
+#: What a penalized peer is told, at accept or on probation (rule 5).
+PENALIZED: Final = "too many idle, slow or unauthenticated connections from this peer; retry later"
 
 
 def requester_of(stream: trio.SocketStream) -> dict[str, Any]:
@@ -75,8 +108,9 @@ def peer_key(requester: dict[str, Any]) -> str:
         uid = requester.get("uid")
         return f"unix:{uid if uid is not None else '?'}"
     if transport == "tcp":
-        host = str(requester.get("peer", "?")).rsplit(":", 1)[0]
-        return f"tcp:{_host_key(host)}"
+        client = requester.get("client")  # named by a trusted proxy (daemon.server._proxy)
+        host = str(requester.get("peer", "?")).rsplit(":", 1)[0] if client is None else client
+        return f"tcp:{_host_key(str(host))}"
     return "unknown"
 
 
@@ -104,7 +138,10 @@ class PeerLedger:
         connection_cap: int,
         in_flight_cap: int,
         clock: Callable[[], float] = time.monotonic,
+        exempt: Callable[[str], bool] = lambda peer: False,
     ) -> None:
+        #: Rule 3: peers never struck nor penalized (trusted proxies).
+        self.exempt = exempt
         #: Seconds, monotonic: when strikes happened and penalties end (rule 3).
         self._clock = clock
         self.connection_cap = connection_cap
@@ -120,6 +157,8 @@ class PeerLedger:
 
     def strike(self, peer: str) -> None:
         """One of ``peer``'s connections was cut for idleness or slowness (rule 3)."""
+        if self.exempt(peer):
+            return
         self.strikes += 1
         now = self._clock()
         start, count = self._strikes.get(peer, (now, 0))
@@ -141,7 +180,7 @@ class PeerLedger:
         return AUTH_DELAY_SECONDS if entry is not None and entry[1] > AUTH_SLOW_AFTER else 0.0
 
     def penalized(self, peer: str) -> bool:
-        """Whether ``peer``'s new connections are refused for now (rule 3)."""
+        """Whether ``peer`` is penalized now (rule 3); an expired window is forgotten."""
         entry = self._strikes.get(peer)
         if entry is None:
             return False
@@ -149,12 +188,19 @@ class PeerLedger:
         if self._clock() - start > STRIKE_WINDOW:
             del self._strikes[peer]
             return False
-        if count >= STRIKE_LIMIT:
-            self.penalized_refusals += 1
-            # A cut-off peer that keeps trying stays cut off (rule 3): its window restarts.
-            self._strikes[peer] = (self._clock(), count)
-            return True
-        return False
+        return count >= STRIKE_LIMIT
+
+    def cut_off(self, peer: str) -> None:
+        """A request of the penalized ``peer`` was refused for it: counted, and its window
+        restarts (rule 3: a peer that keeps trying stays penalized)."""
+        entry = self._strikes.get(peer)
+        self.penalized_refusals += 1
+        if entry is not None:
+            self._strikes[peer] = (self._clock(), entry[1])
+
+    def has_room(self, peer: str) -> bool:
+        """Whether ``peer`` holds fewer connections than its cap (rule 2)."""
+        return self._connections.get(peer, 0) < self.connection_cap
 
     def connect(self, peer: str) -> bool:
         if self._connections[peer] >= self.connection_cap:

@@ -37,11 +37,17 @@ Rules, in this order, for one reload:
    old configuration keeps serving after a refusal. A worker of a multi-process daemon
    (``record=False``) writes no line: its parent wrote the one line for all of them.
    ``sd_notify`` hears ``RELOADING=1`` then ``READY=1`` (systemd's ``Type=notify-reload``).
+7. Generations. One process numbers its generations itself (each applied reload adds one).
+   A worker of a multi-process daemon is asked for the parent's generation
+   (:meth:`Reloader.request` with ``generation``, from its link): once applied it serves that
+   number, and either outcome is reported back (``report``: the generation it serves, the
+   status, the reason), the acknowledgement the parent waits for before it writes its line
+   (:mod:`daemon.server._supervisor` rule 3a).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final
 
 import attrs
@@ -158,6 +164,7 @@ class Reloader:
         say: Callable[[str], None],
         notify: Callable[[str], object],
         record: bool = True,
+        report: Callable[[int, str, str | None], Awaitable[object]] | None = None,
     ) -> None:
         self.server = server
         self.load = load
@@ -165,15 +172,22 @@ class Reloader:
         self.say = say
         self.notify = notify
         self.record = record
+        #: Rule 7: told (generation served, ``APPLIED``/``REFUSED``, reason) after each reload.
+        self.report = report
         self.applied = 0
         self.refused = 0
         self._nursery: trio.Nursery | None = None
         self._pools: list[WorkerPool] = []
         self._draining: list[Evaluator] = []
         self._wanted = trio.Event()
+        #: Rule 7: the generation a worker's parent asked for (None: number them here).
+        self._target: int | None = None
 
-    def request(self) -> None:
-        """Ask for a reload (rule 1); returns at once. Safe to call any number of times."""
+    def request(self, generation: int | None = None) -> None:
+        """Ask for a reload (rule 1), to the parent's ``generation`` when given (rule 7);
+        returns at once. Safe to call any number of times."""
+        if generation is not None:
+            self._target = max(generation, self._target or 0)
         self._wanted.set()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -197,6 +211,7 @@ class Reloader:
         self.notify("RELOADING=1")
         while len(self._draining) >= MAX_DRAINING:  # rule 5: bounded processes
             await trio.sleep(_POLL)
+        target = self._target  # rule 7: what a later request asks for is a later reload's
         try:
             generation = await self._prepare()
         except (ConfigError, ReloadRefused) as error:
@@ -204,9 +219,10 @@ class Reloader:
             self.say(f"SIGHUP: configuration not reloaded, the old one keeps serving: {error}")
             if self.record:
                 await self._record(status="REFUSED", reason=str(error))
+            await self._report("REFUSED", str(error))
             self.notify("READY=1")
             return
-        self._apply(generation)
+        self._apply(generation, target)
         server = self.server
         self.say(
             f"SIGHUP: configuration reloaded from {generation.config.source}: "
@@ -214,9 +230,15 @@ class Reloader:
         )
         if self.record:
             await self._record(status="APPLIED", **reload_fields(generation.sessions))
+        await self._report("APPLIED", None)
         self.notify("READY=1")
 
-    def _apply(self, generation: _Generation) -> None:
+    async def _report(self, status: str, reason: str | None) -> None:
+        """Rule 7: the outcome, to whoever asked for the generation."""
+        if self.report is not None:
+            await self.report(self.server.generation, status, reason)
+
+    def _apply(self, generation: _Generation, target: int | None = None) -> None:
         """Rule 4: one step of the event loop, no checkpoint, so no request sees half."""
         server = self.server
         pipeline = server._pipeline
@@ -241,7 +263,8 @@ class Reloader:
                 generation.evaluator,
             )
         self.applied += 1
-        server.generation += 1
+        # Rule 7: the parent's number for a worker, else the next one.
+        server.generation = target or server.generation + 1
         if old is not None and self._nursery is not None:
             self._draining.append(old)
             settle = server.config.idle_timeout + server.config.request_deadline

@@ -24,11 +24,17 @@ Rules (the contract):
    Each is answered by a task of its own, so a slow one never stops the link from reading
    the next frame; proofs and lookups read files through the one guarded way
    (:mod:`daemon.tlog._served_files` rule 6: its own limiter and deadline, ``BUSY`` past it).
-4. ``["ready", index, pid]``: the worker serves (its listeners accept).
+4. ``["ready", index, pid, generation]``: the worker serves (its listeners accept), on that
+   configuration generation.
 5. :meth:`Sequencer.state` is what every worker is pushed (``["c", state]``): the log's
    failure reason and status, the transparency status, and every worker's figures.
 6. A frame that is not one of these is a broken worker: its link is closed (the supervisor
    restarts it).
+7. Reloads (``_supervisor`` rule 3a): :meth:`Link.reload` sends ``["reload", generation]``;
+   the worker answers ``["g", generation, status, reason]`` once it applied
+   (``APPLIED``: :attr:`Link.generation` is the generation it serves now) or refused
+   (``REFUSED``: :attr:`Link.refusal` is why). The generation a worker serves only grows:
+   the one it was started on, then each it applied (its figures' ``generation`` too).
 """
 
 from __future__ import annotations
@@ -70,9 +76,15 @@ __all__ = ["Link", "Sequencer"]
 class Link:
     """The sequencer's end of one worker process's stream."""
 
-    def __init__(self, index: int, pid: int, sock: stdlib_socket.socket) -> None:
+    def __init__(
+        self, index: int, pid: int, sock: stdlib_socket.socket, generation: int = 0
+    ) -> None:
         self.index = index
         self.pid = pid
+        #: Rule 7: the configuration generation the worker serves, as it last said (or as
+        #: it was started on), and why it refused the last one it was asked for (else None).
+        self.generation = generation
+        self.refusal: str | None = None
         self.stream = trio.SocketStream(trio.socket.from_stdlib_socket(sock))
         self.reader = FrameReader(self.stream)
         self.writer = FrameWriter(self.stream)
@@ -82,6 +94,16 @@ class Link:
         self.lines = 0
         self.frames = 0
         self.last_heard = trio.current_time()  # any frame is a heartbeat (_heartbeat rule 1)
+
+    async def reload(self, generation: int) -> bool:
+        """Rule 7: ask the worker to reload to ``generation``; False when it is gone."""
+        self.refusal = None
+        return await self.writer.send(["reload", generation])
+
+    def served(self, generation: Any) -> None:
+        """Rule 7: the worker said it serves ``generation`` (a generation only grows)."""
+        if type(generation) is int and generation > self.generation:
+            self.generation = generation
 
     def entry(self, restarts: int) -> dict[str, Any]:
         """This worker in ``health``'s ``workers``."""
@@ -136,10 +158,16 @@ class Sequencer:
                         nursery.start_soon(self._commit, link, message[1])
                     elif kind == "s":
                         link.figures = message[1]
+                        link.served(link.figures.get("generation"))
                     elif kind == "q":
                         nursery.start_soon(self._answer_query, link, message)
                     elif kind == "ready":
+                        link.served(message[3] if len(message) > 3 else None)
                         link.ready.set()
+                    elif kind == "g":  # rule 7
+                        link.served(message[1])
+                        if message[2] != "APPLIED":
+                            link.refusal = str(message[3])
                     else:
                         logs.error(
                             "worker_frame_invalid",

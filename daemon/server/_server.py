@@ -3,7 +3,8 @@
 The server is assembled from parts with one job each; this module is their lifecycle.
 
 * :mod:`daemon.server._listeners`: where it listens (the Unix socket's mode and group), the accept
-  loop, and admission against the connection caps.
+  loop, and admission into :mod:`daemon.server._table` (the connection table: who yields a
+  slot when it is full, the Unix socket's reserve, each peer's share).
 * :mod:`daemon.server._frontend`: one EVD1 connection's conversation (timeouts, dispatch, refusals
   with a drain), over :mod:`daemon.server._fastpath` (the raw-socket fast paths).
 * :mod:`daemon.server._http_server`: one HTTP/1.1 connection's requests, over the same pipeline
@@ -84,14 +85,16 @@ from daemon.server._evaluation import (
     Evaluator,
     worker_job_handler,
 )
-from daemon.server._frontend import Connection, FrontEnd
+from daemon.server._frontend import FrontEnd
 from daemon.server._http_server import HttpConnection, HttpFrontEnd, busy_answer
 from daemon.server._listeners import Acceptor, Listening, open_listeners
 from daemon.server._metrics import ServerMetrics
 from daemon.server._peers import PeerLedger
 from daemon.server._pipeline import Pipeline
+from daemon.server._proxy import TrustedProxies
 from daemon.server._publishing import publish_status, start_publishing, stop_publishing
 from daemon.server._resources import connection_capacity, raise_descriptor_limit
+from daemon.server._table import ConnectionTable, unix_reserve
 from daemon.server._workers import WorkerPool
 from daemon.tlog import TransparencyLog
 from daemon.tlog._names import DecisionIds, replica_fields
@@ -160,12 +163,17 @@ class Server:
         self._peers = PeerLedger(
             connection_cap=config.peer_connection_cap(config.max_connections),
             in_flight_cap=config.peer_in_flight_cap(),
+            # A trusted proxy is never struck nor penalized: its clients are (_proxy rule 4).
+            exempt=TrustedProxies.parse(
+                () if config.http is None else config.http.trusted_proxies
+            ).trusts_key,
         )
         self._evaluator: Evaluator | None = None
         self._pipeline: Pipeline | None = None
         self._shutdown = trio.Event()
         self._handlers_scope: trio.CancelScope | None = None
-        self._connections: set[Connection] = set()
+        #: Every open connection, both front ends (daemon.server._table); sized in run().
+        self._connections = ConnectionTable(config.max_connections, self._peers)
         self._started_ns = time.monotonic_ns()
         self._start_recorded = False
         self.counters: Counter[str] = Counter()
@@ -214,6 +222,8 @@ class Server:
             "uptime_ns": time.monotonic_ns() - self._started_ns,
             "connections": len(self._connections),
             "max_connections": self.max_connections,
+            "unix_reserved_connections": self._connections.unix_reserve,
+            "evicted_connections": self._connections.evicted,
             "in_flight": self._capacity.borrowed_tokens,
             "max_in_flight": self.config.max_in_flight,
             "peers": self._peers.status(),
@@ -263,15 +273,18 @@ class Server:
 
     def apply_security(self, checked: Checked) -> None:
         """Serve with ``checked``'s TLS contexts and tokens from now on (a reload,
-        :mod:`daemon.server._reload`): a connection accepted, or a request authenticated,
-        after this call uses them; one already past its handshake or its token check is not
-        asked again."""
+        :mod:`daemon.server._reload`): a connection accepted after this call gets the new
+        certificates, and every request from now on, on every connection, is authorised
+        against the new tokens (a new generation of each connection core,
+        :mod:`daemon.server._connection` rule 3)."""
         self._security, self._http_security = checked.binary, checked.http
         self.exposed = checked.exposed
         if self._front is not None:  # the front end and its connection core
-            self._front.security = self._front.core.security = checked.binary
+            self._front.security = checked.binary
+            self._front.core.apply(checked.binary)
         if self._http_front is not None:
-            self._http_front.security = self._http_front.core.security = checked.http
+            self._http_front.security = checked.http
+            self._http_front.core.apply(checked.http)
 
     # -- lifecycle
 
@@ -298,6 +311,7 @@ class Server:
             config.max_connections, raise_descriptor_limit(), workers
         )
         self._peers.connection_cap = config.peer_connection_cap(self.max_connections)
+        self._connections.capacity = self.max_connections
         # The same checks as config check, serve --check and a reload (daemon.config._checks),
         # on the listeners that will serve (inherited ones included).
         checked = check_listeners(config, self.inherited)
@@ -407,6 +421,11 @@ class Server:
     ) -> None:
         listening = await open_listeners(self.config, self.inherited)
         self.tcp_address, self.unix_path = listening.tcp_address, listening.unix_path
+        if any(listener.socket.family == stdlib_socket.AF_UNIX for listener in listening.listeners):
+            # The Unix socket's slots TCP cannot take (daemon.server._table rule 1).
+            self._connections.unix_reserve = unix_reserve(
+                self.config.unix_reserved_connections, self.max_connections
+            )
         http_listeners: list[trio.SocketListener] = []
         try:
             http = self.config.http
@@ -493,13 +512,13 @@ class Server:
                 self._handlers_scope = handlers.cancel_scope
                 acceptor = Acceptor(
                     connections=self._connections,
-                    max_connections=self.max_connections,
                     peers=self._peers,
                     counters=self.counters,
                     handlers=handlers,
                     serve=front.handle,
                     refuse=front.refuse_connection,
                     refusal_bytes=self._binary_refusal,
+                    probation=front.core.requires_token,
                 )
                 http_acceptor = self._http_acceptor(pipeline, handlers)
                 async with trio.open_nursery() as acceptors:
@@ -549,7 +568,6 @@ class Server:
         tls = self._http_security.ssl_context is not None
         return Acceptor(
             connections=self._connections,
-            max_connections=self.max_connections,
             peers=self._peers,
             counters=self.counters,
             handlers=handlers,
@@ -557,6 +575,7 @@ class Server:
             refuse=front.refuse_connection,
             connection_factory=HttpConnection,
             refusal_bytes=lambda stream, message: None if tls else busy_answer(message),
+            probation=front.core.requires_token,
         )
 
 

@@ -23,14 +23,16 @@ Rules (the contract):
    and obeyed once it serves. One process: SIGHUP a reload, coalesced; SIGINT/SIGTERM
    ``STOPPING=1`` and the drain (:meth:`Server.shutdown`); a second one cancels the in-flight
    requests (:meth:`Server.cancel_in_flight`). The parent of workers: the same signals, every
-   worker reloaded or drained together. A worker: SIGTERM and SIGHUP (from its parent) as one
-   process. A :class:`Server` whose config has no ``handle_signals`` receives none.
+   worker reloaded or drained together. A worker: SIGTERM as one process; its reloads are
+   asked for by its parent over its link, not by a signal. A :class:`Server` whose config has
+   no ``handle_signals`` receives none.
 4. :func:`serve_one` is the one-process assembly as a task (the library's :func:`serve` and
    :func:`open_server` await it, and so does each worker of ``--workers N``): the server, its
    reloader when ``load`` is given (a worker's writes no ``config_reload`` line: its parent
-   wrote the one line), the watchdog, the signals, ``on_ready`` and ``READY=1``;
-   ``task_status.started`` receives the :class:`Server`. It returns once the server has
-   stopped.
+   writes the one line; it reloads when its link asks, to the parent's generation, and
+   reports the outcome back over it: :mod:`daemon.server._reload` rule 7), the watchdog, the
+   signals, ``on_ready`` and ``READY=1``; ``task_status.started`` receives the
+   :class:`Server`. It returns once the server has stopped.
 """
 
 from __future__ import annotations
@@ -120,6 +122,9 @@ async def serve_one(
             notify=hooks.notify,
             record=server.role is None,
         )
+        if server.role is not None:  # a worker: its parent asks, over its link (rule 4)
+            server.role.client.on_reload = reloader.request
+            reloader.report = server.role.client.report_reload
 
     def reload() -> bool:
         if reloader is None:
@@ -265,7 +270,7 @@ def _worker_main(
             server.role = WorkerRole(client, index)
             async with trio.open_nursery() as nursery:
                 await nursery.start(serve_one, server, hooks, lambda server: serving())
-                await client.ready()
+                await client.ready(server.generation)
 
         trio.run(run)
 

@@ -6,7 +6,8 @@ receiver).
 Rules (the contract):
 
 1. Which signals (:func:`wanted`): one process and the parent of workers receive SIGINT,
-   SIGTERM and SIGHUP; a worker receives SIGTERM and SIGHUP (its parent decides on SIGINT);
+   SIGTERM and SIGHUP; a worker receives SIGTERM only (its parent decides on SIGINT, and
+   asks it to reload over its link, so a SIGHUP sent to a worker is ignored);
    a server started without ``handle_signals`` (the library's, embedded) receives none and
    leaves the host's handlers alone.
 2. When (:func:`receive`): the receiver is opened before the service starts and obeyed once it
@@ -45,8 +46,8 @@ __all__ = ["PROCESS", "WORKER", "obey", "receive", "wanted", "worker_disposition
 
 #: Rule 1: what one process, and the parent of workers, receives.
 PROCESS: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-#: Rule 1: what a worker of ``--workers N`` receives (SIGINT is its parent's).
-WORKER: Final = (signal.SIGTERM, signal.SIGHUP)
+#: Rule 1: what a worker of ``--workers N`` receives (SIGINT and reloads are its parent's).
+WORKER: Final = (signal.SIGTERM,)
 
 
 def wanted(*, handle_signals: bool, worker: bool) -> tuple[signal.Signals, ...]:

@@ -34,15 +34,23 @@ Rules (the contract):
 3a. SIGHUP (with a configuration file; the signal policy calls
    :meth:`Supervisor.request_reload`): the parent reads and checks the new configuration as
    one process does (:func:`daemon.server._reload.prepare`: restart-only keys, the TLS and
-   tokens files, every session built), coalescing SIGHUPs as one process does; it writes the
-   one ``config_reload`` line (``APPLIED`` or ``REFUSED``); once applied it sends SIGHUP to
-   every worker, and each reloads as one process does (its own checks again, including the
-   exposure check on its inherited listeners; new evaluation workers; no line of its own). A
-   worker started later (a restart) is told the generation and loads the configuration file
-   itself. A worker that was starting when a reload was applied (its SIGHUP ignored until its
-   signal receiver opens) reports an older generation once it serves, and is sent SIGHUP
-   again, once per generation, so every worker ends on the parent's generation. Without a
-   configuration file, SIGHUP is ignored with a message.
+   tokens files, every session built), coalescing SIGHUPs as one process does. A refusal is
+   the one ``config_reload`` ``REFUSED`` line, and no worker changes. Once it is accepted the
+   parent takes the next generation and asks every serving worker over its link to reload to
+   it (``_sequencer`` rule 7); each reloads as one process does (its own checks again,
+   including the exposure check on its inherited listeners; new evaluation workers; no line of
+   its own) and acknowledges. ``config_reload`` ``APPLIED`` is written only once every
+   running worker serves the new generation — so every request after the line, on any
+   worker, is authorised against the new tokens (``_connection`` rule 3). A worker that
+   refuses it (its own checks fail: the file changed between the parent's reading and its
+   own) or does not acknowledge within :func:`reload_deadline` seconds is killed (stderr:
+   ``config_reload_worker_failed``) and, once it is gone, restarted as rule 2 says, on the new
+   generation; the line is written once it is gone. A worker started later (a restart) is
+   told the generation and loads the configuration file itself. A worker that was starting
+   when a reload was applied reports the older generation it started on once it serves, and
+   is asked again (once per generation), so every worker ends on the parent's generation; the
+   parent's line waits for it too. Without a configuration file, SIGHUP is ignored with a
+   message.
 4. Workers ignore SIGINT (the parent decides) and stop when the parent's stream ends. A worker
    starts through the service assembly as one process does
    (:func:`daemon.server._service.serve_one`).
@@ -84,13 +92,23 @@ from daemon.wire._errors import ServiceError
 
 __all__ = ["Bound", "Supervisor", "WorkersFailed", "bind"]
 
+#: Rule 3a: seconds a worker's reload may take beyond the drain of its older generation.
+RELOAD_BUILD_SECONDS: Final = 30.0
 RESTART_DELAY: Final = 0.1
+_POLL: Final = 0.01
 RESTART_DELAY_MAX: Final = 5.0
 STABLE_SECONDS: Final = 10.0
 
 
 class WorkersFailed(ServiceError, RuntimeError):
     """The workers could not be started (rule 1)."""
+
+
+def reload_deadline(config: ServerConfig) -> float:
+    """Rule 3a: how long a worker may take to acknowledge a reload: its own reload waits for
+    its older generation to drain (at most ``idle_timeout`` + ``request_deadline``,
+    ``_reload`` rule 5), then builds (:data:`RELOAD_BUILD_SECONDS`)."""
+    return config.idle_timeout + config.request_deadline + RELOAD_BUILD_SECONDS
 
 
 @attrs.define
@@ -151,7 +169,7 @@ class _Slot:
     restarts: int = 0
     started: float = 0.0
     delay: float = RESTART_DELAY
-    #: The generation this slot's serving worker was last sent SIGHUP for (rule 3a).
+    #: The generation this slot's serving worker was last asked to reload to (rule 3a).
     caught_up: int = 0
 
 
@@ -312,13 +330,8 @@ class Supervisor:
                 continue
             self.sessions = sessions
             self.generation += 1
+            await self._reload_workers(self.generation)
             await self._record_reload(audit, status="APPLIED", **reload_fields(sessions))
-            for slot in self._slots:
-                if slot.link is not None and slot.link.alive:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(slot.link.pid, signal.SIGHUP)
-                    if slot.link.ready.is_set():  # its receiver is open: the signal counts
-                        slot.caught_up = self.generation
             logs.info(
                 "config_reload",
                 f"SIGHUP: configuration reloaded from {self.source}: "
@@ -328,6 +341,46 @@ class Supervisor:
                 sessions=sorted(s.name for s in sessions),
             )
             self.notify("READY=1")
+
+    async def _reload_workers(self, generation: int) -> None:
+        """Rule 3a: every serving worker asked to reload to ``generation``; returns once every
+        running worker serves it, a worker that refused it or did not acknowledge in time
+        having been killed (and gone: its replacement starts on ``generation``)."""
+        for slot in self._slots:
+            link = slot.link
+            if link is not None and link.alive and link.ready.is_set():
+                slot.caught_up = generation
+                await link.reload(generation)
+
+        def behind() -> list[Link]:
+            return [
+                link
+                for link in self._links()
+                if link.alive and link.generation < generation and link.refusal is None
+            ]
+
+        with trio.move_on_after(reload_deadline(self.config)):
+            while behind():  # a starting worker is caught up once it serves (_catch_up)
+                await trio.sleep(_POLL)
+        failed = [link for link in self._links() if link.alive and link.generation < generation]
+        for link in failed:
+            reason = link.refusal or (
+                f"no acknowledgement within {reload_deadline(self.config):g} s"
+            )
+            logs.error(
+                "config_reload_worker_failed",
+                f"worker {link.index} (pid {link.pid}) did not apply generation {generation} "
+                f"({reason}); killing it, it restarts on generation {generation}",
+                worker=link.index,
+                worker_pid=link.pid,
+                generation=generation,
+                reason=reason,
+            )
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(link.pid, signal.SIGKILL)
+        with trio.move_on_after(10):  # the kernel closes a killed worker's connections
+            for link in failed:
+                await _ended(link)
 
     async def _record_reload(self, audit: AuditLog, **fields: Any) -> None:
         try:
@@ -372,9 +425,10 @@ class Supervisor:
 
     async def _start(self, index: int) -> None:
         assert self._nursery is not None
-        pid, sock = await self.spawner.spawn(index, self.generation)
+        generation = self.generation
+        pid, sock = await self.spawner.spawn(index, generation)
         slot = self._slots[index]
-        slot.link = Link(index, pid, sock)
+        slot.link = Link(index, pid, sock, generation)
         slot.started = time.monotonic()
         self._nursery.start_soon(self._watch, slot, slot.link)
 
@@ -410,31 +464,28 @@ class Supervisor:
             if (link := slot.link) is not None
         ]
 
-    def _catch_up(self) -> None:
-        """Rule 3a: a serving worker that reports an older generation than the parent's (it was
-        starting, SIGHUP still ignored, when a reload was applied) is sent SIGHUP, once per
-        generation."""
+    async def _catch_up(self) -> None:
+        """Rule 3a: a serving worker on an older generation than the parent's (it was starting
+        when a reload was applied) is asked to reload to it, once per generation."""
         for slot in self._slots:
             link = slot.link
-            reported = None if link is None else link.figures.get("generation")
             if (
                 link is not None
                 and link.alive
-                and type(reported) is int
-                and reported < self.generation
+                and link.ready.is_set()
+                and link.generation < self.generation
                 and slot.caught_up < self.generation
                 and not self._draining
             ):
                 slot.caught_up = self.generation
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(link.pid, signal.SIGHUP)
+                await link.reload(self.generation)
 
     async def _push_state(self) -> None:
         """Every worker gets the daemon's state (:meth:`Sequencer.state`); a worker left on an
         older generation is caught up (:meth:`_catch_up`)."""
         assert self.sequencer is not None
         while True:
-            self._catch_up()
+            await self._catch_up()
             state = self.sequencer.state(self.workers())
             state["failure_reason"] = state["failure_reason"] or self.heartbeat.reason(
                 self._links()
@@ -448,9 +499,9 @@ class Supervisor:
 
 async def _ready_or_gone(link: Link) -> None:
     while link.alive and not link.ready.is_set():
-        await trio.sleep(0.01)
+        await trio.sleep(_POLL)
 
 
 async def _ended(link: Link) -> None:
     while link.alive:
-        await trio.sleep(0.01)
+        await trio.sleep(_POLL)

@@ -54,7 +54,10 @@ async def daemon(directory: Path, **options: Any) -> AsyncIterator[Server]:
         worker_processes=1,
         security=security,
         http=HttpConfig(
-            listen=("127.0.0.1", 0), security=security, header_timeout=options.pop("header", 5.0)
+            listen=("127.0.0.1", 0),
+            security=security,
+            header_timeout=options.pop("header", 5.0),
+            trusted_proxies=options.pop("trusted_proxies", ()),
         ),
         **options,
     )
@@ -152,35 +155,80 @@ async def test_a_peer_that_keeps_failing_authentication_is_slowed_then_cut_off(
             await exchange(server.http_address, post(body, token="guess"), source="127.0.0.7")
             for _ in range(STRIKE_LIMIT)
         ]
-        assert all(b"401 Unauthorized" in answer for answer in answers)
-        # Cut off: refused at accept, before its request is read or answered on its merits.
-        answer = await exchange(server.http_address, post(body, token=TOKEN), source="127.0.0.7")
-        assert b"503 Service Unavailable" in answer and b"BUSY" in answer
-        # Another peer with the token is served.
-        answer = await exchange(server.http_address, post(body, token=TOKEN), source="127.0.0.8")
-        assert b"200 OK" in answer and b'"PASS"' in answer
+        assert all(b"401 Unauthorized" in answer for answer in answers[:-1])
+        # Cut off from the guess that earned it: not answered on its merits, nor delayed.
+        assert answers[-1] == busy_answer(PENALIZED)
+        answer = await exchange(server.http_address, post(body, token="guess"), source="127.0.0.7")
+        assert answer == busy_answer(PENALIZED)
         async with open_client(tcp=server.tcp_address, token=TOKEN) as client:
             peers = (await client.health())["peers"]
         assert peers["auth_failures"] == STRIKE_LIMIT and peers["penalized_refusals"] >= 1
     assert not any(line["event"] == "refusal" for line in events(short_dir))
 
 
-async def test_a_cut_off_peer_flooding_requests_gets_the_same_answer_at_accept(
+async def test_a_valid_token_is_never_refused_for_strikes_of_another_client_on_its_address(
     short_dir: Path,
 ) -> None:
-    """A cut-off peer's requests (already sent when the connection is accepted) each cost a
-    task, an answer built and a drain; now they are discarded at accept and answered with the
-    same bytes. One still sending a large body is not served either (it may read a reset)."""
+    """40 wrong-token requests from one address, then a client with a valid token on the
+    same address (a NAT, an office, a proxy): it was refused 0/10 (another address 10/10),
+    because the penalty refused the address at accept. Now a penalized address's connections
+    are on probation: a valid token is served, on both front ends; everything else from it
+    gets the cut-off answer."""
+    async with daemon(short_dir) as server:
+        assert server.http_address is not None and server.tcp_address is not None
+        body = submit_body(b"evidence")
+        for _ in range(40):
+            await exchange(server.http_address, post(body, token="guess"), source="127.0.0.13")
+        served = 0
+        for index in range(10):
+            evidence = f"honest {index}".encode()
+            answer = await exchange(
+                server.http_address, post(submit_body(evidence), token=TOKEN), source="127.0.0.13"
+            )
+            served += b"200 OK" in answer and b'"PASS"' in answer
+        assert served == 10
+        hello = frame({"kind": "hello", "versions": [1], "client": "t", "token": TOKEN})
+        submit = frame(
+            {
+                "kind": "submit",
+                "request_id": 1,
+                "session": "bytes",
+                "binding": bytes_binding(b"b").to_dict(),
+                "items": [1],
+            },
+            b"b",
+        )
+        evd1 = await exchange(server.tcp_address, hello + submit, source="127.0.0.13", wait=1)
+        assert b'"PASS"' in evd1  # EVD1, the same address
+        # The address stays penalized for whoever has no valid token.
+        answer = await exchange(server.http_address, post(body, token="guess"), source="127.0.0.13")
+        assert answer == busy_answer(PENALIZED)
+        peers = server.health()["peers"]
+        assert peers["auth_failures"] == STRIKE_LIMIT
+    decided = [line for line in events(short_dir) if line["event"] == "decision"]
+    assert len(decided) == 11 and all(line["requester"]["token"] == "good" for line in decided)
+
+
+async def test_a_cut_off_peer_flooding_requests_gets_the_same_answer(short_dir: Path) -> None:
+    """A cut-off peer's requests without a valid token each cost an answer built; they are
+    answered with the same cut-off bytes (no 401 on its merits, no delay, no line), whatever
+    they are; one still sending a large body reads the answer or a reset."""
     async with daemon(short_dir) as server:
         assert server.http_address is not None
         body = submit_body(b"evidence")
         for _ in range(STRIKE_LIMIT):
             await exchange(server.http_address, post(body, token="guess"), source="127.0.0.9")
         expected = busy_answer(PENALIZED)
-        for data in (post(body, token=TOKEN), b"garbage\r\n\r\n", b"GET / HTTP/1.1\r\n\r\n"):
+        for data in (
+            post(body),
+            post(body, token="guess"),
+            b"garbage\r\n\r\n",
+            b"GET / HTTP/1.1\r\n\r\n",
+            b"GET /health HTTP/1.1\r\nHost: t\r\n\r\n",
+        ):
             answer = await exchange(server.http_address, data, source="127.0.0.9")
-            assert answer == expected
-        large = post(submit_body(os.urandom(CUT_OFF_BYTES * 2)), token=TOKEN)
+            assert answer == expected, data
+        large = post(submit_body(os.urandom(CUT_OFF_BYTES * 2)))
         answer = await exchange(server.http_address, large, source="127.0.0.9")
         assert answer in (b"", expected)
     assert not any(line["event"] == "refusal" for line in events(short_dir))
@@ -367,16 +415,14 @@ async def test_a_peer_that_keeps_sending_garbage_to_a_token_listener_is_cut_off(
 ) -> None:
     """Garbage and unknown routes without a token were noise but never strikes: a flood of
     them was answered on its merits forever (each a parse, an answer and a drain). Now each
-    is a strike as a failed token is, and the peer is cut off at accept."""
+    is a strike as a failed token is, and the peer is cut off."""
     async with daemon(short_dir) as server:
         assert server.http_address is not None
         kinds = [b"garbage\r\n\r\n", b"GET / HTTP/1.1\r\nHost: t\r\n\r\n"]
         for number in range(STRIKE_LIMIT):
             answer = await exchange(server.http_address, kinds[number % 2], source="127.0.0.11")
             assert b"400 Bad Request" in answer or b"404 Not Found" in answer
-        answer = await exchange(
-            server.http_address, post(submit_body(b"e"), token=TOKEN), source="127.0.0.11"
-        )
+        answer = await exchange(server.http_address, kinds[0], source="127.0.0.11")
         assert answer == busy_answer(PENALIZED)
         # A probe is not noise of this kind (it is answered), and an authenticated peer's
         # unknown route is its own refusal: neither is a strike.
@@ -403,6 +449,7 @@ def test_a_cut_off_peer_that_keeps_trying_stays_cut_off() -> None:
         ledger.auth_failure("tcp:192.0.2.7")
     assert ledger.penalized("tcp:192.0.2.7")
     for _ in range(5):  # keeps trying every 20 s: 100 s, still cut off
+        ledger.cut_off("tcp:192.0.2.7")  # each try refused for it
         now[0] += 20
         assert ledger.penalized("tcp:192.0.2.7")
     now[0] += _peers.STRIKE_WINDOW + 1  # stops for longer than the window

@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ from daemon_testkit import bytes_binding
 from retention_kit import moto_server, raw_s3_client, s3_environment
 
 from daemon.commands._fleet import decision_receipts, fleet_key_for_receipt, load_fleet
+from daemon.config._tokens import token_line
 from daemon.tlog import encode_receipt, verify_receipt
 from daemon.tlog._names import log_tag, tag_of
 
@@ -95,6 +96,7 @@ http {{
             proxy_pass http://replicas;
             proxy_http_version 1.1;
             proxy_set_header Connection "";
+            proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
             proxy_connect_timeout 1s;
             proxy_next_upstream error timeout http_502 http_503 non_idempotent;
             proxy_next_upstream_tries 3;
@@ -165,6 +167,41 @@ class Replica:
         self.process.stdout.close()
 
 
+TOKEN_REPLICA_CONFIG = """
+[server]
+listen = ""
+socket = "s"
+
+[http]
+listen = "127.0.0.1:0"
+tokens_file = "tokens"
+trusted_proxies = ["127.0.0.1/32"]   # nginx, as docs/deployment.md says
+
+[audit]
+path = "audit.jsonl"
+
+[sessions.bytes]
+mechanisms = ["bytes-sha256"]
+max_evidence_items = 1
+max_evidence_bytes = 4096
+"""
+GOOD_TOKEN = "the-good-clients-token-behind-nginx-0123456789"
+
+
+class TokenReplica(Replica):
+    """A replica whose HTTP listener takes a token and trusts nginx's address."""
+
+    def __init__(self, directory: Path, env: dict[str, str]) -> None:
+        self.directory = directory
+        self.env = env
+        self.process = None
+        self.http = ""
+        directory.mkdir()
+        (directory / "daemon.toml").write_text(TOKEN_REPLICA_CONFIG)
+        (directory / "tokens").write_text(token_line(GOOD_TOKEN, "good") + "\n")
+        os.chmod(directory / "tokens", 0o600)
+
+
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -184,7 +221,7 @@ def bucket_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
         yield {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
 
 
-def _nginx(prefix: Path, replicas: list[Replica]) -> tuple[subprocess.Popen[bytes], int]:
+def _nginx(prefix: Path, replicas: Sequence[Replica]) -> tuple[subprocess.Popen[bytes], int]:
     port = _free_port()
     servers = "\n".join(f"        server {r.http} max_fails=1 fail_timeout=30s;" for r in replicas)
     for folder in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
@@ -347,3 +384,75 @@ def _cli(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
     )
     assert done.returncode == 0, (done.stdout, done.stderr)
     return done
+
+
+def _through(port: int, source: str, token: str, number: int) -> int:
+    """One decision through nginx from ``source``: the status nginx answers."""
+    item = f"client {source} {number:05d}".encode()
+    body = json.dumps(
+        {
+            "binding": bytes_binding(item).to_dict(),
+            "evidence": [{"base64": base64.b64encode(item).decode()}],
+        }
+    ).encode()
+    connection = http.client.HTTPConnection(
+        "127.0.0.1", port, timeout=30, source_address=(source, 0)
+    )
+    try:
+        connection.request(
+            "POST",
+            "/v1/sessions/bytes/decisions",
+            body,
+            {"Content-Type": "application/json", "Authorization": f"Bearer {token}"},
+        )
+        answer = connection.getresponse()
+        answer.read()
+        return answer.status
+    finally:
+        connection.close()
+
+
+def test_one_bad_client_behind_nginx_locks_out_no_good_one() -> None:
+    """Behind nginx every client shared nginx's address: one client's wrong tokens cut that
+    address off, on every replica (``proxy_next_upstream http_503`` spreads it), and
+    every other client was refused. Now each replica trusts nginx's ``X-Forwarded-For``
+    (``[http] trusted_proxies``, docs/deployment.md): the bad client is cut off by its own
+    address, the good one is served 10/10, and so is a probe of ``/ready`` through nginx."""
+    scratch = Path(tempfile.mkdtemp(prefix="evngx", dir="/tmp"))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    replicas = [TokenReplica(scratch / f"r{n}", env) for n in range(2)]
+    nginx: subprocess.Popen[bytes] | None = None
+    try:
+        for replica in replicas:
+            replica.start()
+        nginx, port = _nginx(scratch, replicas)
+        # Enough wrong tokens for each replica to count 32 strikes (nginx spreads them).
+        bad = [_through(port, "127.0.0.5", "a-guess", n) for n in range(100)]
+        assert set(bad[:20]) == {401} and bad[-1] == 429, str(bad)  # cut off, by its own address
+        good = [_through(port, "127.0.0.6", GOOD_TOKEN, n) for n in range(10)]
+        assert good == [200] * 10
+        ready = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        ready.request("GET", "/ready")
+        assert ready.getresponse().status == 200
+        ready.close()
+        for replica in replicas:
+            assert replica.stop() == 0
+        noise: dict[str, int] = {}
+        for replica in replicas:
+            for line in (replica.directory / "audit.jsonl").read_text().splitlines():
+                record = json.loads(line)
+                if record["event"] == "noise":
+                    for peer, count in record["peers"].items():
+                        noise[peer] = noise.get(peer, 0) + count
+                if record["event"] == "decision":
+                    assert record["requester"]["client"] == "127.0.0.6"
+        assert set(noise) == {"tcp:127.0.0.5"}  # nginx's own address was never the peer
+    finally:
+        if nginx is not None:
+            nginx.terminate()
+            nginx.wait(10)
+        for replica in replicas:
+            if replica.process is not None and replica.process.poll() is None:
+                replica.process.kill()
+                replica.process.wait(10)
+        shutil.rmtree(scratch, ignore_errors=True)

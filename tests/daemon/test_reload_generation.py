@@ -35,9 +35,12 @@ import pytest
 import trio
 import trustme
 from daemon_testkit import bytes_binding
+from http_testkit import json_body, read_answer
 
 from daemon import RejectedError, TransportError, open_client
 from daemon.audit._audit import tail
+from daemon.client._blocking import open_blocking_client
+from daemon.client._targets import parse_target
 from daemon.config._tokens import token_line
 from session import EvidenceBounds
 
@@ -159,6 +162,187 @@ def test_a_revoked_token_stops_working_when_the_reload_is_applied(
     assert refused.value.code == "UNAUTHENTICATED"
     assert trio.run(health, NEW_TOKEN) == "bytes"
     _stop(process)
+
+
+def _revocable(short_dir: Path, *args: str) -> tuple[subprocess.Popen[bytes], dict[str, Any]]:
+    """A daemon whose binary and HTTP listeners take the contractor's and the CI runner's
+    tokens (``args``: more ``serve`` flags)."""
+    tokens, config = short_dir / "tokens", short_dir / "evidenced.toml"
+    _tokens(tokens, (OLD_TOKEN, "contractor"), (NEW_TOKEN, "ci-runner"))
+    _server_config(
+        config,
+        server='tokens_file = "tokens"\n',
+        http='[http]\nlisten = "127.0.0.1:0"\ntokens_file = "tokens"\n',
+    )
+    return _start("--config", str(config), *args, cwd=short_dir)
+
+
+def _revoke(short_dir: Path, process: subprocess.Popen[bytes]) -> None:
+    """The contractor's token removed, SIGHUP, and back once ``config_reload APPLIED`` is in
+    the audit log."""
+    _tokens(short_dir / "tokens", (NEW_TOKEN, "ci-runner"))
+    process.send_signal(signal.SIGHUP)
+    audit = short_dir / "audit.jsonl"
+    _wait_for(lambda: bool(_events(audit, "config_reload")), "config_reload")
+    assert [line["status"] for line in _events(audit, "config_reload")] == ["APPLIED"]
+
+
+EVIDENCE = b"submitted on an old connection"
+BINDING = bytes_binding(EVIDENCE, bounds=EvidenceBounds(1, 64))
+
+
+def _http_submit(token: str) -> bytes:
+    body = json_body(BINDING.to_dict(), EVIDENCE)
+    return (
+        f"POST /v1/sessions/bytes/decisions HTTP/1.1\r\nHost: t\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+        f"Authorization: Bearer {token}\r\n\r\n"
+    ).encode() + body
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_revoked_token_refused_on_an_open_evd1_connection(
+    short_dir: Path, processes: list[subprocess.Popen[bytes]], workers: str
+) -> None:
+    """The token was checked at ``hello`` only: an EVD1 connection opened before the token
+    was removed kept submitting after the reload (4 more decisions in 12 s). Now its next
+    request is refused ``UNAUTHENTICATED`` and the connection closed; nothing is decided."""
+    process, ready = _revocable(short_dir, "--workers", workers)
+    processes.append(process)
+
+    async def scenario() -> None:
+        async with open_client(f"tcp://{ready['tcp']}", token=OLD_TOKEN) as client:
+            assert (await client.submit("bytes", BINDING, [EVIDENCE])).outcome == "PASS"
+            await trio.to_thread.run_sync(_revoke, short_dir, process)
+            with pytest.raises(RejectedError) as refused:
+                await client.submit("bytes", BINDING, [EVIDENCE])
+            assert refused.value.code == "UNAUTHENTICATED"
+        async with open_client(f"tcp://{ready['tcp']}", token=NEW_TOKEN) as client:
+            assert (await client.submit("bytes", BINDING, [EVIDENCE])).outcome == "PASS"
+
+    trio.run(scenario)
+    _stop(process)
+    decided = [
+        line["requester"].get("token") for line in _events(short_dir / "audit.jsonl", "decision")
+    ]
+    assert decided == ["contractor", "ci-runner"]  # nothing decided for the revoked token
+    assert not _events(short_dir / "audit.jsonl", "refusal")  # a revoked token is noise
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_revoked_token_refused_on_an_open_http_keep_alive_connection(
+    short_dir: Path, processes: list[subprocess.Popen[bytes]], workers: str
+) -> None:
+    """Under ``--workers 2`` a keep-alive request was accepted right after the ``APPLIED``
+    line, by a worker still on the old generation. Now the line is written once every worker
+    serves the new tokens, and the next request on the open connection is refused 401."""
+    process, ready = _revocable(short_dir, "--workers", workers)
+    processes.append(process)
+    host, port = ready["http"].rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(_http_submit(OLD_TOKEN))
+        first = read_answer(sock)
+        assert first.status == 200 and not first.closed
+        _revoke(short_dir, process)
+        sock.settimeout(30)  # read_answer left it at its short close probe
+        sock.sendall(_http_submit(OLD_TOKEN))
+        second = read_answer(sock)
+    assert second.status == 401 and second.error["code"] == "UNAUTHENTICATED"
+    assert second.closed
+    _stop(process)
+    decided = _events(short_dir / "audit.jsonl", "decision")
+    assert [line["requester"]["token"] for line in decided] == ["contractor"]
+
+
+def test_no_request_of_a_revoked_token_is_accepted_after_the_applied_line_under_two_workers(
+    short_dir: Path, processes: list[subprocess.Popen[bytes]]
+) -> None:
+    """Clients keep submitting with the contractor's token on open connections (four HTTP
+    keep-alive, two EVD1) while it is revoked. Each reads the audit log before each request:
+    no request sent once ``config_reload APPLIED`` was in the log may be accepted (before, the
+    parent wrote the line and then signalled the workers, which switched a moment later:
+    EVD1 connections never did)."""
+    process, ready = _revocable(short_dir, "--workers", "2")
+    processes.append(process)
+    audit = short_dir / "audit.jsonl"
+    results: list[tuple[str, bool, bool]] = []  # (client, APPLIED seen before, accepted)
+    started = threading.Barrier(7)
+
+    def applied() -> bool:
+        return b'"config_reload"' in audit.read_bytes()
+
+    def http_client(name: str) -> None:
+        host, port = ready["http"].rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=60) as sock:
+            for number in range(100_000):
+                seen = applied()
+                sock.settimeout(60)  # read_answer left it at its short close probe
+                sock.sendall(_http_submit(OLD_TOKEN))
+                answer = read_answer(sock)
+                results.append((name, seen, answer.status == 200))
+                if number == 0:
+                    started.wait(60)
+                if answer.status != 200 or answer.closed or (seen and number > 200):
+                    return
+
+    def evd1_client(name: str) -> None:
+        target = parse_target(f"tcp://{ready['tcp']}")
+        with open_blocking_client(target, token=OLD_TOKEN) as client:
+            for number in range(100_000):
+                seen = applied()
+                try:
+                    accepted = client.submit("bytes", BINDING, [EVIDENCE]).outcome == "PASS"
+                except (RejectedError, TransportError):
+                    accepted = False
+                results.append((name, seen, accepted))
+                if number == 0:
+                    started.wait(60)
+                if not accepted or (seen and number > 200):
+                    return
+
+    threads = [threading.Thread(target=http_client, args=(f"http{n}",)) for n in range(4)]
+    threads += [threading.Thread(target=evd1_client, args=(f"evd1{n}",)) for n in range(2)]
+    for thread in threads:
+        thread.start()
+    started.wait(60)  # every client has been served once: under load from here on
+    _revoke(short_dir, process)
+    for thread in threads:
+        thread.join(120)
+    assert not any(thread.is_alive() for thread in threads)
+    late = [(name, seen) for name, seen, accepted in results if seen and accepted]
+    assert late == []
+    for name in {name for name, _, _ in results}:  # every client was refused in the end
+        assert [accepted for who, _, accepted in results if who == name][-1] is False
+    _stop(process)
+
+
+def test_a_stopped_worker_holds_the_applied_line_until_it_is_gone(
+    short_dir: Path, processes: list[subprocess.Popen[bytes]]
+) -> None:
+    """A worker that cannot apply the new generation (here: stopped, so it never
+    acknowledges) would go on serving the revoked token: the parent writes ``APPLIED`` only
+    once it is gone (killed, its connections closed by the kernel) and its replacement starts
+    on the new generation."""
+    process, ready = _revocable(short_dir, "--workers", "2")
+    processes.append(process)
+    target = f"tcp://{ready['tcp']}"
+    _wait_for(lambda: len(_health(target, NEW_TOKEN)["workers"]) == 2, "both workers serving")
+    (victim,) = [w for w in _health(target, NEW_TOKEN)["workers"] if w["index"] == 0]
+    os.kill(victim["pid"], signal.SIGSTOP)
+    _revoke(short_dir, process)  # returns once APPLIED is in the log
+
+    def replaced_on_generation_1() -> bool:
+        entry = {w["index"]: w for w in _health(target, NEW_TOKEN)["workers"]}.get(0, {})
+        return (
+            entry.get("alive") is True
+            and entry.get("pid") != victim["pid"]
+            and (entry.get("generation") == 1)
+        )
+
+    _wait_for(replaced_on_generation_1, "worker 0 replaced on generation 1")
+    err = _stop(process)
+    killed = err.index(f"worker 0 (pid {victim['pid']}) silent for")
+    assert killed < err.index("(2 workers)", err.index("SIGHUP: configuration reloaded from"))
 
 
 def test_a_reload_refuses_a_symlink_to_a_world_writable_tokens_file_as_a_start_does(
@@ -450,6 +634,14 @@ def test_a_storm_of_100_sighups_keeps_the_process_tree_bounded(
 # --------------------------------------------------------------------------- workers
 
 
+def _health(target: str, token: str | None = None) -> dict[str, Any]:
+    async def ask() -> dict[str, Any]:
+        async with open_client(target, token=token) as client:
+            return await client.health()
+
+    return trio.run(ask)
+
+
 class _Workers:
     """``serve --workers 2`` on ``short_dir/evidenced.toml``; its health and the bytes bound."""
 
@@ -461,11 +653,7 @@ class _Workers:
         self.target = f"tcp://{ready['tcp']}"
 
     def health(self) -> dict[str, Any]:
-        async def ask() -> dict[str, Any]:
-            async with open_client(self.target) as client:
-                return await client.health()
-
-        return trio.run(ask)
+        return _health(self.target)
 
     def bound(self) -> int:
         async def ask() -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import socket
 import struct
 from pathlib import Path
 from typing import Any
@@ -582,15 +583,54 @@ async def test_connecting_to_nothing_is_a_transport_error(short_dir: Path) -> No
             pass
 
 
-async def test_connections_over_the_cap_are_answered_busy(config: dict[str, Any]) -> None:
+async def wait_for_connections(server: Server, count: int) -> None:
+    """Until the server holds ``count`` connections (accepts run in their own task)."""
+    with trio.fail_after(10):
+        while server.health()["connections"] != count:
+            await trio.sleep(0.01)
+
+
+async def test_connections_over_the_cap_are_answered_busy_when_none_can_yield(
+    config: dict[str, Any],
+) -> None:
+    """Two connections that have not said hello yet (they are bounded by their first
+    deadline, not closed for a newcomer: daemon.server._table rule 3) fill the table."""
     async with open_server(bytes_sessions(), max_connections=2, **config) as server:
-        async with open_client(unix=server.unix_path), open_client(unix=server.unix_path):
-            with pytest.raises(ServiceUnavailable) as caught:
-                async with open_client(unix=server.unix_path):
-                    pass
+        assert server.unix_path is not None
+        silent = [socket.socket(socket.AF_UNIX) for _ in range(2)]
+        for sock in silent:
+            sock.connect(server.unix_path)
+        await wait_for_connections(server, 2)
+        with pytest.raises(ServiceUnavailable) as caught:
+            async with open_client(unix=server.unix_path):
+                pass
         assert caught.value.code == "BUSY"
+        for sock in silent:
+            sock.close()
+        await wait_for_connections(server, 0)
         async with open_client(unix=server.unix_path) as client:  # room again
             assert (await client.submit("bytes", bytes_binding(b"ok"), [b"ok"])).outcome == "PASS"
+
+
+async def test_a_full_table_closes_the_longest_idle_connection_for_a_newcomer(
+    config: dict[str, Any],
+) -> None:
+    """Two idle connections (answered, waiting for their next request) held the whole table:
+    a third client was refused BUSY until one of them left. Now the one idle longest is closed
+    to admit it, quietly (no answer, no strike), as nginx and HAProxy do."""
+    async with (
+        open_server(bytes_sessions(), max_connections=2, **config) as server,
+        open_client(unix=server.unix_path) as oldest,
+    ):
+        await oldest.health()
+        async with open_client(unix=server.unix_path) as newer:
+            await newer.health()
+            async with open_client(unix=server.unix_path) as newcomer:
+                health = await newcomer.health()
+            assert (await newer.submit("bytes", bytes_binding(b"ok"), [b"ok"])).outcome == "PASS"
+            with pytest.raises(TransportError):
+                await oldest.health()
+    assert health["evicted_connections"] == 1 and health["peers"]["strikes"] == 0
 
 
 async def test_mutated_requests_never_crash_the_server(config: dict[str, Any]) -> None:

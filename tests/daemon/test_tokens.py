@@ -107,3 +107,15 @@ def test_new_tokens_are_long_and_distinct() -> None:
 def test_token_names_are_checked_when_written() -> None:
     with pytest.raises(ValueError, match="token name"):
         token_line(ALICE, "no spaces allowed")
+
+
+def test_a_connection_is_checked_again_by_the_hash_it_presented() -> None:
+    """A reload re-authorises an open connection by the hash of the token it presented (it
+    keeps no token): removed is nobody, renamed is its new name, anything else nobody."""
+    digest, name = TokenStore.parse(token_line(ALICE, "alice")).verify(ALICE)
+    assert name == "alice" and digest == bytes.fromhex(hash_token(ALICE))
+    assert TokenStore.parse(token_line(BOB, "bob")).name_of_digest(digest) is None
+    renamed = TokenStore.parse(f"{token_line(BOB, 'bob')}\n{token_line(ALICE, 'alice-2')}")
+    assert renamed.name_of_digest(digest) == "alice-2"
+    assert renamed.name_of_digest(digest[:-1]) is None and renamed.name_of_digest(b"") is None
+    assert TokenStore.parse(token_line(ALICE, "alice")).verify("wrong")[1] is None
