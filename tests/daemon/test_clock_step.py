@@ -129,7 +129,16 @@ def test_wall_clock_stepped_back_100_days_under_load_never_lets_gc_delete_fresh_
     store = FilesystemStore(short_dir / "evidence")
     before = {item.name for item in store.objects()}
     assert len(before) == 1 + 20 + 20
-    command = ["store", "gc", "--store", store.id, "--log", log, "--max-age", "30d"]
+    command: list[str | Path] = [
+        "store",
+        "gc",
+        "--store",
+        store.id,
+        "--log",
+        log,
+        "--max-age",
+        "30d",
+    ]
     gc = clirun.in_process([*command, "--grace", "0", "--apply"])
     assert gc.returncode == 0, gc.err
     document = gc.document()
