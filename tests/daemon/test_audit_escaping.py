@@ -192,6 +192,7 @@ async def test_hostile_code_points_in_a_retained_binding_are_escaped_and_every_c
     log = short_dir / "audit.jsonl"
     on_disk = log.read_bytes()
     assert _raw_hostile(on_disk) == set()  # used to be written raw
+    assert answer.seq is not None
     line = on_disk.splitlines()[answer.seq - 1]
     assert orjson.loads(line)["binding"]["subject_id"] == f"item {NASTY}"
     # the answer's line, the receipt's leaf and the file are the same bytes
