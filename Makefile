@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo demo-retain test lint apidocs fmt coverage bench clean browser screenshots curl nginx gotools schemathesis openapi
+.PHONY: demo demo-retain test lint apidocs fmt coverage bench clean browser screenshots curl faketime nginx gotools schemathesis openapi
 
 # Tools at the exact versions of constraints.txt; runtime dependencies as pyproject.toml's ranges.
 # daemon/__init__.py's __version__ is the version the package metadata is built from. The example third-party
@@ -30,7 +30,7 @@ demo-retain: $(STAMP)
 TEST_WORKERS ?= 2
 PYTEST := $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
-test: $(STAMP) lint apidocs browser curl nginx gotools schemathesis
+test: $(STAMP) lint apidocs browser curl faketime nginx gotools schemathesis
 	$(PYTEST); status=$$?; if [ $$status -eq 5 ]; then echo 'no tests collected'; status=0; fi; exit $$status
 
 lint: $(STAMP)
@@ -75,6 +75,18 @@ curl:
 	    --no-install-recommends curl jq ca-certificates >/dev/null; } \
 	  || echo 'make curl: could not install curl/jq (the curl tests will skip)'; \
 	else echo 'make curl: curl/jq absent and not root (the curl tests will skip)'; fi
+
+# libfaketime, which steps a real daemon's wall clock while it serves
+# (tests/daemon/test_clock_step.py), from Debian's packages, installed once when absent (needs
+# root). Never fails: without it that test skips and says why (the synthetic logs of
+# tests/daemon/test_retention_gc.py hold the same rules everywhere).
+faketime:
+	@if ls /usr/lib/*/faketime/libfaketime.so.1 /usr/lib/faketime/libfaketime.so.1 >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    --no-install-recommends faketime libfaketime >/dev/null; } \
+	  || echo 'make faketime: could not install libfaketime (the clock-step test will skip)'; \
+	else echo 'make faketime: libfaketime absent and not root (the clock-step test will skip)'; fi
 
 # Go and Debian's golang.org/x/mod (sumdb/tlog, sumdb/note): the independent tlog-tiles client
 # that reads a live daemon's transparency log over HTTP (tests/daemon/test_http_tlog.py).

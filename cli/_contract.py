@@ -5,13 +5,15 @@ Rules:
 1. **One JSON document on stdout**, on every path: a command's answer, or, when it fails, the
    error document ``{"error": {"code", "message", "exit"}}`` (extra keys allowed, e.g. a
    server's ``decision_id``). :func:`emit` writes it compact with sorted keys
-   (``{"a":1,"b":2}``), indented under ``--pretty``. A second :func:`emit` in one invocation
-   is a programming error (``RuntimeError``, reported as exit 70 on stderr only). ``--help``
-   and ``--version`` print text for humans (exit 0); a command documented to write an
-   artifact (``descriptor make --raw``, an explicit ``--format`` rendering) writes exactly
-   what was asked for instead.
+   (``{"a":1,"b":2}``), indented under ``--pretty``, with the terminal-hostile code points
+   (:data:`HOSTILE`) as ``\\u`` escapes: the same value, and nothing a terminal acts on. A
+   second :func:`emit` in one invocation is a programming error (``RuntimeError``, reported
+   as exit 70 on stderr only). ``--help`` and ``--version`` print text for humans (exit 0); a
+   command documented to write an artifact (``descriptor make --raw``, an explicit
+   ``--format`` rendering) writes exactly what was asked for instead.
 2. **Human messages go to stderr**, one line each, prefixed ``evidenced <command>:`` with the
-   full command path (``evidenced audit verify: ...``): :func:`say`. Never a traceback.
+   full command path (``evidenced audit verify: ...``): :func:`say` (whitespace runs become
+   one space, :data:`HOSTILE` code points ``\\u`` escapes). Never a traceback.
 3. **Exit codes** (:class:`Exit`, :data:`EXIT_TABLE`): 0 PASS/CHECKED/done, 1 FAIL/INVALID,
    2 usage, 3 UNKNOWN, 65 rejected input (malformed, over a cap, refused by a server), 66
    input missing or unreadable, 69 daemon unreachable / cannot listen, 70 internal error,
@@ -36,6 +38,7 @@ import errno
 import io
 import json
 import os
+import re
 import sys
 from collections.abc import Callable
 from typing import Any, BinaryIO, Final
@@ -59,6 +62,29 @@ __all__ = [
 
 #: The default input cap: 16 MiB, the same as ``session.MAX_INPUT_FILE_BYTES`` (a test checks).
 MAX_INPUT_BYTES: Final = 16 * 1024 * 1024
+
+#: Code points never printed raw (rules 1-2): DEL and the C1 controls, the line and paragraph
+#: separators, the bidirectional controls. The audit log escapes the same set in its lines
+#: (``daemon/audit/_audit_format.py`` rule 5, which this package may not import; a test holds
+#: the two equal).
+HOSTILE: Final = (
+    (0x7F, 0x9F),
+    (0x61C, 0x61C),
+    (0x200E, 0x200F),
+    (0x2028, 0x202E),
+    (0x2066, 0x2069),
+)
+_HOSTILE_RE: Final = re.compile(
+    "[" + "".join(f"\\u{first:04x}-\\u{last:04x}" for first, last in HOSTILE) + "]"
+)
+
+
+def escape_hostile_text(text: str) -> str:
+    """``text`` with each :data:`HOSTILE` code point as ``\\u`` + 4 lower-case hex digits (in
+    JSON text, which is ASCII outside its strings, the same value)."""
+    if text.isascii() and "\x7f" not in text:
+        return text
+    return _HOSTILE_RE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
 
 
 class Exit(enum.IntEnum):
@@ -184,7 +210,7 @@ def reset(command: str = "evidenced", *, pretty: bool = False) -> None:
 
 def say(message: str) -> None:
     """One line on stderr: ``evidenced <command>: message`` (rule 2)."""
-    line = " ".join(str(message).split())
+    line = escape_hostile_text(" ".join(str(message).split()))
     if STATE.sink is not None:
         STATE.sink(STATE.command, line)
         return
@@ -196,15 +222,17 @@ def say(message: str) -> None:
 
 
 def encode(document: Any, *, pretty: bool | None = None, ordered: bool = False) -> bytes:
-    """The bytes :func:`emit` writes for ``document``: UTF-8, one line unless pretty. A string
-    holding a lone surrogate (no UTF-8 form) is written with ``\\u`` escapes instead."""
+    """The bytes :func:`emit` writes for ``document``: UTF-8, one line unless pretty,
+    :data:`HOSTILE` code points escaped (rule 1). A string holding a lone surrogate (no UTF-8
+    form) is written with ``\\u`` escapes instead."""
     options: dict[str, Any] = {"sort_keys": not ordered}
     if STATE.pretty if pretty is None else pretty:
         options["indent"] = 2
     else:
         options["separators"] = (",", ":")
     try:
-        return json.dumps(document, ensure_ascii=False, **options).encode("utf-8") + b"\n"
+        text = json.dumps(document, ensure_ascii=False, **options)
+        return escape_hostile_text(text).encode("utf-8") + b"\n"
     except UnicodeEncodeError:
         return json.dumps(document, ensure_ascii=True, **options).encode("ascii") + b"\n"
 

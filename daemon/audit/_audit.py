@@ -45,6 +45,23 @@ Rules (the contract):
    tiles already on disk are verified against the lines in the background
    (:func:`daemon.audit._transparency.attach`, :attr:`AuditLog.tree_background`): what it
    finds is an :attr:`alarm`, as an edit of an old line is.
+10. A file changed under the writer. Before each batch is written (one ``fstat`` and one
+    ``lstat`` per group commit, :func:`~daemon.audit._audit_files.change_under_writer`), the
+    open file must hold exactly the bytes written to it and the path must still name it. A
+    file truncated, grown by bytes the writer did not write, deleted, renamed or replaced is
+    never written again, repaired or cut: the batch and everything after it fail as in rule
+    5, the sidecar is rewritten to the durable end the writer knows (so the next start
+    refuses the cut-back or replaced file), one ``audit_alarm`` error goes to stderr, and the
+    log stays in that outage for good (:attr:`failure_reason`, :attr:`alarm`): no retry, no
+    ``audit_recovered`` line; only an operator ends it, by stopping the daemon. The same
+    check runs before an outage's recovery line is written.
+11. The clock. A line is timestamped when it is rendered, in ``seq`` order; a timestamp
+    earlier than the previous line's (this run's, or the last line of the file at start) is
+    a backwards step of the wall clock: the line is written as it is (the log's order, not
+    its timestamps, is the history: ``store gc`` decides by it), counted in :meth:`status`
+    (``clock_steps_back``, ``clock_largest_step_back_s``) and reported by an
+    ``audit_clock_step_back`` warning (at most one a minute, naming the steps since the
+    last).
 """
 
 from __future__ import annotations
@@ -58,7 +75,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
@@ -71,9 +88,10 @@ from daemon.audit._audit_files import (
     Checkpoint,
     TornTail,
     archive_path,
+    change_under_writer,
     create_next_file,
     install_next_file,
-    is_same_file,
+    line_ending_at,
     write_checkpoint,
 )
 from daemon.audit._audit_format import (
@@ -83,6 +101,7 @@ from daemon.audit._audit_format import (
     Anchor,
     AuditLogError,
     AuditRef,
+    escape_hostile,
     parse_anchor,
     render_line,
     seal,
@@ -120,6 +139,8 @@ DEFAULT_CHECKPOINT_BYTES: Final = 4 * 1024 * 1024
 #: An outage ends only when the file system has this much room (statvfs), so a nearly full
 #: disk does not flap between serving and refusing; then one line must be written and synced.
 RESUME_HEADROOM: Final = 64 * 1024
+#: At most one ``audit_clock_step_back`` warning per this many seconds (rule 11).
+CLOCK_WARNING_INTERVAL: Final = 60.0
 T = TypeVar("T")
 
 
@@ -160,6 +181,23 @@ def timestamp() -> str:
     utc=True)`` writes (``datetime.now(UTC).isoformat()`` with ``Z`` for ``+00:00``; a test
     holds the two equal). ``datetime.now`` floors the clock to the microsecond, as this does."""
     return iso_utc(time.time_ns() // 1000)
+
+
+def micros_of(stamp: object) -> int | None:
+    """The microseconds since the epoch of a line's ``timestamp`` (None: not one)."""
+    if not isinstance(stamp, str):
+        return None
+    try:
+        value = datetime.fromisoformat(stamp)
+    except ValueError:
+        return None
+    if value.tzinfo is None:
+        return None
+    return (value - _EPOCH) // _MICROSECOND
+
+
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND: Final = timedelta(microseconds=1)
 
 
 #: The last whole second rendered and its text, replaced as one tuple (any thread may render).
@@ -240,6 +278,8 @@ class _Outage:
     since: str
     last_error: str
     backoff: float
+    #: Rule 10: the file changed under the writer (what happened); never retried.
+    changed: str | None = None
     refused: int = 0
     lost: int = 0
     attempts: int = 0
@@ -247,6 +287,12 @@ class _Outage:
     unrecorded: collections.Counter[str] = attrs.field(factory=collections.Counter)
 
     def reason(self) -> str:
+        if self.changed is not None:
+            return (
+                f"audit log changed under the daemon since {self.since}: {self.changed}; "
+                f"every request is refused with AUDIT_FAILED until an operator stops the "
+                f"daemon ({self.refused} so far; docs/operations.md §15)"
+            )
         return (
             f"audit log cannot be written since {self.since}: {self.last_error}; "
             f"{self.refused} requests refused so far; retrying"
@@ -257,6 +303,7 @@ class _Outage:
             "error": self.error,
             "last_error": self.last_error,
             "since": self.since,
+            "changed": self.changed,
             "refused": self.refused,
             "lost": self.lost,
             "attempts": self.attempts,
@@ -292,6 +339,10 @@ def _event_of(line: bytes) -> str:
 
 def _now() -> str:
     return timestamp()
+
+
+class _Changed(Exception):
+    """(writer thread) Rule 10: the file changed under the writer; the message says how."""
 
 
 class AuditLog:
@@ -360,6 +411,12 @@ class AuditLog:
         #: rule 6); attached with the transparency log.
         self.line_index: LineIndex | None = None
         self._last_rendered = b""
+        #: Rule 11: the previous line's timestamp (microseconds; None: unknown) and the steps.
+        self._last_micros = _last_timestamp(opened)
+        self.clock_steps_back = 0
+        self.clock_largest_step_back = 0
+        self._clock_unreported = 0
+        self._clock_warned_at = -math.inf
 
     @classmethod
     def open(
@@ -446,8 +503,11 @@ class AuditLog:
     @property
     def alarm(self) -> str | None:
         """An edit the background verification found in the prefix start-up trusted, or in
-        the transparency tree (``daemon.audit._background_verify``); ``health`` is degraded
-        with it. Not a write failure: lines are still written."""
+        the transparency tree (``daemon.audit._background_verify``): lines are still written;
+        or the file changed under the writer (rule 10): nothing is written any more.
+        ``health`` is degraded with it."""
+        if self._outage is not None and self._outage.changed is not None:
+            return self._outage.reason()
         for verification in (self.background, self.tree_background):
             if verification is not None and verification.alarm is not None:
                 return verification.alarm
@@ -469,6 +529,8 @@ class AuditLog:
             "failed": self._outage is not None,
             "failure": self._outage.status() if self._outage is not None else None,
             "rotations": self.rotations,
+            "clock_steps_back": self.clock_steps_back,
+            "clock_largest_step_back_s": self.clock_largest_step_back / 1e6,
         }
 
     # -- appending
@@ -482,17 +544,48 @@ class AuditLog:
         # leaves no gap). tests/daemon/test_audit_render.py holds the bytes equal.
         line = dict(fields)
         line["event"] = event
-        line["timestamp"] = timestamp()
+        micros = time.time_ns() // 1000
+        line["timestamp"] = iso_utc(micros)
         chain = self._chain
         line["seq"] = chain.seq + 1
         line["prev"] = chain.head
-        sealed, digest = seal(orjson.dumps(line, option=orjson.OPT_SORT_KEYS))
+        sealed, digest = seal(escape_hostile(orjson.dumps(line, option=orjson.OPT_SORT_KEYS)))
         chain.seq += 1
         chain.head = digest
         rendered = sealed + b"\n"
         self._file_bytes += len(rendered)
         self._last_rendered = rendered
+        previous, self._last_micros = self._last_micros, micros
+        if previous is not None and micros < previous:
+            self._clock_stepped_back(previous, micros, chain.seq)
         return rendered
+
+    def _clock_stepped_back(self, previous: int, micros: int, seq: int) -> None:
+        """Rule 11: count the step; warn at most once per :data:`CLOCK_WARNING_INTERVAL`."""
+        step = previous - micros
+        self.clock_steps_back += 1
+        self.clock_largest_step_back = max(self.clock_largest_step_back, step)
+        self._clock_unreported += 1
+        now = time.monotonic()
+        if now - self._clock_warned_at < CLOCK_WARNING_INTERVAL:
+            return
+        count, self._clock_unreported = self._clock_unreported, 0
+        self._clock_warned_at = now
+        message = (
+            f"the wall clock stepped back {step / 1e6:.6f} s: audit line seq {seq} is "
+            f"timestamped {iso_utc(micros)}, before the previous line ({iso_utc(previous)}); "
+            f"{count} step(s) back since the last warning. The line is kept in order (the "
+            "log's order, not its timestamps, is what store gc and replay trust); check the "
+            "time source"
+        )
+        logs.warning(
+            "audit_clock_step_back",
+            message,
+            path=str(self.path),
+            seq=seq,
+            step_seconds=step / 1e6,
+            steps=count,
+        )
 
     @property
     def last_rendered(self) -> str:
@@ -519,6 +612,12 @@ class AuditLog:
         If it raises, the line is withdrawn (no gap, nothing logged) and the exception
         propagates; else (ref, its result) once the line meets the durability policy."""
         return await self._record(event, fields, answer, cancellable=False)
+
+    def _failed(self, error: BaseException) -> AuditLogError:
+        """The error of a line whose batch failed: the write's, or the alarm (rule 10)."""
+        if isinstance(error, _Changed) and self._outage is not None:
+            return AuditLogError(self._outage.reason())
+        return AuditLogError(f"audit log write failed: {_describe(error)}")
 
     def _refuse(self, outage: _Outage, event: str) -> AuditLogError:
         outage.unrecorded[event] += 1
@@ -573,7 +672,7 @@ class AuditLog:
             return ref, built
         await batch.done.wait(cancellable=cancellable)
         if batch.error is not None:
-            raise AuditLogError(f"audit log write failed: {_describe(batch.error)}")
+            raise self._failed(batch.error)
         return ref, built
 
     async def record_batch(self, lines: Sequence[tuple[str, Mapping[str, Any]]]) -> list[Any]:
@@ -638,26 +737,21 @@ class AuditLog:
         for index, batch in waits:
             await batch.done.wait(cancellable=False)
             if batch.error is not None:
-                results[index] = AuditLogError(f"audit log write failed: {_describe(batch.error)}")
+                results[index] = self._failed(batch.error)
         return results
 
     # -- rotation
 
     def rotate(self) -> bool:
-        """Start the next file before the next line (rule 6); False when this file is empty
-        or no longer at its path. Takes effect with the next flush."""
+        """Start the next file before the next line (rule 6); False when this file is empty.
+        Takes effect with the next flush (which refuses a file no longer at its path: rule
+        10)."""
         if self._file_bytes == 0 or self._outage is not None or self._closed:
             return False
         return self._begin_rotation()
 
     def _begin_rotation(self) -> bool:
-        if self._fd is None or not is_same_file(self._fd, self.path):
-            message = (
-                f"audit log {self.path} was moved or replaced while open; rotation disabled"
-                + (" (the open file keeps the chain)")
-            )
-            logs.warning("audit_rotation_disabled", message, path=str(self.path))
-            self._rotate_at = sys.maxsize
+        if self._fd is None:
             return False
         chain = self._chain
         archive = archive_path(self.path, self._render_first_seq, chain.seq)
@@ -695,6 +789,10 @@ class AuditLog:
             if outage is not None:
                 if self._closed:
                     return
+                if outage.changed is not None:  # rule 10: never retried; close() ends it
+                    await self._wakeup.wait()
+                    self._wakeup = trio.Event()
+                    continue
                 with trio.move_on_after(outage.backoff):
                     await self._wakeup.wait()
                 self._wakeup = trio.Event()
@@ -737,6 +835,9 @@ class AuditLog:
         for index, batch in enumerate(batches):
             try:
                 await _in_thread(self._write_batch, batch, sync)
+            except _Changed as change:
+                self._fail(change, batches[index:], changed=str(change))
+                return
             except OSError as error:
                 self._fail(error, batches[index:])
                 return
@@ -753,16 +854,18 @@ class AuditLog:
                 await trio.to_thread.run_sync(tree.sign_if_due)
 
     def _write_batch(self, batch: _Batch, sync: bool) -> None:
-        """(worker thread) Write one batch; on failure truncate back and re-raise."""
+        """(worker thread) Write one batch once the file is checked (rule 10); on failure
+        truncate back and re-raise."""
         data = b"".join(batch.lines)
         batch.nbytes = len(data)
+        fd = self._fd
+        if fd is None:
+            raise OSError(errno.EBADF, "audit log is closed")
+        self._check_file(fd, self._size)
         if batch.archive is not None:
             self._write_next_file(batch.archive, data)
             self._into_tree(batch.lines, 0)
             return
-        fd = self._fd
-        if fd is None:
-            raise OSError(errno.EBADF, "audit log is closed")
         began = time.perf_counter()
         try:
             _write_all(self._ops, fd, data)
@@ -775,6 +878,21 @@ class AuditLog:
         if self.on_batch is not None:
             self.on_batch(len(batch.lines), time.perf_counter() - began)
         self._into_tree(batch.lines, self._size)
+
+    def _check_file(self, fd: int, size: int) -> None:
+        """(worker thread) Rule 10: raise :class:`_Changed` when the file is not the one this
+        writer left at ``size`` bytes, having recorded that end in the sidecar first."""
+        change = change_under_writer(fd, self.path, size)
+        if change is None:
+            return
+        durable = self._durable
+        if durable.seq:  # best effort: the next start then refuses the file (startup rule 3)
+            point = Checkpoint(
+                self.path.name, self._file_first_seq, durable.seq, durable.line_digest, self._size
+            )
+            with contextlib.suppress(OSError):
+                self._write_checkpoint(point)
+        raise _Changed(change)
 
     def _into_tree(self, lines: list[bytes], offset: int) -> None:
         """(worker thread) Durable lines become leaves, in the same group commit; a tile
@@ -820,18 +938,30 @@ class AuditLog:
         self.lines_written += len(batch.lines)
         batch.done.set()
 
-    def _fail(self, error: OSError, failed: list[_Batch]) -> None:
-        """Enter (or prolong) an outage: fail every line not yet durable (rule 5)."""
+    def _fail(self, error: Exception, failed: list[_Batch], *, changed: str | None = None) -> None:
+        """Enter (or prolong) an outage: fail every line not yet durable (rule 5); for good
+        when the file ``changed`` under the writer (rule 10)."""
         batches = [*failed, *self._sealed, self._batch]
         self._sealed, self._batch = [], _Batch()
         description = _describe(error)
         outage = self._outage
         if outage is None:
             outage = _Outage(description, _now(), description, self._retry[0])
-            message = f"audit log write failed ({description}); requests are refused" + (
-                " with AUDIT_FAILED until it can be written again"
+            if changed is None:
+                message = f"audit log write failed ({description}); requests are refused" + (
+                    " with AUDIT_FAILED until it can be written again"
+                )
+                logs.error("audit_write_failed", message, path=str(self.path), error=description)
+        if changed is not None and outage.changed is None:
+            outage.changed = changed
+            logs.error(
+                "audit_alarm",
+                f"ALARM audit log {self.path} changed under the daemon: {changed}. Nothing more "
+                "is written to it; every request is refused with AUDIT_FAILED until an "
+                "operator stops the daemon (docs/operations.md §15)",
+                path=str(self.path),
+                change=changed.partition(":")[0],
             )
-            logs.error("audit_write_failed", message, path=str(self.path), error=description)
         outage.last_error = description
         outage.truncated_bytes += self._truncated
         self._truncated = 0
@@ -862,7 +992,7 @@ class AuditLog:
             outage = self._outage
             if outage is None:
                 return True
-            if self._fd is None:
+            if self._fd is None or outage.changed is not None:
                 return False
             outage.attempts += 1
             chain = self._chain
@@ -871,6 +1001,11 @@ class AuditLog:
             try:
                 with trio.CancelScope(shield=True):
                     removed = await trio.to_thread.run_sync(self._write_recovery, line)
+            except _Changed as change:
+                chain.seq, chain.head = self._durable
+                self._file_bytes = self._size
+                self._fail(change, [], changed=str(change))
+                return False
             except OSError as error:
                 chain.seq, chain.head = self._durable
                 self._file_bytes = self._size
@@ -905,12 +1040,8 @@ class AuditLog:
         if fd is None:
             raise OSError(errno.EBADF, "audit log is closed")
         size = os.fstat(fd).st_size
-        if size < self._size:
-            raise OSError(
-                errno.EIO,
-                f"the file is {size} bytes, shorter than its durable end ({self._size}): "
-                "cut back by someone else",
-            )
+        # Rule 10, allowing the partial bytes a failed write may have left beyond the end.
+        self._check_file(fd, max(size, self._size))
         removed = 0
         if size > self._size:
             os.ftruncate(fd, self._size)
@@ -1022,6 +1153,21 @@ async def _in_thread(fn: Callable[..., None], *args: Any) -> None:
 
     trio.lowlevel.start_thread_soon(lambda: fn(*args), deliver)
     await trio.lowlevel.wait_task_rescheduled(lambda _: trio.lowlevel.Abort.FAILED)
+
+
+def _last_timestamp(opened: Opened) -> int | None:
+    """Rule 11: the timestamp of the file's last line (microseconds), None when unknown."""
+    try:
+        line = line_ending_at(opened.fd, opened.size)
+    except OSError:
+        return None
+    if line is None:
+        return None
+    try:
+        fields = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    return micros_of(fields.get("timestamp")) if isinstance(fields, dict) else None
 
 
 def _write_all(ops: FileOps, fd: int, data: bytes) -> None:

@@ -24,6 +24,12 @@ Rules (the contract):
    archive name ``LOG.<first seq>-<last seq>`` (12-digit, zero-padded) by ``link``, and the
    new file replaces ``LOG`` by one atomic ``rename``. Any failure before that rename undoes
    the link and leaves ``LOG`` untouched.
+5. A change under the writer (:func:`change_under_writer`): the open file must still hold
+   exactly the bytes its writer put there (its size is what was written) and ``LOG`` must
+   still name it (the same device and inode). Otherwise the change is named, in this order:
+   *truncated* (shorter), *grown* (bytes the writer did not write), *deleted* (no file at the
+   path: removed or moved aside), *replaced* (the path names another file: renamed over, or a
+   link). One ``fstat`` and one ``lstat``; reading nothing.
 """
 
 from __future__ import annotations
@@ -422,10 +428,33 @@ def install_next_file(path: Path, temporary: Path, archive: Path) -> None:
     fsync_directory(path)
 
 
-def is_same_file(fd: int, path: Path) -> bool:
-    """Whether ``path`` still names the open file ``fd`` (not moved aside or replaced)."""
+def change_under_writer(fd: int, path: Path, size: int) -> str | None:
+    """Rule 5: what happened to the open log file ``fd``, which its writer left at ``size``
+    bytes under ``path``; None when nothing did. ``OSError`` when ``path`` cannot be looked
+    at (a permission taken away: not evidence of a change, the caller retries)."""
+    here = os.fstat(fd)
+    if here.st_size < size:
+        return (
+            f"truncated: the file is {here.st_size} bytes, the daemon wrote {size} "
+            f"({size - here.st_size} bytes of acknowledged lines cut off)"
+        )
+    if here.st_size > size:
+        return (
+            f"grown: the file is {here.st_size} bytes, the daemon wrote {size} "
+            f"({here.st_size - size} bytes it did not write)"
+        )
     try:
-        here, there = os.fstat(fd), os.lstat(path)
-    except OSError:
-        return False
-    return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
+        there = os.lstat(path)
+    except FileNotFoundError:
+        there = None
+    if there is None:
+        return (
+            "deleted: no file at the path any more (the daemon's open descriptor still holds "
+            "every line until it stops)"
+        )
+    if (there.st_dev, there.st_ino) != (here.st_dev, here.st_ino):
+        return (
+            f"replaced: the path names another file (inode {there.st_ino}, the daemon's is "
+            f"{here.st_ino}): renamed over, or a link"
+        )
+    return None

@@ -3,10 +3,10 @@
 
 Rules (the contract):
 
-1. A line is a JSON object with sorted keys, no whitespace, UTF-8 (non-ASCII raw), whose
-   *last* key is ``line_digest``: ``sha256:`` + SHA-256 of the line's *body* (every byte
-   before ``,"line_digest":"…"}``, closed with ``}``). :func:`seal` builds it,
-   :func:`check_line` checks it.
+1. A line is a JSON object with sorted keys, no whitespace, UTF-8 (non-ASCII raw but for
+   rule 5's code points), whose *last* key is ``line_digest``: ``sha256:`` + SHA-256 of the
+   line's *body* (every byte before ``,"line_digest":"…"}``, closed with ``}``).
+   :func:`seal` builds it, :func:`check_line` checks it.
 2. :func:`check_line` checks one line against the chain state before it, in this order, and
    names the first failure: final newline; length; seal well formed and matching; a JSON
    object without duplicate keys; ``seq`` = previous + 1; ``prev`` = previous digest; and for
@@ -17,6 +17,17 @@ Rules (the contract):
 4. Anchors are ``SEQ:sha256:<64 hex>`` (the line with that ``seq`` has that digest) or the
    older bare ``sha256:<64 hex>`` (some line has that digest); anything else is refused by
    :func:`parse_anchor` with ``ValueError``.
+5. Terminal-hostile code points are escaped. Wherever they occur (a client's binding, a
+   refusal's message, any key or value), :data:`HOSTILE` — the C1 controls and DEL (U+007F
+   to U+009F: NEL U+0085, CSI U+009B, …), the line and paragraph separators (U+2028,
+   U+2029) and the bidirectional controls (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066
+   to U+2069) — is written as the JSON escape ``\\u`` + 4 lower-case hex digits
+   (:func:`escape_hostile`), never raw (C0 controls are escaped by JSON itself). The line
+   is still JSON and parses to the same value; the seal covers the escaped bytes. The set
+   is fixed here, not taken from a Unicode database, so every version of the verifier
+   agrees. A line written before this rule, with such code points raw, is canonical too:
+   :func:`parse_sealed` accepts the body that is exactly the compact sorted rendering
+   either with every one of them escaped or with none escaped (a mix is neither).
 """
 
 from __future__ import annotations
@@ -40,6 +51,38 @@ SEAL_RE: Final = re.compile(rb',"line_digest":"(sha256:[0-9a-f]{64})"\}\Z')
 _DIGEST_RE: Final = re.compile(r"sha256:[0-9a-f]{64}\Z")
 _ANCHOR_RE: Final = re.compile(r"([1-9][0-9]{0,18}):(sha256:[0-9a-f]{64})\Z")
 
+#: Rule 5's code points, as (first, last) ranges.
+HOSTILE: Final = (
+    (0x7F, 0x9F),
+    (0x61C, 0x61C),
+    (0x200E, 0x200F),
+    (0x2028, 0x202E),
+    (0x2066, 0x2069),
+)
+#: Their UTF-8 forms (each a whole character: a lead byte never occurs inside another's).
+_HOSTILE_UTF8: Final = re.compile(
+    rb"\x7f|\xc2[\x80-\x9f]|\xd8\x9c|\xe2\x80[\x8e\x8f\xa8-\xae]|\xe2\x81[\xa6-\xa9]"
+)
+
+
+def _escaped(match: re.Match[bytes]) -> bytes:
+    return b"\\u%04x" % ord(match.group().decode("utf-8"))
+
+
+def escape_hostile(data: bytes) -> bytes:
+    """Rule 5: ``data`` (JSON, UTF-8) with every :data:`HOSTILE` code point as its
+    ``\\uXXXX`` escape. Outside strings JSON is ASCII without DEL, so each one found is
+    inside a string, where the escape denotes the same character."""
+    if data.isascii() and b"\x7f" not in data:  # the common line: nothing to look for
+        return data
+    return _HOSTILE_UTF8.sub(_escaped, data)
+
+
+def escape_hostile_text(text: str) -> str:
+    """:func:`escape_hostile` for a text shown to a person (a report's table cell)."""
+    raw = text.encode("utf-8", "surrogatepass")
+    return escape_hostile(raw).decode("utf-8", "surrogatepass")
+
 
 class AuditLogError(ServiceError):
     """The audit log cannot be opened or written (our fault, not the client's)."""
@@ -54,8 +97,9 @@ def seal(body: bytes) -> tuple[bytes, str]:
 def render_body(fields: Mapping[str, Any]) -> bytes:
     """The sorted, compact body: the network variant of the canonical-JSON family
     (:func:`canon.network_json_float_free`), byte-identical to ``json.dumps(ensure_ascii=False,
-    sort_keys=True, separators=(",", ":"))`` for the float-free values the daemon logs."""
-    return network_json_float_free(fields)
+    sort_keys=True, separators=(",", ":"))`` for the float-free values the daemon logs, with
+    rule 5's code points escaped."""
+    return escape_hostile(network_json_float_free(fields))
 
 
 def render_line(fields: Mapping[str, Any]) -> bytes:
@@ -110,8 +154,9 @@ def parse_sealed(raw: bytes) -> tuple[str, dict[str, Any] | None, str | None]:
     else ("", None, reason). Checks the seal, then the JSON; not the chain.
 
     Canonical: the body must be exactly the sorted, compact rendering of the other fields
-    (what the writer produces), so a sealed line with duplicate keys, unsorted keys,
-    whitespace or escape variants is refused (a reader could not tell which value counts)."""
+    (what the writer produces; rule 5: or what it produced before hostile code points were
+    escaped), so a sealed line with duplicate keys, unsorted keys, whitespace or other escape
+    variants is refused (a reader could not tell which value counts)."""
     if len(raw) > MAX_LINE_BYTES:
         return "", None, f"line longer than {MAX_LINE_BYTES} bytes"
     match = SEAL_RE.search(raw)
@@ -129,7 +174,8 @@ def parse_sealed(raw: bytes) -> tuple[str, dict[str, Any] | None, str | None]:
         return "", None, "not a JSON object"
     rest = dict(fields)
     rest.pop("line_digest", None)
-    if orjson.dumps(rest, option=orjson.OPT_SORT_KEYS) != body:
+    rendered = orjson.dumps(rest, option=orjson.OPT_SORT_KEYS)
+    if body != rendered and body != escape_hostile(rendered):
         return "", None, "not in canonical form (duplicate or unsorted keys, whitespace, escapes)"
     return digest, fields, None
 

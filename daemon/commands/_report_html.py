@@ -22,7 +22,9 @@ Rules (the contract):
    all-zero plot runs 0…1, never −0.04…0.04); legends sit above the plot, outside the data.
 5. No text is ever interpreted: HTML is escaped, and matplotlib's math text and TeX are off
    (a refusal code ``$\\frac{1}{$`` is drawn as those characters); a text drawn in a plot is
-   printable ASCII, the rest escaped (the tables show it as it is, HTML-escaped).
+   printable ASCII, the rest escaped (the tables show it as it is, HTML-escaped, but for the
+   terminal-hostile code points of ``daemon.audit._audit_format`` rule 5, shown as their
+   ``\\u`` escapes: a right-to-left override in a session name must not reorder the page).
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ import html
 import io
 from datetime import datetime, timedelta
 from typing import Any, Final
+
+from daemon.audit._audit_format import escape_hostile_text
 
 __all__ = ["render_report_html"]
 
@@ -68,7 +72,7 @@ code { font-family: "DejaVu Sans Mono", monospace; font-size: 12px; }
 
 
 def _e(value: object) -> str:
-    return html.escape(str(value), quote=True)
+    return html.escape(escape_hostile_text(str(value)), quote=True)
 
 
 def _times(series: list[dict[str, Any]]) -> list[datetime]:

@@ -11,9 +11,11 @@ Rules (the contract):
    at most ``max_binding_bytes`` and a fixed allowance per item. The front end refuses a
    declared ``Content-Length`` over it (``EVIDENCE_BYTES_EXCEEDED``, 413) before reading a
    body byte, and cuts a body (chunked or not) the moment it passes it.
-3. JSON body: strict UTF-8 JSON (no BOM, no ``NaN``/``Infinity``, no duplicate keys) that is
-   an object with exactly ``binding`` (an object) and ``evidence`` (an array of objects with
-   exactly ``base64``, a string), else ``HEADER_INVALID``. More items than admitted is
+3. JSON body: strict UTF-8 JSON (no BOM, no ``NaN``/``Infinity``, no duplicate keys, no
+   string holding a lone surrogate — a ``\\ud800`` escape without its pair is not Unicode
+   text, and EVD1 refuses the same header as not JSON) that is an object with exactly
+   ``binding`` (an object) and ``evidence`` (an array of objects with exactly ``base64``, a
+   string), else ``HEADER_INVALID``. More items than admitted is
    ``EVIDENCE_ITEMS_EXCEEDED`` and more decoded bytes ``EVIDENCE_BYTES_EXCEEDED``, both
    known from the array before a byte is decoded; then each item is standard base64 with
    canonical padding (length a multiple of 4, no whitespace, no other alphabet), else
@@ -38,6 +40,7 @@ import base64
 import binascii
 import json
 import math
+import re
 from typing import Any, Final
 
 import attrs
@@ -135,10 +138,31 @@ def _no_constant(name: str) -> Any:
 
 #: The strict decoder, built once (``json.loads`` with hooks builds one per call).
 _DECODER: Final = json.JSONDecoder(object_pairs_hook=_pairs, parse_constant=_no_constant)
+#: A surrogate's escape: in a text decoded as strict UTF-8, the only way a string gets one.
+_SURROGATE_ESCAPE: Final = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+
+
+def _lone_surrogate(document: Any) -> str | None:
+    """The first string (key or value) of ``document`` holding a surrogate, or None. The
+    decoder joins an escaped pair into one code point, so any surrogate left is lone."""
+    stack = [document]
+    while stack:
+        value = stack.pop()
+        if type(value) is str:
+            if _SURROGATE.search(value) is not None:
+                return value
+        elif type(value) is dict:
+            stack.extend(value)
+            stack.extend(value.values())
+        elif type(value) is list:
+            stack.extend(value)
+    return None
 
 
 def parse_json(data: bytes, what: str) -> Any:
-    """Strict JSON (rule 3): UTF-8, no BOM, no duplicate keys, no NaN/Infinity."""
+    """Strict JSON (rule 3): UTF-8, no BOM, no duplicate keys, no NaN/Infinity, no lone
+    surrogate."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
@@ -146,11 +170,20 @@ def parse_json(data: bytes, what: str) -> Any:
     if text.startswith("\ufeff"):
         raise HttpRefusal(ErrorCode.HEADER_INVALID, f"{what} starts with a byte order mark")
     try:
-        return _DECODER.decode(text)
+        document = _DECODER.decode(text)
     except RecursionError:
         raise HttpRefusal(ErrorCode.HEADER_INVALID, f"{what} nests too deep") from None
     except ValueError as error:
         raise HttpRefusal(ErrorCode.HEADER_INVALID, f"{what} is not JSON: {error}") from None
+    if "\\u" in text and _SURROGATE_ESCAPE.search(text) is not None:
+        lone = _lone_surrogate(document)
+        if lone is not None:
+            raise HttpRefusal(
+                ErrorCode.HEADER_INVALID,
+                f"{what} is not JSON: the string {echo(lone, 32)!r} holds a lone surrogate "
+                "(an unpaired \\ud800-\\udfff escape is not Unicode text)",
+            )
+    return document
 
 
 def _decoded_size(text: str) -> int:

@@ -29,8 +29,9 @@ Rules (the contract):
    restarting and sends SIGTERM to every worker (a second signal: SIGTERM again, which makes
    them cancel in-flight requests, as in one process); each drains as one process does and
    exits; once all are gone (or ``shutdown_grace`` + 5 s passed: then SIGKILL) the parent
-   writes one ``daemon_stop`` with the workers' summed counters, closes the logs and removes
-   the Unix socket file.
+   writes one ``daemon_stop`` with the workers' summed counters (unless an audit outage
+   outlasts one last try: then the close reports it, as in one process), closes the logs and
+   removes the Unix socket file.
 3a. SIGHUP (with a configuration file; the signal policy calls
    :meth:`Supervisor.request_reload`): the parent reads and checks the new configuration as
    one process does (:func:`daemon.server._reload.prepare`: restart-only keys, the TLS and
@@ -274,11 +275,15 @@ class Supervisor:
             self._draining = True
             with trio.CancelScope(shield=True):
                 assert self.sequencer is not None
-                await audit.record(
-                    "daemon_stop",
-                    decisions=self.sequencer.retired["decisions"],
-                    refusals=self.sequencer.retired["refusals"],
-                )
+                # As one process: during an outage one last try, else no daemon_stop (the
+                # close then reports it, and serve exits 70 saying so).
+                with contextlib.suppress(AuditLogError), trio.move_on_after(2):
+                    await audit.recover()
+                    await audit.record(
+                        "daemon_stop",
+                        decisions=self.sequencer.retired["decisions"],
+                        refusals=self.sequencer.retired["refusals"],
+                    )
             if not stopped:
                 self._kill_workers()
 

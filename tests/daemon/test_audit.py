@@ -286,3 +286,27 @@ def test_resealed_line_that_two_readers_could_read_differently_is_refused(
     report = verify_log(path)
     assert not report.intact and report.first_bad_line == 1
     assert "canonical" in (report.reason or "")
+
+
+async def test_a_clock_behind_the_logs_last_line_is_counted_and_warned_once_a_minute(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Rule 11 of daemon/audit/_audit.py, across a restart: the file's last line was stamped
+    by a clock 74 years ahead (as a wrong clock that was then set right leaves it); the next
+    lines are earlier. They are written in order, counted, and warned about once."""
+    path = tmp_path / "audit.jsonl"
+    fields = {"event": "daemon_stop", "seq": 1, "prev": GENESIS}
+    rewrite(path, [render_line({**fields, "timestamp": "2100-01-01T00:00:00Z"})])
+    log = AuditLog.open(path)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(log.run)
+        for index in range(3):
+            await log.record("decision", decision_id=f"d{index}")
+        status = log.status()
+        await log.close()
+    assert (
+        status["clock_steps_back"] == 1 and status["clock_largest_step_back_s"] > 70 * 365 * 86400
+    )
+    err = capsys.readouterr().err
+    assert err.count("audit_clock_step_back") == 1 and "seq 2" in err
+    assert verify_log(path).intact and [r["seq"] for r in tail(path, 10)] == [1, 2, 3, 4]

@@ -1,5 +1,7 @@
 """The audit line rendered in one function is byte for byte what the former structlog
-processor pipeline rendered (docs/audit-log.md §1: the format is unchanged).
+processor pipeline rendered (docs/audit-log.md §1: the format is unchanged), with the
+terminal-hostile code points escaped (``daemon/audit/_audit_format.py`` rule 5, the one change
+since: ``tests/daemon/test_audit_escaping.py``).
 
 The pipeline is rebuilt here as it ran before (``TimeStamper(fmt="iso", utc=True)``, the chain
 fields, ``JSONRenderer(serializer=orjson.dumps, option=OPT_SORT_KEYS)``, the seal) and given
@@ -20,7 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from daemon.audit._audit import AuditLog, iso_utc, timestamp
-from daemon.audit._audit_format import seal
+from daemon.audit._audit_format import escape_hostile, seal
 
 ISO_UTC = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{6})?Z\Z")
 
@@ -37,7 +39,7 @@ def _pipeline(fields: dict[str, Any], event: str, seq: int, head: str, stamp: st
     )
     body = renderer(None, "info", line)
     assert isinstance(body, bytes)
-    return seal(body)[0] + b"\n"
+    return seal(escape_hostile(body))[0] + b"\n"
 
 
 def _open(tmp_path: Path) -> AuditLog:

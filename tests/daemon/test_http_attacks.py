@@ -194,6 +194,73 @@ def test_binding_that_is_not_a_bound_proposition_is_422(daemon: LiveDaemon) -> N
     assert answer.status == 422 and answer.error["code"] == "BINDING_INVALID"
 
 
+# A lone surrogate (the ``\\ud800`` escape without its pair) in the binding: not Unicode text.
+# EVD1 refuses the header as not JSON; HTTP used to parse it, fail in the audit renderer and
+# answer 500 INTERNAL with a service-fault INTERNAL line. Now both refuse it the same way.
+PLACEHOLDER = "lone surrogate here"
+LONE_PLACES = {"a value": b'"\\ud800"', "a key": b'"\\udc00"'}
+
+
+def _lone_binding(place: str) -> tuple[dict[str, Any], bytes, bytes]:
+    """The atom binding with ``PLACEHOLDER`` where the surrogate goes, the placeholder's JSON
+    string and the lone surrogate's."""
+    binding = dict(BINDING)
+    if place == "a value":
+        binding["subject_id"] = PLACEHOLDER
+    else:
+        binding["parameters"] = {**binding.get("parameters", {}), PLACEHOLDER: "x"}
+    return binding, json.dumps(PLACEHOLDER).encode(), LONE_PLACES[place]
+
+
+def _evd1_answer(daemon: LiveDaemon, place: str) -> tuple[str, str]:
+    """(code, fault) EVD1 answers for the same binding, sent as a raw frame."""
+    import struct
+
+    import trio
+    from daemon_testkit import HELLO
+    from test_server_attacks import error_of, raw_answers
+
+    from daemon.wire._protocol import MAGIC, encode_header
+
+    binding, placeholder, lone = _lone_binding(place)
+    header = {
+        "kind": "submit",
+        "request_id": 1,
+        "session": "formation",
+        "binding": binding,
+        "items": [len(SUBJECT), len(CERTIFICATE)],
+    }
+    raw = encode_header(header).replace(placeholder, lone)
+    submit = MAGIC + struct.pack(">I", len(raw)) + raw + SUBJECT + CERTIFICATE
+    answer = trio.run(raw_answers, daemon.socket, HELLO + submit)
+    error = error_of(answer)
+    return str(error.code), str(error.fault.value)
+
+
+@pytest.mark.parametrize("place", sorted(LONE_PLACES))
+@pytest.mark.parametrize("form", ["json", "multipart"])
+def test_lone_surrogate_in_an_http_binding_is_refused_as_evd1_refuses_it(
+    daemon: LiveDaemon, form: str, place: str
+) -> None:
+    binding, placeholder, lone = _lone_binding(place)
+    if form == "json":
+        body = json_body(binding, SUBJECT, CERTIFICATE).replace(placeholder, lone)
+        answer = daemon.post(SUBMIT, body)
+    else:
+        document = json.dumps(binding).encode().replace(placeholder, lone)
+        body = multipart(part("binding", document), part("evidence", SUBJECT))
+        answer = daemon.post(SUBMIT, body, f"multipart/form-data; boundary={BOUNDARY}")
+    code, fault = _evd1_answer(daemon, place)
+    assert (code, fault) == ("HEADER_INVALID", "peer")
+    assert answer.status == 400, answer.body
+    assert (answer.error["code"], answer.error["fault"]) == (code, fault)
+    assert "lone surrogate" in answer.error["message"]
+    line = refusal_line(daemon, answer.error["decision_id"])
+    assert (line["code"], line["fault"]) == (code, fault)
+    assert not any(line.get("code") == "INTERNAL" for line in daemon.audit())
+    still_serving(daemon)
+
+
 # --------------------------------------------------------------------------- fuzzing
 
 NAMES = st.sampled_from(["formation", "bytes", "nope", "caf%C3%A9", "%FF", "a%2Fb"])

@@ -15,6 +15,8 @@ from typing import Any
 import clirun
 import pytest
 from daemon_testkit import bytes_binding
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from retention_kit import LogWriter, moto_server, use_s3
 
 from daemon.replay._gc import GcRefused, Limits, collect
@@ -238,3 +240,63 @@ def test_gc_from_the_daemon_configuration(tmp_path: Path) -> None:
     applied = clirun.in_process(["store", "gc", "--config", config, "--grace", "0", "--apply"])
     assert applied.returncode == 0
     assert _names(history.store) == {name_of(b"new")}
+
+
+# --------------------------------------------------------------------------- clock steps
+# Rule 3: the age window is a position in the log. The lines below are written by a clock that
+# steps back (History.decide stamps each line ``days_ago``), as a daemon's wall clock can.
+
+
+def test_a_clock_stepped_back_100_days_never_makes_minutes_old_evidence_collectable(
+    tmp_path: Path,
+) -> None:
+    history = History(tmp_path)
+    history.decide(20, b"old")  # History's daemon_start is 30 days old: in order
+    mark = history.decide(0.01, b"before the step")  # minutes ago, on a right clock
+    stepped = [history.decide(100 - n / 1000, bytes([n])) for n in range(5)]  # clock 100 d back
+    plan = collect(history.store, [history.log()], Limits(max_age=10 * DAY, grace=0), apply=True)
+    assert plan["delete"]["names"] == [name_of(b"old")]  # the only line before the mark
+    assert plan["cutoff"]["age_seq"] == mark
+    assert _names(history.store) == {name_of(b"before the step")} | {
+        name_of(bytes([n])) for n in range(5)
+    }
+    clock = plan["timestamps"]
+    assert clock["out_of_order"] == 1 and clock["first_seq"] == stepped[0]
+    assert clock["largest_step_back_s"] > 99 * DAY
+
+
+def test_timestamps_in_order_report_no_step(tmp_path: Path) -> None:
+    history = History(tmp_path)
+    history.decide(10, b"a")
+    history.decide(1, b"b")
+    plan = collect(history.store, [history.log()], Limits(max_age=5 * DAY, grace=0))
+    assert plan["timestamps"] == {"out_of_order": 0, "first_seq": None, "largest_step_back_s": 0}
+    assert plan["cutoff"]["age_seq"] == 3
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    days=st.lists(st.integers(min_value=0, max_value=60), min_size=1, max_size=12),
+    ages=st.lists(st.integers(min_value=1, max_value=60), min_size=2, max_size=2),
+)
+def test_the_age_window_is_monotone_and_never_outruns_a_newer_line(
+    tmp_path_factory: Any, days: list[int], ages: list[int]
+) -> None:
+    """Whatever the timestamps (in order or not): what a longer window deletes a shorter one
+    deletes too (*now* advancing only moves the mark forward), and no object referenced at or
+    after a line stamped inside the window is deleted."""
+    history = History(tmp_path_factory.mktemp("steps"))
+    seqs = [history.decide(day, b"item %d" % n) for n, day in enumerate(days)]
+    log = history.log()
+    longer, shorter = sorted(ages, reverse=True)
+    plans = [collect(history.store, [log], Limits(max_age=age * DAY, grace=0)) for age in ages]
+    deleted = {age: set(plan["delete"]["names"]) for age, plan in zip(ages, plans, strict=True)}
+    assert deleted[longer] <= deleted[shorter]
+    for age in ages:
+        inside = [seq for seq, day in zip(seqs, days, strict=True) if day < age]
+        first_inside = min(inside, default=None)
+        for n, seq in enumerate(seqs):
+            if first_inside is not None and seq >= first_inside:
+                assert name_of(b"item %d" % n) not in deleted[age]
