@@ -11,7 +11,8 @@ The :mod:`cli` contract applies. Per command:
   ``submit_batch`` (``daemon.client._sync``), after one ``sessions`` request (none with
   ``--sessions FILE``); pairs a batch had refused ``BUSY`` are sent again as it retries them.
   ``--batch FILE`` lists one request per line, its evidence files separated by whitespace
-  (blank lines and lines starting with ``#`` are skipped; ``-`` is stdin). ``--binding`` does not combine with them.
+  (blank lines and lines starting with ``#`` are skipped; ``-`` is stdin). ``--binding`` does
+  not combine with them.
 * stdout is ``{"decisions": [...]}``, one element per pair in order: the decision (as a single
   ``submit`` prints it) or ``{"error": {"code", "message", "decision_id"}}`` for a pair the
   server refused. Exit: 65 when any pair was refused, else 1 when any failed, else 3 when any is
