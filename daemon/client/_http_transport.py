@@ -26,6 +26,7 @@ Rules (the contract):
 
 from __future__ import annotations
 
+import contextlib
 import ssl
 from collections.abc import Iterator
 from typing import Any, Final, TypeVar
@@ -158,8 +159,10 @@ class AsyncHttp:
                 async with self._client.stream(
                     call.method, call.path, content=call.body, headers=_request_headers(call)
                 ) as response:
-                    async for chunk in response.aiter_bytes():
-                        body.add(chunk)
+                    # Closed here, not by the garbage collector, whatever ends the loop.
+                    async with contextlib.aclosing(response.aiter_bytes()) as chunks:
+                        async for chunk in chunks:
+                            body.add(chunk)
         except TimeoutError:
             raise ClientTimeout(f"no answer within {self._request_timeout} s") from None
         except httpx.HTTPError as error:
