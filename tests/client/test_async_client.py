@@ -5,7 +5,8 @@ request whose connection broke after it was sent is never sent again.
 
 The daemon admits at most 4 requests at once (``max_in_flight = 4``): a batch of 8 pairs then
 finds 3 slots for its pairs, and 4 held slots make a single submit ``BUSY``, deterministically
-(the slots are seen held in ``health`` before the submit is sent). Nothing here is timed.
+(the slots are seen held in ``health`` before the submit is sent; a holder's evidence may wait
+a minute, ``evidence_grace``, so no load can free them early). Nothing here is timed.
 """
 
 from __future__ import annotations
@@ -41,6 +42,9 @@ socket = "s"
 worker_processes = 1
 max_in_flight = 4
 max_in_flight_per_peer = 4
+# A holder's evidence may take this long to come (its slot stays held, whatever the load).
+evidence_grace = 60.0
+idle_timeout = 60.0
 
 [http]
 listen = "127.0.0.1:0"
@@ -101,12 +105,15 @@ def busy_refusals(daemon: LiveDaemon) -> int:
 
 
 class Holders:
-    """``count`` requests that hold a capacity slot each: a submit header (EVD1) or a POST
-    head (HTTP) whose evidence never comes, until :meth:`release` closes them."""
+    """``count`` submits that hold a capacity slot each: a submit header whose evidence comes
+    only when :meth:`release` sends it (then each is decided: a connection cut mid-request
+    would be a strike against the peer, and enough strikes refuse it)."""
+
+    ITEM = b"h" * 16
 
     def __init__(self, daemon: LiveDaemon, count: int) -> None:
         self.sockets: list[socket.socket] = []
-        item = b"h" * 16
+        item = self.ITEM
         for _ in range(count):
             sock = socket.socket(socket.AF_UNIX)
             sock.connect(daemon.socket)
@@ -122,7 +129,11 @@ class Holders:
 
     def release(self) -> None:
         for sock in self.sockets:
-            sock.close()
+            sock.sendall(self.ITEM)
+        for sock in self.sockets:
+            sock.settimeout(10)
+            with sock:
+                assert sock.recv(65536)  # its decision; then an idle connection, closed
         self.sockets.clear()
 
 
