@@ -44,7 +44,7 @@ from daemon.wire._protocol import (
     Submit,
     SubmitBatch,
 )
-from session import BoundProposition, MechanismOutcome
+from session import BoundProposition
 
 __all__ = [
     "BATCH_SIZE",
@@ -127,11 +127,9 @@ class SubmitResult:
     evaluation: Evaluation | None = attrs.field(default=None, eq=False, repr=False)
 
     @property
-    def outcome(self) -> MechanismOutcome:
-        """``PASS``, ``FAIL`` or ``UNKNOWN`` (a ``str``)."""
-        if self.evaluation is not None:
-            return self.evaluation.outcome
-        return MechanismOutcome(self.result["outcome"])
+    def outcome(self) -> str:
+        """``PASS``, ``FAIL`` or ``UNKNOWN`` (typed: ``evaluation.outcome``)."""
+        return str(self.result["outcome"])
 
     @property
     def anchor(self) -> str | None:

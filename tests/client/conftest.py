@@ -22,7 +22,6 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "daemon"))  # the daemon testkits
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 @pytest.hookimpl(trylast=True)

@@ -3,7 +3,7 @@ connections and the HTTP requests that pass, and can cut a connection the moment
 request has reached the daemon, before its answer comes back.
 
 Threads and plain sockets (no event loop), so the same forwarder serves asyncio, trio and
-blocking clients. Imported as ``forwarder`` (``tests/client/conftest.py``).
+blocking clients. Imported as ``forwarder`` (``tests/_support`` is on the path).
 """
 
 from __future__ import annotations
