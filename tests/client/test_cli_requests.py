@@ -83,9 +83,7 @@ def test_a_saved_answer_that_is_not_a_sessions_answer_is_refused_unsent(
     wrong = tmp_path / "wrong.json"
     wrong.write_text(json.dumps({"sessions": "formation"}))
     with forwarding(daemon.http) as seen:
-        done = clirun.in_process(
-            ["submit", "--connect", seen.url, "--session", "formation"]
-            + ["--sessions", str(wrong), SUBJECT, CERTIFICATE]
-        )
+        argv = ["submit", "--connect", seen.url, "--session", "formation"]
+        done = clirun.in_process([*argv, "--sessions", str(wrong), SUBJECT, CERTIFICATE])
     assert done.returncode == 65 and "not a sessions answer" in done.err
     assert seen.requests == []
