@@ -369,7 +369,8 @@ async def test_busy_is_answered_at_once_instead_of_queueing(config: dict[str, An
             with trio.fail_after(5):
                 while slow.started == 0:
                     await trio.sleep(0.01)
-            async with open_client(unix=server.unix_path) as client:
+            # retry=None: the daemon's own answer, not the client's retry of it (docs/client.md)
+            async with open_client(unix=server.unix_path, retry=None) as client:
                 with trio.fail_after(2), pytest.raises(ServiceUnavailable) as caught:
                     await client.submit("slow", binding_for(slow, [b"b"]), [b"b"])
             assert caught.value.code == "BUSY"
@@ -586,7 +587,7 @@ async def test_connections_over_the_cap_are_answered_busy(config: dict[str, Any]
     async with open_server(bytes_sessions(), max_connections=2, **config) as server:
         async with open_client(unix=server.unix_path), open_client(unix=server.unix_path):
             with pytest.raises(ServiceUnavailable) as caught:
-                async with open_client(unix=server.unix_path):
+                async with open_client(unix=server.unix_path, retry=None):
                     pass
         assert caught.value.code == "BUSY"
         async with open_client(unix=server.unix_path) as client:  # room again
