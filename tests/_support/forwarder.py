@@ -72,9 +72,12 @@ class Forwarder:
             upstream = socket.create_connection(self.upstream)
             with self._lock:
                 self._sockets += [client, upstream]
+            answers_blocked = threading.Event()  # set before a cut request goes upstream
             for source, sink, up in ((client, upstream, True), (upstream, client, False)):
                 thread = threading.Thread(
-                    target=self._pump, args=(source, sink, up, client, upstream), daemon=True
+                    target=self._pump,
+                    args=(source, sink, up, client, answers_blocked),
+                    daemon=True,
                 )
                 thread.start()
                 self._threads.append(thread)
@@ -85,33 +88,40 @@ class Forwarder:
         sink: socket.socket,
         up: bool,
         client: socket.socket,
-        upstream: socket.socket,
+        answers_blocked: threading.Event,
     ) -> None:
         seen = b""
         try:
             while True:
                 data = source.recv(65536)
+                if not up and answers_blocked.is_set():
+                    return  # the answer to a cut request: never reaches the client
                 if not data:
                     sink.shutdown(socket.SHUT_WR)
                     return
-                sink.sendall(data)
                 if not up:
+                    sink.sendall(data)
                     continue
                 seen += data
+                cut = self.cut_after is not None and self.cut_after in seen
+                if cut:
+                    answers_blocked.set()  # before the daemon can have answered
+                sink.sendall(data)
                 with self._lock:
                     self.sent += data
                     self.requests += [
                         (m.group(1).decode(), m.group(2).decode())
                         for m in _REQUEST_LINE.finditer(data)
                     ]
-                if self.cut_after is not None and self.cut_after in seen:
-                    self._cut(client, upstream)
+                if cut:
+                    self._cut(client)
                     return
         except OSError:
             return
 
-    def _cut(self, client: socket.socket, upstream: socket.socket) -> None:
-        """Drop the client's side at once; leave the daemon's side open so it decides."""
+    def _cut(self, client: socket.socket) -> None:
+        """Drop the client's side; the daemon's stays open, so it decides and answers (into
+        nothing: its answer is dropped)."""
         with self._lock:
             self.cuts += 1
         client.shutdown(socket.SHUT_RDWR)

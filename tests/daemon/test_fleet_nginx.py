@@ -350,8 +350,8 @@ def _cli(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_ten_cli_submits_through_nginx_spread_over_two_replicas(tmp_path: Path) -> None:
-    """Issue 38's row: every ``submit`` asked ``GET /v1/sessions`` and then ``POST``ed, so
-    under round-robin the two paired up and all decisions landed on one replica. A submit is
+    """Every ``submit`` asked ``GET /v1/sessions`` and then ``POST``ed, so under round-robin
+    the two paired up and all decisions landed on one replica. A submit is
     now one request per pair: with a saved ``sessions`` answer (``--sessions``), ten submits
     through the documented nginx are five decisions on each replica."""
     import clirun
