@@ -46,7 +46,6 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 import cli
 from cli import CliError, Exit, RejectedInput, UsageError
 from daemon.client._honest import HonestBindingError
-from daemon.client._honest import honest_binding as _library_honest_binding
 from daemon.client._outcomes import (
     ClientError,
     ClientTimeout,
@@ -59,7 +58,6 @@ from daemon.client._outcomes import (
 from daemon.client._targets import DEFAULT_TCP_PORT as DEFAULT_PORT
 from daemon.client._targets import parse_target
 from daemon.commands._batch_cli import add_pair_arguments, submit_pairs
-from session import BoundProposition
 
 if TYPE_CHECKING:
     from daemon.client._sync import SyncClient
@@ -212,15 +210,6 @@ def _binding_failure(error: HonestBindingError) -> CliError:
     if error.reason == "EVIDENCE_COUNT":
         return UsageError(str(error))
     return UsageError(f"{error}; pass --binding FILE")
-
-
-def _honest_binding(mechanism: dict[str, Any], files: list[bytes]) -> BoundProposition:
-    """The honest binding for a mechanism the server announced (``daemon.client._honest``);
-    no provider, or several, is a usage error (pass ``--binding``)."""
-    try:
-        return _library_honest_binding(mechanism, files)
-    except HonestBindingError as error:
-        raise _binding_failure(error) from None
 
 
 T = TypeVar("T")
