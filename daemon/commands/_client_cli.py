@@ -160,7 +160,11 @@ def _use_saved_sessions(args: argparse.Namespace, client: SyncClient) -> None:
         raise RejectedInput(f"--sessions {args.sessions_file} is not JSON: {error}") from None
     hosted = document.get("sessions") if isinstance(document, dict) else None
     if not isinstance(hosted, list) or not all(
-        isinstance(item, dict) and isinstance(item.get("name"), str) for item in hosted
+        isinstance(item, dict)
+        and isinstance(item.get("name"), str)
+        and isinstance(item.get("mechanisms"), list)
+        and all(isinstance(mechanism, dict) for mechanism in item["mechanisms"])
+        for item in hosted
     ):
         raise RejectedInput(
             f"--sessions {args.sessions_file} is not a sessions answer (evidenced sessions)"
