@@ -5,10 +5,14 @@ Public API (everything else lives in private modules):
 * Host: :func:`serve` (run until shutdown), :func:`open_server` (async context manager),
   :class:`Server`, :class:`HostedSession`, :class:`ServerConfig`, :func:`default_sessions`,
   :func:`load_config`.
-* Client: :func:`open_client` (async), :class:`SyncClient`, :class:`SubmitResult`,
-  :func:`fetch_receipt` (a decision's transparency-log receipt; :class:`ReceiptUnavailable`),
-  and the exceptions :class:`ClientError`, :class:`TransportError`, :class:`ClientTimeout`,
-  :class:`RejectedError`, :class:`ServiceUnavailable`, :class:`ServerProtocolError`.
+* Client (``docs/client.md``): :func:`open_client` (async: asyncio or trio, on anyio),
+  :class:`Client`, :class:`SyncClient` (blocking, on a kept connection), :class:`Retry` (what
+  is retried: only what the daemon refused before admission), :class:`SubmitResult` and its
+  typed :class:`Evaluation` / :class:`Observations`, :func:`fetch_receipt` (a decision's
+  transparency-log receipt; :class:`ReceiptUnavailable`), and the exceptions
+  :class:`ClientError`, :class:`TransportError`, :class:`ClientTimeout`,
+  :class:`RejectedError`, :class:`ServiceUnavailable`, :class:`ServerProtocolError`,
+  :class:`HonestBindingError`.
 * Audit: :class:`AuditLog`, :func:`verify_log`, :func:`tail`, :class:`VerifyReport`,
   :class:`AuditRef` (a line's ``seq`` and digest), :func:`parse_anchor`,
   :class:`AuditLogError`, :class:`AuditLogCorrupt`.
@@ -41,19 +45,23 @@ _LAZY: dict[str, str] = {
     "tail": "daemon.audit._audit",
     "verify_log": "daemon.audit._audit",
     "Client": "daemon.client._client",
-    "ClientError": "daemon.client._client",
-    "ClientTimeout": "daemon.client._client",
-    "RejectedError": "daemon.client._client",
-    "ServerProtocolError": "daemon.client._client",
-    "ServiceUnavailable": "daemon.client._client",
-    "SubmitResult": "daemon.client._client",
-    "TransportError": "daemon.client._client",
+    "ClientError": "daemon.client._outcomes",
+    "ClientTimeout": "daemon.client._outcomes",
+    "Evaluation": "daemon.client._results",
+    "HonestBindingError": "daemon.client._honest",
+    "Observations": "daemon.client._results",
+    "RejectedError": "daemon.client._outcomes",
+    "Retry": "daemon.client._retry",
+    "ServerProtocolError": "daemon.client._outcomes",
+    "ServiceUnavailable": "daemon.client._outcomes",
+    "SubmitResult": "daemon.client._outcomes",
+    "TransportError": "daemon.client._outcomes",
     "ConfigError": "daemon.config._config",
     "DaemonConfig": "daemon.config._config",
     "default_sessions": "daemon.config._config",
     "load_config": "daemon.config._config",
-    "SyncClient": "daemon.client._connect",
-    "open_client": "daemon.client._connect",
+    "SyncClient": "daemon.client._sync",
+    "open_client": "daemon.client._client",
     "ReceiptUnavailable": "daemon.client._receipts",
     "fetch_receipt": "daemon.client._receipts",
     "DEADLINE_DETAILS": "daemon.server._evaluation",
@@ -86,8 +94,9 @@ if TYPE_CHECKING:
         tail,
         verify_log,
     )
-    from daemon.client._client import (
-        Client,
+    from daemon.client._client import Client, open_client
+    from daemon.client._honest import HonestBindingError
+    from daemon.client._outcomes import (
         ClientError,
         ClientTimeout,
         RejectedError,
@@ -96,8 +105,10 @@ if TYPE_CHECKING:
         SubmitResult,
         TransportError,
     )
-    from daemon.client._connect import SyncClient, open_client
     from daemon.client._receipts import ReceiptUnavailable, fetch_receipt
+    from daemon.client._results import Evaluation, Observations
+    from daemon.client._retry import Retry
+    from daemon.client._sync import SyncClient
     from daemon.config._config import ConfigError, DaemonConfig, default_sessions, load_config
     from daemon.config._hosting import DEFAULT_PORT, HostedSession, ServerConfig
     from daemon.server._evaluation import DEADLINE_DETAILS
@@ -140,14 +151,18 @@ __all__ = [
     "ConfigError",
     "DaemonConfig",
     "Durability",
+    "Evaluation",
     "EvidencedError",
+    "HonestBindingError",
     "HostedSession",
     "LocalProtocolError",
+    "Observations",
     "Overflow",
     "PeerError",
     "ReceiptUnavailable",
     "RejectedError",
     "RemoteProtocolError",
+    "Retry",
     "Server",
     "ServerConfig",
     "ServerProtocolError",

@@ -405,7 +405,10 @@ def test_an_upward_arrow_between_rooms_is_refused(tmp_path: Path) -> None:
     ("statement", "refused"),
     [
         ("from daemon import open_client, SyncClient, fetch_receipt", "daemon.server"),
-        ("import daemon.client._connect, daemon.client._http_client", "daemon.server"),
+        (
+            "import daemon.client._client, daemon.client._sync, daemon.client._http_transport",
+            "daemon.server",
+        ),
         ("import daemon.cli", "daemon.server"),
     ],
 )

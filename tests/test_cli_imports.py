@@ -82,10 +82,10 @@ def test_a_client_command_loads_no_server_side_room(command: str) -> None:
 
 @pytest.mark.parametrize("command", ["submit", "sessions", "health"])
 def test_a_client_command_loads_no_event_loop(command: str) -> None:
-    """Over the binary protocol a one-shot call is made by the blocking client: the parser of
-    a client command loads neither trio nor the trio clients (they load for HTTP, receipts and
-    many pairs; ``tests/daemon/test_oneshot_cli.py`` runs the calls themselves)."""
-    trio_side = ("trio", "h11", "daemon.client._client", "daemon.client._connect", "ssl")
+    """A client command's calls are the blocking client's: its parser loads no event loop,
+    no HTTP client and not the async client (httpx loads for an HTTP address;
+    ``tests/daemon/test_oneshot_cli.py`` runs the calls themselves)."""
+    trio_side = ("trio", "anyio", "httpx", "h11", "daemon.client._client", "ssl")
     assert _under(_loaded_by(command, "--help"), trio_side) == set()
 
 

@@ -1,75 +1,62 @@
-"""The blocking one-shot client: the binary protocol over a plain socket, no event loop.
+"""The binary protocol's blocking transport: one kept connection over a plain socket, no event
+loop.
 
-For a command line that makes one or two calls and exits (``evidenced submit``, ``sessions``,
-``health``): importing it loads neither ``trio`` nor the HTTP client, so a one-shot call costs
-the codec and the socket, not an event loop's start-up (docs/benchmarks.md, "The CLI's
-imports").
+For :class:`daemon.client._sync.SyncClient` over ``unix:``, ``tcp://`` and ``tls://``, and so
+for the command line's ``submit``, ``sessions`` and ``health``: importing it loads neither an
+event loop nor the HTTP client (nor :mod:`ssl` until a ``tls://`` target is reached), so a
+one-shot call costs the codec and the socket (docs/benchmarks.md, "The CLI's imports").
 
 Rules (the contract):
 
-1. The same protocol and the same meaning as the trio client (``daemon.client._client``
-   rules 1-3): one codec (:class:`daemon.wire._protocol.ClientConnection`), the same ``hello``
-   (with ``token``), the same typed errors, results and answer checks
-   (:mod:`daemon.client._outcomes`) with the same messages. Only the binary protocol:
-   ``unix:``, ``tcp://`` and ``tls://`` targets (``ValueError`` for ``http``/``https``: the
-   trio clients speak HTTP).
-2. :func:`open_blocking_client` connects within ``connect_timeout``, the TLS handshake included
-   (stdlib :mod:`ssl`, the context of :func:`daemon.config._tls.client_context` or
-   ``ssl_context``), and has ``connect_timeout`` again for the ``hello`` answer (as the trio
-   client); every later request, sent and answered, has ``request_timeout``. A deadline passed
-   is :class:`ClientTimeout`.
-3. After any error the client is closed for further calls; leaving the ``with`` block closes
-   the socket.
+1. The same protocol and the same meaning as the async transport
+   (:mod:`daemon.client._evd1_async`): one codec
+   (:class:`daemon.wire._protocol.ClientConnection`), the same ``hello`` (with ``token``), the
+   same calls (:mod:`daemon.client._evd1_calls`), errors and messages. Only the binary
+   protocol (``ValueError`` for an HTTP target).
+2. A connection is opened within ``connect_timeout``, the TLS handshake included (stdlib
+   :mod:`ssl`, the caller's context), and has ``connect_timeout`` again for the ``hello``
+   answer; every request, sent and answered, has ``request_timeout``. A deadline passed is
+   :class:`ClientTimeout`.
+3. The connection is kept between calls and replaced, before anything is sent on it, when it
+   ended in a failure or an ``error`` frame, has been idle longer than ``keepalive_expiry``,
+   or the server sent something unasked (the async transport's rule 2). :meth:`close` closes
+   it.
 """
 
 from __future__ import annotations
 
-import contextlib
 import itertools
-import math
+import select
 import socket
 import time
-from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from daemon.client import _evd1_calls as calls
+from daemon.client._evd1_calls import Call
 from daemon.client._outcomes import (
-    CLIENT_NAME,
     ClientTimeout,
     ServerProtocolError,
-    SubmitResult,
     TransportError,
-    check_answer,
-    decision_result,
-    raise_for,
-    submit_request,
 )
 from daemon.client._targets import Target
 from daemon.wire._protocol import (
     CLOSED,
     DEFAULT_MAX_RESPONSE_HEADER_BYTES,
     NEED_DATA,
-    SUPPORTED_VERSIONS,
     ClientConnection,
-    ClientRequest,
     Closed,
-    ErrorResponse,
-    HealthReport,
-    HealthRequest,
-    Hello,
     HelloAccepted,
-    ListSessions,
     NeedData,
     ProtocolError,
     ServerResponse,
-    SessionList,
 )
-from session import BoundProposition
 
 if TYPE_CHECKING:  # ssl loads for a tls:// target only
     import ssl
 
-__all__ = ["BlockingClient", "open_blocking_client"]
+__all__ = ["BlockingConnection"]
 
+T = TypeVar("T")
 _READ_SIZE = 65536
 
 
@@ -87,35 +74,83 @@ class _Deadline:
         sock.settimeout(left)
 
 
-class BlockingClient:
-    """A connected blocking client; create with :func:`open_blocking_client`."""
+class BlockingConnection:
+    """The kept EVD1 connection of a blocking client (module rules)."""
 
     def __init__(
         self,
-        sock: socket.socket,
+        target: Target,
         *,
-        request_timeout: float,
-        max_response_header_bytes: int = DEFAULT_MAX_RESPONSE_HEADER_BYTES,
+        ssl_context: ssl.SSLContext | None = None,
         token: str | None = None,
+        connect_timeout: float = 5.0,
+        request_timeout: float = 60.0,
+        keepalive_expiry: float = 5.0,
+        max_response_header_bytes: int = DEFAULT_MAX_RESPONSE_HEADER_BYTES,
     ) -> None:
-        self._sock = sock
-        self._conn = ClientConnection(max_header_bytes=max_response_header_bytes)
-        self._request_timeout = request_timeout
+        if target.http:
+            raise ValueError(f"{target}: the blocking connection speaks the binary protocol")
+        self._target = target
+        self._ssl_context = ssl_context
         self._token = token
+        self._connect_timeout = connect_timeout
+        self._request_timeout = request_timeout
+        self._keepalive_expiry = keepalive_expiry
+        self._max_header_bytes = max_response_header_bytes
+        self._sock: socket.socket | None = None
+        self._conn = ClientConnection(max_header_bytes=max_response_header_bytes)
         self._ids = itertools.count(1)
-        self._broken = False
+        self._idle_since = 0.0
+        #: The server's ``hello`` answer on the current connection.
         self.server: HelloAccepted | None = None
+        #: Connections opened so far (a test reads it).
+        self.opened = 0
 
-    def _read_response(self, deadline: _Deadline) -> ServerResponse:
+    def call(self, call: Call[T]) -> T:
+        """The result of ``call`` (rules 1-3)."""
+        self._usable()
+        return self._exchange(call, self._request_timeout)
+
+    def connect(self) -> HelloAccepted:
+        """Connect now (rule 2) unless a usable connection is open; the ``hello`` answer."""
+        self._usable()
+        assert self.server is not None
+        return self.server
+
+    def _usable(self) -> None:
+        sock = self._sock
+        if sock is not None and (
+            time.monotonic() - self._idle_since > self._keepalive_expiry or _unasked(sock)
+        ):
+            self.close()  # rule 3: nothing of the next request was sent on it
+        if self._sock is None:
+            self._open()
+
+    def _open(self) -> None:
+        deadline = _Deadline(
+            self._connect_timeout, f"no connection within {self._connect_timeout} s"
+        )
+        self._sock = _connect(self._target, self._ssl_context, deadline)
+        self.opened += 1
+        self._conn = ClientConnection(max_header_bytes=self._max_header_bytes)
+        try:
+            self.server = self._exchange(
+                calls.hello(self._token), self._connect_timeout, hello=True
+            )
+        except BaseException:
+            self.close()
+            raise
+
+    def _read_response(self, sock: socket.socket, deadline: _Deadline) -> ServerResponse:
         while True:
             try:
                 event = self._conn.next_event()
             except ProtocolError as error:
                 raise ServerProtocolError(f"{error.code.name}: {error.message}") from None
             if event is NEED_DATA:
-                deadline.arm(self._sock)
+                deadline.arm(sock)
                 try:
-                    data = self._sock.recv(_READ_SIZE)
+                    data = sock.recv(_READ_SIZE)
                 except TimeoutError:
                     raise ClientTimeout(deadline.message) from None
                 except OSError as error:
@@ -127,112 +162,62 @@ class BlockingClient:
             assert not isinstance(event, NeedData | Closed)
             return event
 
-    def _exchange(
-        self, request: ClientRequest, evidence: tuple[bytes, ...] = (), *, seconds: float = 0.0
-    ) -> ServerResponse:
-        if self._broken:
-            raise TransportError("the connection is closed after an earlier failure")
+    def _exchange(self, call: Call[T], seconds: float, *, hello: bool = False) -> T:
+        assert self._sock is not None
+        request_id = 0 if hello else next(self._ids)
+        request, evidence = call.build(request_id)
         try:
             payload = self._conn.send(request, evidence)
         except ValueError as error:
             raise TypeError(f"binding cannot be sent: {error}") from None
-        self._broken = True  # until the exchange completes normally
-        seconds = seconds or self._request_timeout
+        sock, self._sock = self._sock, None  # until the exchange completes normally (rule 3)
+        try:
+            response = self._send_and_read(sock, payload, seconds)
+            result = call.read(response, request_id)
+        except BaseException:  # a failure, an error frame (its connection's last), a bad answer
+            sock.close()
+            raise
+        self._sock = sock
+        self._idle_since = time.monotonic()
+        return result
+
+    def _send_and_read(self, sock: socket.socket, payload: bytes, seconds: float) -> ServerResponse:
         deadline = _Deadline(seconds, f"no answer within {seconds} s")
         send_error: OSError | None = None
         try:
-            deadline.arm(self._sock)
-            self._sock.sendall(payload)
+            deadline.arm(sock)
+            sock.sendall(payload)
         except TimeoutError:
             raise ClientTimeout(deadline.message) from None
         except OSError as error:
             # The server may have refused early and closed; its error frame may be waiting.
             send_error = error
         try:
-            response = self._read_response(deadline)
+            return self._read_response(sock, deadline)
         except TransportError as error:
             if send_error is not None and not isinstance(error, ClientTimeout):
                 raise TransportError(_lost(send_error)) from None
             raise
-        if isinstance(response, ErrorResponse):
-            raise_for(response)
-        self._broken = False
-        return response
-
-    def hello(self, seconds: float) -> HelloAccepted:
-        """The handshake, answered within ``seconds`` (the connect timeout)."""
-        hello = Hello(SUPPORTED_VERSIONS, CLIENT_NAME, self._token)
-        response = self._exchange(hello, seconds=seconds)
-        if not isinstance(response, HelloAccepted):
-            raise ServerProtocolError("the server did not answer hello")
-        self.server = response
-        return response
-
-    def list_sessions(self) -> list[dict[str, Any]]:
-        """The hosted sessions: name, bounds, mechanisms (id, digest, catalog entry)."""
-        request_id = next(self._ids)
-        response = self._exchange(ListSessions(request_id))
-        return check_answer(response, SessionList, request_id, "list").sessions
-
-    def health(self) -> dict[str, Any]:
-        """The server's health status and counters."""
-        request_id = next(self._ids)
-        response = self._exchange(HealthRequest(request_id))
-        return check_answer(response, HealthReport, request_id, "health").status
-
-    def submit(
-        self, session: str, binding: BoundProposition | dict[str, Any], evidence: Sequence[bytes]
-    ) -> SubmitResult:
-        """Submit ``evidence`` (raw bytes, in order) for ``binding`` in ``session``."""
-        request_id = next(self._ids)
-        request, items = submit_request(request_id, session, binding, evidence)
-        return decision_result(self._exchange(request, items), request_id)
 
     def close(self) -> None:
-        self._sock.close()
+        sock, self._sock = self._sock, None
+        self.server = None
+        if sock is not None:
+            sock.close()
+
+
+def _unasked(sock: socket.socket) -> bool:
+    """Whether the server sent something (or closed) while the connection was idle (rule 3)."""
+    try:
+        readable, _, _ = select.select([sock], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(readable)
 
 
 def _lost(error: OSError) -> str:
     # The trio client's words for a broken stream, so both clients print the same error.
     return f"connection lost: socket connection broken: {error}"
-
-
-@contextlib.contextmanager
-def open_blocking_client(
-    target: Target,
-    *,
-    token: str | None = None,
-    tls_ca: str | None = None,
-    tls_cert: str | None = None,
-    tls_key: str | None = None,
-    ssl_context: ssl.SSLContext | None = None,
-    connect_timeout: float = 5.0,
-    request_timeout: float = 60.0,
-    max_response_header_bytes: int = DEFAULT_MAX_RESPONSE_HEADER_BYTES,
-) -> Iterator[BlockingClient]:
-    """Connect (rule 2), handshake, yield a :class:`BlockingClient`, close on exit."""
-    if target.http:
-        raise ValueError(f"{target}: the blocking client speaks the binary protocol only")
-    for value in (connect_timeout, request_timeout):
-        if not math.isfinite(value) or value <= 0:
-            raise ValueError("timeouts must be positive numbers of seconds")
-    if target.tls and ssl_context is None:
-        from daemon.config._tls import client_context
-
-        ssl_context = client_context(ca=tls_ca, cert=tls_cert, key=tls_key)
-    deadline = _Deadline(connect_timeout, f"no connection within {connect_timeout} s")
-    sock = _connect(target, ssl_context, deadline)
-    client = BlockingClient(
-        sock,
-        request_timeout=request_timeout,
-        max_response_header_bytes=max_response_header_bytes,
-        token=token,
-    )
-    try:
-        client.hello(connect_timeout)
-        yield client
-    finally:
-        client.close()
 
 
 def _connect(target: Target, context: ssl.SSLContext | None, deadline: _Deadline) -> socket.socket:

@@ -25,10 +25,11 @@ Rules (the contract):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 import attrs
 
+from daemon.client._results import Evaluation, evaluation_of
 from daemon.wire._errors import Busy, EvidencedError, PeerError, RemoteProtocolError, Unavailable
 from daemon.wire._protocol import (
     MAX_BATCH_PAIRS,
@@ -46,6 +47,7 @@ from daemon.wire._protocol import (
 from session import BoundProposition
 
 __all__ = [
+    "BATCH_SIZE",
     "CLIENT_NAME",
     "ClientError",
     "ClientTimeout",
@@ -65,10 +67,15 @@ __all__ = [
 ]
 
 CLIENT_NAME = "evidenced-client/0.1.0"
+#: Pairs per batch request: the daemon's most, on either protocol (``docs/protocol.md`` §4.1).
+BATCH_SIZE: Final = MAX_BATCH_PAIRS
 
 
 class ClientError(EvidencedError):
     """Root of every client failure."""
+
+    #: For a batch that failed part-way: the answers of its first ``len(results)`` pairs.
+    results: list[Any] | None = None
 
 
 class TransportError(ClientError, Unavailable):
@@ -86,12 +93,14 @@ class ServerProtocolError(ClientError, RemoteProtocolError):
 class RejectedError(ClientError, PeerError):
     """The server refused the request with an error frame."""
 
-    def __init__(self, response: ErrorResponse) -> None:
+    def __init__(self, response: ErrorResponse, *, retry_after: float | None = None) -> None:
         super().__init__(f"{response.code}: {response.message}")
         self.code = response.code
         self.message = response.message
         self.decision_id = response.decision_id
         self.request_id = response.request_id
+        #: Seconds the answer's ``Retry-After`` asked for (HTTP), else ``None``.
+        self.retry_after = retry_after
 
 
 class ServiceUnavailable(RejectedError, Busy):
@@ -100,9 +109,11 @@ class ServiceUnavailable(RejectedError, Busy):
 
 @attrs.frozen
 class SubmitResult:
-    """A decision: ``result`` is the session's ``EvaluatedProposition`` as a dict; ``seq``
-    and ``line_digest`` place its audit line in the hash chain (``None`` only when the
-    server's ``drop`` overflow policy dropped the line)."""
+    """A decision: ``result`` is the session's ``EvaluatedProposition`` as a dict, exactly as
+    sent, and ``evaluation`` the same typed (:class:`daemon.client._results.Evaluation`:
+    outcome, details, observations with their reports and residual obligations); ``seq`` and
+    ``line_digest`` place its audit line in the hash chain (``None`` only when the server's
+    ``drop`` overflow policy dropped the line)."""
 
     decision_id: str
     session: str
@@ -113,9 +124,11 @@ class SubmitResult:
     #: ``None`` when the daemon keeps no transparency log (``docs/spec/transparency.md §10.1``).
     log_index: int | None = None
     audit_line: str | None = None
+    evaluation: Evaluation | None = attrs.field(default=None, eq=False, repr=False)
 
     @property
     def outcome(self) -> str:
+        """``PASS``, ``FAIL`` or ``UNKNOWN`` (typed: ``evaluation.outcome``)."""
         return str(self.result["outcome"])
 
     @property
@@ -229,7 +242,12 @@ def batch_results(
 
 
 def result_of(decision: Decision) -> SubmitResult:
-    """The :class:`SubmitResult` a ``decision`` header carries."""
+    """The :class:`SubmitResult` a ``decision`` header carries; a ``result`` that is not an
+    evaluated proposition is a :class:`ServerProtocolError`."""
+    try:
+        evaluation = evaluation_of(decision.result)
+    except ValueError as error:
+        raise ServerProtocolError(f"unexpected decision result: {error}") from None
     return SubmitResult(
         decision.decision_id,
         decision.session,
@@ -238,4 +256,5 @@ def result_of(decision: Decision) -> SubmitResult:
         decision.line_digest,
         decision.log_index,
         decision.audit_line,
+        evaluation,
     )

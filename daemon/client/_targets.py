@@ -10,6 +10,8 @@ Rules (the contract):
    ``http``/``https``.
 2. Anything else (another scheme, a path, a query, user information, a port outside
    0..65535, an empty host) is a :class:`ValueError` naming the URL.
+3. ``http+unix:PATH`` (or ``http+unix:///ABSOLUTE/PATH``) is the HTTP/JSON API over a Unix
+   socket: a reverse proxy or sidecar listening there (the daemon's own HTTP listener is TCP).
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ import attrs
 
 __all__ = ["SCHEMES", "Target", "parse_target"]
 
-SCHEMES: Final = ("tcp", "tls", "unix", "http", "https")
+SCHEMES: Final = ("tcp", "tls", "unix", "http", "https", "http+unix")
+_UNIX_SCHEMES: Final = ("unix", "http+unix")
 #: The daemon's default EVD1 port (``daemon.config._hosting.DEFAULT_PORT``, held equal by a
 #: test): a client names it without loading the configuration room.
 DEFAULT_TCP_PORT: Final = 7433
@@ -43,26 +46,29 @@ class Target:
 
     @property
     def http(self) -> bool:
-        return self.scheme in ("http", "https")
+        return self.scheme in ("http", "https", "http+unix")
 
     def __str__(self) -> str:
-        if self.scheme == "unix":
-            return f"unix:{self.path}"
+        if self.scheme in _UNIX_SCHEMES:
+            return f"{self.scheme}:{self.path}"
         host = f"[{self.host}]" if self.host and ":" in self.host else self.host
         return f"{self.scheme}://{host}:{self.port}"
 
 
 def parse_target(url: str) -> Target:
     """The target ``url`` names (module rules)."""
-    if url.startswith("unix:"):
-        path = url[len("unix:") :]
-        if path.startswith("//"):
-            path = path[2:]
-            if not path.startswith("/"):
-                raise ValueError(f"{url!r}: unix:// needs an absolute path (unix:///run/x.sock)")
-        if not path:
-            raise ValueError(f"{url!r}: no socket path")
-        return Target("unix", path=path)
+    for scheme in _UNIX_SCHEMES:
+        if url.startswith(f"{scheme}:"):
+            path = url[len(scheme) + 1 :]
+            if path.startswith("//"):
+                path = path[2:]
+                if not path.startswith("/"):
+                    raise ValueError(
+                        f"{url!r}: {scheme}:// needs an absolute path ({scheme}:///run/x.sock)"
+                    )
+            if not path:
+                raise ValueError(f"{url!r}: no socket path")
+            return Target(scheme, path=path)
     if "://" not in url:
         url = f"tcp://{url}"
     try:

@@ -7,9 +7,12 @@ The :mod:`cli` contract applies. Per command:
   as a single ``submit`` does) and submits them all in batches of up to 64 pairs, one request
   each: ``POST .../decisions:batch`` over ``http://``/``https://`` (``docs/http.md``),
   ``submit_batch`` over the binary protocol (``docs/protocol.md`` §4.1; against a server
-  without batches the client falls back to one submit per pair). ``--batch FILE`` lists one
-  request per line, its evidence files separated by whitespace (blank lines and lines starting
-  with ``#`` are skipped; ``-`` is stdin). ``--binding`` does not combine with them.
+  without batches the client falls back to one submit per pair): the library client's
+  ``submit_batch`` (``daemon.client._sync``), after one ``sessions`` request (none with
+  ``--sessions FILE``); pairs a batch had refused ``BUSY`` are sent again as it retries them.
+  ``--batch FILE`` lists one request per line, its evidence files separated by whitespace
+  (blank lines and lines starting with ``#`` are skipped; ``-`` is stdin). ``--binding`` does
+  not combine with them.
 * stdout is ``{"decisions": [...]}``, one element per pair in order: the decision (as a single
   ``submit`` prints it) or ``{"error": {"code", "message", "decision_id"}}`` for a pair the
   server refused. Exit: 65 when any pair was refused, else 1 when any failed, else 3 when any is
@@ -19,22 +22,20 @@ The :mod:`cli` contract applies. Per command:
 from __future__ import annotations
 
 import argparse
-from collections.abc import Awaitable, Callable, Mapping
-from contextlib import AbstractAsyncContextManager
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import cli
 from cli import Exit, UsageError
-from daemon.client._outcomes import RejectedError, SubmitResult
-from session import BoundProposition
+from daemon.client._outcomes import BATCH_SIZE, RejectedError, SubmitResult
 
-if TYPE_CHECKING:  # the trio clients load when pairs are submitted, not with ``submit``'s parser
-    from daemon.client._client import Client
+if TYPE_CHECKING:  # the client loads when pairs are submitted, not with ``submit``'s parser
+    from daemon.client._sync import SyncClient
 
 __all__ = ["BATCH_SIZE", "read_batch_file", "submit_pairs"]
 
-#: Pairs per batch request (the server's most, on either protocol).
-BATCH_SIZE: Final = 64
+_OUTCOME_EXIT: Final = {"PASS": Exit.OK, "FAIL": Exit.FAIL, "UNKNOWN": Exit.UNKNOWN}
+T = TypeVar("T")
 
 
 def read_batch_file(name: str) -> list[list[str]]:
@@ -53,17 +54,14 @@ def read_batch_file(name: str) -> list[list[str]]:
 def submit_pairs(
     args: argparse.Namespace,
     *,
-    target: dict[str, Any],
-    honest_binding: Callable[[dict[str, Any], list[bytes]], BoundProposition],
-    run: Callable[[Callable[[], Awaitable[Any]]], Any],
-    outcome_exit: Mapping[str, int],
+    client: Callable[[], SyncClient],
+    prepare: Callable[[SyncClient], None],
+    run: Callable[[Callable[[], Any]], Any],
 ) -> int:
     """``submit`` with ``--pair``/``--batch`` (module rules). ``submit``'s own pieces are
-    handed in (``daemon/commands/_client_cli.py``): the client keywords of the address flags,
-    the honest binding of a session's mechanism, the runner that maps client failures to
-    exits, and the outcome → exit table."""
-    from daemon.client._connect import open_client
-
+    handed in (``daemon/commands/_client_cli.py``): the command's client, what it does to a
+    client before the first call (``--sessions``), and the runner that maps client failures
+    to exits."""
     if args.binding or args.receipt or args.print_binding or args.files:
         raise UsageError("--pair and --batch take no FILE, --binding, --receipt or --print-binding")
     names = [list(pair) for pair in args.pairs or []]
@@ -71,27 +69,10 @@ def submit_pairs(
         names += read_batch_file(args.batch)
     requests = [[cli.read_input(name) for name in request] for request in names]
 
-    def connect() -> AbstractAsyncContextManager[Client]:
-        return open_client(**target, connect_timeout=args.timeout, request_timeout=args.timeout)
-
-    async def main() -> list[SubmitResult | RejectedError]:
-        async with connect() as client:
-            sessions = {item["name"]: item for item in await client.list_sessions()}
-            session = sessions.get(args.session)
-            if session is None:
-                raise cli.RejectedInput(
-                    f"the server hosts no session {args.session!r} (it hosts {sorted(sessions)})",
-                    code="UNKNOWN_SESSION",
-                )
-            mechanisms = session["mechanisms"]
-            if len(mechanisms) != 1:
-                raise UsageError("the session hosts several mechanisms; submit pairs one by one")
-            pairs = [(honest_binding(mechanisms[0], items).to_dict(), items) for items in requests]
-            results: list[SubmitResult | RejectedError] = []
-            for start in range(0, len(pairs), BATCH_SIZE):
-                chunk = pairs[start : start + BATCH_SIZE]
-                results += await client.submit_batch(args.session, chunk)
-            return results
+    def main() -> list[SubmitResult | RejectedError]:
+        with client() as connected:
+            prepare(connected)
+            return connected.submit_batch(args.session, [(None, items) for items in requests])
 
     results: list[SubmitResult | RejectedError] = run(main)
     documents: list[dict[str, Any]] = []
@@ -110,7 +91,7 @@ def submit_pairs(
             exits.add(Exit.REJECTED)
         else:
             documents.append(result.to_dict())
-            exits.add(outcome_exit.get(result.outcome, Exit.INTERNAL))
+            exits.add(_OUTCOME_EXIT.get(result.outcome, Exit.INTERNAL))
     cli.emit({"decisions": documents})
     refused = sum(isinstance(result, RejectedError) for result in results)
     cli.say(f"{len(results)} pairs: {len(results) - refused} decided, {refused} refused")

@@ -5,15 +5,22 @@ The :mod:`cli` contract applies (one JSON document on stdout on every path, erro
 ``{"error": {"code", "message", "exit"}}``, one-line messages on stderr); per command:
 
 * ``submit [--connect URL | --socket PATH] --session NAME FILE... [--binding FILE]``
-  (``URL``: ``HOST:PORT``, ``tcp://``, ``tls://``, ``http://``, ``https://``; with
-  ``--token-file FILE``, ``--tls-ca``, ``--tls-cert``, ``--tls-key``)
-  prints the decision (``decision_id``, ``session``, the ``EvaluatedProposition`` fields and
-  the audit line's ``seq`` and ``line_digest``).
-  Without ``--binding`` it asks the server for the session's mechanism and builds the honest
-  binding from the files with the installed provider of that mechanism id
-  (``MechanismProvider.client_binding`` over what the server announced: its digest, the
+  (``URL``: ``HOST:PORT``, ``tcp://``, ``tls://``, ``http://``, ``https://``,
+  ``http+unix:PATH``; with ``--token-file FILE``, ``--tls-ca``, ``--tls-cert``,
+  ``--tls-key``) prints the decision (``decision_id``, ``session``, the
+  ``EvaluatedProposition`` fields and the audit line's ``seq`` and ``line_digest``).
+  Without ``--binding`` it builds the honest binding from the files with the installed
+  provider of the session's mechanism id (``daemon.client._honest``:
+  ``MechanismProvider.client_binding`` over what the server announced: its digest, the
   parameters it announced as ``pinned`` — the host's policy digest for a descriptor session —
-  and the mechanism's ``accepted_bounds``, lowered by a host that lowered a limit).
+  and the mechanism's ``accepted_bounds``, lowered by a host that lowered a limit), from the
+  server's ``sessions`` answer, or from ``--sessions FILE`` (that answer saved by ``evidenced
+  sessions``: nothing is asked). Every call goes through the library's blocking client
+  (``daemon.client._sync``) on one kept connection: one ``sessions`` request when the binding
+  is built from the server's answer, then one request per pair, so a ``submit`` with
+  ``--binding`` or ``--sessions`` is exactly one request (behind a round-robin balancer,
+  decisions spread over the replicas). A ``BUSY`` is retried as the library retries it
+  (``daemon.client._retry``), then exits 75.
   Exit 0 PASS, 1 FAIL, 3 UNKNOWN; 2 for the wrong number of files, or a mechanism no
   installed provider builds bindings for (pass ``--binding``); 65 refused (by the server, with
   its code and ``decision_id``; ``UNKNOWN_SESSION`` when the server hosts no such
@@ -32,14 +39,13 @@ import argparse
 import json
 import math
 import os
-from collections.abc import Awaitable, Callable
-from contextlib import AbstractContextManager
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import cli
 from cli import CliError, Exit, RejectedInput, UsageError
-from daemon.client._blocking import BlockingClient, open_blocking_client
+from daemon.client._honest import HonestBindingError
 from daemon.client._outcomes import (
     ClientError,
     ClientTimeout,
@@ -50,24 +56,21 @@ from daemon.client._outcomes import (
     TransportError,
 )
 from daemon.client._targets import DEFAULT_TCP_PORT as DEFAULT_PORT
-from daemon.client._targets import Target, parse_target
+from daemon.client._targets import parse_target
 from daemon.commands._batch_cli import add_pair_arguments, submit_pairs
-from session import BoundProposition
 
 if TYPE_CHECKING:
-    from daemon.client._client import Client
+    from daemon.client._sync import SyncClient
 
-# The client commands never load the server, the configuration or the audit log; over the
-# binary protocol a one-shot call never loads trio either: the blocking client makes it, and
-# the trio clients load only for HTTP, a receipt or many pairs (docs/benchmarks.md, "The CLI's
-# imports").
+# The client commands never load the server, the configuration or the audit log. They make
+# their calls with the library's blocking client (daemon.client._sync.SyncClient), whose
+# binary-protocol transport loads no event loop and no HTTP client: over a Unix socket or TCP
+# a one-shot call costs the codec and the socket (docs/benchmarks.md, "The CLI's imports");
+# httpx loads for an http:// or https:// address only.
 
 
 _OUTCOME_EXIT: Final = {"PASS": Exit.OK, "FAIL": Exit.FAIL, "UNKNOWN": Exit.UNKNOWN}
 _SERVICE_EXIT: Final = {"AUDIT_FAILED": Exit.INTERNAL, "INTERNAL": Exit.INTERNAL}
-
-
-_Usage = UsageError
 
 
 def _positive_seconds(text: str) -> float:
@@ -87,8 +90,8 @@ def _add_address(parser: argparse.ArgumentParser, *, verb: str) -> None:
             "--connect",
             dest="address",
             metavar="URL",
-            help=f"HOST:PORT, or a tcp://, tls://, http:// or https:// URL (default: "
-            f"127.0.0.1:{DEFAULT_PORT})",
+            help=f"HOST:PORT, or a tcp://, tls://, http://, https:// or http+unix: URL "
+            f"(default: 127.0.0.1:{DEFAULT_PORT})",
         )
     else:
         group.add_argument(
@@ -120,7 +123,7 @@ def _add_timeout(parser: argparse.ArgumentParser, default: float) -> None:
 
 
 def _client_target(args: argparse.Namespace) -> dict[str, Any]:
-    """``open_client`` keywords from the address, token and TLS flags."""
+    """The client's keywords from the address, token and TLS flags."""
     options: dict[str, Any] = {
         "tls_ca": args.tls_ca,
         "tls_cert": args.tls_cert,
@@ -137,6 +140,38 @@ def _client_target(args: argparse.Namespace) -> dict[str, Any]:
     return {"url": address, **options}
 
 
+def _client(args: argparse.Namespace) -> SyncClient:
+    """The command's one client (the library's, blocking): every call of the command goes
+    through it, on its kept connection."""
+    from daemon.client._sync import SyncClient
+
+    return SyncClient(
+        **_client_target(args), connect_timeout=args.timeout, request_timeout=args.timeout
+    )
+
+
+def _use_saved_sessions(args: argparse.Namespace, client: SyncClient) -> None:
+    """``--sessions FILE``: the honest bindings are built from that saved answer."""
+    if args.sessions_file is None:
+        return
+    try:
+        document = json.loads(cli.read_input(args.sessions_file).decode("utf-8"))
+    except (ValueError, UnicodeDecodeError) as error:
+        raise RejectedInput(f"--sessions {args.sessions_file} is not JSON: {error}") from None
+    hosted = document.get("sessions") if isinstance(document, dict) else None
+    if not isinstance(hosted, list) or not all(
+        isinstance(item, dict)
+        and isinstance(item.get("name"), str)
+        and isinstance(item.get("mechanisms"), list)
+        and all(isinstance(mechanism, dict) for mechanism in item["mechanisms"])
+        for item in hosted
+    ):
+        raise RejectedInput(
+            f"--sessions {args.sessions_file} is not a sessions answer (evidenced sessions)"
+        )
+    client.use_sessions(hosted)
+
+
 def _read_token(path: str) -> str:
     """The first line of ``path``, stripped (``--token-file``)."""
     lines = cli.read_input(path).decode("utf-8", "replace").splitlines()
@@ -148,7 +183,10 @@ def _read_token(path: str) -> str:
 
 def _client_failure(error: ClientError) -> CliError:
     """The contract's error for a client failure: a server refusal keeps its code and
-    ``decision_id``; transport failures are UNREACHABLE (69), TIMEOUT (75) or PROTOCOL (70)."""
+    ``decision_id``; transport failures are UNREACHABLE (69), TIMEOUT (75) or PROTOCOL (70);
+    a binding that cannot be built is the caller's (usage, or rejected input)."""
+    if isinstance(error, HonestBindingError):
+        return _binding_failure(error)
     if isinstance(error, RejectedError):
         if isinstance(error, ServiceUnavailable):
             exit_code = _SERVICE_EXIT.get(error.code, Exit.BUSY)
@@ -170,29 +208,12 @@ def _client_failure(error: ClientError) -> CliError:
     return CliError(str(error), exit=Exit.INTERNAL, code=code, details={"decision_id": None})
 
 
-def _honest_binding(mechanism: dict[str, Any], files: list[bytes]) -> BoundProposition:
-    """The honest binding for a session whose mechanism the server announced: built by the
-    installed provider of that mechanism id from what the server announced about it
-    (``MechanismProvider.client_binding`` over a :class:`session.Announcement`: the digest,
-    the ``pinned`` parameters of a host's non-default policy, and the ``accepted_bounds`` a
-    host that lowered a limit accepts). No provider, or several, is a usage error (pass
-    ``--binding``)."""
-    # The provider contract and registry load only to build a binding (not for --binding).
-    from session import Announcement, EvidenceCountError, providers_for_mechanism
-
-    mechanism_id = mechanism["mechanism_id"]
-    found = providers_for_mechanism(mechanism_id)
-    if not found:
-        raise _Usage(f"no installed provider for mechanism {mechanism_id!r}; pass --binding FILE")
-    if len(found) > 1:
-        names = sorted(f"{entry.name} ({entry.distribution})" for entry, _ in found)
-        raise _Usage(f"mechanism {mechanism_id!r} has several providers {names}; pass --binding")
-    ((_, provider),) = found
-    announcement = Announcement.from_wire(mechanism)
-    try:
-        return provider.client_binding(files, announcement)
-    except EvidenceCountError as error:
-        raise UsageError(str(error)) from None
+def _binding_failure(error: HonestBindingError) -> CliError:
+    if error.reason == "UNKNOWN_SESSION":
+        return RejectedInput(str(error), code="UNKNOWN_SESSION")
+    if error.reason == "EVIDENCE_COUNT":
+        return UsageError(str(error))
+    return UsageError(f"{error}; pass --binding FILE")
 
 
 T = TypeVar("T")
@@ -214,43 +235,19 @@ def _submitting(call: Callable[[], T]) -> T:
         ) from None
 
 
-def _run_submitting(main: Callable[[], Awaitable[T]]) -> T:
-    """``trio.run(main)`` under :func:`_submitting` (HTTP, receipts, many pairs)."""
-    import trio
-
-    return _submitting(lambda: trio.run(main))
-
-
-def _one_shot(target: dict[str, Any]) -> Target | None:
-    """The binary-protocol target the blocking client reaches (no event loop: module
-    comment), or None for HTTP, which the trio clients speak."""
-    if "unix" in target:
-        return Target("unix", path=target["unix"])
-    parsed = parse_target(target["url"])
-    return None if parsed.http else parsed
-
-
-def _open_blocking(
-    target: Target, options: dict[str, Any], timeout: float
-) -> AbstractContextManager[BlockingClient]:
-    keywords = {key: options[key] for key in ("token", "tls_ca", "tls_cert", "tls_key")}
-    return open_blocking_client(
-        target, **keywords, connect_timeout=timeout, request_timeout=timeout
-    )
-
-
 def _submit(args: argparse.Namespace) -> int:
     if args.pairs or args.batch:  # many pairs (daemon/commands/_batch_cli.py)
         return submit_pairs(
             args,
-            target=_client_target(args),
-            honest_binding=_honest_binding,
-            run=_run_submitting,
-            outcome_exit=_OUTCOME_EXIT,
+            client=lambda: _client(args),
+            prepare=lambda client: _use_saved_sessions(args, client),
+            run=_submitting,
         )
     if not args.files:
         raise UsageError("the evidence FILE... (or --pair A B, or --batch FILE) is required")
-    target = _client_target(args)
+    if args.print_binding and (args.binding or args.receipt):
+        raise UsageError("--print-binding builds the binding: no --binding or --receipt")
+    _client_target(args)  # a malformed address is a usage error before a file is read
     files = [cli.read_input(name) for name in args.files]
     binding_wire: dict[str, Any] | None = None
     if args.binding:
@@ -261,7 +258,6 @@ def _submit(args: argparse.Namespace) -> int:
         if not isinstance(loaded, dict):
             raise RejectedInput(f"binding file {args.binding} is not a JSON object")
         binding_wire = loaded
-
     log_key = None
     if args.receipt and args.key:
         from daemon.commands._log_cli import read_verifier_key
@@ -269,75 +265,31 @@ def _submit(args: argparse.Namespace) -> int:
         log_key = read_verifier_key(args.key)  # an unreadable or malformed key: 65/66
     receipt: dict[str, Any] = {}
 
-    def honest_wire(hosted: list[dict[str, Any]]) -> dict[str, Any]:
-        sessions = {item["name"]: item for item in hosted}
-        session = sessions.get(args.session)
-        if session is None:
-            raise RejectedInput(
-                f"the server hosts no session {args.session!r} (it hosts {sorted(sessions)})",
-                code="UNKNOWN_SESSION",
-            )
-        mechanisms = session["mechanisms"]
-        if len(mechanisms) != 1:
-            raise UsageError("the session hosts several mechanisms; pass --binding FILE")
-        return _honest_binding(mechanisms[0], files).to_dict()
-
-    if args.print_binding and (args.binding or args.receipt):
-        raise UsageError("--print-binding builds the binding: no --binding or --receipt")
-    one_shot = _one_shot(target)
-    if one_shot is not None and not args.receipt:
-
-        def call() -> SubmitResult | dict[str, Any]:
-            with _open_blocking(one_shot, target, args.timeout) as client:
-                if args.print_binding:
-                    return honest_wire(client.list_sessions())
-                return submit_once(client)
-
-        def submit_once(client: BlockingClient) -> SubmitResult:
-            if binding_wire is not None:
-                return client.submit(args.session, binding_wire, files)
-            wire = honest_wire(client.list_sessions())
-            return client.submit(args.session, wire, files)
-
-        answer = _submitting(call)
-        if isinstance(answer, dict):
-            cli.emit(answer)
-            return Exit.OK
-        return _print_decision(args, answer, receipt)
-
-    from daemon.client._connect import open_client
-    from daemon.client._receipts import ReceiptUnavailable, fetch_receipt
-
-    async def main() -> SubmitResult:
-        async with open_client(
-            **target, connect_timeout=args.timeout, request_timeout=args.timeout
-        ) as client:
-            result = await submit_trio(client)
+    def call() -> SubmitResult | dict[str, Any]:
+        with _client(args) as client:
+            _use_saved_sessions(args, client)
+            # One request per pair: the decision's, after one ``sessions`` answer when the
+            # honest binding must be built (none with --binding).
+            wire = binding_wire
+            if wire is None:
+                wire = client.honest_binding(args.session, files).to_dict()
+            if args.print_binding:
+                return wire
+            result = client.submit(args.session, wire, files)
             if args.receipt:
+                from daemon.client._receipts import ReceiptUnavailable, fetch_receipt_sync
+
                 try:
-                    receipt.update(await fetch_receipt(client, result, log_key=log_key))
+                    receipt.update(fetch_receipt_sync(client, result, log_key=log_key))
                 except ReceiptUnavailable as error:
                     receipt["error"] = str(error)
             return result
 
-    async def submit_trio(client: Client) -> SubmitResult:
-        if binding_wire is not None:
-            return await client.submit(args.session, binding_wire, files)
-        wire = honest_wire(await client.list_sessions())
-        return await client.submit(args.session, wire, files)
-
-    if args.print_binding:
-
-        async def build() -> dict[str, Any]:
-            async with open_client(
-                **target, connect_timeout=args.timeout, request_timeout=args.timeout
-            ) as client:
-                return honest_wire(await client.list_sessions())
-
-        cli.emit(_run_submitting(build))
+    answer = _submitting(call)
+    if isinstance(answer, dict):
+        cli.emit(answer)
         return Exit.OK
-
-    return _print_decision(args, _run_submitting(main), receipt)
+    return _print_decision(args, answer, receipt)
 
 
 def _print_decision(args: argparse.Namespace, result: SubmitResult, receipt: dict[str, Any]) -> int:
@@ -366,42 +318,17 @@ def _print_decision(args: argparse.Namespace, result: SubmitResult, receipt: dic
 
 def _query(method: str) -> Any:
     def handler(args: argparse.Namespace) -> int:
-        target = _client_target(args)
-        one_shot = _one_shot(target)
         try:
-            if one_shot is not None:
-                with _open_blocking(one_shot, target, args.timeout) as client:
-                    document = _ask(client, method)
-            else:
-                document = _ask_over_http(target, args.timeout, method)
+            with _client(args) as client:
+                document = {"sessions": client.list_sessions()} if method == "sessions" else None
+                if document is None:
+                    document = client.health()
         except ClientError as error:
             raise _client_failure(error) from None
         cli.emit(document)
         return Exit.OK
 
     return handler
-
-
-def _ask(client: BlockingClient, method: str) -> Any:
-    if method == "sessions":
-        return {"sessions": client.list_sessions()}
-    return client.health()
-
-
-def _ask_over_http(target: dict[str, Any], timeout: float, method: str) -> Any:
-    import trio
-
-    from daemon.client._connect import open_client
-
-    async def main() -> Any:
-        async with open_client(
-            **target, connect_timeout=timeout, request_timeout=timeout
-        ) as client:
-            if method == "sessions":
-                return {"sessions": await client.list_sessions()}
-            return await client.health()
-
-    return trio.run(main)
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -425,6 +352,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--receipt", metavar="FILE", help="save a transparency-log receipt of the decision"
     )
     submit.add_argument("--key", metavar="VKEY", help="verify the receipt under this log key")
+    submit.add_argument(
+        "--sessions",
+        dest="sessions_file",
+        metavar="FILE",
+        help="build the honest binding from this saved 'evidenced sessions' answer instead of "
+        "asking the server (each submit is then one request)",
+    )
     submit.add_argument(
         "--print-binding",
         action="store_true",

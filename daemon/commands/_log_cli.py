@@ -44,8 +44,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
-import trio
-
 import cli
 from cli import CliError, Exit, RejectedInput
 from daemon.audit._transparency import audit_files
@@ -311,8 +309,8 @@ class _Unreachable(CliError):
 def _remote_source(
     args: argparse.Namespace,
 ) -> tuple[Callable[[], bytes], Callable[[int, int], list[bytes]]]:
-    from daemon.client._client import ClientError, TransportError
-    from daemon.client._connect import SyncClient
+    from daemon.client._outcomes import ClientError, TransportError
+    from daemon.client._sync import SyncClient
     from daemon.config._config import ConfigError, parse_address
 
     if args.socket:
@@ -325,14 +323,16 @@ def _remote_source(
 
     def fetch() -> bytes:
         try:
-            return client.checkpoint()
+            note: bytes = client.checkpoint()
+            return note
         except TransportError as error:
             raise _Unreachable(str(error)) from None
         except ClientError as error:
             raise _Refused(f"the daemon refused the checkpoint request: {error}") from None
 
     def prove(old: int, new: int) -> list[bytes]:
-        return client.consistency_proof(old, new)
+        proof: list[bytes] = client.consistency_proof(old, new)
+        return proof
 
     return fetch, prove
 
@@ -439,16 +439,15 @@ def _bundle_line(tiles: TileDirectory, index: int, size: int) -> bytes | None:
 
 
 def _remote_receipt(args: argparse.Namespace, query: LineQuery) -> dict[str, Any]:
-    from daemon.client._client import (
+    from daemon.client._outcomes import (
         ClientError,
         ClientTimeout,
         RejectedError,
         ServiceUnavailable,
         TransportError,
     )
-    from daemon.client._connect import open_client
-    from daemon.client._http_client import HttpClient
-    from daemon.client._receipts import ReceiptUnavailable, receipt_for_line
+    from daemon.client._receipts import ReceiptUnavailable, receipt_for_line_sync
+    from daemon.client._sync import SyncClient
     from daemon.client._targets import parse_target
 
     options: dict[str, Any] = {
@@ -468,24 +467,24 @@ def _remote_receipt(args: argparse.Namespace, query: LineQuery) -> dict[str, Any
     else:
         raise cli.UsageError("give one of --connect URL, --socket PATH, --dir DIR")
 
-    async def main() -> dict[str, Any]:
-        async with open_client(
+    def main() -> dict[str, Any]:
+        with SyncClient(
             **target, connect_timeout=args.timeout, request_timeout=args.timeout
         ) as client:
-            if isinstance(client, HttpClient):
-                index, line = await client.log_entry(query)
+            if client.protocol == "http":
+                index, line = client.log_entry(query)
             else:
                 if args.log:
                     files = [Path(item) for item in args.log]
                 else:
-                    audit = (await client.health()).get("audit") or {}
+                    audit = client.health().get("audit") or {}
                     path = audit.get("path") if isinstance(audit, dict) else None
                     files = audit_files(Path(path)) if isinstance(path, str) else []
                 index, line = _find(files, query)
-            return await receipt_for_line(client, index, line, wait=args.wait)
+            return receipt_for_line_sync(client, index, line, wait=args.wait)
 
     try:
-        return trio.run(main)
+        return main()
     except ServiceUnavailable as error:
         raise CliError(
             f"refused: {error.code}: {error.message}", exit=Exit.BUSY, code=error.code

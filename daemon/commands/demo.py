@@ -48,8 +48,8 @@ import attrs
 import trio
 
 from daemon.audit._audit import verify_log
-from daemon.client._client import ClientError, RejectedError
-from daemon.client._connect import open_client
+from daemon.client._client import open_client
+from daemon.client._outcomes import ClientError, RejectedError
 from session import load_provider
 
 FIXTURES = files("evidenced_fixtures")
@@ -145,7 +145,11 @@ async def _run_cases(socket_path: str) -> list[dict[str, Any]]:
         try:
             async with open_client(unix=socket_path) as client:
                 decision = await client.submit(case["session"], binding, case["evidence"])
-            answer, why, ident = decision.outcome, decision.result["details"], decision.decision_id
+            answer, why, ident = (
+                str(decision.outcome),
+                decision.result["details"],
+                decision.decision_id,
+            )
         except RejectedError as error:
             answer, why, ident = "REFUSED", error.code, error.decision_id or ""
         rows.append({**row, "answer": answer, "why": why or "-", "id": ident})

@@ -16,6 +16,7 @@ from daemon_testkit import HELLO, bytes_binding, frame
 from test_server_attacks import bytes_sessions, error_of, raw_answers
 
 from daemon import RejectedError, SubmitResult, SyncClient, open_client, open_server, verify_log
+from daemon.client._outcomes import check_pair_count
 from daemon.wire import _protocol
 from daemon.wire._errors import LocalProtocolError
 from daemon.wire._protocol import MAX_BATCH_PAIRS
@@ -229,17 +230,22 @@ async def test_the_sync_client_sends_a_batch(config: dict[str, Any]) -> None:
     assert [getattr(r, "outcome", r) for r in results] == ["PASS", "PASS"]
 
 
-async def test_a_client_refuses_an_empty_or_oversized_batch_without_sending_it(
+async def test_a_client_refuses_an_empty_batch_and_splits_one_over_the_documented_size(
     config: dict[str, Any],
 ) -> None:
+    """0 pairs is refused unsent; 65 pairs (one more than a ``submit_batch`` request carries:
+    ``check_pair_count`` refuses to build it) go as two batches, every pair decided."""
     async with (
         open_server(_sessions(), **config) as server,
         open_client(unix=server.unix_path) as client,
     ):
-        for count in (0, MAX_BATCH_PAIRS + 1):
-            with pytest.raises(ValueError, match="1 to 64 pairs"):
-                await client.submit_batch("bytes", [_pair(b"x")] * count)
-        assert (await client.submit("bytes", *_pair(b"x"))).outcome == "PASS"
+        with pytest.raises(ValueError, match="at least one pair"):
+            await client.submit_batch("bytes", [])
+        with pytest.raises(ValueError, match="1 to 64 pairs"):
+            check_pair_count(MAX_BATCH_PAIRS + 1)
+        items = [bytes([n]) for n in range(MAX_BATCH_PAIRS + 1)]
+        results = await client.submit_batch("bytes", [_pair(item) for item in items])
+        assert [r.outcome for r in results if isinstance(r, SubmitResult)] == ["PASS"] * 65
 
 
 # --------------------------------------------------------------------------- the codec alone

@@ -15,6 +15,9 @@ The rules of a runnable block:
   addresses, and nothing else is changed: the quoting is the docs' own. It hosts
   ``formation`` and ``bytes``;
 * each ``python run`` block is a whole program, run on its own (exit status 0 required);
+  ``docs/client.md``'s run against a daemon of their own that admits at most four requests at
+  once (``max_in_flight = 4``), so that a batch of eight pairs meets ``BUSY`` answers and the
+  client's retry of them is shown, deterministically;
 * ``evidenced``, ``curl`` and ``jq`` are the real ones (the tests skip without curl or jq).
 """
 
@@ -30,7 +33,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from http_testkit import CURL, LiveDaemon
+from http_testkit import CONFIG, CURL, LiveDaemon
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = sorted([ROOT / "README.md", *(ROOT / "docs").glob("*.md")])
@@ -89,10 +92,30 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveDaemon]:
         assert code == 0, stderr
 
 
+#: The docs whose Python blocks need a daemon configured otherwise: its ``[server]`` keys.
+BUSY_DOCS = {"client.md"}
+BUSY_SERVER = "max_in_flight = 4\nmax_in_flight_per_peer = 4\n"
+
+
+@pytest.fixture(scope="module")
+def busy_daemon() -> Iterator[LiveDaemon]:
+    """A daemon of four in-flight slots (``docs/client.md``'s examples retry its ``BUSY``)."""
+    config = CONFIG.format(idle=5.0, header=2.0, http_extra="")
+    live = LiveDaemon(config_text=config.replace("[server]\n", "[server]\n" + BUSY_SERVER, 1))
+    (live.directory / "fixtures").symlink_to(ROOT / "fixtures")
+    try:
+        yield live
+    finally:
+        code = live.stop()
+        stderr = live.stderr()
+        live.cleanup()
+        assert code == 0, stderr
+
+
 def test_the_runner_finds_the_runnable_blocks() -> None:
     names = {path.name for path in FILES}
     assert {"README.md", "http.md", "transparency.md"} <= names
-    assert "protocol.md" in {path.name for path, _, _ in PYTHON_BLOCKS}
+    assert {"protocol.md", "client.md"} <= {path.name for path, _, _ in PYTHON_BLOCKS}
     text = "".join(block for path in FILES for block in runnable_blocks(path))
     assert "-F 'binding=<binding.json'" in text  # the multipart example, quoted
 
@@ -110,9 +133,12 @@ def test_the_runnable_blocks_of_a_doc_run(daemon: LiveDaemon, path: Path) -> Non
     ids=[f"{path.name}-{number}" for path, number, _ in PYTHON_BLOCKS],
 )
 def test_the_runnable_python_of_a_doc_runs(
-    daemon: LiveDaemon, path: Path, number: int, block: str
+    request: pytest.FixtureRequest, path: Path, number: int, block: str
 ) -> None:
     """protocol.md §8's example once used a ``binding`` it never defined."""
+    daemon: LiveDaemon = request.getfixturevalue(
+        "busy_daemon" if path.name in BUSY_DOCS else "daemon"
+    )
     done = subprocess.run(
         [sys.executable, "-c", substitute(block, daemon)],
         capture_output=True,

@@ -13,7 +13,7 @@ import pytest
 
 import cli
 import daemon
-from daemon.client._client import (
+from daemon.client._outcomes import (
     ClientTimeout,
     RejectedError,
     ServerProtocolError,

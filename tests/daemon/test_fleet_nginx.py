@@ -456,3 +456,40 @@ def test_one_bad_client_behind_nginx_locks_out_no_good_one() -> None:
                 replica.process.kill()
                 replica.process.wait(10)
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def test_ten_cli_submits_through_nginx_spread_over_two_replicas(tmp_path: Path) -> None:
+    """Every ``submit`` asked ``GET /v1/sessions`` and then ``POST``ed, so under round-robin
+    the two paired up and all decisions landed on one replica. A submit is
+    now one request per pair: with a saved ``sessions`` answer (``--sessions``), ten submits
+    through the documented nginx are five decisions on each replica."""
+    import clirun
+    from http_testkit import FORMATION, LiveDaemon
+
+    replicas = [LiveDaemon(), LiveDaemon()]
+    nginx: subprocess.Popen[bytes] | None = None
+    try:
+        upstreams = [Replica.__new__(Replica) for _ in replicas]  # only .http is read
+        for upstream, replica in zip(upstreams, replicas, strict=True):
+            upstream.http = "{}:{}".format(*replica.http)
+        nginx, port = _nginx(tmp_path, upstreams)
+        url = f"http://127.0.0.1:{port}"
+        saved = tmp_path / "sessions.json"
+        saved.write_bytes(clirun.in_process(["sessions", "--connect", url]).stdout)
+        files = [str(FORMATION / "atom.subject.json"), str(FORMATION / "atom.certificate.json")]
+        for _ in range(10):
+            argv = ["submit", "--connect", url, "--session", "formation", "--sessions", str(saved)]
+            done = clirun.in_process([*argv, *files])
+            assert done.returncode == 0, done.err
+        decided = [
+            sum(1 for line in replica.audit() if line.get("event") == "decision")
+            for replica in replicas
+        ]
+        assert decided == [5, 5]
+    finally:
+        if nginx is not None:
+            nginx.terminate()
+            nginx.wait(10)
+        for replica in replicas:
+            replica.stop()
+            replica.cleanup()

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from http_testkit import LiveDaemon, atom
 
+from daemon import SyncClient
 from daemon.audit._audit import verify_log
 from daemon.server._batch import MAX_PAIRS
 from session import NoOptions
@@ -196,17 +197,13 @@ def test_a_batch_body_that_stalls_is_an_idle_timeout(daemon: LiveDaemon) -> None
 
 def test_an_http_batch_of_no_pairs_or_too_many_is_refused_before_it_is_sent() -> None:
     """The binary client refused 0 or 65 pairs locally; the HTTP client sent them for the
-    server to refuse. Both now raise ``ValueError`` without a byte sent (no server here)."""
-    import trio
+    server to refuse. Now no batch request of either is ever made (no server here): the
+    client refuses 0 pairs, and an HTTP batch call of 65 cannot be built (the client splits
+    65 pairs into batches of 64 first)."""
+    from daemon.client import _http_calls
 
-    from daemon.client._http_client import HttpClient
-
-    client = HttpClient.__new__(HttpClient)  # never connected: nothing may be sent
-
-    async def attempt(count: int) -> None:
-        pairs: list[tuple[dict[str, Any], list[bytes]]] = [({}, [b"x"])] * count
-        with pytest.raises(ValueError, match="1 to 64 pairs"):
-            await client.submit_batch("bytes", pairs)
-
-    trio.run(attempt, 0)
-    trio.run(attempt, 65)
+    with SyncClient("http://127.0.0.1:1") as client, pytest.raises(ValueError, match="one pair"):
+        client.submit_batch("bytes", [])
+    pairs: list[tuple[dict[str, Any], list[bytes]]] = [({}, [b"x"])] * 65
+    with pytest.raises(ValueError, match="1 to 64 pairs"):
+        _http_calls.submit_batch("bytes", pairs)

@@ -1,11 +1,12 @@
-"""The command line's one-shot client: ``submit``, ``sessions`` and ``health`` over the binary
-protocol use the blocking-socket client (``daemon/client/_blocking.py``), never trio.
+"""The command line's one-shot calls: ``submit``, ``sessions`` and ``health`` go through the
+library's blocking client (``daemon/client/_sync.py``), whose binary-protocol transport is a
+plain socket (``daemon/client/_blocking.py``), never an event loop.
 
 What these tests guard: a one-shot call over a Unix socket (or ``tcp://``) loads no event
-loop and no numeric stack, and its answers are the trio client's answers — the same decision
-fields, the same refusal document and exit code for a refused pair and for a wrong token.
-The daemon is a real ``evidenced serve`` process; the trio side is the same command line with
-its one-shot path turned off (so both print through the same code). Nothing here is timed.
+loop, no HTTP client and no numeric stack, and its answers are the HTTP API's answers through
+the same client — the same decision fields, the same binding, the same exit code and refusal
+code for a refused pair, an unknown session and an unreachable daemon. The daemon is a real
+``evidenced serve`` process. Nothing here is timed.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ import pytest
 from http_testkit import FORMATION, ROOT, LiveDaemon
 
 from daemon import SyncClient
-from daemon.commands import _client_cli
 
 TOKEN = "one-shot-token-for-the-blocking-client-000000"
 
@@ -91,11 +91,10 @@ def _tcp(daemon: LiveDaemon) -> str:
     return f"tcp://{daemon.started['tcp']}"
 
 
-def _trio_cli(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> clirun.CliResult:
-    """The same command line with its one-shot path off: the trio client answers."""
-    with monkeypatch.context() as patch:
-        patch.setattr(_client_cli, "_one_shot", lambda target: None)
-        return clirun.in_process(argv)
+def _over_http(argv: list[str], daemon: LiveDaemon) -> clirun.CliResult:
+    """The same command line against the daemon's HTTP listener (no tokens file there)."""
+    flag = argv.index("--socket")
+    return clirun.in_process([*argv[:flag], "--connect", daemon.base, *argv[flag + 2 :]])
 
 
 def _decision(result: clirun.CliResult) -> dict[str, Any]:
@@ -142,9 +141,12 @@ NEVER_ONE_SHOT = (
     "daemon.config",
     "daemon.audit",
     "daemon.tlog",
+    "anyio",
+    "httpx",
+    "httpcore",
     "daemon.client._client",
-    "daemon.client._connect",
-    "daemon.client._http_client",
+    "daemon.client._evd1_async",
+    "daemon.client._http_transport",
     "importlib.metadata",  # the providers are found from the metadata files (session._entry_points)
 )
 #: The built-in provider packages a one-shot ``submit`` to a session of each mechanism never
@@ -174,93 +176,93 @@ def test_a_query_over_the_unix_socket_never_imports_trio(daemon: LiveDaemon, com
     assert _under(modules, NEVER_ONE_SHOT) == set()
 
 
-def test_submit_over_http_still_uses_the_trio_client(
+def test_submit_over_http_loads_httpx_not_the_async_client(
     daemon: LiveDaemon, files: dict[str, str]
 ) -> None:
+    """httpx's blocking client (httpcore imports trio and anyio when they are installed, for
+    its async side: not ours to avoid); never the async client or its EVD1 transport."""
     argv = ["submit", "--connect", daemon.base, "--session", "bytes", files["small"]]
     code, modules = _modules_loaded_by(argv)
     assert code == 0
-    assert {"trio", "daemon.client._http_client"} <= modules
+    assert {"httpx", "daemon.client._http_transport"} <= modules
+    assert _under(modules, ("daemon.client._client", "daemon.client._evd1_async")) == set()
 
 
 @pytest.mark.parametrize("session", ["bytes", "formation"])
-def test_the_one_shot_decision_is_the_trio_clients(
-    daemon: LiveDaemon, files: dict[str, str], session: str, monkeypatch: pytest.MonkeyPatch
+def test_a_decision_is_the_same_over_the_socket_and_http(
+    daemon: LiveDaemon, files: dict[str, str], session: str
 ) -> None:
     evidence = [files["small"]] if session == "bytes" else [files["subject"], files["certificate"]]
     argv = ["submit", "--socket", daemon.socket, "--session", session, *evidence]
-    blocking = clirun.in_process(argv)
-    trio_side = _trio_cli(argv, monkeypatch)
-    assert blocking.returncode == trio_side.returncode == 0, blocking.err
-    assert _decision(blocking) == _decision(trio_side)
-    assert set(blocking.document()) == set(trio_side.document())
-    assert blocking.err.split(" (decision ")[0] == trio_side.err.split(" (decision ")[0]
+    binary = clirun.in_process(argv)
+    http = _over_http(argv, daemon)
+    assert binary.returncode == http.returncode == 0, binary.err
+    assert _decision(binary) == _decision(http)
+    assert set(binary.document()) == set(http.document())
+    assert binary.err.split(" (decision ")[0] == http.err.split(" (decision ")[0]
 
 
-def test_the_one_shot_binding_is_the_trio_clients(
-    daemon: LiveDaemon, files: dict[str, str], monkeypatch: pytest.MonkeyPatch
+def test_the_binding_is_the_same_over_the_socket_and_http(
+    daemon: LiveDaemon, files: dict[str, str]
 ) -> None:
     argv = ["submit", "--socket", daemon.socket, "--session", "formation", "--print-binding"]
     argv += [files["subject"], files["certificate"]]
-    blocking = clirun.in_process(argv)
-    assert blocking.returncode == 0, blocking.err
-    assert blocking == _trio_cli(argv, monkeypatch)
+    binary = clirun.in_process(argv)
+    assert binary.returncode == 0, binary.err
+    assert binary == _over_http(argv, daemon)
 
 
-def test_a_refused_pair_is_refused_alike(
-    daemon: LiveDaemon, files: dict[str, str], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _code(result: clirun.CliResult) -> tuple[int, str]:
+    return result.returncode, clirun.error_of(result)["code"]
+
+
+def test_a_refused_pair_is_refused_alike(daemon: LiveDaemon, files: dict[str, str]) -> None:
     argv = ["submit", "--socket", daemon.socket, "--session", "bytes", files["big"]]
-    blocking = _refusal(clirun.in_process(argv))
-    assert blocking == _refusal(_trio_cli(argv, monkeypatch))
-    assert blocking[0] == 65 and blocking[1]["code"] == "EVIDENCE_BYTES_EXCEEDED"
+    binary = clirun.in_process(argv)
+    assert _code(binary) == _code(_over_http(argv, daemon)) == (65, "EVIDENCE_BYTES_EXCEEDED")
 
 
-def test_an_unknown_session_is_refused_alike(
-    daemon: LiveDaemon, files: dict[str, str], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_an_unknown_session_is_refused_alike(daemon: LiveDaemon, files: dict[str, str]) -> None:
     argv = ["submit", "--socket", daemon.socket, "--session", "nobody", files["small"]]
-    blocking = _refusal(clirun.in_process(argv))
-    assert blocking == _refusal(_trio_cli(argv, monkeypatch))
-    assert blocking[1]["code"] == "UNKNOWN_SESSION"
+    binary = clirun.in_process(argv)
+    assert _code(binary) == _code(_over_http(argv, daemon)) == (65, "UNKNOWN_SESSION")
+    assert binary == _over_http(argv, daemon)  # the client's own refusal: the same words
 
 
 @pytest.mark.parametrize("token", ["wrong", None])
-def test_a_wrong_or_missing_token_is_refused_alike(
-    daemon: LiveDaemon, files: dict[str, str], token: str | None, monkeypatch: pytest.MonkeyPatch
+def test_a_wrong_or_missing_token_is_refused(
+    daemon: LiveDaemon, files: dict[str, str], token: str | None
 ) -> None:
     argv = ["submit", "--connect", _tcp(daemon), "--session", "bytes", files["small"]]
     if token is not None:
         argv += ["--token-file", files[token]]
-    blocking = _refusal(clirun.in_process(argv))
-    assert blocking == _refusal(_trio_cli(argv, monkeypatch))
-    assert blocking[0] == 65 and blocking[1]["code"] == "UNAUTHENTICATED"
+    assert _code(clirun.in_process(argv)) == (65, "UNAUTHENTICATED")
 
 
-def test_the_right_token_is_accepted_over_tcp(
-    daemon: LiveDaemon, files: dict[str, str], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_right_token_is_accepted_over_tcp(daemon: LiveDaemon, files: dict[str, str]) -> None:
     argv = ["submit", "--connect", _tcp(daemon), "--session", "bytes", files["small"]]
     argv += ["--token-file", files["token"]]
-    blocking = clirun.in_process(argv)
-    assert blocking.returncode == 0, blocking.err
-    assert _decision(blocking) == _decision(_trio_cli(argv, monkeypatch))
+    binary = clirun.in_process(argv)
+    assert binary.returncode == 0, binary.err
+    over_socket = ["submit", "--socket", daemon.socket, "--session", "bytes", files["small"]]
+    assert _decision(binary) == _decision(clirun.in_process(over_socket))
     sessions = ["sessions", "--connect", _tcp(daemon), "--token-file", files["token"]]
-    assert clirun.in_process(sessions) == _trio_cli(sessions, monkeypatch)
+    assert clirun.in_process(sessions) == clirun.in_process(["sessions", "--socket", daemon.socket])
 
 
-def test_an_unreachable_daemon_is_unreachable_alike(
-    module_short_dir: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    for target in (["--socket", str(module_short_dir / "nobody")], ["--connect", "127.0.0.1:1"]):
-        argv = ["health", *target]
-        blocking = clirun.in_process(argv)
-        assert blocking.returncode == 69
-        assert blocking == _trio_cli(argv, monkeypatch)
+def test_an_unreachable_daemon_is_unreachable_alike(module_short_dir: Path) -> None:
+    targets = (
+        ["--socket", str(module_short_dir / "nobody")],
+        ["--connect", "127.0.0.1:1"],
+        ["--connect", "http://127.0.0.1:1"],
+    )
+    for target in targets:
+        answered = clirun.in_process(["health", *target])
+        assert _code(answered) == (69, "UNREACHABLE"), answered.err
 
 
 def test_the_library_clients_still_agree(daemon: LiveDaemon, files: dict[str, str]) -> None:
-    """``SyncClient`` (trio) is unchanged: its decision carries the one-shot CLI's fields."""
+    """The library's ``SyncClient`` decision carries the one-shot CLI's fields."""
     small = Path(files["small"]).read_bytes()
     binding = clirun.in_process(
         [

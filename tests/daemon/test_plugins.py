@@ -112,10 +112,12 @@ def test_a_plugin_session_is_served_from_configuration_and_bound_without_knowing
 
 
 def test_a_mechanism_the_client_has_no_provider_for_is_refused() -> None:
-    from daemon.commands import _client_cli
+    from daemon.client._honest import HonestBindingError, honest_binding
 
-    with pytest.raises(Exception, match=r"no installed provider for mechanism 'nowhere\.0'"):
-        _client_cli._honest_binding(
+    with pytest.raises(
+        HonestBindingError, match=r"no installed provider for mechanism 'nowhere\.0'"
+    ):
+        honest_binding(
             {"mechanism_id": "nowhere.0", "mechanism_digest": "sha256:" + "0" * 64}, [b"x"]
         )
 
@@ -127,6 +129,7 @@ def test_a_plugin_claiming_a_built_in_mechanism_id_makes_submit_refuse_to_guess(
     binding is not built by whichever comes first (pass ``--binding``; a usage error, exit 2),
     though the client no longer imports built-in providers of other mechanisms."""
     from cli import UsageError
+    from daemon.client._honest import HonestBindingError, honest_binding
     from daemon.commands import _client_cli
     from session import _plugins
 
@@ -136,9 +139,13 @@ def test_a_plugin_claiming_a_built_in_mechanism_id_makes_submit_refuse_to_guess(
     installed = _plugins.provider_entries
     monkeypatch.setattr(_plugins, "provider_entries", lambda: (*installed(), impostor))
     announced = {"mechanism_id": "vstd.bytes.sha256", "mechanism_digest": "sha256:" + "0" * 64}
-    with pytest.raises(UsageError, match=r"several providers.*bytes-again \(impostor\)") as refused:
-        _client_cli._honest_binding(announced, [b"x"])
+    with pytest.raises(
+        HonestBindingError, match=r"several providers.*bytes-again \(impostor\)"
+    ) as refused:
+        honest_binding(announced, [b"x"])
     assert "bytes-sha256 (evidenced)" in str(refused.value)
+    usage = _client_cli._binding_failure(refused.value)  # what the command line makes of it
+    assert isinstance(usage, UsageError) and str(usage).endswith("pass --binding FILE")
 
 
 def test_plugin_options_are_typed_and_the_refusal_names_the_key_path(tmp_path: Path) -> None:

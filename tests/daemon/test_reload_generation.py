@@ -37,10 +37,8 @@ import trustme
 from daemon_testkit import bytes_binding
 from http_testkit import json_body, read_answer
 
-from daemon import RejectedError, TransportError, open_client
+from daemon import RejectedError, SyncClient, TransportError, open_client
 from daemon.audit._audit import tail
-from daemon.client._blocking import open_blocking_client
-from daemon.client._targets import parse_target
 from daemon.config._tokens import token_line
 from session import EvidenceBounds
 
@@ -286,8 +284,8 @@ def test_no_request_of_a_revoked_token_is_accepted_after_the_applied_line_under_
                     return
 
     def evd1_client(name: str) -> None:
-        target = parse_target(f"tcp://{ready['tcp']}")
-        with open_blocking_client(target, token=OLD_TOKEN) as client:
+        # One kept connection, opened before the token is revoked (no retry: the daemon's answer).
+        with SyncClient(f"tcp://{ready['tcp']}", token=OLD_TOKEN, retry=None) as client:
             for number in range(100_000):
                 seen = applied()
                 try:

@@ -421,7 +421,7 @@ async def test_one_peer_cannot_take_every_in_flight_slot(config: dict[str, Any])
             with trio.fail_after(5):
                 while slow.started < 2:
                     await trio.sleep(0.01)
-            async with open_client(unix=server.unix_path) as client:
+            async with open_client(unix=server.unix_path, retry=None) as client:
                 with pytest.raises(ServiceUnavailable) as caught:
                     await client.submit("bytes", bytes_binding(b"a"), [b"a"])
             async with open_client(tcp=address) as client:  # another peer (TCP address)
