@@ -264,9 +264,7 @@ async def test_64_real_pairs_are_one_batch_on_either_front_end(
     header = len(encode_header(request.to_header()))
     assert DEFAULT_MAX_HEADER_BYTES < header <= batch_header_bytes(DEFAULT_MAX_HEADER_BYTES)
     formation = [HostedSession("formation", (FormationPathCertificateMechanism(),))]
-    async with open_server(
-        formation, **config, http=HttpConfig(listen=("127.0.0.1", 0))
-    ) as server:
+    async with open_server(formation, **config, http=HttpConfig(listen=("127.0.0.1", 0))) as server:
         host, port = server.http_address or ("", 0)
         target: dict[str, Any] = (
             {"unix": server.unix_path} if front == "evd1" else {"url": f"http://{host}:{port}"}
@@ -286,7 +284,7 @@ async def test_a_batch_as_large_as_max_in_flight_is_decided_whole(
     batch of 64 got 63 decisions and one ``BUSY``: the batch's own slot was held beside its
     pairs' slots. It now becomes theirs. Four here, the cap four."""
     pairs = [_pair(bytes([n]) * 8) for n in range(4)]
-    caps = {"max_in_flight": 4, "max_in_flight_per_peer": 4}
+    caps: dict[str, Any] = {"max_in_flight": 4, "max_in_flight_per_peer": 4}
     async with open_server(
         _sessions(), **config, **caps, http=HttpConfig(listen=("127.0.0.1", 0))
     ) as server:
