@@ -221,6 +221,8 @@ def _configure_logs(arguments: Sequence[str]) -> None:
     )
     cli_state = sys.modules["cli._contract"].STATE
     if settings.format == "json":
-        cli_state.sink = lambda command, line: logs.info("cli_message", line, command=command)
+        cli_state.sink = lambda command, line, level: logs.log(
+            level, "cli_message", line, command=command
+        )
     else:
         cli_state.sink = None
