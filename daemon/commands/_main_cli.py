@@ -78,7 +78,7 @@ SUMMARIES = {
     "catalog": "component registry, stored packages, exact discovery, planning, readiness",
     "holdout": "holdout challenges: observe, score, commit, release, interop",
     "demo": "start a daemon, submit seven example pairs, verify the audit chain",
-    "completion": "print a shell completion script (bash, zsh, tcsh)",
+    "completion": "print a shell completion script (bash, zsh, tcsh, fish)",
 }
 
 

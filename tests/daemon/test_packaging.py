@@ -224,7 +224,36 @@ def test_bash_completion_knows_every_command(tmp_path: Path) -> None:
         timeout=60,
     )
     assert loaded.returncode == 0 and "evidenced" in loaded.stdout, loaded.stderr
-    assert _run("completion", "fish").returncode == 2
+
+
+def test_fish_completion_completes_commands_in_a_real_fish(tmp_path: Path) -> None:
+    """``evidenced completion fish`` was a usage error though shtab writes fish scripts."""
+    done = _run("completion", "fish")
+    assert done.returncode == 0, done.stderr
+    fish = shutil.which("fish")
+    if fish is None:
+        pytest.skip("fish is not installed (make shells installs it)")
+    script = tmp_path / "evidenced.fish"
+    script.write_text(done.stdout)
+    completed = subprocess.run(
+        [fish, "--no-config", "-c", f"source {script}; complete -C 'evidenced ser'; "
+         "complete -C 'evidenced audit re'"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stderr
+    words = {line.split("\t")[0] for line in completed.stdout.splitlines()}
+    assert {"serve", "report"} <= words, completed.stdout
+
+
+def test_a_shell_shtab_cannot_write_for_is_a_usage_error_naming_those_it_can() -> None:
+    done = _run("completion", "ksh")
+    assert done.returncode == 2
+    message = json.loads(done.stdout)["error"]["message"]
+    assert all(f"'{shell}'" in message for shell in ("bash", "zsh", "tcsh", "fish")), message
+    help_text = _run("completion", "--help").stdout
+    assert "{bash,zsh,tcsh,fish}" in help_text
 
 
 def test_dist_and_build_are_ignored_by_git() -> None:
