@@ -2,8 +2,9 @@
 
 Contract (the :mod:`cli` contract applies; this command is documented to write an artifact):
 ``completion bash|zsh|tcsh|fish`` prints the script itself on stdout, exit 0; another shell is
-a usage error (2) naming the shells there are (shtab's, 1.9 or newer for fish). The script is generated from the same parser tree ``evidenced --help`` shows,
-so it lists every command, subcommand and option of this installation.
+a usage error (2) naming the shells there are (shtab's, 1.9 or newer for fish). The script is
+generated from the same parser tree ``evidenced --help`` shows, so it lists every command,
+subcommand and option of this installation.
 
 Install: ``evidenced completion bash > ~/.local/share/bash-completion/completions/evidenced``;
 zsh: ``evidenced completion zsh > "${fpath[1]}/_evidenced"``; fish: ``evidenced completion fish >
