@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -269,3 +270,33 @@ def test_dist_and_build_are_ignored_by_git() -> None:
         timeout=60,
     )
     assert done.stdout.split() == ["dist/evidenced-1.0.whl", "build/lib/x.py"], done.stderr
+
+
+def _installs_from_the_index(text: str) -> list[str]:
+    """Every ``pip install``/``pipx install`` of ``text`` that names the distribution
+    ``evidenced`` (or ``evidenced[extra]``) as a package-index requirement."""
+    found = []
+    for line in text.splitlines():
+        for match in re.finditer(r"\bpipx? install\b([^`#\n]*)", line):
+            words = match.group(1).replace("'", " ").replace('"', " ").split()
+            if any(re.fullmatch(r"evidenced(\[[\w,]+\])?", word) for word in words):
+                found.append(line.strip())
+    return found
+
+
+def test_no_doc_installs_evidenced_from_the_package_index() -> None:
+    """docs/operations.md said ``pipx install evidenced`` and ``pip install evidenced``: no
+    such distribution is on the index. The docs install the wheel built from the repository
+    (or the checkout), as the README does."""
+    docs = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    docs += sorted((ROOT / "packaging").rglob("*.*"))
+    found = {
+        str(path.relative_to(ROOT)): lines
+        for path in docs
+        if path.is_file() and (lines := _installs_from_the_index(path.read_text("utf-8")))
+    }
+    assert found == {}
+    assert _installs_from_the_index("pipx install evidenced  # or: pip install 'evidenced[s3]'")
+    assert not _installs_from_the_index(
+        "pip install dist/evidenced-*.whl -e examples/evidenced-sri"
+    )
