@@ -21,11 +21,14 @@ Rules (the contract):
 5. ``render_html`` is one self-contained page (inline CSS, no script, no network fetch): the
    verdict and rule at the top, the SVG, a legend, the certificate steps of the drawn nodes
    (the failing one highlighted) and the checker's report as JSON.
+6. Nothing is clipped and the graph fills the picture: boxes and captions are sized by their
+   text as DejaVu Sans draws it (:func:`mechanism._svg.text_width`, bold where the style makes
+   it bold); a caption wider than the graph (and :data:`_CAPTION_WIDTH`) is wrapped at spaces;
+   the graph is centred under the captions; the HTML page's figure hugs the SVG.
 """
 
 from __future__ import annotations
 
-import html
 import itertools
 import json
 import shutil
@@ -34,6 +37,7 @@ from typing import Any, Final
 
 import attrs
 
+from mechanism._svg import FONT_FAMILY, escape, text_width, wrap
 from mechanism.formation._explain import Explanation
 from mechanism.formation._explain_view import View
 from mechanism.formation._wire import NODE_REFERENCE_FIELDS
@@ -42,11 +46,13 @@ __all__ = ["ENGINES", "render_dot", "render_html", "render_svg"]
 
 ENGINES: Final = ("auto", "dot", "grandalf")
 _DOT_TIMEOUT: Final = 60.0
-_CHAR: Final = 7.2  # px per character at 12 px DejaVu Sans (a generous average)
+_FONT: Final = 12.0  # px, every text of the picture
 _LINE: Final = 16.0
 _PAD: Final = 10.0
 _MARGIN: Final = 16.0
-_CAPTION: Final = 22.0
+_CAPTION: Final = 22.0  # the band of one caption line (its line and the gap to the graph)
+#: A caption wider than the graph is wrapped to the graph's width, or to this at least (rule 6).
+_CAPTION_WIDTH: Final = 400.0
 
 _COLOURS: Final = {
     "typed": ("#e8f3ea", "#4a7c59"),
@@ -66,7 +72,8 @@ class _Box:
 
     @property
     def width(self) -> float:
-        return max(len(line) for line in self.lines) * _CHAR + 2 * _PAD
+        bold = "failing" in self.classes  # .node.failing text is bold (_SVG_STYLE)
+        return max(text_width(line, _FONT, bold=bold) for line in self.lines) + 2 * _PAD
 
     @property
     def height(self) -> float:
@@ -336,8 +343,7 @@ _SVG_STYLE: Final = """
 """
 
 
-def _attr(text: str) -> str:
-    return html.escape(text, quote=True)
+_attr = escape
 
 
 def _route(points: list[tuple[float, float]], curved: bool) -> str:
@@ -359,19 +365,33 @@ def _verdict_line(explanation: Explanation) -> str:
     return text
 
 
+def _captions(view: View, graph_width: float) -> tuple[list[str], list[str], float]:
+    """The verdict's and the summary's lines, wrapped to the graph (rule 6), and the widest."""
+    width = max(graph_width, _CAPTION_WIDTH)
+    verdict = wrap(_verdict_line(view.explanation), width, _FONT, bold=True)
+    summary = wrap(view.summary(), width, _FONT)
+    widest = max(
+        [text_width(line, _FONT, bold=True) for line in verdict]
+        + [text_width(line, _FONT) for line in summary]
+    )
+    return verdict, summary, widest
+
+
 def render_svg(view: View, engine: str = "auto") -> str:
-    """The view as a standalone SVG document (rules 1–3)."""
+    """The view as a standalone SVG document (rules 1–3, 6)."""
     boxes, arrows = _elements(view)
     laid = _layout(boxes, arrows, engine) if boxes else _Layout("none", 0, 0, {}, [], False)
-    top = _MARGIN + _CAPTION
-    captions = (_verdict_line(view.explanation), view.summary())
-    width = max(laid.width, *(len(text) * _CHAR for text in captions)) + 2 * _MARGIN
-    height = laid.height + top + _CAPTION + 2 * _MARGIN
+    verdict, summary, widest = _captions(view, laid.width)
+    content = max(laid.width, widest)
+    width = content + 2 * _MARGIN
+    top = _MARGIN + _CAPTION + _LINE * (len(verdict) - 1)
+    height = top + laid.height + _CAPTION + _LINE * (len(summary) - 1) + _MARGIN
+    left = _MARGIN + (content - laid.width) / 2  # the graph centred under the captions
     out = [
         '<svg xmlns="http://www.w3.org/2000/svg" id="formation-dag" '
         f'data-engine="{laid.engine}" data-nodes="{len(view.shown)}" '
         f'width="{width:.0f}" height="{height:.0f}" viewBox="0 0 {width:.0f} {height:.0f}" '
-        'font-family="DejaVu Sans, Verdana, sans-serif" font-size="12">',
+        f'font-family="{FONT_FAMILY}" font-size="{_FONT:.0f}">',
         f"<style>{_SVG_STYLE}</style>",
         "<defs>",
         '<marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" '
@@ -382,8 +402,12 @@ def render_svg(view: View, engine: str = "auto") -> str:
         'fill="#c62828"/></marker>',
         "</defs>",
         f'<text class="caption verdict" x="{_MARGIN}" y="{_MARGIN + 12}">'
-        f"{_attr(_verdict_line(view.explanation))}</text>",
-        f'<g class="graph" transform="translate({_MARGIN},{top})">',
+        + "".join(
+            f'<tspan x="{_MARGIN}" dy="{0 if n == 0 else _LINE:.0f}">{_attr(line)}</tspan>'
+            for n, line in enumerate(verdict)
+        )
+        + "</text>",
+        f'<g class="graph" transform="translate({left:.1f},{top:.1f})">',
         '<g class="edges">',
     ]
     for arrow, points in zip(arrows, laid.routes, strict=True):
@@ -417,9 +441,14 @@ def render_svg(view: View, engine: str = "auto") -> str:
             )
         out.append("</g>")
     out.append("</g></g>")
+    first = height - _MARGIN - _LINE * (len(summary) - 1)
     out.append(
-        f'<text class="caption summary" x="{_MARGIN}" y="{height - _MARGIN:.0f}">'
-        f"{_attr(view.summary())}</text>"
+        f'<text class="caption summary" x="{_MARGIN}" y="{first:.0f}">'
+        + "".join(
+            f'<tspan x="{_MARGIN}" dy="{0 if n == 0 else _LINE:.0f}">{_attr(line)}</tspan>'
+            for n, line in enumerate(summary)
+        )
+        + "</text>"
     )
     out.append("</svg>")
     return "\n".join(out) + "\n"
@@ -437,8 +466,9 @@ h2 { font-size: 16px; margin-top: 28px; }
 .why { font-size: 15px; }
 .spec, .summary { color: #555; }
 code { font-family: "DejaVu Sans Mono", monospace; }
-figure { margin: 16px 0; overflow: auto; border: 1px solid #ddd; padding: 8px; }
-figure svg { max-width: 100%; height: auto; }  /* a large DAG shrinks to fit */
+figure { margin: 16px 0; overflow: auto; border: 1px solid #ddd; padding: 8px;
+  width: fit-content; max-width: calc(100% - 18px); }  /* the box hugs the drawing */
+figure svg { display: block; max-width: 100%; height: auto; }  /* a large DAG shrinks to fit */
 .legend span { display: inline-block; margin-right: 16px; }
 .swatch { display: inline-block; width: 14px; height: 10px; border: 2px solid; margin-right: 4px;
   vertical-align: middle; border-radius: 3px; }
