@@ -131,7 +131,8 @@ def test_legends_sit_above_the_data(tmp_path: Path) -> None:
     page = render_report_html(aggregate(log))
     for name in ("decisions", "latency", "pressure"):
         svg = _plot(page, name)
-        top = float(re.search(r'<rect class="plot-area" [^>]*\by="([\d.]+)"', svg).group(1))
+        (area,) = re.findall(r'<rect class="plot-area" [^>]*\by="([\d.]+)"', svg)
+        top = float(area)
         legend = svg[svg.index('<g class="legend">') :]
         texts = [float(y) for y in re.findall(r'<text [^>]*\by="([\d.]+)"', legend)]
         assert len(texts) >= 4 and max(texts) < top, (name, texts, top)  # y grows downwards
