@@ -1,4 +1,4 @@
-"""The charts of ``evidenced audit report --format html``, drawn as SVG here (docs/adr/0004).
+"""The charts of ``evidenced audit report --format html``, drawn as SVG here (docs/adr/0019).
 
 Rules (the contract):
 
@@ -158,7 +158,7 @@ def _time_label(seconds: float, step: int) -> str:
 
 
 def time_axis(low: float, high: float) -> Axis:
-    """Rule 2: ticks at round UTC times, 4 to 10 of them where the range allows."""
+    """Rule 2: ticks at round UTC times, the finest round step giving at most 10."""
     span = max(high - low, 1.0)
     step = next((s for s in _TIME_STEPS if span / s <= 10), _TIME_STEPS[-1])
     first = math.ceil(low / step) * step

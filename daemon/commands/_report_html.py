@@ -4,7 +4,7 @@ Rules (the contract):
 
 1. The page is built only from the :func:`daemon.commands._report.aggregate` dict (so it says
    exactly what ``--format json`` says) and is one file: inline CSS, charts as inline SVG drawn
-   by :mod:`daemon.commands._report_charts` (no plotting library, docs/adr/0004), no script,
+   by :mod:`daemon.commands._report_charts` (no plotting library, docs/adr/0019), no script,
    no font or image fetched from anywhere.
 2. Order: integrity at the top (the chain status from ``verify_log``; ``#transparency``: the
    latest signed checkpoint checked against the lines, with the key that was used and what was
@@ -50,8 +50,6 @@ from daemon.commands._report_charts import (
 )
 
 __all__ = ["render_report_html"]
-
-_COLOURS: Final = COLOURS
 
 _STYLE: Final = """
 body { font-family: "DejaVu Sans", Verdana, sans-serif; margin: 24px; color: #212121;
@@ -120,7 +118,7 @@ def _plots(result: dict[str, Any]) -> dict[str, str]:
             "circle",
             tuple((t, s["decisions"][outcome]) for t, s in zip(times, series, strict=True)),
         )
-        for outcome, colour in _COLOURS.items()
+        for outcome, colour in COLOURS.items()
     ]
     latency = [  # a log axis: a 0 ns timer (only a doctored line has one) is not drawn
         Series(
@@ -291,7 +289,7 @@ def _recent(result: dict[str, Any]) -> str:
     body = "".join(
         f'<tr><td class="nowrap">{_e(row["timestamp"])}</td><td class="num">{_e(row["seq"])}</td>'
         f"<td>{_e(row['session'])}</td>"
-        f'<td style="color:{_COLOURS.get(str(row["outcome"]), "#000")}">'
+        f'<td style="color:{COLOURS.get(str(row["outcome"]), "#000")}">'
         f"{_e(row['outcome'])}</td><td><code>{_e(', '.join(row['reason_codes'] or []))}</code></td>"
         f"<td><code>{_e(row['details'])}</code></td>"
         f'<td title="{_e(row["decision_id"])}">'

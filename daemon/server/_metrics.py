@@ -69,7 +69,7 @@ LISTENERS: Final = ("binary", "http")
 #: deadline itself (:func:`latency_buckets`), so an evaluation cut at the deadline is still
 #: in a bucket of its own and only what overran it is above the last.
 LATENCY_LADDER: Final = (0.001, 0.0025, 0.01, 0.025, 0.1, 0.5, 2.5, 10.0, 60.0, 300.0, 1800.0)
-DEFAULT_DEADLINE: Final = 30.0
+DEFAULT_DEADLINE: Final = 30.0  # [server] request_deadline's default (ServerMetrics made alone)
 #: One group commit's write and fsync, seconds.
 AUDIT_WRITE_BUCKETS: Final = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.25, 1)
 #: Lines per group commit.

@@ -343,9 +343,6 @@ _SVG_STYLE: Final = """
 """
 
 
-_attr = escape
-
-
 def _route(points: list[tuple[float, float]], curved: bool) -> str:
     if not points:
         return ""
@@ -377,6 +374,15 @@ def _captions(view: View, graph_width: float) -> tuple[list[str], list[str], flo
     return verdict, summary, widest
 
 
+def _caption(kind: str, baseline: float, lines: list[str]) -> str:
+    """A caption's ``<text>``, one ``<tspan>`` a line, the first on ``baseline``."""
+    spans = "".join(
+        f'<tspan x="{_MARGIN}" dy="{0 if n == 0 else _LINE:.0f}">{escape(line)}</tspan>'
+        for n, line in enumerate(lines)
+    )
+    return f'<text class="caption {kind}" x="{_MARGIN}" y="{baseline:.0f}">{spans}</text>'
+
+
 def render_svg(view: View, engine: str = "auto") -> str:
     """The view as a standalone SVG document (rules 1–3, 6)."""
     boxes, arrows = _elements(view)
@@ -401,12 +407,7 @@ def render_svg(view: View, engine: str = "auto") -> str:
         'markerHeight="6" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" '
         'fill="#c62828"/></marker>',
         "</defs>",
-        f'<text class="caption verdict" x="{_MARGIN}" y="{_MARGIN + 12}">'
-        + "".join(
-            f'<tspan x="{_MARGIN}" dy="{0 if n == 0 else _LINE:.0f}">{_attr(line)}</tspan>'
-            for n, line in enumerate(verdict)
-        )
-        + "</text>",
+        _caption("verdict", _MARGIN + 12, verdict),
         f'<g class="graph" transform="translate({left:.1f},{top:.1f})">',
         '<g class="edges">',
     ]
@@ -415,7 +416,7 @@ def render_svg(view: View, engine: str = "auto") -> str:
         tail, head = arrow.tail[1:], arrow.head[1:]
         out.append(
             f'<g class="{" ".join(arrow.classes)}" data-tail="{tail}" data-head="{head}">'
-            f"<title>{_attr(f'node {tail} → {arrow.label} → node {head}')}</title>"
+            f"<title>{escape(f'node {tail} → {arrow.label} → node {head}')}</title>"
             f'<path d="{_route(points, laid.curved)}" marker-end="url(#{marker})"/></g>'
         )
     out.append("</g>")
@@ -429,7 +430,7 @@ def render_svg(view: View, engine: str = "auto") -> str:
         else:
             ident = f'id="collapsed-{box.key[1:]}" data-parent="{box.key[1:]}"'
         out.append(f'<g {ident} class="{" ".join(box.classes)}">')
-        out.append(f"<title>{_attr(box.tooltip)}</title>")
+        out.append(f"<title>{escape(box.tooltip)}</title>")
         out.append(
             f'<rect x="{left:.1f}" y="{upper:.1f}" width="{box.width:.1f}" '
             f'height="{box.height:.1f}" rx="6" ry="6"/>'
@@ -437,19 +438,11 @@ def render_svg(view: View, engine: str = "auto") -> str:
         for number, line in enumerate(box.lines):
             baseline = upper + _PAD / 2 + _LINE * (number + 1) - 4
             out.append(
-                f'<text x="{x:.1f}" y="{baseline:.1f}" text-anchor="middle">{_attr(line)}</text>'
+                f'<text x="{x:.1f}" y="{baseline:.1f}" text-anchor="middle">{escape(line)}</text>'
             )
         out.append("</g>")
     out.append("</g></g>")
-    first = height - _MARGIN - _LINE * (len(summary) - 1)
-    out.append(
-        f'<text class="caption summary" x="{_MARGIN}" y="{first:.0f}">'
-        + "".join(
-            f'<tspan x="{_MARGIN}" dy="{0 if n == 0 else _LINE:.0f}">{_attr(line)}</tspan>'
-            for n, line in enumerate(summary)
-        )
-        + "</text>"
-    )
+    out.append(_caption("summary", height - _MARGIN - _LINE * (len(summary) - 1), summary))
     out.append("</svg>")
     return "\n".join(out) + "\n"
 
@@ -514,7 +507,7 @@ def _steps_table(view: View) -> str:
         css = "failed" if state == "failed" else ""
         rows.append(
             f'<tr class="{css}" id="step-{index}"><td>{index}</td><td>{step["node"]}</td>'
-            f"<td>{_attr(step['rule'])}</td><td>{_attr(json.dumps(step['premises']))}</td>"
+            f"<td>{escape(step['rule'])}</td><td>{escape(json.dumps(step['premises']))}</td>"
             f"<td>{state}</td></tr>"
         )
     if skipped:
@@ -526,15 +519,15 @@ def render_html(view: View, engine: str = "auto") -> str:
     """One self-contained page (rule 5)."""
     explanation = view.explanation
     report = explanation.report
-    rule = f'<p class="why">{_attr(explanation.why)}</p>' + (
-        f'<p class="spec">Rule: <code>{_attr(explanation.spec)}</code> '
+    rule = f'<p class="why">{escape(explanation.why)}</p>' + (
+        f'<p class="spec">Rule: <code>{escape(explanation.spec)}</code> '
         f"(check step {explanation.stage}; rule <code>{explanation.rule}</code>)</p>"
         if explanation.spec
         else ""
     )
     subject = (
         f'<p class="summary">Subject <code>{report["subject_digest"]}</code>, root node '
-        f"{explanation.root}. {_attr(view.summary()).capitalize()}.</p>"
+        f"{explanation.root}. {escape(view.summary()).capitalize()}.</p>"
         if report["subject_digest"] is not None
         else ""
     )
@@ -543,10 +536,10 @@ def render_html(view: View, engine: str = "auto") -> str:
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>formation explain: {_attr(_verdict_line(explanation))}</title>",
+        f"<title>formation explain: {escape(_verdict_line(explanation))}</title>",
         f"<style>{_PAGE_STYLE}</style></head><body>",
-        f'<header class="{explanation.status}"><h1 id="verdict">{_attr(explanation.status)}'
-        + (f" <code>{_attr(explanation.reason)}</code>" if explanation.reason else "")
+        f'<header class="{explanation.status}"><h1 id="verdict">{escape(explanation.status)}'
+        + (f" <code>{escape(explanation.reason)}</code>" if explanation.reason else "")
         + (f" at node {explanation.index}" if explanation.index is not None else "")
         + f"</h1>{rule}</header>",
         subject,
@@ -554,7 +547,7 @@ def render_html(view: View, engine: str = "auto") -> str:
         "<h2>Certificate steps</h2>",
         _steps_table(view),
         "<h2>Checker report</h2>",
-        f'<pre id="report">{_attr(json.dumps(report, indent=2, sort_keys=True))}</pre>',
+        f'<pre id="report">{escape(json.dumps(report, indent=2, sort_keys=True))}</pre>',
         "</body></html>",
     ]
     return "\n".join(parts) + "\n"
