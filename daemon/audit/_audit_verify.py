@@ -17,7 +17,7 @@ Rules (the contract):
    a bare ``DIGEST`` must be the digest of some line. It never raises for bad content
    (``OSError`` for I/O, ``ValueError`` for a malformed anchor). A file may also be given as
    an open binary stream (``sys.stdin.buffer`` for ``audit verify -``): it is read from where
-   it stands, never seeked, so a pipe does.
+   it stands, never seeked, so a pipe works.
 3. :func:`tail` returns the last lines unverified, oldest first (a path or a stream too).
 """
 
