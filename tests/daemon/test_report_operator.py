@@ -214,7 +214,7 @@ def test_the_report_page_of_tagged_ids_shows_them_apart(tmp_path: Path) -> None:
 
 
 def test_the_report_is_drawn_without_a_plotting_library(tmp_path: Path) -> None:
-    """matplotlib is no dependency any more (issue 36): the charts are our own SVG. In a
+    """matplotlib is no dependency any more (ADR 0019): the charts are our own SVG. In a
     fresh interpreter whose import of matplotlib would fail, the page is complete."""
     log = tmp_path / "audit.jsonl"
     write_synthetic_log(log, 200, restart_every=100)
