@@ -30,7 +30,7 @@ Rules:
    read, more is 65 naming the cap; missing or unreadable is 66) and **written with**
    :func:`write_output` (``-`` is stdout; failure is 73).
 
-This package imports nothing of the project, so every package's command line (the catalog's,
+This package imports nothing of the project but the error tree (``canon._errors``), so every package's command line (the catalog's,
 the holdout instrument's, a mechanism's) may use it; library modules never import it (the
 architecture test checks both).
 """
@@ -46,6 +46,8 @@ import re
 import sys
 from collections.abc import Callable
 from typing import Any, BinaryIO, Final
+
+from canon._errors import EvidencedError
 
 __all__ = [
     "EXIT_TABLE",
@@ -138,7 +140,7 @@ _DEFAULT_CODES: Final = {
 }
 
 
-class CliError(Exception):
+class CliError(EvidencedError):
     """A command's failure: ``exit`` code, stable ``code``, one-line ``message``, and extra
     members of the error document (``details``)."""
 

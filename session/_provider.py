@@ -68,6 +68,8 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 import attrs
 
+from canon import CallerError
+
 from ._limits import CeilingError, lower_only
 from ._types import BoundProposition, EvidenceBounds, MechanismOutcome, VerificationMechanism
 
@@ -183,7 +185,7 @@ class Announcement:
         return cls(identifier, digest, dict(pinned), accepted)
 
 
-class HoldoutStepError(Exception):
+class HoldoutStepError(CallerError):
     """One holdout challenge cannot be observed (a view, render or binding is impossible)."""
 
     def __init__(self, code: str, detail: str) -> None:
@@ -192,11 +194,11 @@ class HoldoutStepError(Exception):
         self.detail = detail
 
 
-class EvidenceCountError(ValueError):
+class EvidenceCountError(CallerError, ValueError):
     """``honest_binding`` was given the wrong number of files (the message says how many)."""
 
 
-class HoldoutOptionsRefused(Exception):
+class HoldoutOptionsRefused(CallerError):
     """A holdout ``CHECK_WITH_OPTIONS`` setting is refused (``code``: weakened/unsupported)."""
 
     def __init__(self, code: str) -> None:
