@@ -86,9 +86,6 @@ class ExtraMissing(ImportError):
         self.feature = feature
         self.missing = missing
 
-    def __reduce__(self) -> tuple[type[ExtraMissing], tuple[str, str, tuple[str, ...]]]:
-        return type(self), (self.extra, self.feature, self.missing)
-
 
 def missing_extra(extra: str, feature: str | None = None) -> ExtraMissing | None:
     """The :class:`ExtraMissing` to raise when ``extra`` is not installed, else None (rule 2);
