@@ -50,6 +50,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import threading
 import tomllib
 import zipfile
 from collections.abc import Iterator
@@ -575,3 +576,54 @@ def test_the_features_of_the_core_work_without_any_extra(core: Installed) -> Non
     assert [cases[n] for n in (5, 6, 7)] == ["SKIPPED"] * 3
     assert [cases[n] for n in (1, 2, 3, 4)] == ["PASS", "FAIL", "UNKNOWN", "REFUSED"]
     assert f"session 'descriptor' not hosted: {NEEDS_DESCRIPTOR}" in demo.stderr
+
+
+def _line_with(serve: subprocess.Popen[str], text: str) -> str:
+    """The first line of ``serve``'s stderr holding ``text`` ('' if it ends first; a daemon
+    silent for 60 s is killed so the test ends: a hang guard, never a timing assertion)."""
+    assert serve.stderr is not None
+    guard = threading.Timer(60, serve.kill)
+    guard.start()
+    try:
+        for line in serve.stderr:
+            if text in line:
+                return line
+        return ""
+    finally:
+        guard.cancel()
+
+
+def test_a_reload_into_a_session_whose_extra_is_missing_is_refused_and_the_old_one_serves(
+    core: Installed,
+) -> None:
+    """SIGHUP after the configuration gained a ``descriptor`` session that is not optional:
+    the reload is refused with the one line (it is no invalid file, and the reloader once
+    caught only those), and the sessions it had keep answering."""
+    folder = Path(tempfile.mkdtemp(prefix="evr", dir="/tmp"))
+    try:
+        head = '[server]\nlisten = ""\nsocket = "s"\n[audit]\npath = "audit.jsonl"\n'
+        config = folder / "c.toml"
+        config.write_text(head + '[sessions.bytes]\nmechanisms = ["bytes-sha256"]\n')
+        (folder / "item").write_bytes(b"kept\n")
+        serve = _serve(core, folder, "--config", "c.toml")
+        try:
+            assert serve.stdout is not None and serve.stderr is not None
+            assert json.loads(serve.stdout.readline() or "{}").get("sessions") == ["bytes"]
+            config.write_text(
+                head
+                + '[sessions.bytes]\nmechanisms = ["bytes-sha256"]\n'
+                + '[sessions.descriptor]\nmechanisms = ["descriptor"]\n'
+            )
+            serve.send_signal(signal.SIGHUP)
+            refused = _line_with(serve, "not reloaded")
+            socket = str(folder / "s")
+            answer = core.run(
+                "submit", "--socket", socket, "--session", "bytes", str(folder / "item")
+            )
+            assert serve.poll() is None
+        finally:
+            _stop(serve)
+        assert NEEDS_DESCRIPTOR in refused and "the old one keeps serving" in refused, refused
+        assert (answer.returncode, _document(answer)["outcome"]) == (0, "PASS"), answer.stderr
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
