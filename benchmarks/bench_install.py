@@ -9,7 +9,8 @@ gets its extras listed one by one) — and prints:
 
 1. **Installed size**: the disk use of the venv's ``site-packages`` (``du -s``, in MiB), the
    number of distributions (``*.dist-info``) and how long ``pip install`` took (pip's cache
-   warm after the first run). Goal: the core ≤ 40 MB (issue "a lean core").
+   warm after the first run). Goal: the core ≤ 40 MiB (the issue's "≤ 40 MB", whose figures
+   are du's).
 2. **Start-up** (median of ``--runs`` runs, interleaved across the venvs so load that drifts
    hits all alike; min–max in the table): ``python -c pass`` (the floor), the clients'
    import (``from daemon import SyncClient``, ``from daemon import open_client``),
@@ -40,7 +41,7 @@ from _harness import Report, at_most, main
 ROOT = Path(__file__).resolve().parents[1]
 PIP = (sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input")
 MIB = 1024 * 1024
-CORE_GOAL_MIB = 40 * 1000 * 1000 / MIB  # the issue's 40 MB
+CORE_GOAL_MIB = 40  # the issue's "≤ 40 MB", in du's units as its own figures are (MiB)
 
 
 @attrs.frozen
