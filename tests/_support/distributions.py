@@ -38,9 +38,7 @@ def closure(name: str, extras: Iterable[str] = ()) -> dict[str, metadata.Distrib
         found[key] = distribution
         for text in distribution.requires or ():
             requirement = Requirement(text)
-            if requirement.marker is not None and not requirement.marker.evaluate(
-                {"extra": extra}
-            ):
+            if requirement.marker is not None and not requirement.marker.evaluate({"extra": extra}):
                 continue
             pending.extend((requirement.name, more) for more in ("", *requirement.extras))
     return found
