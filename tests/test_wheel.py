@@ -627,3 +627,31 @@ def test_a_reload_into_a_session_whose_extra_is_missing_is_refused_and_the_old_o
         assert (answer.returncode, _document(answer)["outcome"]) == (0, "PASS"), answer.stderr
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_session_retaining_in_s3_without_boto3_is_refused_in_one_line_not_an_internal_error(
+    core: Installed,
+) -> None:
+    """``serve`` opened the store and died on botocore's ModuleNotFoundError (exit 70,
+    "internal error"), after ``config check`` had called the file valid."""
+    config = core.workdir / "s3.toml"
+    config.write_text(
+        '[server]\nlisten = ""\nsocket = "s3.sock"\n[audit]\npath = "s3-audit.jsonl"\n'
+        '[sessions.bytes]\nmechanisms = ["bytes-sha256"]\nretain = "all"\n'
+        'store = "s3://bucket/prefix/"\n'
+    )
+    message = (
+        f"{config}: session 'bytes' not hosted: the s3:// evidence store needs the 's3' "
+        "extra: pip install 'evidenced[s3]'"
+    )
+    for path, command in {
+        "config check": ("config", "check", str(config)),
+        "serve": ("serve", "--config", str(config)),
+    }.items():
+        done = core.run(*command)
+        error = _document(done)["error"]
+        assert (done.returncode, error) == (
+            69,
+            {"code": "EXTRA_MISSING", "exit": 69, "message": message},
+        )
+        assert _error_lines(done) == [f"evidenced {path}: {message}"]

@@ -57,6 +57,7 @@ bool``) and starts with the file:
    is reported as that one line, ``session 'S' not hosted: <feature> needs the '<extra>'
    extra: pip install 'evidenced[<extra>]'``; for a session that is not optional it is
    :class:`ExtraNotInstalled` (exit 69, ``EXTRA_MISSING``), not an invalid configuration.
+   A session retaining evidence in an ``s3://`` store needs the ``s3`` extra the same way.
    The embedded default marks ``descriptor`` optional, so ``evidenced serve`` on an
    installation without the ``descriptor`` extra serves ``formation`` and says once why
    ``descriptor`` is not hosted (ADR 0020).
@@ -103,6 +104,7 @@ from session import (
     load_provider,
     provider_entries,
     read_capped,
+    require_extra,
 )
 
 
@@ -183,6 +185,8 @@ class DaemonConfig:
         skipped: list[str] = []
         for spec in self.sessions:
             try:
+                if spec.retention is not None and spec.retention.store.kind == "s3":
+                    require_extra("s3")  # its store cannot open: said as a mechanism's extra
                 mechanisms = tuple(
                     create_mechanism(spec.name, name, dict(spec.options.get(name, {})))
                     for name in spec.mechanisms

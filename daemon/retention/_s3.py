@@ -116,6 +116,7 @@ class S3Store:
     """Evidence objects under ``s3://BUCKET/PREFIX`` (module rules)."""
 
     def __init__(self, bucket: str, prefix: str = "", *, client: S3Client | None = None) -> None:
+        _import_boto3()  # without the s3 extra: StoreExtraMissing, never a ModuleNotFoundError
         from botocore.exceptions import BotoCoreError, ClientError
 
         self.bucket = bucket
