@@ -17,7 +17,16 @@ Contract of a :class:`MechanismProvider` (subclass it):
   The mechanism may state the most evidence one evaluation accepts as ``accepted_bounds`` (an
   :class:`EvidenceBounds`, or a zero-argument method returning one; :func:`accepted_bounds`
   reads it): hosts clamp a session's declared bounds to it, so they never read evidence every
-  mechanism of the session must refuse.
+  mechanism of the session must refuse. A provider whose mechanism needs a library of one of
+  the distribution's extras raises :class:`session.ExtraMissing` when it is not installed
+  (:func:`session.require_extra`: a look-up, nothing imported); ``evidenced mechanisms`` then
+  lists the provider as unavailable with the install command, and a host skips or refuses the
+  session saying the same.
+* optional ``prepare(mechanism)`` → None: import what evaluating ``mechanism`` loads lazily
+  (numpy, say). :meth:`~MechanismProvider.configure`, the host's way to make a mechanism, calls
+  it once the mechanism is created, so a host's evaluation workers inherit the import and no
+  decision pays for it within its deadline; tools that only describe a mechanism
+  (``evidenced mechanisms``) call ``create`` alone. Default: nothing.
 * ``honest_binding(evidence, options)`` → the :class:`BoundProposition` an honest client with
   only these files would pin for a mechanism created with ``options``, carrying the provider's
   own mechanism digest (a client talking to a daemon replaces it with the digest the daemon
@@ -291,12 +300,13 @@ class MechanismProvider(abc.ABC, Generic[OptionsT]):
         """The mechanism a host's option table ``raw`` creates (module rules): an
         ``OptionsError`` naming the path when it does not structure, or when the constructor
         refuses it (``ValueError``/``TypeError``; at ``<where>.<field>`` when the refusal
-        begins with a field's name, as :func:`session.lower_only`'s do)."""
+        begins with a field's name, as :func:`session.lower_only`'s do); then
+        :meth:`prepare`."""
         from ._options import OptionsError
 
         options = self.structure_options(raw, where=where)
         try:
-            return self.create(options)
+            mechanism = self.create(options)
         except (ValueError, TypeError) as error:
             path = where
             first = str(error).split(" ", 1)[0]
@@ -305,6 +315,8 @@ class MechanismProvider(abc.ABC, Generic[OptionsT]):
             raise OptionsError(
                 f"{path}: refused by the provider: {type(error).__name__}: {error}"
             ) from error
+        self.prepare(mechanism)
+        return mechanism
 
     @abc.abstractmethod
     def create(self, options: OptionsT) -> VerificationMechanism:
@@ -313,6 +325,9 @@ class MechanismProvider(abc.ABC, Generic[OptionsT]):
     @abc.abstractmethod
     def honest_binding(self, evidence: Sequence[bytes], options: OptionsT) -> BoundProposition:
         """The binding an honest client with only ``evidence`` pins (``ValueError`` if none)."""
+
+    def prepare(self, mechanism: VerificationMechanism) -> None:
+        """Import what evaluating ``mechanism`` loads lazily, for a host (module rules)."""
 
     def announce(self, mechanism: VerificationMechanism) -> Mapping[str, str]:
         """What a client must pin to be answered by ``mechanism`` (module rules)."""

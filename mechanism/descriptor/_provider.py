@@ -5,8 +5,11 @@
   and the lower-only limits ``max_descriptor_bytes``, ``max_item_bytes`` and ``max_steps``
   (refused when the mechanism is created if raised).
 * ``create`` → :class:`DescriptorAuthorizationMechanism` (:func:`default_mechanism` for the
-  defaults); it states ``accepted_bounds`` ``EvidenceBounds(2, 2 * max_item_bytes)``. It
-  imports the weights library (numpy, safetensors) for the host; building a binding does not.
+  defaults); it states ``accepted_bounds`` ``EvidenceBounds(2, 2 * max_item_bytes)``. Without
+  the weights library (numpy, safetensors: the ``descriptor`` extra) it raises
+  :class:`session.ExtraMissing` (looked up, not imported: ``evidenced mechanisms`` lists the
+  provider without loading numpy). ``prepare`` imports that library for a host (its evaluation
+  workers inherit it); building a binding needs neither.
 * ``honest_binding((descriptor, payload), options)`` → :func:`descriptor_binding` for the
   mechanism those options create (the compiled catalog's operation for the pair;
   ``DescriptorError``, a ``ValueError``, when neither file is a compiled fixture's).
@@ -37,6 +40,7 @@ from session import (
     MechanismOutcome,
     MechanismProvider,
     VerificationMechanism,
+    require_extra,
 )
 
 from ._codec import MAX_DESCRIPTOR_BYTES
@@ -74,8 +78,11 @@ class DescriptorProvider(MechanismProvider[DescriptorOptions]):
     options_type = DescriptorOptions
 
     def create(self, options: DescriptorOptions) -> DescriptorAuthorizationMechanism:
-        load_library()  # a host's evaluation workers inherit numpy (``_weights`` rule 6)
+        require_extra("descriptor")  # every decision may inspect weights: numpy or nothing
         return self._mechanism(options)
+
+    def prepare(self, mechanism: VerificationMechanism) -> None:
+        load_library()  # a host's evaluation workers inherit numpy (``_weights`` rule 6)
 
     def _mechanism(self, options: DescriptorOptions) -> DescriptorAuthorizationMechanism:
         if options == DescriptorOptions():
