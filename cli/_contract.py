@@ -31,9 +31,9 @@ Rules:
    read, more is 65 naming the cap; missing or unreadable is 66) and **written with**
    :func:`write_output` (``-`` is stdout; failure is 73).
 
-This package imports nothing of the project but the error tree (``canon._errors``), so every package's command line (the catalog's,
-the holdout instrument's, a mechanism's) may use it; library modules never import it (the
-architecture test checks both).
+This package imports nothing of the project but the error tree (``canon._errors``), so every
+package's command line (the catalog's, the holdout instrument's, a mechanism's) may use it;
+library modules never import it (the architecture test checks both).
 """
 
 from __future__ import annotations

@@ -30,6 +30,8 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Final, NamedTuple
 
+from canon._errors import EnvironmentFault
+
 __all__ = [
     "EXTRAS",
     "EXTRA_MISSING",
@@ -72,7 +74,7 @@ def install_command(extra: str) -> str:
     return f"pip install 'evidenced[{extra}]'"
 
 
-class ExtraMissing(ImportError):
+class ExtraMissing(EnvironmentFault, ImportError):
     """A feature's extra is not installed (rule 4): ``extra``, ``feature``, ``missing``
     (the modules not found) and the one-line message with the install command."""
 
