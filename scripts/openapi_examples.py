@@ -191,7 +191,7 @@ def capture(work: Path) -> dict[str, Any]:
 
 
 def main() -> None:
-    with tempfile.TemporaryDirectory(prefix="evx", dir="/tmp") as directory:
+    with tempfile.TemporaryDirectory(prefix="evidenced-openapi-") as directory:
         captured = capture(Path(directory))
     TARGET.write_text(json.dumps(captured, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     print(f"wrote {TARGET.relative_to(ROOT)}: {len(captured['decisions'])} decisions, a batch")

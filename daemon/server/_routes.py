@@ -173,6 +173,8 @@ _LOG: Final = {
 _NAME: Final = Parameter(
     "name", "path", {"type": "string", "examples": ["formation"]}, "the hosted session", True
 )
+
+
 def _integer(example: str) -> dict[str, Any]:
     """A decimal query integer of at most 19 digits (daemon.server._http_tlog rule 2)."""
     return {"type": "string", "pattern": "^(0|[1-9][0-9]{0,18})$", "examples": [example]}

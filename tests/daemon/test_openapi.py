@@ -512,7 +512,6 @@ def test_schemathesis_finds_no_5xx_and_no_answer_off_the_description(
     assert f"{len(TABLE)} selected / {len(TABLE)} total" in done.stdout, done.stdout[-3000:]
     assert " passed" in done.stdout and "failed" not in done.stdout.split("SUMMARY")[-1]
     asked = _asked(har)
-    print("ASKED", {k: sorted(v) for k, v in asked.items()})
     assert all(asked.values()), {name: found for name, found in asked.items() if not found}
     assert 200 in asked["submitDecision"] and 200 in asked["submitBatch"], asked
     assert not any(status >= 500 for found in asked.values() for status in found), asked
