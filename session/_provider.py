@@ -61,6 +61,12 @@ Contract of a :class:`MechanismProvider` (subclass it):
   configurations (lowered limits, another policy) the kit runs its battery under as well,
   binding each sample as a client does (:meth:`~MechanismProvider.client_binding` over what
   that configuration announces).
+* optional ``decision_schema()`` → a JSON Schema (draft 2020-12, self-contained: no ``$ref``,
+  no ``$id``) of this mechanism's own decisions as a session result carries them: an object
+  schema over the result's ``outcome``, ``details`` and ``observations`` (what the mechanism's
+  :class:`MechanismDecision` said). The daemon's HTTP API description (``GET /openapi.json``)
+  describes the results of a hosted mechanism with it, beside the host's own ``UNKNOWN``
+  (empty observations). Default: None (its observations are described as any object).
 
 :meth:`MechanismProvider.configure` is how a host makes a mechanism from its option table:
 structuring errors and the constructor's refusals both raise ``OptionsError`` naming the
@@ -373,6 +379,11 @@ class MechanismProvider(abc.ABC, Generic[OptionsT]):
 
     def conformance_option_sets(self) -> Sequence[ConformanceOptionSet]:
         return ()
+
+    def decision_schema(self) -> Mapping[str, Any] | None:
+        """The JSON Schema of this mechanism's own decisions in a result, or None (module
+        rules)."""
+        return None
 
 
 def accepted_bounds(mechanism: VerificationMechanism) -> EvidenceBounds | None:

@@ -20,14 +20,15 @@
   configured with another policy or allowlist binds to that configuration.
 * Catalog metadata: :mod:`._components`; holdout handler: :mod:`._holdout`; conformance samples:
   the packaged fixtures — the TISC program and the safetensors weights (PASS) and the TISC
-  payload re-described as native weights (FAIL) — when they are installed.
+  payload re-described as native weights (FAIL) — when they are installed; decision schema:
+  :mod:`._decision_schema`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from importlib.resources import files
-from typing import Final
+from typing import Any, Final
 
 import attrs
 
@@ -133,6 +134,11 @@ class DescriptorProvider(MechanismProvider[DescriptorOptions]):
         from ._holdout import DescriptorHoldoutHandler
 
         return DescriptorHoldoutHandler(self)
+
+    def decision_schema(self) -> Mapping[str, Any]:
+        from ._decision_schema import decision_schema
+
+        return decision_schema()
 
     def conformance_samples(self) -> Sequence[ConformanceSample]:
         try:
