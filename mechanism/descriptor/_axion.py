@@ -186,6 +186,21 @@ class _Form:
 _Node = _Form | _Atom
 
 
+def _atom(group: str | None, token: str) -> _Atom:
+    """The atom a string, integer, decimal or symbol token reads as."""
+    if group == "string":
+        return _Atom("string", token[1:-1].replace('\\"', '"').replace("\\\\", "\\"))
+    if group == "int":
+        if len(token.lstrip("+-")) > MAX_INTEGER_DIGITS:
+            raise PolicyError(
+                "AXION_POLICY_SYNTAX", f"integer longer than {MAX_INTEGER_DIGITS} digits"
+            )
+        return _Atom("int", int(token))
+    if group == "float":
+        return _Atom("float", token)
+    return _Atom("symbol", token)
+
+
 def _read(text: str) -> _Form:
     stack: list[tuple[str, list[_Node]]] = []
     root: _Form | None = None
@@ -222,20 +237,7 @@ def _read(text: str) -> _Form:
             continue
         if not stack:
             raise PolicyError("AXION_POLICY_ROOT_INVALID", "the root must be a (policy …) form")
-        atom: _Atom
-        if group == "string":
-            atom = _Atom("string", token[1:-1].replace('\\"', '"').replace("\\\\", "\\"))
-        elif group == "int":
-            if len(token.lstrip("+-")) > MAX_INTEGER_DIGITS:
-                raise PolicyError(
-                    "AXION_POLICY_SYNTAX", f"integer longer than {MAX_INTEGER_DIGITS} digits"
-                )
-            atom = _Atom("int", int(token))
-        elif group == "float":
-            atom = _Atom("float", token)
-        else:
-            atom = _Atom("symbol", token)
-        stack[-1][1].append(atom)
+        stack[-1][1].append(_atom(group, token))
     if stack:
         raise PolicyError("AXION_POLICY_SYNTAX", "unbalanced opening bracket")
     if root is None:
@@ -599,23 +601,34 @@ class PolicyEngine:
             if limit is not None and observed > limit:
                 return Verdict(VerdictKind.DENY, message.format(observed, limit))
         if context.syscall == "step":
-            if context.next_opcode == Opcode.HALT:
-                for check in policy.final_checks:
-                    if not any(check.needle in reason for reason in context.trace_reasons):
-                        return Verdict(
-                            VerdictKind.DENY,
-                            f"final instruction check failed: ({check.clause}) "
-                            f"{check.needle!r} not observed",
-                        )
-            return Verdict(VerdictKind.ALLOW, "step allowed")
+            return _step_verdict(policy, context)
         if context.syscall == "final-authorization" and context.final_authorization:
-            if policy.final_authorizations:
-                pair = (context.operation, context.payload_reference)
-                if pair not in policy.final_authorizations:
-                    return Verdict(
-                        VerdictKind.DENY,
-                        "final authorization: operation/payload not authorized by policy",
-                    )
-                return Verdict(VerdictKind.ALLOW, "final authorization: exact policy entry")
-            return Verdict(VerdictKind.ALLOW, "final authorization: policy limits hold")
+            return _final_authorization_verdict(policy, context)
         return Verdict(VerdictKind.DEFER, f"no rule for syscall {context.syscall!r}")
+
+
+def _step_verdict(policy: Policy, context: SyscallContext) -> Verdict:
+    """Rule 5: a step is allowed; the final one (``next_opcode == Halt``) only when every
+    ``require-*`` and ``loop`` needle occurs in a logged reason."""
+    if context.next_opcode == Opcode.HALT:
+        for check in policy.final_checks:
+            if not any(check.needle in reason for reason in context.trace_reasons):
+                return Verdict(
+                    VerdictKind.DENY,
+                    f"final instruction check failed: ({check.clause}) "
+                    f"{check.needle!r} not observed",
+                )
+    return Verdict(VerdictKind.ALLOW, "step allowed")
+
+
+def _final_authorization_verdict(policy: Policy, context: SyscallContext) -> Verdict:
+    """Rule 6: with ``final-authorization`` entries, the exact pair must be one of them."""
+    if policy.final_authorizations:
+        pair = (context.operation, context.payload_reference)
+        if pair not in policy.final_authorizations:
+            return Verdict(
+                VerdictKind.DENY,
+                "final authorization: operation/payload not authorized by policy",
+            )
+        return Verdict(VerdictKind.ALLOW, "final authorization: exact policy entry")
+    return Verdict(VerdictKind.ALLOW, "final authorization: policy limits hold")
