@@ -1,4 +1,4 @@
-"""Straight-line code: the product's branching stays bounded (issue 37, item 5).
+"""Straight-line code: the product's branching stays bounded.
 
 radon measures the cyclomatic complexity of every function, method and class of the product's
 packages, as ``radon cc canon catalog cli daemon holdout mechanism session`` does:
