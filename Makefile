@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo demo-retain test lint apidocs fmt coverage bench clean browser screenshots curl faketime nginx gotools schemathesis openapi shells
+.PHONY: demo demo-retain test lint apidocs fmt coverage bench clean browser screenshots curl faketime nginx gotools schemathesis openapi openapi-examples shells
 
 # Tools at the exact versions of constraints.txt; runtime dependencies as pyproject.toml's ranges.
 # daemon/__init__.py's __version__ is the version the package metadata is built from. The example third-party
@@ -123,6 +123,12 @@ $(SCHEMATHESIS_VENV)/bin/st:
 # two equal.
 openapi: $(STAMP)
 	$(PY) -m daemon.server._openapi > docs/openapi.json
+
+# The description's examples (daemon/server/openapi-examples.json), real answers of a daemon
+# started by the script; tests/daemon/test_openapi.py says when a mechanism changed them. Run
+# `make openapi` after it.
+openapi-examples: $(STAMP)
+	$(PY) scripts/openapi_examples.py
 
 # A real nginx, the load balancer of the multi-replica test (tests/daemon/test_fleet_nginx.py),
 # from Debian's package, installed once when absent (needs root). Never fails: without it that

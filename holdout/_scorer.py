@@ -77,6 +77,8 @@ import referencing
 from jsonschema_specifications import REGISTRY as SPECIFICATIONS
 from referencing.jsonschema import DRAFT202012
 
+from canon._errors import CallerError
+
 from ._explain import Explanation, explain, missing
 from ._jcs import canonical, canonical_equal, is_number, js_sort_key, strict_equal
 from ._reader import (
@@ -119,7 +121,7 @@ _ABSENT: Final = object()
 _ARRAY_INDEX = re.compile(r"(?:0|[1-9][0-9]*)\Z")
 
 
-class Refusal(Exception):
+class Refusal(CallerError):
     """A whole run (or an input to it) is refused; ``code`` is a stable reason string."""
 
     def __init__(self, code: str, detail: str) -> None:
