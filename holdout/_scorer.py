@@ -909,7 +909,9 @@ def _evaluate(predicate: Any, observation: Any, same: Callable[[Any, Any], bool]
     if not isinstance(predicate, dict) or not isinstance(observation, dict):
         return None
     op = predicate.get("op")
-    rule = _RULES.get(op) if isinstance(op, str) else None
+    if not isinstance(op, str):
+        return None
+    rule = _RULES.get(op)
     if rule is None:
         return None
     try:
@@ -1053,7 +1055,9 @@ def _evaluate_read(predicate: Any, observation: Any) -> bool | None:
     if type(predicate) is not dict or type(observation) is not dict:
         return None
     op = predicate.get("op")
-    rule = _READ_RULES.get(op) if type(op) is str else None
+    if type(op) is not str:
+        return None
+    rule = _READ_RULES.get(op)
     return None if rule is None else rule(op, predicate, observation)
 
 
