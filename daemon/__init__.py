@@ -32,6 +32,10 @@ from typing import TYPE_CHECKING, Any
 #: server's name always agree. A plain constant: naming the server costs no metadata lookup.
 __version__ = "0.1.0"
 
+#: Says this ``daemon/__init__.py`` is evidenced's: python-daemon installs the same file, and
+#: every command checks this name first (``daemon/commands/_package_check.py``).
+__distribution__ = "evidenced"
+
 # Every public name is loaded on first use: importing a client never loads the server, and
 # ``evidenced --help`` loads neither (tests/test_architecture.py holds both).
 _LAZY: dict[str, str] = {

@@ -35,6 +35,10 @@ Rules checked, in this order:
    ``formation explain --layout grandalf``) says that line, with exit 69 ``EXTRA_MISSING``
    where the command cannot do its work, never a traceback; ``demo`` passes, its
    descriptor cases skipped.
+7. python-daemon (which installs the same ``daemon/__init__.py``) installed over the wheel
+   in a fresh venv: every command says in one line which distribution replaced the package,
+   exit 70 ``PACKAGE_REPLACED``; after uninstalling it, that the file is missing; a forced
+   reinstall of the wheel repairs it.
 """
 
 from __future__ import annotations
@@ -134,21 +138,27 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return built
 
 
-@pytest.fixture(scope="module")
-def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
-    root = tmp_path_factory.mktemp("installed")
+INSTALL_OFFLINE: Final = ("install", "--quiet", "--no-deps", "--no-index")
+
+
+def _fresh_install(wheel: Path, root: Path) -> Installed:
+    """The wheel in a fresh venv under ``root``, its third-party dependencies from this venv."""
     venv, workdir = root / "venv", root / "work"
     workdir.mkdir()
     _run(sys.executable, "-m", "venv", "--without-pip", venv)
-    install = ("install", "--quiet", "--no-deps", "--no-index")
-    _run(*PIP, "--python", venv / "bin" / "python", *install, wheel)
+    _run(*PIP, "--python", venv / "bin" / "python", *INSTALL_OFFLINE, wheel)
     # Third-party dependencies only: this venv's site-packages, appended after the wheel's.
     [site_packages] = (venv / "lib").glob("python3.*/site-packages")
     dependencies = {sysconfig.get_paths()[key] for key in ("purelib", "platlib")}
     (site_packages / "zz-evidenced-test-dependencies.pth").write_text(
         "".join(f"{path}\n" for path in sorted(dependencies))
     )
-    yield Installed(wheel, venv, workdir, _clean_env())
+    return Installed(wheel, venv, workdir, _clean_env())
+
+
+@pytest.fixture(scope="module")
+def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
+    yield _fresh_install(wheel, tmp_path_factory.mktemp("installed"))
 
 
 # ---- 1. and 2.: packaging metadata -----------------------------------------------------------
@@ -655,3 +665,59 @@ def test_a_session_retaining_in_s3_without_boto3_is_refused_in_one_line_not_an_i
             {"code": "EXTRA_MISSING", "exit": 69, "message": message},
         )
         assert _error_lines(done) == [f"evidenced {path}: {message}"]
+
+
+# ---- 7. python-daemon beside evidenced -------------------------------------------------------
+
+#: The wheels ``make python-daemon`` downloads (python-daemon and its lockfile).
+PYTHON_DAEMON_WHEELS: Final = REPO / ".wheels" / "python-daemon"
+
+
+def _python_daemon_wheels() -> list[Path]:
+    wheels = sorted(PYTHON_DAEMON_WHEELS.glob("*.whl"))
+    if not any(path.name.startswith("python_daemon-") for path in wheels):
+        pytest.skip("python-daemon's wheel is absent: run `make python-daemon`")
+    return wheels
+
+
+def _replaced_failure(completed: subprocess.CompletedProcess[str]) -> str:
+    assert completed.returncode == 70, completed.stdout + completed.stderr
+    assert "Traceback" not in completed.stderr, completed.stderr
+    error = _document(completed)["error"]
+    assert error["code"] == "PACKAGE_REPLACED"
+    assert error["exit"] == 70
+    [line] = _error_lines(completed)
+    assert error["message"] in line
+    message: str = error["message"]
+    return message
+
+
+def test_python_daemon_installed_over_evidenced_is_named_in_one_line_not_a_traceback(
+    wheel: Path, tmp_path: Path
+) -> None:
+    """pip installs python-daemon's ``daemon/__init__.py`` over evidenced's without a word
+    (``pip check`` passes): every command, ``--version`` included, then says which
+    distribution replaced the package and how to recover, exit 70; uninstalling it leaves the
+    file missing, said the same way; reinstalling evidenced repairs it."""
+    wheels = _python_daemon_wheels()
+    beside = _fresh_install(wheel, tmp_path)
+    python = beside.venv / "bin" / "python"
+    _run(*PIP, "--python", python, *INSTALL_OFFLINE, *wheels)
+    check = subprocess.run(
+        [*PIP, "--python", str(python), "check"], capture_output=True, text=True, check=False
+    )
+    assert check.returncode == 0, check.stdout  # pip sees nothing wrong: the attack's premise
+
+    for command in (["--version"], ["mechanisms"], ["demo"], ["serve", "--help"]):
+        message = _replaced_failure(beside.run(*command))
+        assert "python-daemon 3.1.2" in message
+        assert "environment of its own" in message
+
+    _run(*PIP, "--python", python, "uninstall", "--quiet", "--yes", "python-daemon")
+    message = _replaced_failure(beside.run("mechanisms"))
+    assert "daemon/__init__.py is missing" in message
+
+    _run(*PIP, "--python", python, *INSTALL_OFFLINE, "--force-reinstall", wheel)
+    repaired = beside.run("--version")
+    assert repaired.returncode == 0, repaired.stderr
+    assert repaired.stdout.strip() == f"evidenced {__version__}"

@@ -55,7 +55,7 @@ def submit_pairs(
     args: argparse.Namespace,
     *,
     client: Callable[[], SyncClient],
-    prepare: Callable[[SyncClient], None],
+    prepare: Callable[[SyncClient], object],
     run: Callable[[Callable[[], Any]], Any],
 ) -> int:
     """``submit`` with ``--pair``/``--batch`` (module rules). ``submit``'s own pieces are

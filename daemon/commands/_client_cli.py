@@ -15,11 +15,12 @@ The :mod:`cli` contract applies (one JSON document on stdout on every path, erro
   parameters it announced as ``pinned`` — the host's policy digest for a descriptor session —
   and the mechanism's ``accepted_bounds``, lowered by a host that lowered a limit), from the
   server's ``sessions`` answer, or from ``--sessions FILE`` (that answer saved by ``evidenced
-  sessions``: nothing is asked). Every call goes through the library's blocking client
-  (``daemon.client._sync``) on one kept connection: one ``sessions`` request when the binding
-  is built from the server's answer, then one request per pair, so a ``submit`` with
-  ``--binding`` or ``--sessions`` is exactly one request (behind a round-robin balancer,
-  decisions spread over the replicas). A ``BUSY`` is retried as the library retries it
+  sessions``: nothing is asked). The server's answer is kept for ``--sessions-ttl`` seconds
+  (60) per address between invocations (:mod:`daemon.commands._sessions_cache`). Every call
+  goes through the library's blocking client (``daemon.client._sync``) on one kept
+  connection: one ``sessions`` request when no fresh answer is kept, then one request per
+  pair, so a ``submit`` is one request (behind a round-robin balancer, decisions spread over
+  the replicas). A ``BUSY`` is retried as the library retries it
   (``daemon.client._retry``), then exits 75.
   Exit 0 PASS, 1 FAIL, 3 UNKNOWN; 2 for the wrong number of files, or a mechanism no
   installed provider builds bindings for (pass ``--binding``); 65 refused (by the server, with
@@ -57,6 +58,7 @@ from daemon.client._outcomes import (
 )
 from daemon.client._targets import DEFAULT_TCP_PORT as DEFAULT_PORT
 from daemon.client._targets import parse_target
+from daemon.commands import _sessions_cache
 from daemon.commands._batch_cli import add_pair_arguments, submit_pairs
 
 if TYPE_CHECKING:
@@ -73,14 +75,23 @@ _OUTCOME_EXIT: Final = {"PASS": Exit.OK, "FAIL": Exit.FAIL, "UNKNOWN": Exit.UNKN
 _SERVICE_EXIT: Final = {"AUDIT_FAILED": Exit.INTERNAL, "INTERNAL": Exit.INTERNAL}
 
 
-def _positive_seconds(text: str) -> float:
+def _seconds(text: str, *, zero: bool = False) -> float:
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds: {text!r}")
+    if not math.isfinite(value) or value < 0 or (value == 0 and not zero):
+        kind = "number of seconds >= 0" if zero else "positive number of seconds"
+        raise argparse.ArgumentTypeError(f"must be a {kind}: {text!r}")
     return value
+
+
+def _positive_seconds(text: str) -> float:
+    return _seconds(text)
+
+
+def _non_negative_seconds(text: str) -> float:
+    return _seconds(text, zero=True)
 
 
 def _add_address(parser: argparse.ArgumentParser, *, verb: str) -> None:
@@ -150,26 +161,61 @@ def _client(args: argparse.Namespace) -> SyncClient:
     )
 
 
-def _use_saved_sessions(args: argparse.Namespace, client: SyncClient) -> None:
-    """``--sessions FILE``: the honest bindings are built from that saved answer."""
-    if args.sessions_file is None:
-        return
-    try:
-        document = json.loads(cli.read_input(args.sessions_file).decode("utf-8"))
-    except (ValueError, UnicodeDecodeError) as error:
-        raise RejectedInput(f"--sessions {args.sessions_file} is not JSON: {error}") from None
-    hosted = document.get("sessions") if isinstance(document, dict) else None
-    if not isinstance(hosted, list) or not all(
-        isinstance(item, dict)
-        and isinstance(item.get("name"), str)
-        and isinstance(item.get("mechanisms"), list)
-        and all(isinstance(mechanism, dict) for mechanism in item["mechanisms"])
-        for item in hosted
-    ):
-        raise RejectedInput(
-            f"--sessions {args.sessions_file} is not a sessions answer (evidenced sessions)"
+def _address(args: argparse.Namespace) -> str:
+    """The server's address as given: what the kept ``sessions`` answer is filed under."""
+    if args.socket:
+        return f"unix:{args.socket}"
+    return str(args.address or f"127.0.0.1:{DEFAULT_PORT}")
+
+
+def _prepare_sessions(args: argparse.Namespace, client: SyncClient) -> list[dict[str, Any]] | None:
+    """Where the honest bindings are built from: ``--sessions FILE``; else the answer kept for
+    this address while fresh (:mod:`daemon.commands._sessions_cache`), so a submit is one
+    request; else the server's, asked now and kept. Nothing with ``--binding``. The kept
+    answer when one was used (else ``None``)."""
+    if args.sessions_file is not None:
+        try:
+            document = json.loads(cli.read_input(args.sessions_file).decode("utf-8"))
+        except (ValueError, UnicodeDecodeError) as error:
+            raise RejectedInput(f"--sessions {args.sessions_file} is not JSON: {error}") from None
+        hosted = _sessions_cache.sessions_list(document)
+        if hosted is None:
+            raise RejectedInput(
+                f"--sessions {args.sessions_file} is not a sessions answer (evidenced sessions)"
+            )
+        client.use_sessions(hosted)
+        return None
+    if getattr(args, "binding", None) or args.sessions_ttl <= 0:
+        return None  # no binding to build, or the client asks for each invocation as before
+    address = _address(args)
+    kept = _sessions_cache.load(address, args.session, args.sessions_ttl)
+    if kept is not None:
+        client.use_sessions(kept)
+        return kept
+    _sessions_cache.save(address, client.list_sessions(), args.sessions_ttl)
+    return None
+
+
+def _announcement(hosted: list[dict[str, Any]], session: str) -> Any:
+    return next((item for item in hosted if item["name"] == session), None)
+
+
+def _check_kept(
+    args: argparse.Namespace, client: SyncClient, kept: list[dict[str, Any]], outcome: str
+) -> None:
+    """A binding built from a kept answer was not decided PASS: ask the server again, and when
+    its announcement of the session changed since (a restart or reload with another mechanism
+    or policy), keep the new one and say that the decision was bound to the old (rule 4 of
+    :mod:`daemon.commands._sessions_cache`)."""
+    current = client.list_sessions()
+    _sessions_cache.save(_address(args), current, args.sessions_ttl)
+    if _announcement(current, args.session) != _announcement(kept, args.session):
+        cli.say(
+            f"{outcome} was decided on a binding built from the sessions answer kept from an "
+            f"earlier submit; session {args.session!r} is announced differently now (the "
+            "server's configuration changed): submit again to bind to the new announcement",
+            "warning",
         )
-    client.use_sessions(hosted)
 
 
 def _read_token(path: str) -> str:
@@ -240,7 +286,7 @@ def _submit(args: argparse.Namespace) -> int:
         return submit_pairs(
             args,
             client=lambda: _client(args),
-            prepare=lambda client: _use_saved_sessions(args, client),
+            prepare=lambda client: _prepare_sessions(args, client),
             run=_submitting,
         )
     if not args.files:
@@ -267,15 +313,17 @@ def _submit(args: argparse.Namespace) -> int:
 
     def call() -> SubmitResult | dict[str, Any]:
         with _client(args) as client:
-            _use_saved_sessions(args, client)
+            kept = _prepare_sessions(args, client)
             # One request per pair: the decision's, after one ``sessions`` answer when the
-            # honest binding must be built (none with --binding).
+            # honest binding must be built and none is kept (none with --binding).
             wire = binding_wire
             if wire is None:
                 wire = client.honest_binding(args.session, files).to_dict()
             if args.print_binding:
                 return wire
             result = client.submit(args.session, wire, files)
+            if kept is not None and result.outcome != "PASS":
+                _check_kept(args, client, kept, result.outcome)
             if args.receipt:
                 from daemon.client._receipts import ReceiptUnavailable, fetch_receipt_sync
 
@@ -358,6 +406,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="FILE",
         help="build the honest binding from this saved 'evidenced sessions' answer instead of "
         "asking the server (each submit is then one request)",
+    )
+    submit.add_argument(
+        "--sessions-ttl",
+        type=_non_negative_seconds,
+        default=_sessions_cache.DEFAULT_TTL,
+        metavar="SECONDS",
+        help="reuse the server's sessions answer kept from an earlier submit to the same "
+        "address for this long, so a submit is one request (default: %(default)g; 0: ask "
+        "every time; kept under $EVIDENCED_CACHE_DIR or ~/.cache/evidenced)",
     )
     submit.add_argument(
         "--print-binding",

@@ -493,3 +493,50 @@ def test_ten_cli_submits_through_nginx_spread_over_two_replicas(tmp_path: Path) 
         for replica in replicas:
             replica.stop()
             replica.cleanup()
+
+
+def test_ten_cli_submits_behind_nginx_spread_over_both_replicas(tmp_path: Path) -> None:
+    """Each ``evidenced submit`` asked ``GET /v1/sessions`` before its ``POST``: under nginx's
+    round-robin the pairs lined up and all 10 decisions landed on one replica. The sessions
+    answer is now kept between invocations (``daemon/commands/_sessions_cache.py``): after
+    the first submit each is one request, and the decisions spread 5/5."""
+    scratch = Path(tempfile.mkdtemp(prefix="evngx", dir="/tmp"))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    replicas = [TokenReplica(scratch / f"r{n}", env) for n in range(2)]
+    nginx: subprocess.Popen[bytes] | None = None
+    token, evidence = tmp_path / "token", tmp_path / "evidence.bin"
+    token.write_text(GOOD_TOKEN + "\n")
+    evidence.write_bytes(b"one evidence item")
+    client_env = {**env, "EVIDENCED_CACHE_DIR": str(tmp_path / "cache")}
+    try:
+        for replica in replicas:
+            replica.start()
+        nginx, port = _nginx(scratch, replicas)
+        for _ in range(10):
+            submit = subprocess.run(
+                [sys.executable, "-m", "daemon.cli", "submit", "--connect",
+                 f"http://127.0.0.1:{port}", "--token-file", str(token),
+                 "--session", "bytes", str(evidence)],
+                capture_output=True, text=True, env=client_env, timeout=60, check=False,
+            )  # fmt: skip
+            assert submit.returncode == 0, submit.stdout + submit.stderr
+            assert json.loads(submit.stdout)["outcome"] == "PASS"
+        for replica in replicas:
+            assert replica.stop() == 0
+        decided = [
+            sum(
+                json.loads(line)["event"] == "decision"
+                for line in (replica.directory / "audit.jsonl").read_text().splitlines()
+            )
+            for replica in replicas
+        ]
+        assert sorted(decided) == [5, 5]
+    finally:
+        if nginx is not None:
+            nginx.terminate()
+            nginx.wait(10)
+        for replica in replicas:
+            if replica.process is not None and replica.process.poll() is None:
+                replica.process.kill()
+                replica.process.wait(10)
+        shutil.rmtree(scratch, ignore_errors=True)
