@@ -126,6 +126,29 @@ def _sort_key(entry: IndexEntry) -> tuple[str, str, str]:
     return (entry.component.component_id, entry.package_id, entry.package_version)
 
 
+def _index_entry(item: object) -> IndexEntry:
+    """One stored index entry, checked field by field (the strict inverse of its ``to_dict``)."""
+    if type(item) is not dict or set(item) != _ENTRY_KEYS:
+        raise ComponentIndexError("malformed index entry")
+    for key in ("package_id", "package_version", "package_path"):
+        if type(item[key]) is not str or not item[key]:
+            raise ComponentIndexError(f"index entry {key} is invalid")
+    if not (is_bare_hex(item["package_sha256"]) and is_bare_hex(item["registry_sha256"])):
+        raise ComponentIndexError("index entry digests must be bare hex")
+    try:
+        component = ComponentDescriptor.from_dict(item["component"])
+    except CatalogError as error:
+        raise ComponentIndexError(f"index entry component: {error}") from None
+    return IndexEntry(
+        item["package_id"],
+        item["package_version"],
+        item["package_path"],
+        item["package_sha256"],
+        item["registry_sha256"],
+        component,
+    )
+
+
 class ComponentIndex:
     """An immutable, digest-bound list of :class:`IndexEntry`."""
 
@@ -177,29 +200,7 @@ class ComponentIndex:
         entries = data["entries"]
         if type(entries) is not list:
             raise ComponentIndexError("index entries must be a list")
-        parsed: list[IndexEntry] = []
-        for item in entries:
-            if type(item) is not dict or set(item) != _ENTRY_KEYS:
-                raise ComponentIndexError("malformed index entry")
-            for key in ("package_id", "package_version", "package_path"):
-                if type(item[key]) is not str or not item[key]:
-                    raise ComponentIndexError(f"index entry {key} is invalid")
-            if not (is_bare_hex(item["package_sha256"]) and is_bare_hex(item["registry_sha256"])):
-                raise ComponentIndexError("index entry digests must be bare hex")
-            try:
-                component = ComponentDescriptor.from_dict(item["component"])
-            except CatalogError as error:
-                raise ComponentIndexError(f"index entry component: {error}") from None
-            parsed.append(
-                IndexEntry(
-                    item["package_id"],
-                    item["package_version"],
-                    item["package_path"],
-                    item["package_sha256"],
-                    item["registry_sha256"],
-                    component,
-                )
-            )
+        parsed = [_index_entry(item) for item in entries]
         for key in ("index_id", "index_version", "source_ref"):
             if type(data[key]) is not str or not data[key]:
                 raise ComponentIndexError(f"index {key} is invalid")

@@ -29,13 +29,14 @@ import ast
 import json
 import os
 import stat
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import attrs
 
 from ._codec import core_bytes, core_digest, is_bare_hex, sha256_hex
+from ._descriptor import ComponentDescriptor
 from ._entries import PACKAGING, REGISTRY_VERSION, ComponentPackaging, reference_registry
 from ._errors import CatalogError, ComponentIndexError
 from ._jsonio import read_file_capped, read_json_file
@@ -156,35 +157,10 @@ def build_package(
         if path not in files:
             files[path] = read_exact(root, path)
 
-    components: list[dict[str, Any]] = []
-    for descriptor in registry.components:
-        spec = declared.get(descriptor.component_id)
-        if spec is None:
-            raise ComponentIndexError(f"no packaging declared for {descriptor.component_id}")
-        if not spec.source_refs or spec.source_refs[0] != descriptor.implementation_ref:
-            raise ComponentIndexError(
-                f"{descriptor.component_id}: first source ref must be its implementation_ref"
-            )
-        paths: set[str] = set()
-        implementation_path = ""
-        for index, ref in enumerate(spec.source_refs):
-            path = resolve_source(root, ref, parsed)
-            retain(path, "SOURCE")
-            paths.add(path)
-            if index == 0:
-                implementation_path = path
-        for artifact in spec.artifacts:
-            retain(artifact.path, artifact.role)
-            paths.add(artifact.path)
-        components.append(
-            {
-                "component_id": descriptor.component_id,
-                "implementation_ref": descriptor.implementation_ref,
-                "implementation_path": implementation_path,
-                "artifact_paths": sorted(paths),
-                "dependencies": sorted(set(spec.dependencies)),
-            }
-        )
+    components = [
+        _component_entry(descriptor, declared.get(descriptor.component_id), root, parsed, retain)
+        for descriptor in registry.components
+    ]
     manifest = {
         "schema_version": PACKAGE_SCHEMA_VERSION,
         "package_id": package_id,
@@ -201,6 +177,40 @@ def build_package(
     package = StoredPackage(core_bytes(manifest), files)
     validate_package(package)  # e.g. an EXACT_RULE_PROFILE: digest no retained profile has
     return package
+
+
+def _component_entry(
+    descriptor: ComponentDescriptor,
+    spec: ComponentPackaging | None,
+    root: Path,
+    parsed: dict[str, ast.Module],
+    retain: Callable[[str, str], None],
+) -> dict[str, Any]:
+    """One component's manifest entry; ``retain`` keeps each of its files' bytes."""
+    if spec is None:
+        raise ComponentIndexError(f"no packaging declared for {descriptor.component_id}")
+    if not spec.source_refs or spec.source_refs[0] != descriptor.implementation_ref:
+        raise ComponentIndexError(
+            f"{descriptor.component_id}: first source ref must be its implementation_ref"
+        )
+    paths: set[str] = set()
+    implementation_path = ""
+    for index, ref in enumerate(spec.source_refs):
+        path = resolve_source(root, ref, parsed)
+        retain(path, "SOURCE")
+        paths.add(path)
+        if index == 0:
+            implementation_path = path
+    for artifact in spec.artifacts:
+        retain(artifact.path, artifact.role)
+        paths.add(artifact.path)
+    return {
+        "component_id": descriptor.component_id,
+        "implementation_ref": descriptor.implementation_ref,
+        "implementation_path": implementation_path,
+        "artifact_paths": sorted(paths),
+        "dependencies": sorted(set(spec.dependencies)),
+    }
 
 
 def _require(condition: bool, message: str) -> None:
@@ -224,8 +234,25 @@ def validate_package(package: object) -> str:
 
 
 def _validate_package(package: object) -> str:
+    """The checks in the order of the module's rule: manifest, artifacts, then components."""
     _require(type(package) is StoredPackage, "not a StoredPackage")
     assert isinstance(package, StoredPackage)
+    manifest, registry = _checked_manifest(package)
+    seen, digests = _checked_artifacts(manifest["artifacts"], dict(package.artifacts))
+    components = manifest["components"]
+    _require(type(components) is list, "package components must be a list")
+    ids = [c.get("component_id") if type(c) is dict else None for c in components]
+    _require(
+        ids == [d.component_id for d in registry.components],
+        "package components do not match the packaged registry",
+    )
+    for entry, descriptor in zip(components, registry.components, strict=True):
+        _check_component(entry, descriptor, seen, digests)
+    return core_digest(manifest)
+
+
+def _checked_manifest(package: StoredPackage) -> tuple[dict[str, Any], ComponentRegistry]:
+    """The manifest's JSON, keys, schema, identity and packaged registry (with its digest)."""
     try:
         manifest = json.loads(package.manifest_bytes)
     except ValueError:
@@ -249,9 +276,15 @@ def _validate_package(package: object) -> str:
         manifest["registry_sha256"] == registry.canonical_digest(),
         "packaged registry does not match registry_sha256",
     )
-    declared = manifest["artifacts"]
+    return manifest, registry
+
+
+def _checked_artifacts(
+    declared: object, retained: dict[str, bytes]
+) -> tuple[dict[str, str], dict[str, str]]:
+    """Every declared artifact against the retained bytes; returns roles and digests by path."""
     _require(type(declared) is list, "package artifacts must be a list")
-    retained = dict(package.artifacts)
+    assert isinstance(declared, list)
     seen: dict[str, str] = {}
     digests: dict[str, str] = {}
     for entry in declared:
@@ -278,46 +311,45 @@ def _validate_package(package: object) -> str:
     )
     extra = sorted(set(retained) - set(seen))
     _require(not extra, f"package retains undeclared artifacts: {extra}")
-    components = manifest["components"]
-    _require(type(components) is list, "package components must be a list")
-    ids = [c.get("component_id") if type(c) is dict else None for c in components]
+    return seen, digests
+
+
+def _check_component(
+    entry: dict[str, Any],
+    descriptor: ComponentDescriptor,
+    seen: dict[str, str],
+    digests: dict[str, str],
+) -> None:
+    """One component entry against its registry descriptor and the retained artifacts."""
+    _require(set(entry) == _COMPONENT_KEYS, f"{descriptor.component_id}: malformed entry")
     _require(
-        ids == [d.component_id for d in registry.components],
-        "package components do not match the packaged registry",
+        entry["implementation_ref"] == descriptor.implementation_ref,
+        f"{descriptor.component_id}: implementation_ref differs from the registry",
     )
-    for entry, descriptor in zip(components, registry.components, strict=True):
-        _require(set(entry) == _COMPONENT_KEYS, f"{descriptor.component_id}: malformed entry")
+    paths = entry["artifact_paths"]
+    _require(
+        type(paths) is list and paths == sorted(set(paths)) and all(p in seen for p in paths),
+        f"{descriptor.component_id}: artifact paths are not retained artifacts",
+    )
+    _require(
+        entry["implementation_path"] in paths
+        and seen.get(entry["implementation_path"]) == "SOURCE",
+        f"{descriptor.component_id}: implementation source is not retained",
+    )
+    deps = entry["dependencies"]
+    _require(
+        type(deps) is list
+        and deps == sorted(set(deps))
+        and all(type(d) is str and d for d in deps),
+        f"{descriptor.component_id}: dependencies must be sorted unique strings",
+    )
+    retained_profiles = {f"sha256:{digests[path]}" for path in paths if seen.get(path) == "PROFILE"}
+    for profile in descriptor.rule_profile_digests:
         _require(
-            entry["implementation_ref"] == descriptor.implementation_ref,
-            f"{descriptor.component_id}: implementation_ref differs from the registry",
+            profile in retained_profiles,
+            f"{descriptor.component_id}: EXACT_RULE_PROFILE:{profile} names no profile the "
+            "package retains for it",
         )
-        paths = entry["artifact_paths"]
-        _require(
-            type(paths) is list and paths == sorted(set(paths)) and all(p in seen for p in paths),
-            f"{descriptor.component_id}: artifact paths are not retained artifacts",
-        )
-        _require(
-            entry["implementation_path"] in paths
-            and seen.get(entry["implementation_path"]) == "SOURCE",
-            f"{descriptor.component_id}: implementation source is not retained",
-        )
-        deps = entry["dependencies"]
-        _require(
-            type(deps) is list
-            and deps == sorted(set(deps))
-            and all(type(d) is str and d for d in deps),
-            f"{descriptor.component_id}: dependencies must be sorted unique strings",
-        )
-        retained_profiles = {
-            f"sha256:{digests[path]}" for path in paths if seen.get(path) == "PROFILE"
-        }
-        for profile in descriptor.rule_profile_digests:
-            _require(
-                profile in retained_profiles,
-                f"{descriptor.component_id}: EXACT_RULE_PROFILE:{profile} names no profile the "
-                "package retains for it",
-            )
-    return core_digest(manifest)
 
 
 def write_package(package: StoredPackage, directory: Path) -> None:

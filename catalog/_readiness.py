@@ -43,6 +43,7 @@ from typing import Any
 import attrs
 
 from ._codec import is_bare_hex, is_prefixed_digest
+from ._descriptor import ComponentDescriptor
 from ._errors import CatalogError, PlanningError
 from ._package import StoredPackage
 from ._planning import PlanCandidate, ValidationAnalysis, ValidationPlan, plan_validation
@@ -306,6 +307,7 @@ def _check_declaration(
     binding_ids: set[str],
     found: _Findings,
 ) -> None:
+    """One declaration's three parts in turn: bindings, evidence mappings, resolutions."""
     cid = candidate.candidate_id
     component = registry.get(candidate.component_id)
     if component is None:  # pragma: no cover - the re-derived plan guarantees it
@@ -313,7 +315,24 @@ def _check_declaration(
         return
     if component.availability != "AVAILABLE":
         found.add("BLOCKED", f"{cid}: component {component.component_id} is not available")
-    # Native input bindings.
+    bindings = _check_bindings(declaration, candidate, component, binding_ids, found)
+    _check_mappings(declaration, cid, bindings, found)
+    _check_resolutions(declaration, candidate, found)
+
+
+def _check_bindings(
+    declaration: CandidateExecutionDeclaration,
+    candidate: PlanCandidate,
+    component: ComponentDescriptor,
+    binding_ids: set[str],
+    found: _Findings,
+) -> dict[str, NativeInputBinding]:
+    """The native input bindings; returns the well-identified ones by id.
+
+    ``binding_ids`` is shared by every declaration of the assessment (an id is unique across
+    them); a native input the component declares and no binding fills is NOT_ESTABLISHED.
+    """
+    cid = candidate.candidate_id
     bound_contracts: set[str] = set()
     bindings: dict[str, NativeInputBinding] = {}
     for binding in declaration.native_input_bindings:
@@ -326,40 +345,60 @@ def _check_declaration(
             continue
         binding_ids.add(bid)
         bindings[bid] = binding
-        if not _same(binding.candidate_id, cid) or not _same(
-            binding.component_id, candidate.component_id
-        ):
-            found.add("INVALID", f"{cid}: binding {bid} names another candidate or component")
-        if not _same(binding.hole_id, candidate.hole_id):
-            found.add("INVALID", f"{cid}: binding {bid} names another hole")
-        contract = binding.native_input_contract
-        if type(contract) is not str or contract not in component.native_inputs:
-            found.add(
-                "INVALID",
-                f"{cid}: binding {bid} native input contract {contract!r} is not declared by "
-                f"{component.component_id}",
-            )
-        elif contract in bound_contracts:
-            found.add("INVALID", f"{cid}: native input contract {contract!r} bound twice")
-        else:
-            bound_contracts.add(contract)
-        if not is_bare_hex(binding.input_sha256):
-            found.add("INVALID", f"{cid}: binding {bid} input_sha256 is not bare 64-hex")
-        schema = binding.schema_id
-        if schema is not None and (
-            type(schema) is not str or schema not in component.accepted_schema_ids
-        ):
-            found.add(
-                "INVALID",
-                f"{cid}: native input schema {schema!r} is not accepted by "
-                f"{component.component_id}",
-            )
-        if binding.media_type is not None and not _is_text(binding.media_type):
-            found.add("INVALID", f"{cid}: binding {bid} media_type is not a string")
+        _check_binding(binding, candidate, component, bound_contracts, found)
     missing = sorted(set(component.native_inputs) - bound_contracts)
     if missing:
         found.add("NOT_ESTABLISHED", f"missing native input bindings for {cid}: {missing}")
-    # Evidence mappings.
+    return bindings
+
+
+def _check_binding(
+    binding: NativeInputBinding,
+    candidate: PlanCandidate,
+    component: ComponentDescriptor,
+    bound_contracts: set[str],
+    found: _Findings,
+) -> None:
+    """One binding's fields; a contract it fills correctly joins ``bound_contracts``."""
+    cid, bid = candidate.candidate_id, binding.binding_id
+    if not _same(binding.candidate_id, cid) or not _same(
+        binding.component_id, candidate.component_id
+    ):
+        found.add("INVALID", f"{cid}: binding {bid} names another candidate or component")
+    if not _same(binding.hole_id, candidate.hole_id):
+        found.add("INVALID", f"{cid}: binding {bid} names another hole")
+    contract = binding.native_input_contract
+    if type(contract) is not str or contract not in component.native_inputs:
+        found.add(
+            "INVALID",
+            f"{cid}: binding {bid} native input contract {contract!r} is not declared by "
+            f"{component.component_id}",
+        )
+    elif contract in bound_contracts:
+        found.add("INVALID", f"{cid}: native input contract {contract!r} bound twice")
+    else:
+        bound_contracts.add(contract)
+    if not is_bare_hex(binding.input_sha256):
+        found.add("INVALID", f"{cid}: binding {bid} input_sha256 is not bare 64-hex")
+    schema = binding.schema_id
+    if schema is not None and (
+        type(schema) is not str or schema not in component.accepted_schema_ids
+    ):
+        found.add(
+            "INVALID",
+            f"{cid}: native input schema {schema!r} is not accepted by {component.component_id}",
+        )
+    if binding.media_type is not None and not _is_text(binding.media_type):
+        found.add("INVALID", f"{cid}: binding {bid} media_type is not a string")
+
+
+def _check_mappings(
+    declaration: CandidateExecutionDeclaration,
+    cid: str,
+    bindings: dict[str, NativeInputBinding],
+    found: _Findings,
+) -> None:
+    """The evidence mappings: one per binding, at distinct positions ``0..n-1``."""
     mapped: set[str] = set()
     indices: list[int] = []
     mapping_ids: set[str] = set()
@@ -376,21 +415,7 @@ def _check_declaration(
         if target is None:
             found.add("INVALID", f"{cid}: mapping {mapping.mapping_id} names no binding of {cid}")
             continue
-        if mapping.binding_id in mapped:
-            found.add("INVALID", f"{cid}: binding {mapping.binding_id} mapped twice")
-        mapped.add(mapping.binding_id)
-        if not is_prefixed_digest(mapping.evidence_ref) or mapping.evidence_ref != (
-            f"sha256:{target.input_sha256}"
-        ):
-            found.add(
-                "INVALID",
-                f"{cid}: mapping {mapping.mapping_id} evidence_ref does not bind the input "
-                f"digest of {mapping.binding_id}",
-            )
-        if type(mapping.evidence_index) is not int:
-            found.add("INVALID", f"{cid}: mapping {mapping.mapping_id} index is not an integer")
-        else:
-            indices.append(mapping.evidence_index)
+        _check_mapping(mapping, cid, target, mapped, indices, found)
     if len(set(indices)) != len(indices) or any(not 0 <= i < len(bindings) for i in indices):
         found.add(
             "INVALID", f"{cid}: evidence indices are not distinct positions 0..{len(bindings) - 1}"
@@ -398,63 +423,103 @@ def _check_declaration(
     unmapped = sorted(set(bindings) - mapped)
     if unmapped:
         found.add("NOT_ESTABLISHED", f"missing evidence mappings for {cid}: {unmapped}")
-    # Prerequisite resolutions.
+
+
+def _check_mapping(
+    mapping: PlannedEvidenceMapping,
+    cid: str,
+    target: NativeInputBinding,
+    mapped: set[str],
+    indices: list[int],
+    found: _Findings,
+) -> None:
+    """One mapping of ``target``: noted in ``mapped``, its integer index in ``indices``."""
+    if mapping.binding_id in mapped:
+        found.add("INVALID", f"{cid}: binding {mapping.binding_id} mapped twice")
+    mapped.add(mapping.binding_id)
+    if not is_prefixed_digest(mapping.evidence_ref) or mapping.evidence_ref != (
+        f"sha256:{target.input_sha256}"
+    ):
+        found.add(
+            "INVALID",
+            f"{cid}: mapping {mapping.mapping_id} evidence_ref does not bind the input "
+            f"digest of {mapping.binding_id}",
+        )
+    if type(mapping.evidence_index) is not int:
+        found.add("INVALID", f"{cid}: mapping {mapping.mapping_id} index is not an integer")
+    else:
+        indices.append(mapping.evidence_index)
+
+
+def _check_resolutions(
+    declaration: CandidateExecutionDeclaration, candidate: PlanCandidate, found: _Findings
+) -> None:
+    """The prerequisite resolutions: every required one but the ``AUTHORITY:`` ones, once."""
+    cid = candidate.candidate_id
     required = _required(candidate)
     resolved: set[str] = set()
     for resolution in declaration.prerequisite_resolutions:
-        if type(resolution) is not PrerequisiteResolution:
-            found.add("INVALID", f"{cid}: resolution is not a PrerequisiteResolution")
-            continue
-        name = resolution.prerequisite
-        if not _same(resolution.candidate_id, cid):
-            found.add("INVALID", f"{cid}: resolution of {name!r} names another candidate")
-        if type(name) is not str:
-            found.add("INVALID", f"{cid}: prerequisite name is not a string")
-            continue
-        if name.startswith(AUTHORITY_PREFIX):
-            found.add(
-                "INVALID",
-                f"{cid}: {name} is resolved by the authorization decision, not a resolution",
-            )
-            continue
-        if name not in required:
-            kind = (
-                "invented rule profile"
-                if name.startswith(RULE_PROFILE_PREFIX)
-                else ("prerequisite")
-            )
-            found.add("INVALID", f"{cid}: {kind} {name} is not required by the candidate")
-            continue
-        if name in resolved:
-            found.add("INVALID", f"{cid}: {name} resolved twice")
+        name = _resolution_name(resolution, cid, required, resolved, found)
+        if name is None:
             continue
         resolved.add(name)
-        if type(resolution.resolved) is not bool:
-            found.add("INVALID", f"{cid}: resolution of {name} is not a boolean")
-            continue
-        evidence = resolution.evidence_sha256
-        if evidence is not None and not is_bare_hex(evidence):
-            found.add("INVALID", f"{cid}: evidence_sha256 for {name} is not bare 64-hex")
-        if type(resolution.reason) is not str:
-            found.add("INVALID", f"{cid}: reason for {name} is not a string")
-        pinned = _pinned_digest(name)
-        if pinned is not None and evidence is not None and f"sha256:{evidence}" != pinned:
-            found.add("INVALID", f"{cid}: evidence for {name} is a different exact digest")
-        if not resolution.resolved:
-            found.add("BLOCKED", f"{cid}: prerequisite {name} is unresolved: {resolution.reason}")
+        _check_resolution(resolution, cid, name, found)
     outstanding = sorted(p for p in required - resolved if not p.startswith(AUTHORITY_PREFIX))
     if outstanding:
         found.add("NOT_ESTABLISHED", f"missing prerequisite resolutions for {cid}: {outstanding}")
 
 
+def _resolution_name(
+    resolution: object, cid: str, required: set[str], resolved: set[str], found: _Findings
+) -> str | None:
+    """The prerequisite ``resolution`` may resolve, or ``None`` (with its finding) when none."""
+    if type(resolution) is not PrerequisiteResolution:
+        found.add("INVALID", f"{cid}: resolution is not a PrerequisiteResolution")
+        return None
+    name = resolution.prerequisite
+    if not _same(resolution.candidate_id, cid):
+        found.add("INVALID", f"{cid}: resolution of {name!r} names another candidate")
+    if type(name) is not str:
+        found.add("INVALID", f"{cid}: prerequisite name is not a string")
+        return None
+    if name.startswith(AUTHORITY_PREFIX):
+        found.add(
+            "INVALID",
+            f"{cid}: {name} is resolved by the authorization decision, not a resolution",
+        )
+        return None
+    if name not in required:
+        kind = "invented rule profile" if name.startswith(RULE_PROFILE_PREFIX) else "prerequisite"
+        found.add("INVALID", f"{cid}: {kind} {name} is not required by the candidate")
+        return None
+    if name in resolved:
+        found.add("INVALID", f"{cid}: {name} resolved twice")
+        return None
+    return name
+
+
+def _check_resolution(
+    resolution: PrerequisiteResolution, cid: str, name: str, found: _Findings
+) -> None:
+    """One resolution's values: a boolean, bare-hex evidence (the pinned digest), a reason."""
+    if type(resolution.resolved) is not bool:
+        found.add("INVALID", f"{cid}: resolution of {name} is not a boolean")
+        return
+    evidence = resolution.evidence_sha256
+    if evidence is not None and not is_bare_hex(evidence):
+        found.add("INVALID", f"{cid}: evidence_sha256 for {name} is not bare 64-hex")
+    if type(resolution.reason) is not str:
+        found.add("INVALID", f"{cid}: reason for {name} is not a string")
+    pinned = _pinned_digest(name)
+    if pinned is not None and evidence is not None and f"sha256:{evidence}" != pinned:
+        found.add("INVALID", f"{cid}: evidence for {name} is a different exact digest")
+    if not resolution.resolved:
+        found.add("BLOCKED", f"{cid}: prerequisite {name} is unresolved: {resolution.reason}")
+
+
 def _check_authorization(
     authorization: object, candidates: list[PlanCandidate], planned: set[str], found: _Findings
 ) -> None:
-    needs = sorted(
-        c.candidate_id
-        for c in candidates
-        if any(p.startswith(AUTHORITY_PREFIX) for p in c.prerequisites)
-    )
     if authorization is None:
         found.add("NOT_ESTABLISHED", "no authorization decision was supplied")
         return
@@ -469,10 +534,26 @@ def _check_authorization(
     if any(type(c) is not str for c in covered):
         found.add("INVALID", "authorization candidate ids must be strings")
         return
-    declared = {c.candidate_id for c in candidates}
     strangers = sorted(covered - planned)
     if strangers:
         found.add("INVALID", f"authorization names candidates outside the plan: {strangers}")
+    _judge_decision(authorization, candidates, covered, found)
+
+
+def _judge_decision(
+    authorization: SuppliedAuthorizationDecision,
+    candidates: list[PlanCandidate],
+    covered: set[str],
+    found: _Findings,
+) -> None:
+    """What a recognised decision says of the declared candidates (it covers ``covered``)."""
+    decision = authorization.decision
+    needs = sorted(
+        c.candidate_id
+        for c in candidates
+        if any(p.startswith(AUTHORITY_PREFIX) for p in c.prerequisites)
+    )
+    declared = {c.candidate_id for c in candidates}
     if decision == "DENIED":
         found.add("BLOCKED", f"authorization denied: {authorization.reason}")
     elif decision == "UNKNOWN":
@@ -528,40 +609,7 @@ def assess_execution_readiness(
         checked = _check_plan(analysis, plan, registry, package, found)
         if checked is not None:
             assert isinstance(registry, ComponentRegistry)
-            if isinstance(declarations, (str, bytes)) or not isinstance(declarations, Sequence):
-                found.add("INVALID", "declarations must be a sequence")
-                declarations = ()
-            candidates: list[PlanCandidate] = []
-            binding_ids: set[str] = set()
-            for declaration in declarations:
-                if type(declaration) is not CandidateExecutionDeclaration:
-                    found.add("INVALID", "a declaration is not a CandidateExecutionDeclaration")
-                    continue
-                candidate = (
-                    checked.candidate(declaration.candidate_id)
-                    if type(declaration.candidate_id) is str
-                    else None
-                )
-                if candidate is None:
-                    found.add(
-                        "INVALID",
-                        f"declared candidate {declaration.candidate_id!r} is not in the plan",
-                    )
-                    continue
-                if candidate.candidate_id in declared_ids:
-                    found.add("INVALID", f"candidate {candidate.candidate_id} declared twice")
-                    continue
-                declared_ids.append(candidate.candidate_id)
-                if not _same(declaration.component_id, candidate.component_id):
-                    found.add(
-                        "INVALID",
-                        f"{candidate.candidate_id}: declared component differs from the plan",
-                    )
-                    continue
-                candidates.append(candidate)
-                _check_declaration(declaration, candidate, registry, binding_ids, found)
-            if not declared_ids:
-                found.add("NOT_ESTABLISHED", "no candidate execution was declared")
+            candidates = _check_declarations(checked, registry, declarations, declared_ids, found)
             planned = {c.candidate_id for c in checked.candidates}
             _check_authorization(authorization, candidates, planned, found)
             _check_reassessment(reassessment, candidates, planned, found)
@@ -569,30 +617,91 @@ def assess_execution_readiness(
         found.add("INVALID", f"readiness inputs are malformed: {type(error).__name__}: {error}")
     except Exception as error:  # readiness answers, it does not raise
         found.add("INVALID", f"readiness inputs could not be assessed: {type(error).__name__}")
-
-    def digest_of(value: object, method: str) -> str | None:
-        try:
-            result = getattr(value, method)()
-        except Exception:
-            return None
-        return result if type(result) is str else None
-
     package_digest = checked.package_digest if checked is not None else None
     return ExecutionReadinessReport(
         status=found.status(),
         findings=found.sorted(),
-        analysis_digest=digest_of(analysis, "digest")
+        analysis_digest=_digest_of(analysis, "digest")
         if type(analysis) is ValidationAnalysis
         else None,
-        plan_digest=digest_of(plan, "digest") if type(plan) is ValidationPlan else None,
+        plan_digest=_digest_of(plan, "digest") if type(plan) is ValidationPlan else None,
         registry_digest=(
-            digest_of(registry, "canonical_digest")
+            _digest_of(registry, "canonical_digest")
             if isinstance(registry, ComponentRegistry)
             else None
         ),
         package_digest=package_digest,
         candidate_ids=tuple(sorted(declared_ids)),
     )
+
+
+def _check_declarations(
+    checked: ValidationPlan,
+    registry: ComponentRegistry,
+    declarations: Sequence[object] | object,
+    declared_ids: list[str],
+    found: _Findings,
+) -> list[PlanCandidate]:
+    """Each declaration against the plan; returns the candidates whose declaration was checked.
+
+    ``declared_ids`` receives every planned candidate declared (once), as it is met: the report
+    names them even when a later declaration raises.
+    """
+    if isinstance(declarations, (str, bytes)) or not isinstance(declarations, Sequence):
+        found.add("INVALID", "declarations must be a sequence")
+        declarations = ()
+    candidates: list[PlanCandidate] = []
+    binding_ids: set[str] = set()
+    for declaration in declarations:
+        candidate = _declared_candidate(checked, declaration, declared_ids, found)
+        if candidate is None:
+            continue
+        assert type(declaration) is CandidateExecutionDeclaration
+        candidates.append(candidate)
+        _check_declaration(declaration, candidate, registry, binding_ids, found)
+    if not declared_ids:
+        found.add("NOT_ESTABLISHED", "no candidate execution was declared")
+    return candidates
+
+
+def _declared_candidate(
+    checked: ValidationPlan, declaration: object, declared_ids: list[str], found: _Findings
+) -> PlanCandidate | None:
+    """The planned candidate ``declaration`` is for, or ``None`` (with its finding)."""
+    if type(declaration) is not CandidateExecutionDeclaration:
+        found.add("INVALID", "a declaration is not a CandidateExecutionDeclaration")
+        return None
+    candidate = (
+        checked.candidate(declaration.candidate_id)
+        if type(declaration.candidate_id) is str
+        else None
+    )
+    if candidate is None:
+        found.add(
+            "INVALID",
+            f"declared candidate {declaration.candidate_id!r} is not in the plan",
+        )
+        return None
+    if candidate.candidate_id in declared_ids:
+        found.add("INVALID", f"candidate {candidate.candidate_id} declared twice")
+        return None
+    declared_ids.append(candidate.candidate_id)
+    if not _same(declaration.component_id, candidate.component_id):
+        found.add(
+            "INVALID",
+            f"{candidate.candidate_id}: declared component differs from the plan",
+        )
+        return None
+    return candidate
+
+
+def _digest_of(value: object, method: str) -> str | None:
+    """``value.method()`` when it answers a string; ``None`` when it raises or answers else."""
+    try:
+        result = getattr(value, method)()
+    except Exception:
+        return None
+    return result if type(result) is str else None
 
 
 def _record(data: object, cls: type[Any], required: set[str], optional: set[str]) -> Any:

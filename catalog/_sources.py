@@ -108,6 +108,31 @@ def _absolute(module: str, is_package: bool, node: ast.ImportFrom) -> str:
     return ".".join([*base, node.module] if node.module else base)
 
 
+def _parsed(root: Path, path: str, parsed: dict[str, ast.Module]) -> ast.Module:
+    """The parsed module at ``path``, read and parsed once per ``parsed`` cache."""
+    tree = parsed.get(path)
+    if tree is None:
+        source = read_exact(root, path)
+        try:
+            tree = ast.parse(source, filename=path)
+        except (SyntaxError, ValueError) as error:
+            raise ComponentIndexError(f"{path} is not parseable Python: {error}") from None
+        parsed[path] = tree
+    return tree
+
+
+def _imported(
+    statements: list[ast.stmt], name: str, module: str, path: str
+) -> tuple[str, str] | None:
+    """The (module, name) the first ``from … import`` binding ``name`` re-exports, if any."""
+    for statement in statements:
+        if isinstance(statement, ast.ImportFrom):
+            for alias in statement.names:
+                if (alias.asname or alias.name) == name:
+                    return _absolute(module, path.endswith("__init__.py"), statement), alias.name
+    return None
+
+
 def resolve_source(root: Path, ref: str, cache: dict[str, ast.Module] | None = None) -> str:
     """Root-relative path of the file that defines the object a ``module:attr`` ref names.
 
@@ -120,28 +145,11 @@ def resolve_source(root: Path, ref: str, cache: dict[str, ast.Module] | None = N
     name = attribute.split(".")[0]
     for _ in range(_MAX_HOPS):
         path = module_file(root, module)
-        tree = parsed.get(path)
-        if tree is None:
-            source = read_exact(root, path)
-            try:
-                tree = ast.parse(source, filename=path)
-            except (SyntaxError, ValueError) as error:
-                raise ComponentIndexError(f"{path} is not parseable Python: {error}") from None
-            parsed[path] = tree
-        statements = _statements(tree.body)
+        statements = _statements(_parsed(root, path, parsed).body)
         if any(_defines(statement, name) for statement in statements):
             return path
-        target: str | None = None
-        for statement in statements:
-            if isinstance(statement, ast.ImportFrom):
-                for alias in statement.names:
-                    if (alias.asname or alias.name) == name:
-                        target = _absolute(module, path.endswith("__init__.py"), statement)
-                        name = alias.name
-                        break
-            if target is not None:
-                break
-        if target is None:
+        imported = _imported(statements, name, module, path)
+        if imported is None:
             raise ComponentIndexError(f"{ref}: {name} is neither defined nor imported in {path}")
-        module = target
+        module, name = imported
     raise ComponentIndexError(f"{ref}: more than {_MAX_HOPS} re-export hops")

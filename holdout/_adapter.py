@@ -44,7 +44,7 @@ from __future__ import annotations
 import base64
 import copy
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -403,94 +403,154 @@ def observe_challenge(challenge: dict[str, Any], corpus: Corpus) -> dict[str, An
             "mechanism-unavailable",
             f"no installed mechanism provider offers a holdout handler for {case.mechanism!r}",
         )
-    baseline_report = handler.baseline_report(pristine_artifact, pristine_leaf)
-    observation: dict[str, Any] = {
-        "fixture_root": root,
-        "baseline": {
-            "artifact": _node(handler, "artifact", pristine_artifact, baseline_report),
-            "leaf": _node(handler, "leaf", pristine_leaf, None),
-        },
-    }
-    views: dict[str, Any] = {
-        "artifact": handler.artifact_view(pristine_artifact),
-        "leaf": handler.leaf_view(pristine_leaf),
-    }
-    pristine_by_role = {"artifact": pristine_artifact, "leaf": pristine_leaf}
-    refs = tuple(_sha256_ref(pristine_by_role[r]) for r in handler.evidence_roles)
-    options: dict[str, Any] = {}
-    served: dict[str, bytes] | None = None
-    candidate: dict[str, Any] = {}
-
-    def render() -> tuple[bytes, bytes]:
-        return handler.render_artifact(views["artifact"]), handler.render_leaf(views["leaf"])
-
+    run = _RecipeRun.start(handler, root, role, pristine_artifact, pristine_leaf)
     for step in challenge["recipe"]:
         op = step["op"]
-        if op == "IDENTITY":
-            continue
-        if op == "SET":
-            if "value" not in step:
-                raise StepError("bad-step", "SET needs a value")
-            _set(views, step.get("path"), step["value"])
-        elif op == "REVERSE":
-            _reverse(views, step.get("path"))
-        elif op == "RESEAL":
-            refs = _reseal(handler, views, refs)
-        elif op == "CHECK_WITH_OPTIONS":
-            options = copy.deepcopy(step.get("options", {}))
-        elif op == "WIRE_PREPEND_DUPLICATE_MEMBER":
-            if "name" not in step or "value" not in step:
-                raise StepError("bad-step", "WIRE_PREPEND_DUPLICATE_MEMBER needs name and value")
-            spliced = handler.splice(
-                pristine_by_role[role], role, step["name"], js_string(step["value"])
-            )
-            served = {root: spliced}
-        elif op == "RECOMPOSE_DAG":
-            leaf_bytes = handler.render_leaf(views["leaf"])
-            artifact_bytes = handler.recompose(leaf_bytes, pristine_artifact)
-            candidate = {"leaf": _node(handler, "leaf", leaf_bytes, None)}
-            observation.pop("refusal_set", None)
-            if artifact_bytes is not None:
-                by_role = {"artifact": artifact_bytes, "leaf": leaf_bytes}
-                fresh = tuple(_sha256_ref(by_role[r]) for r in handler.evidence_roles)
-                result = evaluate_pair(
-                    handler,
-                    (pristine_artifact, pristine_leaf),
-                    (artifact_bytes, leaf_bytes),
-                    (fresh[0], fresh[1]),
-                    {},
-                )
-                candidate["artifact"] = _node(
-                    handler, "artifact", artifact_bytes, result.report, result.verdict
-                )
-                observation["refusal_set"] = list(result.refusal_set)
-            views["artifact"] = None
-        else:  # the schema refuses unknown ops first; this is the second wall
+        apply = _STEPS.get(op)
+        if apply is None:  # the schema refuses unknown ops first; this is the second wall
             raise EmissionRefused("unknown-operator", f"{op!r} is not a recipe operator")
+        apply(run, step)
+    return run.finish()
 
-    if served is not None:
-        observation["resolve"] = {"outcome": resolve_octets(handler, served, root, role)}
-    if views["artifact"] is not None:
-        artifact_bytes, leaf_bytes = render()
+
+@attrs.define
+class _RecipeRun:
+    """What one challenge's recipe steps change: the working views, the evidence refs, the
+    check options, the bytes served for a root, and the observation being built."""
+
+    handler: HoldoutHandler
+    root: str
+    role: str
+    pristine: dict[str, bytes]  # by role
+    observation: dict[str, Any]
+    views: dict[str, Any]
+    refs: tuple[str, ...]
+    options: dict[str, Any] = attrs.Factory(dict)
+    served: dict[str, bytes] | None = None
+    candidate: dict[str, Any] = attrs.Factory(dict)
+
+    @classmethod
+    def start(
+        cls, handler: HoldoutHandler, root: str, role: str, artifact: bytes, leaf: bytes
+    ) -> _RecipeRun:
+        """The run before any step: the baseline observed, the views of the pristine bytes."""
+        baseline_report = handler.baseline_report(artifact, leaf)
+        observation: dict[str, Any] = {
+            "fixture_root": root,
+            "baseline": {
+                "artifact": _node(handler, "artifact", artifact, baseline_report),
+                "leaf": _node(handler, "leaf", leaf, None),
+            },
+        }
+        views: dict[str, Any] = {
+            "artifact": handler.artifact_view(artifact),
+            "leaf": handler.leaf_view(leaf),
+        }
+        pristine = {"artifact": artifact, "leaf": leaf}
+        refs = tuple(_sha256_ref(pristine[r]) for r in handler.evidence_roles)
+        return cls(handler, root, role, pristine, observation, views, refs)
+
+    def finish(self) -> dict[str, Any]:
+        """The observation once every step ran: the served bytes resolved, the working views
+        (unless a recomposition consumed them) rendered and checked."""
+        handler, observation = self.handler, self.observation
+        if self.served is not None:
+            observation["resolve"] = {
+                "outcome": resolve_octets(handler, self.served, self.root, self.role)
+            }
+        if self.views["artifact"] is not None:
+            artifact_bytes = handler.render_artifact(self.views["artifact"])
+            leaf_bytes = handler.render_leaf(self.views["leaf"])
+            by_role = {"artifact": artifact_bytes, "leaf": leaf_bytes}
+            pinned = (self.pristine["artifact"], self.pristine["leaf"])
+            refs = self.refs
+            if _pins_working(self.options):  # the honest caller pins and submits the working bytes
+                pinned = (artifact_bytes, leaf_bytes)
+                refs = tuple(_sha256_ref(by_role[r]) for r in handler.evidence_roles)
+            result = evaluate_pair(
+                handler,
+                pinned,
+                (by_role[handler.evidence_roles[0]], by_role[handler.evidence_roles[1]]),
+                (refs[0], refs[1]),
+                self.options,
+            )
+            self.candidate = {
+                "artifact": _node(
+                    handler, "artifact", artifact_bytes, result.report, result.verdict
+                ),
+                "leaf": _node(handler, "leaf", leaf_bytes, None),
+            }
+            observation["refusal_set"] = list(result.refusal_set)
+        observation["candidate"] = self.candidate
+        return observation
+
+
+# The recipe operators, one function each: ``(run, step)`` applies the step to the run.
+
+
+def _identity_step(run: _RecipeRun, step: dict[str, Any]) -> None:
+    return None
+
+
+def _set_step(run: _RecipeRun, step: dict[str, Any]) -> None:
+    if "value" not in step:
+        raise StepError("bad-step", "SET needs a value")
+    _set(run.views, step.get("path"), step["value"])
+
+
+def _reverse_step(run: _RecipeRun, step: dict[str, Any]) -> None:
+    _reverse(run.views, step.get("path"))
+
+
+def _reseal_step(run: _RecipeRun, step: dict[str, Any]) -> None:
+    run.refs = _reseal(run.handler, run.views, run.refs)
+
+
+def _options_step(run: _RecipeRun, step: dict[str, Any]) -> None:
+    run.options = copy.deepcopy(step.get("options", {}))
+
+
+def _duplicate_member_step(run: _RecipeRun, step: dict[str, Any]) -> None:
+    if "name" not in step or "value" not in step:
+        raise StepError("bad-step", "WIRE_PREPEND_DUPLICATE_MEMBER needs name and value")
+    spliced = run.handler.splice(
+        run.pristine[run.role], run.role, step["name"], js_string(step["value"])
+    )
+    run.served = {run.root: spliced}
+
+
+def _recompose_step(run: _RecipeRun, step: dict[str, Any]) -> None:
+    handler = run.handler
+    leaf_bytes = handler.render_leaf(run.views["leaf"])
+    artifact_bytes = handler.recompose(leaf_bytes, run.pristine["artifact"])
+    run.candidate = {"leaf": _node(handler, "leaf", leaf_bytes, None)}
+    run.observation.pop("refusal_set", None)
+    if artifact_bytes is not None:
         by_role = {"artifact": artifact_bytes, "leaf": leaf_bytes}
-        pinned = (pristine_artifact, pristine_leaf)
-        if _pins_working(options):  # the honest caller pins and submits the working bytes
-            pinned = (artifact_bytes, leaf_bytes)
-            refs = tuple(_sha256_ref(by_role[r]) for r in handler.evidence_roles)
+        fresh = tuple(_sha256_ref(by_role[r]) for r in handler.evidence_roles)
         result = evaluate_pair(
             handler,
-            pinned,
-            (by_role[handler.evidence_roles[0]], by_role[handler.evidence_roles[1]]),
-            (refs[0], refs[1]),
-            options,
+            (run.pristine["artifact"], run.pristine["leaf"]),
+            (artifact_bytes, leaf_bytes),
+            (fresh[0], fresh[1]),
+            {},
         )
-        candidate = {
-            "artifact": _node(handler, "artifact", artifact_bytes, result.report, result.verdict),
-            "leaf": _node(handler, "leaf", leaf_bytes, None),
-        }
-        observation["refusal_set"] = list(result.refusal_set)
-    observation["candidate"] = candidate
-    return observation
+        run.candidate["artifact"] = _node(
+            handler, "artifact", artifact_bytes, result.report, result.verdict
+        )
+        run.observation["refusal_set"] = list(result.refusal_set)
+    run.views["artifact"] = None
+
+
+_STEPS: Final[dict[str, Callable[[_RecipeRun, dict[str, Any]], None]]] = {
+    "IDENTITY": _identity_step,
+    "SET": _set_step,
+    "REVERSE": _reverse_step,
+    "RESEAL": _reseal_step,
+    "CHECK_WITH_OPTIONS": _options_step,
+    "WIRE_PREPEND_DUPLICATE_MEMBER": _duplicate_member_step,
+    "RECOMPOSE_DAG": _recompose_step,
+}
 
 
 # --------------------------------------------------------------------------- emission
@@ -502,6 +562,21 @@ class Emission:
 
     document: dict[str, Any]
     problems: tuple[dict[str, str], ...]  # {"id", "code", "detail"} per unobserved challenge
+
+
+def _admit_challenge(position: int, challenge: Any, schemas: Schemas) -> None:
+    """One challenge of the set: a strict reader's value, schema-valid, known operators only
+    (else :class:`EmissionRefused`)."""
+    try:  # what the strict reader could have produced, and nothing else (no deep values)
+        check_json_value(challenge)
+    except StrictReadError as error:
+        raise EmissionRefused("challenge-unreadable", f"challenge {position}: {error}") from None
+    problem = validate_challenge(challenge, schemas)
+    if problem is not None:
+        raise EmissionRefused("challenge-schema", f"challenge {position} {problem}")
+    for step in challenge["recipe"]:
+        if step["op"] not in RECIPE_OPS:
+            raise EmissionRefused("unknown-operator", f"{step['op']!r}")
 
 
 def observe(
@@ -516,18 +591,7 @@ def observe(
     schemas = schemas if schemas is not None else project_schemas()
     directory = corpus_directory if corpus_directory is not None else corpus_dir()
     for position, challenge in enumerate(challenges):
-        try:  # what the strict reader could have produced, and nothing else (no deep values)
-            check_json_value(challenge)
-        except StrictReadError as error:
-            raise EmissionRefused(
-                "challenge-unreadable", f"challenge {position}: {error}"
-            ) from None
-        problem = validate_challenge(challenge, schemas)
-        if problem is not None:
-            raise EmissionRefused("challenge-schema", f"challenge {position} {problem}")
-        for step in challenge["recipe"]:
-            if step["op"] not in RECIPE_OPS:
-                raise EmissionRefused("unknown-operator", f"{step['op']!r}")
+        _admit_challenge(position, challenge, schemas)
     ids = [challenge["id"] for challenge in challenges]
     if len(set(ids)) != len(ids):
         raise EmissionRefused("duplicate-challenge-id", "challenge ids repeat")

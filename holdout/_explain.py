@@ -234,41 +234,44 @@ def explain(
     """The explanation of predicate ``index`` of ``challenge``, which scored ``passed``
     (``False`` fail or ``None`` unresolved) against ``observation`` (both from the reader)."""
     result = "fail" if passed is False else "unresolved"
+    why, reads, more = _why(predicate, observation)
+    return Explanation(challenge, result, why, index, predicate, reads, **more)
 
-    def done(why: str, reads: tuple[Read, ...] = (), **more: Any) -> Explanation:
-        return Explanation(challenge, result, why, index, predicate, reads, **more)
 
+#: What decided a result: ``why``, the reads shown, and the explanation's further fields.
+_Why = tuple[str, tuple[Read, ...], dict[str, Any]]
+
+
+def _why(predicate: Any, observation: Any) -> _Why:
+    """The explanation's decisive sentence, reads and further fields (module rules)."""
     if not isinstance(predicate, dict):
-        return done("the predicate is not an object")
+        return "the predicate is not an object", (), {}
     op = predicate.get("op")
     if op not in PREDICATE_ROOTS:
-        return done(f"unknown predicate operator {op!r}")
+        return f"unknown predicate operator {op!r}", (), {}
     if op == "REFUSAL_SET_EQ":
-        read = trace(observation, "refusal_set")
-        expected = predicate.get("value", [])
-        if not read.resolved:
-            return done("no refusal_set: nothing was evaluated", (read,), expected=expected)
-        if not isinstance(read.value, list):
-            return done("refusal_set is not an array", (read,), expected=expected)
-        if not isinstance(expected, list):
-            return done("the value is not an array: no refusal set equals it", (read,),
-                        expected=expected)  # fmt: skip
-        observed = {js_sort_key(code): code for code in read.value}
-        wanted = {js_sort_key(code): code for code in expected}
-        extra = [observed[key] for key in sorted(observed.keys() - wanted.keys())]
-        lacking = [wanted[key] for key in sorted(wanted.keys() - observed.keys())]
-        return done(
-            f"the refusal sets differ: extra {extra}, lacking {lacking}",
-            (read,),
-            expected=expected,
-            extra={"extra": extra, "lacking": lacking},
-        )
+        return _refusal_set_why(predicate, observation)
+    traced = _traced(op, predicate, observation)
+    if traced is None:
+        return "a path the operator needs is missing", (), {}
+    reads, paths = traced
+    if not all(read.resolved for read in reads):
+        why, hint = _unresolved_reads(observation, op, reads, paths)
+        return why, reads, {"hint": hint}
+    return _compared_why(op, predicate, reads)
+
+
+def _traced(
+    op: str, predicate: dict[str, Any], observation: Any
+) -> tuple[tuple[Read, ...], tuple[str, ...]] | None:
+    """The reads of the paths ``op`` needs, from the roots it reads, and the paths themselves;
+    ``None`` when one of them is missing (or not a string)."""
     raw = [predicate.get(name) for name in (("left", "right") if op == "LT" else ("path",))]
     if op in ("EQ", "NEQ") and "value" not in predicate:
         raw.append(predicate.get("right"))
     paths = tuple(path for path in raw if isinstance(path, str))
     if len(paths) != len(raw):
-        return done("a path the operator needs is missing")
+        return None
     roots = PREDICATE_ROOTS[op]
     if op in ("HOLDS", "MOVES"):
         reads = tuple(trace(observation, _join(root, paths[0])) for root in roots)
@@ -276,28 +279,58 @@ def explain(
         reads = (trace(observation, _join("candidate", paths[0])),)
     else:
         reads = tuple(trace(observation, path) for path in paths)
-    if not all(read.resolved for read in reads):
-        why, hint = _unresolved_reads(observation, op, reads, paths)
-        return done(why, reads, hint=hint)
+    return reads, paths
+
+
+def _refusal_set_why(predicate: dict[str, Any], observation: Any) -> _Why:
+    """``REFUSAL_SET_EQ``: the observed refusal set against the expected one."""
+    read = trace(observation, "refusal_set")
+    expected = predicate.get("value", [])
+    more: dict[str, Any] = {"expected": expected}
+    if not read.resolved:
+        return "no refusal_set: nothing was evaluated", (read,), more
+    if not isinstance(read.value, list):
+        return "refusal_set is not an array", (read,), more
+    if not isinstance(expected, list):
+        return "the value is not an array: no refusal set equals it", (read,), more
+    observed = {js_sort_key(code): code for code in read.value}
+    wanted = {js_sort_key(code): code for code in expected}
+    extra = [observed[key] for key in sorted(observed.keys() - wanted.keys())]
+    lacking = [wanted[key] for key in sorted(wanted.keys() - observed.keys())]
+    more["extra"] = {"extra": extra, "lacking": lacking}
+    return f"the refusal sets differ: extra {extra}, lacking {lacking}", (read,), more
+
+
+def _compared_why(op: str, predicate: dict[str, Any], reads: tuple[Read, ...]) -> _Why:
+    """An operator whose reads all resolved: what its comparison of the values found."""
     values = [read.value for read in reads]
     if op in ("VERDICT_EQ", "OUTCOME_EQ"):
         if "value" not in predicate:
-            return done("the predicate has no value (JavaScript === undefined is false)", reads)
+            return "the predicate has no value (JavaScript === undefined is false)", reads, {}
         literal = predicate["value"]
         if isinstance(literal, (dict, list)):
-            return done("an object or array value is never === (reference identity)", reads,
-                        expected=literal)  # fmt: skip
-        return done(f"observed {_text(values[0])}, expected {_text(literal)}", reads,
-                    expected=literal)  # fmt: skip
+            return (
+                "an object or array value is never === (reference identity)",
+                reads,
+                {"expected": literal},
+            )
+        return (
+            f"observed {_text(values[0])}, expected {_text(literal)}",
+            reads,
+            {"expected": literal},
+        )
     if op == "LT":
         for name, value in zip(("left", "right"), values, strict=True):
             if not is_number(value):
-                return done(f"{name} is a {_json_type(value)}, not a number", reads)
-        return done(f"{_text(values[0])} is not less than {_text(values[1])}", reads)
+                return f"{name} is a {_json_type(value)}, not a number", reads, {}
+        return f"{_text(values[0])} is not less than {_text(values[1])}", reads, {}
     if op in ("EQ", "NEQ") and "value" in predicate:
         equal_word = "equals" if op == "NEQ" else "differs from"
-        return done(f"the observed value {equal_word} the literal (RFC 8785)", reads,
-                    expected=predicate["value"])  # fmt: skip
+        return (
+            f"the observed value {equal_word} the literal (RFC 8785)",
+            reads,
+            {"expected": predicate["value"]},
+        )
     if op in ("HOLDS", "EQ"):
-        return done("the two values differ (RFC 8785)", reads)
-    return done("the two values are equal (RFC 8785)", reads)
+        return "the two values differ (RFC 8785)", reads, {}
+    return "the two values are equal (RFC 8785)", reads, {}

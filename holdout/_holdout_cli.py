@@ -25,7 +25,14 @@ from ._commitment import (
     schema_dir,
 )
 from ._reader import StrictReadError, read_json
-from ._scorer import Refusal, interop, read_challenge_array, refused, score_read
+from ._scorer import (
+    Refusal,
+    ScoreReport,
+    interop,
+    read_challenge_array,
+    refused,
+    score_read,
+)
 
 EXIT_OK = Exit.OK
 EXIT_FAIL = Exit.FAIL
@@ -61,6 +68,33 @@ def load_challenges(path: Path, commitment: str | None, *, required: bool = True
     return read_challenge_array(data)
 
 
+def _score_report(args: argparse.Namespace, challenges_path: Path) -> ScoreReport:
+    """The scoring run ``holdout score`` prints: a refusal while loading its inputs is the
+    report's refusal (schemas, release, challenges, observations: read in that order)."""
+    schemas_dir = Path(args.schemas) if args.schemas is not None else schema_dir()
+    try:
+        schemas = load_schemas(schemas_dir)
+    except OSError as error:
+        return refused("schemas-invalid", f"{error.filename}: {error.strerror or error}")
+    except Refusal as refusal:
+        return refused(refusal.code, refusal.detail)
+    try:
+        expected = args.release if args.release is not None else release_id(schemas_dir)
+        challenges = load_challenges(challenges_path, args.commitment)
+        observation_bytes = _read(args.observations)
+    except Refusal as refusal:
+        return refused(refusal.code, refusal.detail)
+    except OSError as error:
+        return refused("observation-unreadable", str(error))
+    return score_read(  # the challenges were just read here: not copied again
+        challenges,
+        observation_bytes,
+        schemas=schemas,
+        expect_release=expected,
+        expect_implementation=args.implementation,
+    )
+
+
 def _score(args: argparse.Namespace) -> int:
     challenges_path = Path(args.challenges)
     if challenges_path.is_dir() and args.commitment is None:
@@ -69,30 +103,7 @@ def _score(args: argparse.Namespace) -> int:
             exit=Exit.USAGE,
             code="commitment-required",
         )
-    schemas_dir = Path(args.schemas) if args.schemas is not None else schema_dir()
-    try:
-        schemas = load_schemas(schemas_dir)
-    except OSError as error:
-        report = refused("schemas-invalid", f"{error.filename}: {error.strerror or error}")
-    except Refusal as refusal:
-        report = refused(refusal.code, refusal.detail)
-    else:
-        try:
-            expected = args.release if args.release is not None else release_id(schemas_dir)
-            challenges = load_challenges(challenges_path, args.commitment)
-            observation_bytes = _read(args.observations)
-        except Refusal as refusal:
-            report = refused(refusal.code, refusal.detail)
-        except OSError as error:
-            report = refused("observation-unreadable", str(error))
-        else:
-            report = score_read(  # the challenges were just read here: not copied again
-                challenges,
-                observation_bytes,
-                schemas=schemas,
-                expect_release=expected,
-                expect_implementation=args.implementation,
-            )
+    report = _score_report(args, challenges_path)
     _emit(report.to_dict(), ordered=True)  # by_challenge in INDEX order
     if report.verdict == "REFUSED":
         _say(f"refused: {report.refusal}: {report.detail}")

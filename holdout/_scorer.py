@@ -466,39 +466,60 @@ def _for_rust(schema: Any, defs: frozenset[str], root: bool = False) -> Any:
         return None
     out: dict[str, Any] = {}
     for keyword, value in schema.items():
-        if keyword in ("$schema", "$id") and root:
-            if keyword == "$schema" and value != _DRAFT_2020_12:
-                return None
-            out[keyword] = value
-        elif keyword == "$defs" and root and isinstance(value, dict):
-            out[keyword] = {}
-            for name, member in value.items():
-                out[keyword][name] = _for_rust(member, defs)
-                if out[keyword][name] is None:
-                    return None
-        elif keyword in _SUBSCHEMA:
-            out[keyword] = _for_rust(value, defs)
-            if out[keyword] is None:
-                return None
-        elif keyword in _SUBSCHEMA_MAP or keyword in _SUBSCHEMA_LIST:
-            pairs = value.items() if isinstance(value, dict) else enumerate(value)
-            members = {name: _for_rust(member, defs) for name, member in pairs}
-            if any(member is None for member in members.values()):
-                return None
-            out[keyword] = members if isinstance(value, dict) else list(members.values())
-        elif keyword == "$ref":
-            found = _REF.match(value) if isinstance(value, str) else None
-            if found is None or (found.group(1) is not None and found.group(1) not in defs):
-                return None
-            out[keyword] = value
-        elif keyword == "pattern":
-            if not _safe_pattern(value):
-                return None
-            out[keyword] = _ecma_pattern(value, end="$")
-        elif keyword in _DATA_KEYWORDS:
-            out[keyword] = value
-        else:
+        translated = _keyword_for_rust(keyword, value, defs, root)
+        if translated is _OUTSIDE:
             return None
+        out[keyword] = translated
+    return out
+
+
+_OUTSIDE: Final = object()  # a keyword (or a member of it) outside the subset
+
+
+def _keyword_for_rust(keyword: str, value: Any, defs: frozenset[str], root: bool) -> Any:
+    """One keyword's value for the Rust engine (:func:`_for_rust`), or :data:`_OUTSIDE`."""
+    if root and (keyword in ("$schema", "$id") or (keyword == "$defs" and isinstance(value, dict))):
+        return _root_keyword_for_rust(keyword, value, defs)
+    if keyword in _APPLICATORS:
+        return _applicator_for_rust(keyword, value, defs)
+    if keyword == "$ref":
+        found = _REF.match(value) if isinstance(value, str) else None
+        inside = found is not None and (found.group(1) is None or found.group(1) in defs)
+        return value if inside else _OUTSIDE
+    if keyword == "pattern":
+        return _ecma_pattern(value, end="$") if _safe_pattern(value) else _OUTSIDE
+    return value if keyword in _DATA_KEYWORDS else _OUTSIDE
+
+
+_APPLICATORS: Final = _SUBSCHEMA | _SUBSCHEMA_MAP | _SUBSCHEMA_LIST
+
+
+def _root_keyword_for_rust(keyword: str, value: Any, defs: frozenset[str]) -> Any:
+    """The root's ``$schema`` (draft 2020-12 only), ``$id`` or ``$defs`` (a dict)."""
+    if keyword == "$defs":
+        return _members_for_rust(value, defs)
+    return _OUTSIDE if keyword == "$schema" and value != _DRAFT_2020_12 else value
+
+
+def _applicator_for_rust(keyword: str, value: Any, defs: frozenset[str]) -> Any:
+    """A subschema keyword's value (one subschema, a map or a list of them) translated."""
+    if keyword in _SUBSCHEMA:
+        translated = _for_rust(value, defs)
+        return _OUTSIDE if translated is None else translated
+    pairs = value.items() if isinstance(value, dict) else enumerate(value)
+    members = {name: _for_rust(member, defs) for name, member in pairs}
+    if any(member is None for member in members.values()):
+        return _OUTSIDE
+    return members if isinstance(value, dict) else list(members.values())
+
+
+def _members_for_rust(value: dict[str, Any], defs: frozenset[str]) -> Any:
+    """The root's ``$defs``, each translated, or :data:`_OUTSIDE` at the first outside."""
+    out: dict[str, Any] = {}
+    for name, member in value.items():
+        out[name] = _for_rust(member, defs)
+        if out[name] is None:
+            return _OUTSIDE
     return out
 
 
@@ -541,17 +562,21 @@ class _SortedNode:
         if self.ref is not None and not self.ref.holds(instance):
             return False
         if isinstance(instance, dict):
-            if self.additional is None:
-                for name, child in self.props.items():
-                    if name in instance and not child.holds(instance[name]):
-                        return False
-            else:
-                for name, member in instance.items():
-                    if not self.props.get(name, self.additional).holds(member):
-                        return False
-        elif isinstance(instance, list) and self.items is not None:
+            return self._members_hold(instance)
+        if isinstance(instance, list) and self.items is not None:
             return all(self.items.holds(item) for item in instance)
         return True
+
+    def _members_hold(self, instance: dict[str, Any]) -> bool:
+        """:meth:`holds` for an object's members (all of them, with ``additional``)."""
+        if self.additional is None:
+            return all(
+                child.holds(instance[name])
+                for name, child in self.props.items()
+                if name in instance
+            )
+        additional = self.additional
+        return all(self.props.get(name, additional).holds(m) for name, m in instance.items())
 
 
 def _schema_nodes(schema: dict[str, Any]) -> dict[int, dict[str, Any]]:
@@ -625,58 +650,71 @@ def _sorted_walker(schema: dict[str, Any]) -> _SortedNode | bool | None:
     then the compiled validator checks the keyword itself. (Schemas that loop in place are
     never compiled: :func:`_loops_in_place`.)"""
     nodes = _schema_nodes(schema)
-
-    def target(node: dict[str, Any]) -> Any:
-        return _ref_target(schema, node)
-
-    def edges(node: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        paths = [*node.get("properties", {}).values(), target(node)]
-        paths += [node.get("additionalProperties"), node.get("items")]
-        others = [node.get(k) for k in _SUBSCHEMA - {"additionalProperties", "items"}]
-        others += [*node.get("dependentSchemas", {}).values()]
-        for keyword in _SUBSCHEMA_LIST:
-            others += node.get(keyword, [])
-        return [p for p in paths if isinstance(p, dict)], [o for o in others if isinstance(o, dict)]
-
-    relevant = {key for key, node in nodes.items() if node.get("x-sorted") is True}
-    changed = True
-    while changed:
-        changed = False
-        for key, node in nodes.items():
-            paths, others = edges(node)
-            if key not in relevant and any(id(n) in relevant for n in [*paths, *others]):
-                relevant.add(key)
-                changed = True
+    relevant = _leading_to_sorted(schema, nodes)
     if not relevant:
         return None
     for node in nodes.values():
-        _, others = edges(node)
+        _, others = _edges(schema, node)
         if any(id(n) in relevant for n in others) or (
             "prefixItems" in node and id(node.get("items")) in relevant
         ):
             return False
     built: dict[int, _SortedNode] = {key: _SortedNode() for key in relevant}
     for key in relevant:
-        node, out = nodes[key], built[key]
-        out.wanted = node.get("x-sorted") is True
-        for name, child in node.get("properties", {}).items():
-            if id(child) in relevant:
-                out.props[name] = built[id(child)]
-        for attribute, child in (
-            ("additional", node.get("additionalProperties")),
-            ("items", node.get("items")),
-            ("ref", target(node)),
-        ):
-            if id(child) in relevant:
-                setattr(out, attribute, built[id(child)])
-        if out.additional is not None:  # every other member goes through additional
-            for name, child in node.get("properties", {}).items():
-                out.props.setdefault(name, built.get(id(child), _SortedNode()))
+        _link(schema, nodes[key], built[key], built)
     for out in built.values():  # skip nodes that only pass their instance on to a $ref
         for attribute in ("additional", "items", "ref"):
             setattr(out, attribute, _through(getattr(out, attribute)))
         out.props = {name: _through(child) for name, child in out.props.items()}
     return _through(built[id(schema)]) if id(schema) in relevant else None
+
+
+def _edges(
+    schema: dict[str, Any], node: dict[str, Any]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A node's subschemas the instance alone locates (members, items, ``$ref``), and the
+    others."""
+    paths = [*node.get("properties", {}).values(), _ref_target(schema, node)]
+    paths += [node.get("additionalProperties"), node.get("items")]
+    others = [node.get(k) for k in _SUBSCHEMA - {"additionalProperties", "items"}]
+    others += [*node.get("dependentSchemas", {}).values()]
+    for keyword in _SUBSCHEMA_LIST:
+        others += node.get(keyword, [])
+    return [p for p in paths if isinstance(p, dict)], [o for o in others if isinstance(o, dict)]
+
+
+def _leading_to_sorted(schema: dict[str, Any], nodes: dict[int, dict[str, Any]]) -> set[int]:
+    """The nodes (by ``id``) that are ``x-sorted`` or lead to one through any subschema."""
+    relevant = {key for key, node in nodes.items() if node.get("x-sorted") is True}
+    changed = True
+    while changed:
+        changed = False
+        for key, node in nodes.items():
+            paths, others = _edges(schema, node)
+            if key not in relevant and any(id(n) in relevant for n in [*paths, *others]):
+                relevant.add(key)
+                changed = True
+    return relevant
+
+
+def _link(
+    schema: dict[str, Any], node: dict[str, Any], out: _SortedNode, built: dict[int, _SortedNode]
+) -> None:
+    """Fill ``out``, the walker node of ``node``, with the walker nodes its subschemas lead to."""
+    out.wanted = node.get("x-sorted") is True
+    for name, child in node.get("properties", {}).items():
+        if id(child) in built:
+            out.props[name] = built[id(child)]
+    for attribute, child in (
+        ("additional", node.get("additionalProperties")),
+        ("items", node.get("items")),
+        ("ref", _ref_target(schema, node)),
+    ):
+        if id(child) in built:
+            setattr(out, attribute, built[id(child)])
+    if out.additional is not None:  # every other member goes through additional
+        for name, child in node.get("properties", {}).items():
+            out.props.setdefault(name, built.get(id(child), _SortedNode()))
 
 
 def _through(node: _SortedNode | None) -> Any:
@@ -866,53 +904,109 @@ def evaluate_predicate(predicate: Any, observation: Any) -> bool | None:
 
 
 def _evaluate(predicate: Any, observation: Any, same: Callable[[Any, Any], bool]) -> bool | None:
-    """:func:`evaluate_predicate`, comparing canonically with ``same`` (operators tested in
-    order of frequency; each reads only what it needs)."""
+    """:func:`evaluate_predicate`, comparing canonically with ``same`` (one rule per operator,
+    :data:`_RULES`; each reads only what it needs)."""
     if not isinstance(predicate, dict) or not isinstance(observation, dict):
         return None
     op = predicate.get("op")
+    if not isinstance(op, str):
+        return None
+    rule = _RULES.get(op)
+    if rule is None:
+        return None
     try:
-        if op == "VERDICT_EQ" or op == "OUTCOME_EQ":
-            root = observation.get("candidate", _ABSENT) if op == "VERDICT_EQ" else observation
-            found = resolve_path(root, predicate.get("path"))
-            if found is _ABSENT:
-                return None
-            return "value" in predicate and strict_equal(found, predicate["value"])
-        if op == "REFUSAL_SET_EQ":
-            refusals = observation.get("refusal_set", _ABSENT)
-            expected = predicate.get("value", [])  # missing counts as []
-            if not isinstance(refusals, list):
-                return None
-            if not isinstance(expected, list):
-                return False  # present but not an array (null included): equals no set
-            return same(_js_sorted(refusals), _js_sorted(expected))
-        if op == "HOLDS" or op == "MOVES":
-            path = predicate.get("path")
-            base = resolve_path(observation.get("baseline", _ABSENT), path)
-            cand = resolve_path(observation.get("candidate", _ABSENT), path)
-            if base is _ABSENT or cand is _ABSENT:
-                return None
-            equal = same(base, cand)
-            return equal if op == "HOLDS" else not equal
-        if op == "EQ" or op == "NEQ":
-            left = resolve_path(observation, predicate.get("path"))
-            if "value" in predicate:
-                right = predicate["value"]
-            else:
-                right = resolve_path(observation, predicate.get("right"))
-            if left is _ABSENT or right is _ABSENT:
-                return None
-            equal = same(left, right)
-            return equal if op == "EQ" else not equal
-        if op == "LT":
-            left = resolve_path(observation, predicate.get("left"))
-            right = resolve_path(observation, predicate.get("right"))
-            if not is_number(left) or not is_number(right):
-                return None
-            return bool(left < right)
+        return rule(op, predicate, observation, same)
     except ValueError:
         return None
-    return None
+
+
+# The operators' rules for :func:`_evaluate`: ``(op, predicate, observation, same)``.
+_Rule = Callable[[str, dict[str, Any], dict[str, Any], Callable[[Any, Any], bool]], "bool | None"]
+
+
+def _verdict_rule(
+    op: str,
+    predicate: dict[str, Any],
+    observation: dict[str, Any],
+    same: Callable[[Any, Any], bool],
+) -> bool | None:
+    root = observation.get("candidate", _ABSENT) if op == "VERDICT_EQ" else observation
+    found = resolve_path(root, predicate.get("path"))
+    if found is _ABSENT:
+        return None
+    return "value" in predicate and strict_equal(found, predicate["value"])
+
+
+def _refusal_set_rule(
+    op: str,
+    predicate: dict[str, Any],
+    observation: dict[str, Any],
+    same: Callable[[Any, Any], bool],
+) -> bool | None:
+    refusals = observation.get("refusal_set", _ABSENT)
+    expected = predicate.get("value", [])  # missing counts as []
+    if not isinstance(refusals, list):
+        return None
+    if not isinstance(expected, list):
+        return False  # present but not an array (null included): equals no set
+    return same(_js_sorted(refusals), _js_sorted(expected))
+
+
+def _holds_rule(
+    op: str,
+    predicate: dict[str, Any],
+    observation: dict[str, Any],
+    same: Callable[[Any, Any], bool],
+) -> bool | None:
+    path = predicate.get("path")
+    base = resolve_path(observation.get("baseline", _ABSENT), path)
+    cand = resolve_path(observation.get("candidate", _ABSENT), path)
+    if base is _ABSENT or cand is _ABSENT:
+        return None
+    equal = same(base, cand)
+    return equal if op == "HOLDS" else not equal
+
+
+def _eq_rule(
+    op: str,
+    predicate: dict[str, Any],
+    observation: dict[str, Any],
+    same: Callable[[Any, Any], bool],
+) -> bool | None:
+    left = resolve_path(observation, predicate.get("path"))
+    if "value" in predicate:
+        right = predicate["value"]
+    else:
+        right = resolve_path(observation, predicate.get("right"))
+    if left is _ABSENT or right is _ABSENT:
+        return None
+    equal = same(left, right)
+    return equal if op == "EQ" else not equal
+
+
+def _lt_rule(
+    op: str,
+    predicate: dict[str, Any],
+    observation: dict[str, Any],
+    same: Callable[[Any, Any], bool],
+) -> bool | None:
+    left = resolve_path(observation, predicate.get("left"))
+    right = resolve_path(observation, predicate.get("right"))
+    if not is_number(left) or not is_number(right):
+        return None
+    return bool(left < right)
+
+
+_RULES: Final[Mapping[str, _Rule]] = {
+    "VERDICT_EQ": _verdict_rule,
+    "OUTCOME_EQ": _verdict_rule,
+    "REFUSAL_SET_EQ": _refusal_set_rule,
+    "HOLDS": _holds_rule,
+    "MOVES": _holds_rule,
+    "EQ": _eq_rule,
+    "NEQ": _eq_rule,
+    "LT": _lt_rule,
+}
 
 
 # A path's segments, by path: challenge sets repeat their paths (``artifact.verdict``).
@@ -956,61 +1050,92 @@ def _strict_read(left: Any, right: Any) -> bool:
 def _evaluate_read(predicate: Any, observation: Any) -> bool | None:
     """``_evaluate(predicate, observation, _same)`` for a predicate and an observation that
     the strict reader produced (every scoring run's, after the copy or the read): the same
-    rules, decided with exact type tests and no intermediate calls (a test checks that both
-    agree). Operators are tested in order of frequency."""
+    rules, decided with exact type tests (:data:`_READ_RULES`; a test checks that both
+    agree)."""
     if type(predicate) is not dict or type(observation) is not dict:
         return None
     op = predicate.get("op")
-    if op == "VERDICT_EQ" or op == "OUTCOME_EQ":
-        found = _walk(
-            observation.get("candidate", _ABSENT) if op == "VERDICT_EQ" else observation,
-            predicate.get("path"),
-        )
-        if found is _ABSENT:
-            return None
-        return "value" in predicate and _strict_read(found, predicate["value"])
-    if op == "REFUSAL_SET_EQ":
-        refusals = observation.get("refusal_set", _ABSENT)
-        expected = predicate.get("value", [])  # missing counts as []
-        if type(refusals) is not list:
-            return None
-        if type(expected) is not list:
-            return False  # present but not an array (null included): equals no set
-        if len(refusals) != len(expected):
-            return False  # sorting keeps the length; lists of different lengths differ
-        if len(refusals) < 2:  # nothing to sort
-            return _same(refusals, expected)
-        try:
-            return _same(_js_sorted(refusals), _js_sorted(expected))
-        except ValueError:  # as _evaluate (unreachable for values the reader produced)
-            return None
-    if op == "HOLDS" or op == "MOVES":
-        path = predicate.get("path")
-        base = _walk(observation.get("baseline", _ABSENT), path)
-        cand = _walk(observation.get("candidate", _ABSENT), path)
-        if base is _ABSENT or cand is _ABSENT:
-            return None
-        if type(base) is str and type(cand) is str:  # the common case, decided at once
-            return bool(base == cand) is (op == "HOLDS")
-        return _same(base, cand) is (op == "HOLDS")
-    if op == "EQ" or op == "NEQ":
-        left = _walk(observation, predicate.get("path"))
-        if "value" in predicate:
-            right = predicate["value"]
-        else:
-            right = _walk(observation, predicate.get("right"))
-        if left is _ABSENT or right is _ABSENT:
-            return None
-        if type(left) is str and type(right) is str:  # the common case, decided at once
-            return bool(left == right) is (op == "EQ")
-        return _same(left, right) is (op == "EQ")
-    if op == "LT":
-        left = _walk(observation, predicate.get("left"))
+    if type(op) is not str:
+        return None
+    rule = _READ_RULES.get(op)
+    return None if rule is None else rule(op, predicate, observation)
+
+
+# The operators' rules for :func:`_evaluate_read`: ``(op, predicate, observation)``.
+_ReadRule = Callable[[str, dict[str, Any], dict[str, Any]], "bool | None"]
+
+
+def _verdict_read(op: str, predicate: dict[str, Any], observation: dict[str, Any]) -> bool | None:
+    found = _walk(
+        observation.get("candidate", _ABSENT) if op == "VERDICT_EQ" else observation,
+        predicate.get("path"),
+    )
+    if found is _ABSENT:
+        return None
+    return "value" in predicate and _strict_read(found, predicate["value"])
+
+
+def _refusal_set_read(
+    op: str, predicate: dict[str, Any], observation: dict[str, Any]
+) -> bool | None:
+    refusals = observation.get("refusal_set", _ABSENT)
+    expected = predicate.get("value", [])  # missing counts as []
+    if type(refusals) is not list:
+        return None
+    if type(expected) is not list:
+        return False  # present but not an array (null included): equals no set
+    if len(refusals) != len(expected):
+        return False  # sorting keeps the length; lists of different lengths differ
+    if len(refusals) < 2:  # nothing to sort
+        return _same(refusals, expected)
+    try:
+        return _same(_js_sorted(refusals), _js_sorted(expected))
+    except ValueError:  # as _evaluate (unreachable for values the reader produced)
+        return None
+
+
+def _holds_read(op: str, predicate: dict[str, Any], observation: dict[str, Any]) -> bool | None:
+    path = predicate.get("path")
+    base = _walk(observation.get("baseline", _ABSENT), path)
+    cand = _walk(observation.get("candidate", _ABSENT), path)
+    if base is _ABSENT or cand is _ABSENT:
+        return None
+    if type(base) is str and type(cand) is str:  # the common case, decided at once
+        return bool(base == cand) is (op == "HOLDS")
+    return _same(base, cand) is (op == "HOLDS")
+
+
+def _eq_read(op: str, predicate: dict[str, Any], observation: dict[str, Any]) -> bool | None:
+    left = _walk(observation, predicate.get("path"))
+    if "value" in predicate:
+        right = predicate["value"]
+    else:
         right = _walk(observation, predicate.get("right"))
-        if type(left) not in (int, float) or type(right) not in (int, float):
-            return None
-        return bool(left < right)
-    return None
+    if left is _ABSENT or right is _ABSENT:
+        return None
+    if type(left) is str and type(right) is str:  # the common case, decided at once
+        return bool(left == right) is (op == "EQ")
+    return _same(left, right) is (op == "EQ")
+
+
+def _lt_read(op: str, predicate: dict[str, Any], observation: dict[str, Any]) -> bool | None:
+    left = _walk(observation, predicate.get("left"))
+    right = _walk(observation, predicate.get("right"))
+    if type(left) not in (int, float) or type(right) not in (int, float):
+        return None
+    return bool(left < right)
+
+
+_READ_RULES: Final[Mapping[str, _ReadRule]] = {
+    "VERDICT_EQ": _verdict_read,
+    "OUTCOME_EQ": _verdict_read,
+    "REFUSAL_SET_EQ": _refusal_set_read,
+    "HOLDS": _holds_read,
+    "MOVES": _holds_read,
+    "EQ": _eq_read,
+    "NEQ": _eq_read,
+    "LT": _lt_read,
+}
 
 
 # --------------------------------------------------------------------------- scoring
@@ -1241,51 +1366,26 @@ def _score(
 ) -> ScoreReport:
     """One scoring run; the refusals are checked in the module docstring's order."""
     try:
-        recipe, observation = (
-            _checked_schema(schemas.recipe),
-            _checked_schema(schemas.observation),
-        )
-        if challenges_as == _BYTES:
-            challenges, challenges_as = read_challenge_array(challenges), _READ
-        if not isinstance(challenges, Sequence) or isinstance(challenges, str | bytes):
-            raise Refusal("challenge-unreadable", "the challenge set is not an array")
-        challenges = _check_challenges(challenges, schemas, recipe, challenges_as == _READ)
-        if document_as == _BYTES:
-            try:
-                document = read_json(document)
-            except StrictReadError as error:
-                raise Refusal("observation-unreadable", str(error)) from None
-        elif document_as == _VALUE:
-            document = _as_read(document, "observation-unreadable", "")
-        _check_document(
-            challenges, document, schemas, observation, expect_release, expect_implementation
+        challenges, document = _admitted(
+            challenges,
+            document,
+            schemas,
+            expect_release,
+            expect_implementation,
+            challenges_as,
+            document_as,
         )
     except Refusal as refusal:
         return refused(refusal.code, refusal.detail)
     observations: dict[str, Any] = document["observations"]
     by_challenge: dict[str, ChallengeScore] = {}
     pending: list[tuple[str, int, Any, Any, bool | None]] = []
-    failing = False
     for challenge in challenges:
         cid = challenge["id"]
-        observation = observations.get(cid)
-        predicates = challenge["predicates"]
-        if observation is None:
-            results: tuple[bool | None, ...] = (None,) * len(predicates)
-            pending.append((cid, -1, len(predicates), None, None))
-            failed, unresolved = 0, len(predicates)
-        else:
-            # Both sides come from the strict reader: the exact-type evaluation applies.
-            results = tuple([_evaluate_read(p, observation) for p in predicates])
-            # Results are exactly True, False or None, so count() (by ==) counts each alone.
-            failed, unresolved = results.count(False), results.count(None)
-            if failed or unresolved:
-                for index, result in enumerate(results):
-                    if result is not True:
-                        pending.append((cid, index, predicates[index], observation, result))
-        passed = len(results) - failed - unresolved
-        failing = failing or observation is None or failed > 0 or unresolved > 0
-        by_challenge[cid] = ChallengeScore(passed, failed, unresolved, observation is None, results)
+        by_challenge[cid] = _challenge_score(cid, challenge, observations.get(cid), pending)
+    failing = any(
+        tally.missing or tally.failed > 0 or tally.unresolved > 0 for tally in by_challenge.values()
+    )
     return ScoreReport(
         verdict="FAIL" if failing else "PASS",
         refusal=None,
@@ -1293,6 +1393,65 @@ def _score(
         by_challenge=by_challenge,
         pending=tuple(pending),
     )
+
+
+def _admitted(
+    challenges: Any,
+    document: Any,
+    schemas: Schemas,
+    expect_release: str,
+    expect_implementation: str | None,
+    challenges_as: str,
+    document_as: str,
+) -> tuple[Any, Any]:
+    """Refusals 1-9 in order: the challenges and the document as the strict reader's values,
+    or :class:`Refusal`."""
+    recipe, observation = (
+        _checked_schema(schemas.recipe),
+        _checked_schema(schemas.observation),
+    )
+    if challenges_as == _BYTES:
+        challenges, challenges_as = read_challenge_array(challenges), _READ
+    if not isinstance(challenges, Sequence) or isinstance(challenges, str | bytes):
+        raise Refusal("challenge-unreadable", "the challenge set is not an array")
+    challenges = _check_challenges(challenges, schemas, recipe, challenges_as == _READ)
+    if document_as == _BYTES:
+        try:
+            document = read_json(document)
+        except StrictReadError as error:
+            raise Refusal("observation-unreadable", str(error)) from None
+    elif document_as == _VALUE:
+        document = _as_read(document, "observation-unreadable", "")
+    _check_document(
+        challenges, document, schemas, observation, expect_release, expect_implementation
+    )
+    return challenges, document
+
+
+def _challenge_score(
+    cid: str,
+    challenge: dict[str, Any],
+    observation: Any,
+    pending: list[tuple[str, int, Any, Any, bool | None]],
+) -> ChallengeScore:
+    """One challenge's tally; what is to be explained (not passed, or missing) goes to
+    ``pending``."""
+    predicates = challenge["predicates"]
+    if observation is None:
+        results: tuple[bool | None, ...] = (None,) * len(predicates)
+        pending.append((cid, -1, len(predicates), None, None))
+        failed, unresolved = 0, len(predicates)
+    else:
+        # Both sides come from the strict reader: the exact-type evaluation applies.
+        results = tuple([_evaluate_read(p, observation) for p in predicates])
+        # Results are exactly True, False or None, so count() (by ==) counts each alone.
+        failed, unresolved = results.count(False), results.count(None)
+        if failed or unresolved:
+            for index, result in enumerate(results):
+                if result is not True:
+                    pending.append((cid, index, predicates[index], observation, result))
+    passed = len(results) - failed - unresolved
+    return ChallengeScore(passed, failed, unresolved, observation is None, results)
 
 
 def score_bytes(

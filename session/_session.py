@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
+from typing import Any
 
 from ._resolved import HANDED
 from ._snapshot import Snapshot, normalised_digest, take, unchanged
@@ -98,18 +99,24 @@ class VerificationSession:
         must return one ``MechanismDecision`` per binding, in order.
         """
         snapshots = [_snapshot(binding) for binding in bindings]
-
-        def refused_all(
-            details: str, observed: Sequence[int] = ()
-        ) -> tuple[EvaluatedProposition, ...]:
-            counts = list(observed) or [0] * len(snapshots)
+        if not snapshots:
+            return ()
+        observed: list[int] = []
+        try:
+            registered_digest, entry = self._compound_mechanism(snapshots)
+            evidence = self._compound_evidence(snapshots, observed)
+            decided = _compound_decisions(entry, snapshots, evidence, observed)
+            return _compound_results(snapshots, observed, decided, registered_digest)
+        except _CompoundRefused as refusal:
+            counts = observed or [0] * len(snapshots)
             return tuple(
-                _refusal(snapshot, digest, details, count)
+                _refusal(snapshot, digest, refusal.details, count)
                 for (snapshot, digest), count in zip(snapshots, counts, strict=True)
             )
 
-        if not snapshots:
-            return ()
+    def _compound_mechanism(self, snapshots: list[tuple[BoundProposition, str]]) -> tuple[str, Any]:
+        """The digest of the one registered mechanism the bindings name and its compound
+        entry point; else :class:`_CompoundRefused`."""
         try:
             coordinates = {
                 (snapshot.mechanism_id, normalise_digest(snapshot.mechanism_digest))
@@ -118,23 +125,30 @@ class VerificationSession:
         except (TypeError, EvidenceBindingError):
             coordinates = set()
         if len(coordinates) != 1:
-            return refused_all("compound propositions do not bind one exact mechanism")
+            raise _CompoundRefused("compound propositions do not bind one exact mechanism")
         ((mechanism_id, bound_digest),) = coordinates
         mechanism = self._mechanisms.get(mechanism_id)
         if mechanism is None:
-            return refused_all("bound mechanism is not registered")
+            raise _CompoundRefused("bound mechanism is not registered")
         try:
             registered_digest = normalise_digest(mechanism.mechanism_digest)
         except EvidenceBindingError:
-            return refused_all("registered mechanism digest does not match")
+            raise _CompoundRefused("registered mechanism digest does not match") from None
         if registered_digest != bound_digest:
-            return refused_all("registered mechanism digest does not match")
+            raise _CompoundRefused("registered mechanism digest does not match")
         entry = getattr(mechanism, "evaluate_compound", None)
         if not callable(entry):
-            return refused_all("bound mechanism has no compound evaluation entry point")
+            raise _CompoundRefused("bound mechanism has no compound evaluation entry point")
+        return registered_digest, entry
+
+    def _compound_evidence(
+        self, snapshots: list[tuple[BoundProposition, str]], observed: list[int]
+    ) -> list[tuple[bytes, ...]]:
+        """Every binding's item bound, then every resolution, then every byte bound; the
+        byte counts go to ``observed`` once all are resolved (a later refusal reports them)."""
         for snapshot, _ in snapshots:
             if not _within(len(snapshot.evidence_refs), snapshot.bounds.max_evidence_items):
-                return refused_all("compound evidence item bound exceeded before invocation")
+                raise _CompoundRefused("compound evidence item bound exceeded before invocation")
         evidence: list[tuple[bytes, ...]] = []
         for snapshot, _ in snapshots:
             try:
@@ -142,59 +156,12 @@ class VerificationSession:
                     tuple(self.evidence_store.resolve(ref) for ref in snapshot.evidence_refs)
                 )
             except EvidenceBindingError as error:
-                return refused_all(str(error))
-        observed = [sum(len(payload) for payload in payloads) for payloads in evidence]
+                raise _CompoundRefused(str(error)) from None
+        observed.extend(sum(len(payload) for payload in payloads) for payloads in evidence)
         for (snapshot, _), count in zip(snapshots, observed, strict=True):
             if not _within(count, snapshot.bounds.max_evidence_bytes):
-                return refused_all(
-                    "compound evidence byte bound exceeded before invocation", observed
-                )
-        try:
-            copies = [copy.deepcopy(snapshot) for snapshot, _ in snapshots]
-            if any(
-                execution.digest() != digest
-                for execution, (_, digest) in zip(copies, snapshots, strict=True)
-            ):
-                return refused_all("execution snapshot differs from binding", observed)
-            decisions = entry(tuple(copies), tuple(evidence))
-            if any(
-                execution.digest() != digest
-                for execution, (_, digest) in zip(copies, snapshots, strict=True)
-            ):
-                return refused_all("mechanism changed its binding snapshot", observed)
-            decided = tuple(decisions) if isinstance(decisions, list | tuple) else None
-        except Exception as error:
-            return refused_all(
-                f"mechanism execution failed: {type(error).__name__}: {error}", observed
-            )
-        if (
-            decided is None
-            or len(decided) != len(snapshots)
-            or not all(isinstance(decision, MechanismDecision) for decision in decided)
-        ):
-            return refused_all(
-                "compound mechanism did not return one decision per binding", observed
-            )
-        results = []
-        for (snapshot, digest), count, decision in zip(snapshots, observed, decided, strict=True):
-            try:
-                observations = dict(decision.observations)
-            except (TypeError, ValueError):
-                return refused_all("mechanism returned an invalid decision object", observed)
-            results.append(
-                EvaluatedProposition(
-                    binding_digest=digest,
-                    outcome=decision.outcome,
-                    mechanism_id=snapshot.mechanism_id,
-                    mechanism_digest=registered_digest,
-                    evidence_refs=snapshot.evidence_refs,
-                    trust_roots=snapshot.trust_roots,
-                    observed_evidence_bytes=count,
-                    details=decision.details,
-                    observations=observations,
-                )
-            )
-        return tuple(results)
+                raise _CompoundRefused("compound evidence byte bound exceeded before invocation")
+        return evidence
 
     def evaluate(self, binding: BoundProposition) -> EvaluatedProposition:
         """Evaluate ``binding`` through the twelve steps of the module contract."""
@@ -202,75 +169,23 @@ class VerificationSession:
         # snapshot (session._snapshot: one pass for a plain binding).
         taken = take(binding)
         snapshot, snapshot_digest = taken.binding, taken.digest
-
-        def refused(details: str, observed: int = 0) -> EvaluatedProposition:
-            return _refusal(taken, snapshot_digest, details, observed)
-
         try:
-            mechanism = self._mechanisms.get(taken.mechanism_id)
-        except TypeError:  # an unhashable id (set on the binding after construction)
-            mechanism = None
-        if mechanism is None:
-            return refused("bound mechanism is not registered")
-        try:
-            registered_digest = normalised_digest(mechanism.mechanism_digest)
-        except EvidenceBindingError:  # the instance changed its digest after registration
-            return refused("registered mechanism digest does not match")
-        bound_digest = taken.bound_digest
-        if bound_digest is None:
-            bound_digest = normalise_digest(snapshot.mechanism_digest)
-        if registered_digest != bound_digest:
-            return refused("registered mechanism digest does not match")
-        if not _within(len(taken.evidence_refs), snapshot.bounds.max_evidence_items):
-            return refused("evidence item bound exceeded")
-        store = self.evidence_store
-        # The references the store proved the payloads to hash to (resolved_references), for
-        # a store of exactly this class only: a subclass may resolve by its own rules.
-        references: tuple[str, ...] | None = None
-        try:
-            if type(store) is EvidenceStore:
-                found = [store.resolved(ref) for ref in taken.evidence_refs]
-                references = tuple([reference for reference, _ in found])
-                payloads = tuple([payload for _, payload in found])
-            else:
-                payloads = tuple(store.resolve(ref) for ref in taken.evidence_refs)
-        except EvidenceBindingError as error:
-            return refused(str(error))
-        observed = sum(map(len, payloads))
-        if not _within(observed, snapshot.bounds.max_evidence_bytes):
-            return refused("evidence byte bound exceeded", observed)
-        # Step 7. A plain snapshot is itself the execution copy: nothing else holds it and
-        # what is reported was read above; its field objects were recorded, and only when one
-        # is no longer the same object is the digest computed again (step 9). Any other
-        # snapshot is deep-copied once more and digested before and after.
-        recorded = taken.recorded
-        try:
-            if recorded is None:
-                execution_copy = copy.deepcopy(snapshot)
-                if execution_copy.digest() != snapshot_digest:
-                    return refused("execution snapshot differs from binding", observed)
-            else:
-                execution_copy = snapshot
-            if references is None:
-                decision = mechanism.evaluate(execution_copy, payloads)
-            else:
-                handed = HANDED.set((payloads, references))
-                try:
-                    decision = mechanism.evaluate(execution_copy, payloads)
-                finally:
-                    HANDED.reset(handed)
-            if (
-                recorded is None or not unchanged(execution_copy, recorded)
-            ) and execution_copy.digest() != snapshot_digest:
-                return refused("mechanism changed its binding snapshot", observed)
-        except Exception as error:
-            return refused(f"mechanism execution failed: {type(error).__name__}: {error}", observed)
-        if not isinstance(decision, MechanismDecision):
-            return refused("mechanism returned an invalid decision object", observed)
-        try:
-            observations = dict(decision.observations)
-        except (TypeError, ValueError):  # observations that are not a mapping
-            return refused("mechanism returned an invalid decision object", observed)
+            mechanism, registered_digest = self._bound_mechanism(taken)
+            if not _within(len(taken.evidence_refs), snapshot.bounds.max_evidence_items):
+                raise _Refused("evidence item bound exceeded")
+            payloads, references = self._resolved(taken)
+            observed = sum(map(len, payloads))
+            if not _within(observed, snapshot.bounds.max_evidence_bytes):
+                raise _Refused("evidence byte bound exceeded", observed)
+            decision = _execute(mechanism, taken, payloads, references, observed)
+            if not isinstance(decision, MechanismDecision):
+                raise _Refused("mechanism returned an invalid decision object", observed)
+            try:
+                observations = dict(decision.observations)
+            except (TypeError, ValueError):  # observations that are not a mapping
+                raise _Refused("mechanism returned an invalid decision object", observed) from None
+        except _Refused as refusal:
+            return _refusal(taken, snapshot_digest, refusal.details, refusal.observed)
         return evaluated(
             snapshot_digest,
             decision.outcome,
@@ -282,6 +197,166 @@ class VerificationSession:
             decision.details,
             observations,
         )
+
+    def _bound_mechanism(self, taken: Snapshot) -> tuple[VerificationMechanism, str]:
+        """Steps 2–3: the registered mechanism and its normalised digest, equal to the
+        binding's; else :class:`_Refused`."""
+        try:
+            mechanism = self._mechanisms.get(taken.mechanism_id)
+        except TypeError:  # an unhashable id (set on the binding after construction)
+            mechanism = None
+        if mechanism is None:
+            raise _Refused("bound mechanism is not registered")
+        try:
+            registered_digest = normalised_digest(mechanism.mechanism_digest)
+        except EvidenceBindingError:  # the instance changed its digest after registration
+            raise _Refused("registered mechanism digest does not match") from None
+        bound_digest = taken.bound_digest
+        if bound_digest is None:
+            bound_digest = normalise_digest(taken.binding.mechanism_digest)
+        if registered_digest != bound_digest:
+            raise _Refused("registered mechanism digest does not match")
+        return mechanism, registered_digest
+
+    def _resolved(self, taken: Snapshot) -> tuple[tuple[bytes, ...], tuple[str, ...] | None]:
+        """Step 5: the payloads in order, and the references the store proved them to hash
+        to (``resolved_references``) for a store of exactly this class only: a subclass may
+        resolve by its own rules (``None``)."""
+        store = self.evidence_store
+        try:
+            if type(store) is EvidenceStore:
+                found = [store.resolved(ref) for ref in taken.evidence_refs]
+                references = tuple([reference for reference, _ in found])
+                return tuple([payload for _, payload in found]), references
+            return tuple(store.resolve(ref) for ref in taken.evidence_refs), None
+        except EvidenceBindingError as error:
+            raise _Refused(str(error)) from None
+
+
+class _Refused(Exception):
+    """A session-level refusal of :meth:`VerificationSession.evaluate`: UNKNOWN with
+    ``details``, after ``observed`` bytes were resolved."""
+
+    def __init__(self, details: str, observed: int = 0) -> None:
+        super().__init__(details)
+        self.details = details
+        self.observed = observed
+
+
+def _execute(
+    mechanism: VerificationMechanism,
+    taken: Snapshot,
+    payloads: tuple[bytes, ...],
+    references: tuple[str, ...] | None,
+    observed: int,
+) -> object:
+    """Steps 7–10: what the mechanism returned for the execution copy; else :class:`_Refused`.
+
+    A plain snapshot is itself the execution copy: nothing else holds it and what is reported
+    was read before; its field objects were recorded, and only when one is no longer the same
+    object is the digest computed again (step 9). Any other snapshot is deep-copied once more
+    and digested before and after."""
+    snapshot, snapshot_digest, recorded = taken.binding, taken.digest, taken.recorded
+    try:
+        if recorded is None:
+            execution_copy = copy.deepcopy(snapshot)
+            if execution_copy.digest() != snapshot_digest:
+                raise _Refused("execution snapshot differs from binding", observed)
+        else:
+            execution_copy = snapshot
+        if references is None:
+            decision = mechanism.evaluate(execution_copy, payloads)
+        else:
+            handed = HANDED.set((payloads, references))
+            try:
+                decision = mechanism.evaluate(execution_copy, payloads)
+            finally:
+                HANDED.reset(handed)
+        if (
+            recorded is None or not unchanged(execution_copy, recorded)
+        ) and execution_copy.digest() != snapshot_digest:
+            raise _Refused("mechanism changed its binding snapshot", observed)
+    except _Refused:
+        raise
+    except Exception as error:
+        raise _Refused(
+            f"mechanism execution failed: {type(error).__name__}: {error}", observed
+        ) from None
+    return decision
+
+
+class _CompoundRefused(Exception):
+    """A compound evaluation refused: every binding is answered UNKNOWN with ``details``."""
+
+    def __init__(self, details: str) -> None:
+        super().__init__(details)
+        self.details = details
+
+
+def _compound_decisions(
+    entry: Any,
+    snapshots: list[tuple[BoundProposition, str]],
+    evidence: list[tuple[bytes, ...]],
+    observed: list[int],
+) -> tuple[MechanismDecision, ...]:
+    """The one invocation, on execution copies checked before and after: one decision per
+    binding, in order; else :class:`_CompoundRefused`."""
+    try:
+        copies = [copy.deepcopy(snapshot) for snapshot, _ in snapshots]
+        if any(
+            execution.digest() != digest
+            for execution, (_, digest) in zip(copies, snapshots, strict=True)
+        ):
+            raise _CompoundRefused("execution snapshot differs from binding")
+        decisions = entry(tuple(copies), tuple(evidence))
+        if any(
+            execution.digest() != digest
+            for execution, (_, digest) in zip(copies, snapshots, strict=True)
+        ):
+            raise _CompoundRefused("mechanism changed its binding snapshot")
+        decided = tuple(decisions) if isinstance(decisions, list | tuple) else None
+    except _CompoundRefused:
+        raise
+    except Exception as error:
+        raise _CompoundRefused(
+            f"mechanism execution failed: {type(error).__name__}: {error}"
+        ) from None
+    if (
+        decided is None
+        or len(decided) != len(snapshots)
+        or not all(isinstance(decision, MechanismDecision) for decision in decided)
+    ):
+        raise _CompoundRefused("compound mechanism did not return one decision per binding")
+    return decided
+
+
+def _compound_results(
+    snapshots: list[tuple[BoundProposition, str]],
+    observed: list[int],
+    decided: tuple[MechanismDecision, ...],
+    registered_digest: str,
+) -> tuple[EvaluatedProposition, ...]:
+    """Step 12 for each binding of a compound evaluation (invalid observations refuse all)."""
+    results = []
+    for (snapshot, digest), count, decision in zip(snapshots, observed, decided, strict=True):
+        try:
+            observations = dict(decision.observations)
+        except (TypeError, ValueError):
+            raise _CompoundRefused("mechanism returned an invalid decision object") from None
+        results.append(
+            EvaluatedProposition(
+                binding_digest=digest,
+                outcome=decision.outcome,
+                mechanism_id=snapshot.mechanism_id,
+                mechanism_digest=registered_digest,
+                evidence_refs=snapshot.evidence_refs,
+                trust_roots=snapshot.trust_roots,
+                observed_evidence_bytes=count,
+                details=decision.details,
+                observations=observations,
+            )
+        )
+    return tuple(results)
 
 
 def _snapshot(binding: BoundProposition) -> tuple[BoundProposition, str]:

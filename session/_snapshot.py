@@ -144,42 +144,22 @@ def _plain(binding: BoundProposition) -> Snapshot | None:
     """The one-pass snapshot of a plain binding, or ``None`` (not plain, or anything raised:
     the general path then decides, with its own errors)."""
     try:
-        subject_id = binding.subject_id
-        predicate = binding.predicate
-        expected = binding.expected
-        mechanism_id = binding.mechanism_id
-        mechanism_digest = binding.mechanism_digest
-        refs = binding.evidence_refs
-        roots = binding.trust_roots
-        bounds = binding.bounds
-        parameters = binding.parameters
-        kind = type(expected)
-        if (
-            type(subject_id) is not str
-            or type(predicate) is not str
-            or type(mechanism_id) is not str
-            or type(mechanism_digest) is not str
-            or not (kind in _EXPECTED_SCALARS or kind is int)
-            or type(refs) is not tuple
-            or type(roots) is not tuple
-            or type(bounds) is not EvidenceBounds
-            or type(parameters) is not dict
-        ):
+        fields = _plain_fields(binding)
+        if fields is None:
             return None
-        for item in refs:
-            if type(item) is not str:
-                return None
-        for item in roots:
-            if type(item) is not str:
-                return None
-        items, size = bounds.max_evidence_items, bounds.max_evidence_bytes
-        if type(items) is not int or type(size) is not int:
-            return None
-        # An exact dict is copied entry by entry with its stored hashes: no key code runs.
-        copied = dict(parameters)
-        for key, value in copied.items():
-            if type(key) is not str or type(value) is not str:
-                return None
+        (
+            subject_id,
+            predicate,
+            expected,
+            mechanism_id,
+            mechanism_digest,
+            refs,
+            roots,
+            bounds,
+            _,
+            _,
+            copied,
+        ) = fields
         bound_digest = normalised_digest(mechanism_digest)
         snapshot = _new_binding()
         _set_subject_id(snapshot, subject_id)
@@ -191,30 +171,43 @@ def _plain(binding: BoundProposition) -> Snapshot | None:
         _set_trust_roots(snapshot, roots)
         _set_bounds(snapshot, bounds)
         _set_parameters(snapshot, copied)
-        data = None
-        if (kind is not int or expected in _ORJSON_INTS) and (
-            items in _ORJSON_INTS and size in _ORJSON_INTS
-        ):
-            data = orjson.dumps(
-                {
-                    "subject_id": subject_id,
-                    "predicate": predicate,
-                    "expected": expected,
-                    "mechanism_id": mechanism_id,
-                    "mechanism_digest": bound_digest,
-                    "evidence_refs": refs,
-                    "trust_roots": roots,
-                    "bounds": {"max_evidence_items": items, "max_evidence_bytes": size},
-                    "parameters": copied,
-                },
-                option=orjson.OPT_SORT_KEYS,
-            )
-            if not data.isascii() or b"\x7f" in data:
-                data = None
+        data = _plain_json(fields, bound_digest)
         digest = snapshot.digest() if data is None else hashlib.sha256(data).hexdigest()
     except Exception:
         return None
-    recorded = (
+    recorded = (*fields, tuple(copied), tuple(copied.values()))
+    return Snapshot(
+        snapshot, digest, (mechanism_id, mechanism_digest, refs, roots), bound_digest, recorded
+    )
+
+
+def _plain_fields(binding: BoundProposition) -> tuple[Any, ...] | None:
+    """Every field of a plain binding read once, in order, and type-checked: ``(subject_id,
+    predicate, expected, mechanism_id, mechanism_digest, refs, roots, bounds, items, size,
+    parameters copy)``; ``None`` when one is not of its exact plain type."""
+    subject_id = binding.subject_id
+    predicate = binding.predicate
+    expected = binding.expected
+    mechanism_id = binding.mechanism_id
+    mechanism_digest = binding.mechanism_digest
+    refs = binding.evidence_refs
+    roots = binding.trust_roots
+    bounds = binding.bounds
+    parameters = binding.parameters
+    kind = type(expected)
+    if (
+        type(subject_id) is not str
+        or type(predicate) is not str
+        or type(mechanism_id) is not str
+        or type(mechanism_digest) is not str
+        or not (kind in _EXPECTED_SCALARS or kind is int)
+    ):
+        return None
+    contents = _plain_contents(refs, roots, bounds, parameters)
+    if contents is None:
+        return None
+    items, size, copied = contents
+    return (
         subject_id,
         predicate,
         expected,
@@ -226,12 +219,60 @@ def _plain(binding: BoundProposition) -> Snapshot | None:
         items,
         size,
         copied,
-        tuple(copied),
-        tuple(copied.values()),
     )
-    return Snapshot(
-        snapshot, digest, (mechanism_id, mechanism_digest, refs, roots), bound_digest, recorded
+
+
+def _plain_contents(
+    refs: object, roots: object, bounds: object, parameters: object
+) -> tuple[int, int, dict[str, str]] | None:
+    """The container fields' exact types and contents: tuples of ``str``, ``EvidenceBounds``
+    of two ``int`` (returned) and a ``dict`` of ``str`` to ``str`` (returned as a copy)."""
+    if (
+        type(refs) is not tuple
+        or type(roots) is not tuple
+        or type(bounds) is not EvidenceBounds
+        or type(parameters) is not dict
+    ):
+        return None
+    for item in (*refs, *roots):
+        if type(item) is not str:
+            return None
+    items, size = bounds.max_evidence_items, bounds.max_evidence_bytes
+    if type(items) is not int or type(size) is not int:
+        return None
+    # An exact dict is copied entry by entry with its stored hashes: no key code runs.
+    copied = dict(parameters)
+    for key, value in copied.items():
+        if type(key) is not str or type(value) is not str:
+            return None
+    return items, size, copied
+
+
+def _plain_json(fields: tuple[Any, ...], bound_digest: str) -> bytes | None:
+    """The orjson encoding of a plain binding's values when it is provably the core encoding
+    (integers orjson writes exactly, ASCII output without DEL), else ``None``."""
+    subject_id, predicate, expected, mechanism_id, _, refs, roots, _, items, size, copied = fields
+    if type(expected) is int and expected not in _ORJSON_INTS:
+        return None
+    if items not in _ORJSON_INTS or size not in _ORJSON_INTS:
+        return None
+    data = orjson.dumps(
+        {
+            "subject_id": subject_id,
+            "predicate": predicate,
+            "expected": expected,
+            "mechanism_id": mechanism_id,
+            "mechanism_digest": bound_digest,
+            "evidence_refs": refs,
+            "trust_roots": roots,
+            "bounds": {"max_evidence_items": items, "max_evidence_bytes": size},
+            "parameters": copied,
+        },
+        option=orjson.OPT_SORT_KEYS,
     )
+    if not data.isascii() or b"\x7f" in data:
+        return None
+    return data
 
 
 def unchanged(binding: BoundProposition, recorded: tuple[Any, ...]) -> bool:

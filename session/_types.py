@@ -138,6 +138,13 @@ _JSON_SCALARS: Final = frozenset({str, bool, type(None)})
 _ORJSON_INTS: Final = range(-(2**63), 2**64)
 
 
+def _orjson_scalar(expected: object) -> bool:
+    """An ``expected`` value both encoders write alike: a JSON scalar, an ``int`` orjson holds."""
+    if type(expected) is int:
+        return expected in _ORJSON_INTS
+    return type(expected) in _JSON_SCALARS
+
+
 def _plain_core_json(wire: dict[str, Any]) -> bytes | None:
     """:func:`canon.core_json` of a binding's wire form, by orjson, when that is provably the
     same bytes (every session digests every binding twice; ``json.dumps`` is most of a small
@@ -150,12 +157,7 @@ def _plain_core_json(wire: dict[str, Any]) -> bytes | None:
     ensure_ascii=True, sort_keys=True, separators=(",", ":"))`` does (which also escapes DEL
     and every non-ASCII character; property-tested in ``tests/session/test_digest_fast.py``).
     """
-    expected = wire["expected"]
-    kind = type(expected)
-    if kind is int:
-        if expected not in _ORJSON_INTS:
-            return None
-    elif kind not in _JSON_SCALARS:
+    if not _orjson_scalar(wire["expected"]):
         return None
     for key in ("subject_id", "predicate", "mechanism_id", "mechanism_digest"):
         if type(wire[key]) is not str:

@@ -118,7 +118,13 @@ def load_fleet(path: Path) -> Fleet:
     unknown = set(data) - {"log", "witnesses"}
     if unknown:
         raise FleetError(f"{path}: unknown keys {sorted(unknown)}")
-    entries = data.get("log", [])
+    logs = _fleet_logs(path, data.get("log", []))
+    witnesses, threshold = _fleet_witnesses(path, data.get("witnesses", {}))
+    return Fleet(logs, witnesses, threshold)
+
+
+def _fleet_logs(path: Path, entries: object) -> tuple[FleetLog, ...]:
+    """The ``[[log]]`` entries: each a key and a tiles location, distinct origins and tags."""
     if not isinstance(entries, list) or not entries:
         raise FleetError(f"{path}: no [[log]] entries")
     logs: list[FleetLog] = []
@@ -137,19 +143,23 @@ def load_fleet(path: Path) -> Fleet:
             f"{path}: two origins share a log tag (the first 4 bytes of SHA-256 of the origin,"
             " which decision ids carry): rename one log"
         )
-    witnesses_table = data.get("witnesses", {})
-    if not isinstance(witnesses_table, dict) or set(witnesses_table) - _WITNESS_KEYS:
+    return tuple(logs)
+
+
+def _fleet_witnesses(path: Path, table: object) -> tuple[tuple[VerifierKey, ...], int]:
+    """The ``[witnesses]`` table: the cosigners' keys and how many must cosign."""
+    if not isinstance(table, dict) or set(table) - _WITNESS_KEYS:
         raise FleetError(f"{path}: [witnesses] takes only {sorted(_WITNESS_KEYS)}")
-    keys = witnesses_table.get("keys", [])
+    keys = table.get("keys", [])
     if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
         raise FleetError(f"{path}: witnesses.keys must be a list of keys")
     witnesses = tuple(
         _key(k, f"{path}: witness {i}", SIG_COSIGNATURE, path.parent) for i, k in enumerate(keys, 1)
     )
-    threshold = witnesses_table.get("threshold", len(witnesses))
+    threshold = table.get("threshold", len(witnesses))
     if type(threshold) is not int or not 0 <= threshold <= len(witnesses):
         raise FleetError(f"{path}: witnesses.threshold must be an integer in [0, {len(keys)}]")
-    return Fleet(tuple(logs), witnesses, threshold)
+    return witnesses, threshold
 
 
 def _safe(origin: str) -> str:

@@ -270,30 +270,33 @@ class Aggregator:
         event = str(line.get("event"))
         self.events[event] += 1
         slot = self._bin(when)
-        if event == "decision":
-            self._decision(line, slot)
-        elif event == "refusal":
-            self._refusal(line, slot)
-        elif event == "daemon_start":
-            self.starts += 1
-            if restart:
-                self.restart_count += 1
-                self.restarts.append(str(line["timestamp"]))
-        elif event == "config_reload":
-            self.reload_count += 1
-            self.reload_refused += line.get("status") == "REFUSED"
-            self.reloads.append(
-                {key: line.get(key) for key in ("timestamp", "status", "source", "reason")}
-            )
-        elif event == "noise":
-            self._noise(line, slot)
-        elif event == "audit_overflow":
-            dropped = line.get("dropped")
-            count = dropped if type(dropped) is int else 0
-            self.overflow_count += 1
-            self.dropped += count
-            slot.overflow_dropped += count
-            self.overflows.append({"timestamp": line["timestamp"], "dropped": count})
+        if event == "daemon_start":
+            self._start(line, restart)
+        else:
+            tally = _TALLIES.get(event)
+            if tally is not None:
+                tally(self, line, slot)
+
+    def _start(self, line: dict[str, Any], restart: bool) -> None:
+        self.starts += 1
+        if restart:
+            self.restart_count += 1
+            self.restarts.append(str(line["timestamp"]))
+
+    def _reload(self, line: dict[str, Any], slot: _Bin) -> None:
+        self.reload_count += 1
+        self.reload_refused += line.get("status") == "REFUSED"
+        self.reloads.append(
+            {key: line.get(key) for key in ("timestamp", "status", "source", "reason")}
+        )
+
+    def _overflow(self, line: dict[str, Any], slot: _Bin) -> None:
+        dropped = line.get("dropped")
+        count = dropped if type(dropped) is int else 0
+        self.overflow_count += 1
+        self.dropped += count
+        slot.overflow_dropped += count
+        self.overflows.append({"timestamp": line["timestamp"], "dropped": count})
 
     def _decision(self, line: dict[str, Any], slot: _Bin) -> None:
         outcome = line.get("outcome")
@@ -451,6 +454,16 @@ def _lines(path: Path, progress: Callable[[int], None]) -> Iterator[bytes | None
             yield None
         elif pending:
             yield pending
+
+
+# What each event (but daemon_start) adds to the tallies of its line's bin.
+_TALLIES: Final[dict[str, Callable[[Aggregator, dict[str, Any], _Bin], None]]] = {
+    "decision": Aggregator._decision,
+    "refusal": Aggregator._refusal,
+    "config_reload": Aggregator._reload,
+    "noise": Aggregator._noise,
+    "audit_overflow": Aggregator._overflow,
+}
 
 
 def aggregate(

@@ -37,11 +37,10 @@ __all__ = ["add_report_command"]
 
 
 def _report(args: argparse.Namespace) -> int:
-    from daemon.commands._report import (
+    from daemon.commands._report import (  # lazily: orjson, the audit room
         ReportError,
-        aggregate,
         parse_instant,
-    )  # lazily: orjson, the audit room
+    )
 
     try:
         since = None if args.since is None else parse_instant(args.since)
@@ -57,6 +56,27 @@ def _report(args: argparse.Namespace) -> int:
         from daemon.tlog import SIG_ED25519
 
         key = read_verifier_key(args.key, sig_type=SIG_ED25519)
+    result = _aggregated(args, paths, since, until, key)
+    chain = result["integrity"]["chain"]
+    totals = result["totals"]["decisions"]
+    _output(args, result, form, to_file)
+    tlog = result["integrity"]["transparency"]
+    cli.say(
+        f"report of {result['lines']['in_range']} lines ({totals['PASS']} PASS, "
+        f"{totals['FAIL']} FAIL, {totals['UNKNOWN']} UNKNOWN); chain {chain['status']}"
+        + (f"; transparency {tlog['status']}" if tlog else "")
+        + (f"; written to {args.out}" if to_file else "")
+    )
+    return Exit.OK
+
+
+def _aggregated(
+    args: argparse.Namespace, paths: list[Path], since: Any, until: Any, key: Any
+) -> dict[str, Any]:
+    """The aggregate of the files, with a progress bar on a terminal; an unreadable file is
+    the caller's input error."""
+    from daemon.commands._report import aggregate
+
     bar: Any = None
     try:
         size = sum(path.stat().st_size for path in paths)
@@ -64,7 +84,7 @@ def _report(args: argparse.Namespace) -> int:
             from tqdm import tqdm
 
             bar = tqdm(total=size, unit="B", unit_scale=True, desc="audit report", leave=False)
-        result = aggregate(
+        return aggregate(
             *paths,
             since=since,
             until=until,
@@ -79,36 +99,30 @@ def _report(args: argparse.Namespace) -> int:
     finally:
         if bar is not None:
             bar.close()
-    chain = result["integrity"]["chain"]
-    totals = result["totals"]["decisions"]
+
+
+def _output(args: argparse.Namespace, result: dict[str, Any], form: str, to_file: bool) -> None:
+    """The report as JSON on stdout, or in ``form`` to ``--out`` (then a receipt on stdout)."""
     if form == "json" and not to_file:
         cli.emit(result)
+        return
+    if form == "json":
+        output = json.dumps(result, ensure_ascii=False, sort_keys=True) + "\n"
     else:
-        if form == "json":
-            output = json.dumps(result, ensure_ascii=False, sort_keys=True) + "\n"
-        else:
-            from daemon.commands._report_html import render_report_html
+        from daemon.commands._report_html import render_report_html
 
-            output = render_report_html(result)
-        cli.write_output(args.out if to_file else "-", output.encode("utf-8"))
-        if to_file:
-            cli.emit(
-                {
-                    "written": args.out,
-                    "format": form,
-                    "chain": chain["status"],
-                    "lines": result["lines"]["in_range"],
-                    "decisions": totals,
-                }
-            )
-    tlog = result["integrity"]["transparency"]
-    cli.say(
-        f"report of {result['lines']['in_range']} lines ({totals['PASS']} PASS, "
-        f"{totals['FAIL']} FAIL, {totals['UNKNOWN']} UNKNOWN); chain {chain['status']}"
-        + (f"; transparency {tlog['status']}" if tlog else "")
-        + (f"; written to {args.out}" if to_file else "")
-    )
-    return Exit.OK
+        output = render_report_html(result)
+    cli.write_output(args.out if to_file else "-", output.encode("utf-8"))
+    if to_file:
+        cli.emit(
+            {
+                "written": args.out,
+                "format": form,
+                "chain": result["integrity"]["chain"]["status"],
+                "lines": result["lines"]["in_range"],
+                "decisions": result["totals"]["decisions"],
+            }
+        )
 
 
 def add_report_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -101,19 +101,24 @@ _LATENCY: Final = {
 }
 
 
-def _plots(result: dict[str, Any]) -> dict[str, str]:
-    """Every chart of the page, in one frame (rules 2–4)."""
-    series = result["series"]
-    times = [_epoch(item["start"]) for item in series]
-    restarts = [_epoch(stamp) for stamp in result["restarts"]]
-    bin_seconds = result["bin_seconds"]
-    moments = times or restarts
-    span = (
-        (min(moments) - bin_seconds, max(moments) + bin_seconds) if moments else (0.0, 3600.0)
-    )  # the same range on every time chart, so restart marks line up
-    per_bin = f"per {_width(bin_seconds)}"
+def _span(moments: list[float], bin_seconds: int) -> tuple[float, float]:
+    """The range of every time chart, so that restart marks line up (an hour when empty)."""
+    if not moments:
+        return (0.0, 3600.0)
+    return (min(moments) - bin_seconds, max(moments) + bin_seconds)
 
-    decided = [
+
+def _refusal_bars(codes: list[dict[str, Any]]) -> list[tuple[str, int, str]]:
+    """One bar per refusal code (BUSY in its own colour)."""
+    return [
+        (item["name"], item["count"], "#455a64" if item["name"] != "BUSY" else "#d84315")
+        for item in codes
+    ]
+
+
+def _decided(times: list[float], series: list[dict[str, Any]]) -> list[Series]:
+    """One series of decisions per outcome, per bin."""
+    return [
         Series(
             f"decisions-{outcome}",
             outcome,
@@ -123,7 +128,11 @@ def _plots(result: dict[str, Any]) -> dict[str, str]:
         )
         for outcome, colour in COLOURS.items()
     ]
-    latency = [  # a log axis: a 0 ns timer (only a doctored line has one) is not drawn
+
+
+def _latency(times: list[float], series: list[dict[str, Any]]) -> list[Series]:
+    """One series per timer and quantile, in milliseconds."""
+    return [  # a log axis: a 0 ns timer (only a doctored line has one) is not drawn
         Series(
             f"latency-{metric}-{quantile}",
             f"{metric}_ns {quantile}",
@@ -138,7 +147,11 @@ def _plots(result: dict[str, Any]) -> dict[str, str]:
         )
         for (metric, quantile), (colour, line) in _LATENCY.items()
     ]
-    pressure = [
+
+
+def _pressure(times: list[float], series: list[dict[str, Any]]) -> list[Series]:
+    """BUSY refusals, noise and dropped lines, per bin (bins without any are not drawn)."""
+    return [
         Series(gid, name, colour, marker, tuple(
             (t, s.get(key, 0)) for t, s in zip(times, series, strict=True) if s.get(key, 0)
         ), None)
@@ -148,14 +161,24 @@ def _plots(result: dict[str, Any]) -> dict[str, str]:
             ("overflow", "lines dropped (overflow)", "#6d4c41", "square", "overflow_dropped"),
         )
     ]  # fmt: skip
+
+
+def _plots(result: dict[str, Any]) -> dict[str, str]:
+    """Every chart of the page, in one frame (rules 2–4)."""
+    series = result["series"]
+    times = [_epoch(item["start"]) for item in series]
+    restarts = [_epoch(stamp) for stamp in result["restarts"]]
+    bin_seconds = result["bin_seconds"]
+    span = _span(times or restarts, bin_seconds)
+    per_bin = f"per {_width(bin_seconds)}"
+
+    decided = _decided(times, series)
+    latency = _latency(times, series)
+    pressure = _pressure(times, series)
     decided_axis = counts([v for item in decided for _, v in item.points])
     latency_values = latency_axis([v for item in latency for _, v in item.points])
     pressure_axis = counts([v for item in pressure for _, v in item.points])
-    codes = result["refusals_by_code"][:15]
-    bars = [
-        (item["name"], item["count"], "#455a64" if item["name"] != "BUSY" else "#d84315")
-        for item in codes
-    ]
+    bars = _refusal_bars(result["refusals_by_code"][:15])
     frame = frame_for(
         [text for axis in (decided_axis, latency_values, pressure_axis) for _, text in axis.ticks],
         [label(name) for name, _, _ in bars],

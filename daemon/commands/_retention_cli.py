@@ -33,11 +33,14 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import cli
 from cli import CliError, Exit, RejectedInput, UsageError
 from daemon.retention._units import parse_age, parse_size
+
+if TYPE_CHECKING:
+    from daemon.replay._replay_run import ReplayRequest
 
 EXIT_OK: Final = Exit.OK
 EXIT_NOT_REPRODUCED: Final = Exit.FAIL
@@ -76,58 +79,21 @@ _say = cli.say
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from daemon.commands._report import ReportError, parse_instant
-    from daemon.replay._replay_run import ReplayRefused, ReplayRequest, run_replay
+    from daemon.replay._replay_run import ReplayRefused, run_replay
 
     if args.fleet:
         from daemon.commands._fleet_cli import replay_fleet
 
         return replay_fleet(args)
-    if not args.log:
-        raise UsageError("give --log LOG (or --fleet FILE)")
-    if args.all == (args.target is not None):
-        raise UsageError("give one SEQ or DECISION_ID, or --all")
-    if args.target is not None and (args.session is not None or args.since is not None):
-        raise UsageError("--session and --since select among --all")
-    since = None
-    if args.since is not None:
-        try:
-            since = parse_instant(args.since).timestamp()
-        except ReportError as error:
-            raise UsageError(str(error)) from None
-    workers = args.workers if args.workers is not None else max(1, os.cpu_count() or 1)
-    request = ReplayRequest(
-        logs=tuple(Path(item) for item in args.log),
-        store=args.store,
-        target=args.target,
-        session=args.session,
-        since=since,
-        allow_change=args.allow_mechanism_change,
-        workers=workers if args.all else 1,
-    )
+    request = _replay_request(args)
     for path in request.logs:
         if not path.is_file():
             _emit({"status": "REFUSED", "reason": "LOG_UNREADABLE", "message": f"{path}"})
             _say(f"{path} is not a file")
             return EXIT_REJECTED
-    bar = None
-    if args.all and sys.stdout.isatty():
-        from tqdm import tqdm
-
-        tqdm.monitor_interval = 0  # no monitor thread: workers may be forked
-        bar = tqdm(total=0, unit="B", unit_scale=True, desc="replay", file=sys.stderr)
+    bar = _replay_bar() if args.all and sys.stdout.isatty() else None
     try:
-
-        def progress(done: int, total: int, counts: Any) -> None:
-            if bar is not None:
-                bar.total = total
-                bar.n = done
-                bar.set_postfix(
-                    decisions=sum(counts.values()), reproduced=counts["REPRODUCED"], refresh=False
-                )
-                bar.refresh()
-
-        document = run_replay(request, progress=progress)
+        document = run_replay(request, progress=_progress(bar))
     except ReplayRefused as refused:
         _emit(refused.document)
         _say(str(refused))
@@ -141,6 +107,58 @@ def _replay(args: argparse.Namespace) -> int:
         _say(f"not every decision was reproduced: {what}")
         return EXIT_NOT_REPRODUCED
     return EXIT_OK
+
+
+def _replay_request(args: argparse.Namespace) -> ReplayRequest:
+    """The request ``evidenced replay`` makes of its arguments (a usage error otherwise)."""
+    from daemon.commands._report import ReportError, parse_instant
+    from daemon.replay._replay_run import ReplayRequest
+
+    if not args.log:
+        raise UsageError("give --log LOG (or --fleet FILE)")
+    if args.all == (args.target is not None):
+        raise UsageError("give one SEQ or DECISION_ID, or --all")
+    if args.target is not None and (args.session is not None or args.since is not None):
+        raise UsageError("--session and --since select among --all")
+    since = None
+    if args.since is not None:
+        try:
+            since = parse_instant(args.since).timestamp()
+        except ReportError as error:
+            raise UsageError(str(error)) from None
+    workers = args.workers if args.workers is not None else max(1, os.cpu_count() or 1)
+    return ReplayRequest(
+        logs=tuple(Path(item) for item in args.log),
+        store=args.store,
+        target=args.target,
+        session=args.session,
+        since=since,
+        allow_change=args.allow_mechanism_change,
+        workers=workers if args.all else 1,
+    )
+
+
+def _replay_bar() -> Any:
+    """The progress bar of ``replay --all`` on a terminal."""
+    from tqdm import tqdm
+
+    tqdm.monitor_interval = 0  # no monitor thread: workers may be forked
+    return tqdm(total=0, unit="B", unit_scale=True, desc="replay", file=sys.stderr)
+
+
+def _progress(bar: Any) -> Callable[[int, int, Any], None]:
+    """The replay's progress callback: it moves ``bar`` (when there is one)."""
+
+    def progress(done: int, total: int, counts: Any) -> None:
+        if bar is not None:
+            bar.total = total
+            bar.n = done
+            bar.set_postfix(
+                decisions=sum(counts.values()), reproduced=counts["REPRODUCED"], refresh=False
+            )
+            bar.refresh()
+
+    return progress
 
 
 def _counts(document: dict[str, Any]) -> str:

@@ -282,52 +282,86 @@ def main(retain: bool = False, summary: dict[str, Any] | None = None) -> int:
             except BaseException:
                 process.kill()
                 raise
-            print(_table(rows))
-            print(f"\n{len(rows)} submissions in {elapsed * 1000:.0f} ms through {ready['unix']}")
-            audit_path = ready["audit_log"]
-            live = verify_log(audit_path)
-            print(
-                f"audit chain while serving: {'INTACT' if live.intact else 'BROKEN'}, "
-                f"{live.lines} lines, head {live.head[:23]}…"
-            )
-            process.send_signal(signal.SIGTERM)
-            code = process.wait(30)
-            final = verify_log(audit_path)
-            print(f"daemon stopped with SIGTERM: exit {code}")
-            print(
-                f"audit chain after shutdown: {'INTACT' if final.intact else 'BROKEN'}, "
-                f"{final.lines} lines (daemon_start, {len(rows)} answers, daemon_stop)"
-            )
-            verify = subprocess.run(
-                [sys.executable, "-m", "daemon.cli", "audit", "verify", audit_path],
-                capture_output=True,
-                text=True,
-                cwd=directory,
-            )
-            print(f"$ evidenced audit verify {audit_path}\n{verify.stdout.strip()}")
-            print(f"(exit {verify.returncode})")
-            expected = all(r["answer"] in (r["expect"], "SKIPPED") for r in rows)
-            ok = expected and live.intact and final.intact and code == 0 and verify.returncode == 0
-            replayed = _replay(directory, audit_path) if retain else None
-            ok = ok and replayed is not False
-            summary.update(
-                status="OK" if ok else "FAILED",
-                cases=[
-                    {key: r[key] for key in ("number", "session", "expect", "answer", "why")}
-                    for r in rows
-                ],
-                chain_while_serving="INTACT" if live.intact else "BROKEN",
-                chain_after_shutdown="INTACT" if final.intact else "BROKEN",
-                daemon_exit=code,
-                replayed=replayed,
-            )
-            done = "every answer is the expected one" + (
-                ", every decision reproduced" if retain else ""
-            )
-            print("\ndemo " + (f"OK: {done}" if ok else "FAILED"))
-            if os.environ.get("EVIDENCED_DEMO_KEEP"):
-                print(Path(audit_path).read_text())
-            return 0 if ok else 1
+            return _conclude(process, ready, rows, elapsed, directory, retain, summary)
+
+
+def _conclude(
+    process: subprocess.Popen[str],
+    ready: dict[str, Any],
+    rows: list[dict[str, Any]],
+    elapsed: float,
+    directory: Path,
+    retain: bool,
+    summary: dict[str, Any],
+) -> int:
+    """After the cases: the table, both chain checks around the SIGTERM stop, the CLI's own
+    verify, the replay with ``retain``; fills ``summary`` and answers the exit code."""
+    print(_table(rows))
+    print(f"\n{len(rows)} submissions in {elapsed * 1000:.0f} ms through {ready['unix']}")
+    audit_path = ready["audit_log"]
+    live, final, code, verify = _checks(process, audit_path, len(rows), directory)
+    replayed = _replay(directory, audit_path) if retain else None
+    ok = _summarise(summary, rows, live.intact, final.intact, code, verify.returncode, replayed)
+    done = "every answer is the expected one" + (", every decision reproduced" if retain else "")
+    print("\ndemo " + (f"OK: {done}" if ok else "FAILED"))
+    if os.environ.get("EVIDENCED_DEMO_KEEP"):
+        print(Path(audit_path).read_text())
+    return 0 if ok else 1
+
+
+def _summarise(
+    summary: dict[str, Any],
+    rows: list[dict[str, Any]],
+    live: bool,
+    final: bool,
+    code: int,
+    verified: int,
+    replayed: bool | None,
+) -> bool:
+    """Whether the demo is OK (every answer expected, both chains intact, exits 0, every
+    decision reproduced when replayed); ``summary`` receives the machine-readable result."""
+    expected = all(r["answer"] in (r["expect"], "SKIPPED") for r in rows)
+    ok = expected and live and final and code == 0 and verified == 0 and replayed is not False
+    summary.update(
+        status="OK" if ok else "FAILED",
+        cases=[
+            {key: r[key] for key in ("number", "session", "expect", "answer", "why")} for r in rows
+        ],
+        chain_while_serving="INTACT" if live else "BROKEN",
+        chain_after_shutdown="INTACT" if final else "BROKEN",
+        daemon_exit=code,
+        replayed=replayed,
+    )
+    return ok
+
+
+def _checks(
+    process: subprocess.Popen[str], audit_path: str, answers: int, directory: Path
+) -> tuple[Any, Any, int, subprocess.CompletedProcess[str]]:
+    """The chain while serving, the SIGTERM stop, the chain after it and ``audit verify``'s
+    own answer, each printed as it is known."""
+    live = verify_log(audit_path)
+    print(
+        f"audit chain while serving: {'INTACT' if live.intact else 'BROKEN'}, "
+        f"{live.lines} lines, head {live.head[:23]}…"
+    )
+    process.send_signal(signal.SIGTERM)
+    code = process.wait(30)
+    final = verify_log(audit_path)
+    print(f"daemon stopped with SIGTERM: exit {code}")
+    print(
+        f"audit chain after shutdown: {'INTACT' if final.intact else 'BROKEN'}, "
+        f"{final.lines} lines (daemon_start, {answers} answers, daemon_stop)"
+    )
+    verify = subprocess.run(
+        [sys.executable, "-m", "daemon.cli", "audit", "verify", audit_path],
+        capture_output=True,
+        text=True,
+        cwd=directory,
+    )
+    print(f"$ evidenced audit verify {audit_path}\n{verify.stdout.strip()}")
+    print(f"(exit {verify.returncode})")
+    return live, final, code, verify
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -103,42 +103,16 @@ def collect(
     now = time.time() if now is None else now
     listed = {item.name: item for item in store.objects()}
     age_cutoff = None if limits.max_age is None else now - limits.max_age
-    newest: dict[str, int] = {}
-    clock = _Clock()
-    mark: int | None = None
-    last = 0
-    for fields, _ in records(logs):
-        seq = fields.get("seq")
-        seq = last = seq if type(seq) is int else last
-        stamp = epoch_of(fields.get("timestamp"))
-        clock.see(seq, stamp)
-        if mark is None and age_cutoff is not None and (stamp is None or stamp >= age_cutoff):
-            mark = seq  # rule 3
-        if fields.get("event") != "decision":
-            continue
-        evidence = fields.get("evidence")
-        if not isinstance(evidence, list):
-            continue
-        for item in evidence:
-            name = item.get("digest") if isinstance(item, dict) else None
-            if name in listed:
-                newest[name] = seq  # the log is read in order: the last one met is newest
-    age_mark = None if age_cutoff is None else (last + 1 if mark is None else mark)
+    newest, clock, age_mark = _scan(logs, listed, age_cutoff)
     size_cutoff = _size_cutoff(listed, newest, limits.max_bytes)
-    from_genesis = report.first_seq in (None, 1)
     grace_limit = now - limits.grace
+    window = _Window(age_cutoff, age_mark, size_cutoff, report.first_seq in (None, 1))
     outside: list[str] = []
     protected = 0
     unreferenced = 0
     for name, item in listed.items():
         seq = newest.get(name)
-        if seq is None:
-            out = from_genesis or (age_cutoff is not None and item.modified < age_cutoff)
-        else:
-            out = (age_mark is not None and seq < age_mark) or (
-                size_cutoff is not None and seq <= size_cutoff
-            )
-        if not out:
+        if not window.outside(seq, item.modified):
             continue
         if item.modified >= grace_limit:
             protected += 1
@@ -174,22 +148,77 @@ def collect(
         "protected_by_grace": protected,
     }
     if apply:
-        deleted, failed = 0, []
-        for name in outside:
-            try:
-                deleted += store.delete(name)
-            except StoreError as error:
-                failed.append({"name": name, "reason": str(error)})
-        document["deleted"] = deleted
-        document["failed"] = failed
-        if isinstance(store, FilesystemStore):
-            removed = 0
-            for path, modified in list(store.temporaries()):
-                if modified < grace_limit:
-                    store.remove_temporary(path)
-                    removed += 1
-            document["temporaries_removed"] = removed
+        _delete(store, outside, grace_limit, document)
     return document
+
+
+def _scan(
+    logs: Sequence[Path], listed: dict[str, Any], age_cutoff: float | None
+) -> tuple[dict[str, int], _Clock, int | None]:
+    """Rules 2, 3 and 7 in one stream of the log: each listed object's newest referencing
+    ``seq``, the out-of-order timestamps, and the age mark (``None`` without ``max_age``)."""
+    newest: dict[str, int] = {}
+    clock = _Clock()
+    mark: int | None = None
+    last = 0
+    for fields, _ in records(logs):
+        seq = fields.get("seq")
+        seq = last = seq if type(seq) is int else last
+        stamp = epoch_of(fields.get("timestamp"))
+        clock.see(seq, stamp)
+        if mark is None and age_cutoff is not None and (stamp is None or stamp >= age_cutoff):
+            mark = seq  # rule 3
+        if fields.get("event") != "decision":
+            continue
+        evidence = fields.get("evidence")
+        if not isinstance(evidence, list):
+            continue
+        for item in evidence:
+            name = item.get("digest") if isinstance(item, dict) else None
+            if name in listed:
+                newest[name] = seq  # the log is read in order: the last one met is newest
+    age_mark = None if age_cutoff is None else (last + 1 if mark is None else mark)
+    return newest, clock, age_mark
+
+
+@attrs.frozen
+class _Window:
+    """Rules 3–5: the window an object must be inside to be kept."""
+
+    age_cutoff: float | None
+    age_mark: int | None
+    size_cutoff: int | None
+    from_genesis: bool  # the files start the chain (first seq 1)
+
+    def outside(self, seq: int | None, modified: float) -> bool:
+        """Whether an object whose newest reference is ``seq`` (``None``: unreferenced) and
+        modified at ``modified`` is outside the window (rule 6's grace not yet applied)."""
+        if seq is None:
+            return self.from_genesis or (self.age_cutoff is not None and modified < self.age_cutoff)
+        return (self.age_mark is not None and seq < self.age_mark) or (
+            self.size_cutoff is not None and seq <= self.size_cutoff
+        )
+
+
+def _delete(
+    store: RetentionStore, outside: list[str], grace_limit: float, document: dict[str, Any]
+) -> None:
+    """Rule 8 with ``apply``: delete each object outside, then the store's old temporaries."""
+    deleted, failed = 0, []
+    for name in outside:
+        try:
+            deleted += store.delete(name)
+        except StoreError as error:
+            failed.append({"name": name, "reason": str(error)})
+    document["deleted"] = deleted
+    document["failed"] = failed
+    if isinstance(store, FilesystemStore):
+        removed = 0
+        for path, modified in list(store.temporaries()):
+            if modified < grace_limit:
+                store.remove_temporary(path)
+                removed += 1
+        document["temporaries_removed"] = removed
 
 
 class _Clock:

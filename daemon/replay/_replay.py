@@ -48,6 +48,7 @@ from daemon.audit._fields import installed_providers, result_digest
 from daemon.retention._store import ObjectCorrupt, ObjectMissing, RetentionStore, StoreError
 from daemon.wire._binding import BindingWireError, binding_from_wire
 from session import (
+    BoundProposition,
     EvidenceStore,
     VerificationMechanism,
     VerificationSession,
@@ -301,48 +302,86 @@ def replay_decision(
     }
     if "retained" in line:
         report["retained"] = line.get("retained")
+    try:
+        status, fields = _replay(line, prepared, store, allow_change, missing_recipe)
+    except _Done as done:
+        status, fields = done.status, done.fields
+    report["status"] = status
+    report.update(fields)
+    return report
 
-    def done(status: str, **fields: Any) -> dict[str, Any]:
-        report["status"] = status
-        report.update(fields)
-        return report
 
+class _Done(Exception):
+    """A stage of :func:`_replay` decided the report: its status and fields, in their order."""
+
+    def __init__(self, status: str, **fields: Any) -> None:
+        super().__init__(status)
+        self.status = status
+        self.fields = fields
+
+
+def _replay(
+    line: Mapping[str, Any],
+    prepared: Prepared | None,
+    store: RetentionStore | None,
+    allow_change: bool,
+    missing_recipe: str,
+) -> tuple[str, dict[str, Any]]:
+    """Rules 8, 1–6 in order: the report's status and fields (a stage may raise :class:`_Done`)."""
     if line.get("retained") is False:
-        return done("NOT_RETAINED", reason="the retention policy kept no evidence for it")
+        return "NOT_RETAINED", {"reason": "the retention policy kept no evidence for it"}
     if prepared is None:
-        return done("NOT_REPLAYABLE", reason=missing_recipe)
+        return "NOT_REPLAYABLE", {"reason": missing_recipe}
     if prepared.error is not None:
-        return done("NOT_REPLAYABLE", reason=prepared.error)
+        return "NOT_REPLAYABLE", {"reason": prepared.error}
+    binding = _binding(line)
+    change = prepared.changes.get(binding.mechanism_id)
+    if change is not None and not allow_change:
+        return "MECHANISM_CHANGED", {
+            "evaluated": False,
+            "change": dict(change),
+            "reason": "not evaluated: pass --allow-mechanism-change to evaluate it anyway",
+        }
+    items, failed = _fetch(line, store)
+    if items is None:
+        corrupt = any(item["problem"] == "corrupt" for item in failed)
+        return ("EVIDENCE_CORRUPT" if corrupt else "EVIDENCE_UNAVAILABLE"), {"evidence": failed}
+    if change is not None:
+        binding = _repinned(binding, change)
+    return _compared(line, _replayed(prepared, items, binding), change)
+
+
+def _binding(line: Mapping[str, Any]) -> BoundProposition:
+    """Rule 2: the line's binding, rebuilt with the daemon's wire rules."""
     wire = line.get("binding")
     if wire is None:
-        return done(
+        raise _Done(
             "NOT_REPLAYABLE",
             reason="the line records no binding (written by a daemon without replay support)",
         )
     try:
-        binding = binding_from_wire(wire)
+        return binding_from_wire(wire)
     except BindingWireError as error:
-        return done("NOT_REPLAYABLE", reason=f"the logged binding does not rebuild: {error}")
-    change = prepared.changes.get(binding.mechanism_id)
-    if change is not None and not allow_change:
-        return done(
-            "MECHANISM_CHANGED",
-            evaluated=False,
-            change=dict(change),
-            reason="not evaluated: pass --allow-mechanism-change to evaluate it anyway",
-        )
-    items, failed = _fetch(line, store)
-    if items is None:
-        corrupt = any(item["problem"] == "corrupt" for item in failed)
-        return done("EVIDENCE_CORRUPT" if corrupt else "EVIDENCE_UNAVAILABLE", evidence=failed)
-    if change is not None:
-        logged_digest = change.get("logged_digest")
-        try:
-            pinned = normalise_digest(binding.mechanism_digest) == normalise_digest(logged_digest)
-        except ValueError:
-            pinned = False
-        if pinned:
-            binding = attrs.evolve(binding, mechanism_digest=change["running_digest"])
+        raise _Done(
+            "NOT_REPLAYABLE", reason=f"the logged binding does not rebuild: {error}"
+        ) from None
+
+
+def _repinned(binding: BoundProposition, change: Mapping[str, Any]) -> BoundProposition:
+    """Rule 3 when changes are allowed: a binding that pinned the announced digest, re-pinned
+    to the running one (any other binding unchanged)."""
+    logged_digest = change.get("logged_digest")
+    try:
+        pinned = normalise_digest(binding.mechanism_digest) == normalise_digest(logged_digest)
+    except ValueError:
+        pinned = False
+    if pinned:
+        return attrs.evolve(binding, mechanism_digest=change["running_digest"])
+    return binding
+
+
+def _replayed(prepared: Prepared, items: list[bytes], binding: BoundProposition) -> dict[str, Any]:
+    """Rule 5: the summary of a fresh session's decision (rule 7: a raise is NOT_REPLAYABLE)."""
     try:
         store_now = EvidenceStore()
         for item in items:
@@ -351,27 +390,32 @@ def replay_decision(
         for mechanism in prepared.mechanisms:
             verification.register(mechanism)
         result = verification.evaluate(binding).to_dict()
-        replayed = _summary(result)
+        return _summary(result)
     except Exception as error:
-        return done(
+        raise _Done(
             "NOT_REPLAYABLE",
             reason=f"the evaluation raised {type(error).__name__}: {error}",
-        )
+        ) from None
+
+
+def _compared(
+    line: Mapping[str, Any], replayed: dict[str, Any], change: Mapping[str, Any] | None
+) -> tuple[str, dict[str, Any]]:
+    """Rule 6 (and rule 3's evaluated change): the replayed decision against the line's."""
     logged = _logged(line)
     compared = [key for key in COMPARED if not (key == "result_digest" and logged[key] is None)]
     if change is not None:
         compared = [key for key in compared if key not in ("binding_digest", "result_digest")]
     differences = [key for key in compared if logged[key] != replayed[key]]
     if change is not None:
-        return done(
-            "MECHANISM_CHANGED",
-            evaluated=True,
-            change=dict(change),
-            same_decision=not differences,
-            differences=differences,
-            logged=logged,
-            replayed=replayed,
-        )
+        return "MECHANISM_CHANGED", {
+            "evaluated": True,
+            "change": dict(change),
+            "same_decision": not differences,
+            "differences": differences,
+            "logged": logged,
+            "replayed": replayed,
+        }
     if differences:
-        return done("DIFFERENT", differences=differences, logged=logged, replayed=replayed)
-    return done("REPRODUCED")
+        return "DIFFERENT", {"differences": differences, "logged": logged, "replayed": replayed}
+    return "REPRODUCED", {}

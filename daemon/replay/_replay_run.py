@@ -32,7 +32,7 @@ import multiprocessing
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
@@ -186,30 +186,44 @@ def _jobs(request: ReplayRequest) -> Iterator[tuple[Job, int]]:
                     if fields.get("event") == "daemon_start":
                         recipes = recipes_from_start(fields)
                 if not select:
-                    if fields is not None and fields.get("event") == "decision":
-                        yield (fields, recipes), done
-                    elif fields is None and _DECISION_MARK in raw:
-                        yield (raw, recipes), done
+                    job = _unparsed(raw, fields)
+                    if job is not None:
+                        yield (job, recipes), done
                     continue
                 if fields is None:
                     fields = _parsed(raw)
-                target = request.target
-                event = fields.get("event")
-                if target is not None:
-                    if not _matches(target, fields):
-                        continue
-                    if event != "decision":
-                        raise ReplayRefused(
-                            "NOT_A_DECISION",
-                            f"{target} is a {event!r} line, not a decision: nothing was evaluated",
-                        )
-                elif event != "decision" or not _selected(request, fields):
+                if not _wanted(request, fields):
                     continue
                 yield (fields, recipes), done
-                if target is not None:
+                if request.target is not None:
                     return
     if request.target is not None:
         raise ReplayRefused("NOT_FOUND", f"no line {request.target} in the log")
+
+
+def _unparsed(raw: bytes, fields: dict[str, Any] | None) -> dict[str, Any] | bytes | None:
+    """Without a selection: the decision a line may be, parsed when it already was (a line
+    read for its start mark), else its bytes when they can be one; ``None`` when not."""
+    if fields is not None:
+        return fields if fields.get("event") == "decision" else None
+    return raw if _DECISION_MARK in raw else None
+
+
+def _wanted(request: ReplayRequest, fields: dict[str, Any]) -> bool:
+    """Whether a parsed line is a selected decision; the target line that is not a decision
+    refuses the replay (``NOT_A_DECISION``)."""
+    target = request.target
+    event = fields.get("event")
+    if target is None:
+        return event == "decision" and _selected(request, fields)
+    if not _matches(target, fields):
+        return False
+    if event != "decision":
+        raise ReplayRefused(
+            "NOT_A_DECISION",
+            f"{target} is a {event!r} line, not a decision: nothing was evaluated",
+        )
+    return True
 
 
 def _parsed(raw: bytes) -> dict[str, Any]:
@@ -294,6 +308,40 @@ def _check_store(spec: str | None) -> str | None:
 Progress = Callable[[int, int, collections.Counter[str]], None]
 
 
+def _replay_target(request: ReplayRequest) -> dict[str, Any]:
+    """The report of the one decision ``request.target`` names (rule 2 refuses otherwise)."""
+    job, _ = next(_jobs(request))
+    replayer = _Replayer(request.store, request.allow_change)
+    try:
+        report = replayer.replay(job)
+    finally:
+        if replayer.store is not None:
+            replayer.store.close()
+    assert report is not None  # a targeted line is a parsed decision
+    return report
+
+
+def _tally(
+    reports: Iterable[dict[str, Any] | None],
+    counts: collections.Counter[str],
+    problems: list[dict[str, Any]],
+) -> int:
+    """Count a chunk's reports by status and keep the first problems (neither reproduced nor
+    by policy); returns how many problems were left out."""
+    omitted = 0
+    for report in reports:
+        if report is None:
+            continue
+        status = report["status"]
+        counts[status] += 1
+        if status != "REPRODUCED" and status not in BY_POLICY:
+            if len(problems) < MAX_PROBLEMS:
+                problems.append(report)
+            else:
+                omitted += 1
+    return omitted
+
+
 def run_replay(request: ReplayRequest, *, progress: Progress | None = None) -> dict[str, Any]:
     """Replay what ``request`` selects and return the document to print (module rules).
     ``progress(bytes_read, total_bytes, counts)`` is called after every chunk."""
@@ -301,15 +349,7 @@ def run_replay(request: ReplayRequest, *, progress: Progress | None = None) -> d
     store_id = _check_store(request.store)
     began = time.perf_counter()
     if request.target is not None:
-        job, _ = next(_jobs(request))
-        replayer = _Replayer(request.store, request.allow_change)
-        try:
-            report = replayer.replay(job)
-        finally:
-            if replayer.store is not None:
-                replayer.store.close()
-        assert report is not None  # a targeted line is a parsed decision
-        return {**report, "store": store_id, "log": verified}
+        return {**_replay_target(request), "store": store_id, "log": verified}
     total = total_bytes(request.logs)
     counts: collections.Counter[str] = collections.Counter()
     problems: list[dict[str, Any]] = []
@@ -317,16 +357,7 @@ def run_replay(request: ReplayRequest, *, progress: Progress | None = None) -> d
     chunks = _chunks(_jobs(request))
     runner = _pooled if request.workers > 1 else _in_process
     for reports, done in runner(request, chunks):
-        for report in reports:
-            if report is None:
-                continue
-            status = report["status"]
-            counts[status] += 1
-            if status != "REPRODUCED" and status not in BY_POLICY:
-                if len(problems) < MAX_PROBLEMS:
-                    problems.append(report)
-                else:
-                    omitted += 1
+        omitted += _tally(reports, counts, problems)
         if progress is not None:
             progress(done, total, counts)
     elapsed = time.perf_counter() - began

@@ -126,28 +126,34 @@ def parse_allowlist(data: bytes | str) -> tuple[AllowlistEntry, ...]:
     entries: list[AllowlistEntry] = []
     seen: set[AllowlistEntry] = set()  # membership in O(1): a list made this loop quadratic
     for index, raw in enumerate(raw_entries):
-        if not isinstance(raw, dict) or set(raw) != {"provider", "operation", "payload_reference"}:
-            raise AllowlistError("ALLOWLIST_ENTRY_INVALID", f"entry {index}: wrong keys")
-        values = [raw["provider"], raw["operation"], raw["payload_reference"]]
-        if not all(type(value) is str for value in values):
-            raise AllowlistError("ALLOWLIST_ENTRY_INVALID", f"entry {index}: values are strings")
-        if any(_PATTERN_CHARS & set(value) for value in values):
-            raise AllowlistError(
-                "ALLOWLIST_PATTERN_REFUSED", f"entry {index}: patterns are not entries"
-            )
-        provider, operation, reference = values
-        if not _NAME_RE.fullmatch(provider) or not _NAME_RE.fullmatch(operation):
-            raise AllowlistError("ALLOWLIST_ENTRY_INVALID", f"entry {index}: exact names only")
-        if not is_canonfs_ref(reference):
-            raise AllowlistError(
-                "ALLOWLIST_ENTRY_INVALID", f"entry {index}: payload_reference is 64 lowercase hex"
-            )
-        entry = AllowlistEntry(provider, operation, reference)
+        entry = _allowlist_entry(index, raw)
         if entry in seen:
             raise AllowlistError("ALLOWLIST_DUPLICATE_ENTRY", f"entry {index} repeats an entry")
         seen.add(entry)
         entries.append(entry)
     return tuple(entries)
+
+
+def _allowlist_entry(index: int, raw: object) -> AllowlistEntry:
+    """Entry ``index`` of the allowlist: exact keys, strings, no pattern, exact names and a
+    CanonFS reference (else :class:`AllowlistError`, in that order)."""
+    if not isinstance(raw, dict) or set(raw) != {"provider", "operation", "payload_reference"}:
+        raise AllowlistError("ALLOWLIST_ENTRY_INVALID", f"entry {index}: wrong keys")
+    values = [raw["provider"], raw["operation"], raw["payload_reference"]]
+    if not all(type(value) is str for value in values):
+        raise AllowlistError("ALLOWLIST_ENTRY_INVALID", f"entry {index}: values are strings")
+    if any(_PATTERN_CHARS & set(value) for value in values):
+        raise AllowlistError(
+            "ALLOWLIST_PATTERN_REFUSED", f"entry {index}: patterns are not entries"
+        )
+    provider, operation, reference = values
+    if not _NAME_RE.fullmatch(provider) or not _NAME_RE.fullmatch(operation):
+        raise AllowlistError("ALLOWLIST_ENTRY_INVALID", f"entry {index}: exact names only")
+    if not is_canonfs_ref(reference):
+        raise AllowlistError(
+            "ALLOWLIST_ENTRY_INVALID", f"entry {index}: payload_reference is 64 lowercase hex"
+        )
+    return AllowlistEntry(provider, operation, reference)
 
 
 @attrs.frozen

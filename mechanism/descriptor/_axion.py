@@ -41,7 +41,7 @@ Engine rules (:meth:`PolicyEngine.evaluate`, never raises for a :class:`SyscallC
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from enum import StrEnum
 from types import MappingProxyType
 from typing import Final
@@ -187,6 +187,21 @@ class _Form:
 _Node = _Form | _Atom
 
 
+def _atom(group: str | None, token: str) -> _Atom:
+    """The atom a string, integer, decimal or symbol token reads as."""
+    if group == "string":
+        return _Atom("string", token[1:-1].replace('\\"', '"').replace("\\\\", "\\"))
+    if group == "int":
+        if len(token.lstrip("+-")) > MAX_INTEGER_DIGITS:
+            raise PolicyError(
+                "AXION_POLICY_SYNTAX", f"integer longer than {MAX_INTEGER_DIGITS} digits"
+            )
+        return _Atom("int", int(token))
+    if group == "float":
+        return _Atom("float", token)
+    return _Atom("symbol", token)
+
+
 def _read(text: str) -> _Form:
     stack: list[tuple[str, list[_Node]]] = []
     root: _Form | None = None
@@ -223,20 +238,7 @@ def _read(text: str) -> _Form:
             continue
         if not stack:
             raise PolicyError("AXION_POLICY_ROOT_INVALID", "the root must be a (policy …) form")
-        atom: _Atom
-        if group == "string":
-            atom = _Atom("string", token[1:-1].replace('\\"', '"').replace("\\\\", "\\"))
-        elif group == "int":
-            if len(token.lstrip("+-")) > MAX_INTEGER_DIGITS:
-                raise PolicyError(
-                    "AXION_POLICY_SYNTAX", f"integer longer than {MAX_INTEGER_DIGITS} digits"
-                )
-            atom = _Atom("int", int(token))
-        elif group == "float":
-            atom = _Atom("float", token)
-        else:
-            atom = _Atom("symbol", token)
-        stack[-1][1].append(atom)
+        stack[-1][1].append(_atom(group, token))
     if stack:
         raise PolicyError("AXION_POLICY_SYNTAX", "unbalanced opening bracket")
     if root is None:
@@ -353,6 +355,37 @@ def _hash_list(clause: str, form: _Form) -> tuple[str, ...]:
 
 def parse_policy(text: str | bytes) -> Policy:
     """Parse Axion policy text; raise :class:`PolicyError` for anything not in the language."""
+    root = _read(_policy_text(text))
+    if root.bracket != "(" or _head(root) != "policy":
+        raise PolicyError("AXION_POLICY_ROOT_INVALID", "the root must be a (policy …) form")
+    parts = _PolicyParts()
+    seen: set[str] = set()
+    for form in root.items[1:]:
+        name = _head(form)
+        if name is None:
+            raise PolicyError("AXION_POLICY_UNKNOWN_CLAUSE", "a clause is a (name …) form")
+        assert isinstance(form, _Form)
+        if name in seen and name not in _REPEATABLE:
+            raise PolicyError("AXION_POLICY_DUPLICATE_CLAUSE", f"({name} …) given twice")
+        seen.add(name)
+        clause = _CLAUSES.get(name)
+        if clause is None:
+            raise PolicyError("AXION_POLICY_UNKNOWN_CLAUSE", f"unknown policy clause ({name} …)")
+        clause(name, form, parts)
+    return Policy(
+        tier=parts.tier,
+        limits=MappingProxyType(parts.limits),
+        allowed_tensor_hashes=parts.tensor_hashes,
+        allowed_ternary_model_hashes=parts.model_hashes,
+        ternary_weight_domain_check=parts.domain_check,
+        activation_ceiling=parts.ceiling,
+        final_checks=tuple(parts.final_checks),
+        final_authorizations=tuple(parts.final_authorizations),
+    )
+
+
+def _policy_text(text: object) -> str:
+    """The policy text as ``str``: exact ``bytes`` decoded as UTF-8, either within the size cap."""
     if isinstance(text, bytes) and type(text) is bytes:
         if len(text) > MAX_POLICY_BYTES:
             raise PolicyError("AXION_POLICY_TOO_LARGE", f"more than {MAX_POLICY_BYTES} bytes")
@@ -364,19 +397,123 @@ def parse_policy(text: str | bytes) -> Policy:
         raise PolicyError("AXION_POLICY_NOT_TEXT", "policy text is str or bytes")
     if len(text.encode("utf-8", errors="surrogatepass")) > MAX_POLICY_BYTES:
         raise PolicyError("AXION_POLICY_TOO_LARGE", f"more than {MAX_POLICY_BYTES} bytes")
-    root = _read(text)
-    if root.bracket != "(" or _head(root) != "policy":
-        raise PolicyError("AXION_POLICY_ROOT_INVALID", "the root must be a (policy …) form")
+    return text
+
+
+@attrs.define
+class _PolicyParts:
+    """What the clauses of one policy text have declared so far (a :class:`Policy` in making)."""
+
     tier: int | None = None
-    limits: dict[str, int] = {}
+    limits: dict[str, int] = attrs.Factory(dict)
     tensor_hashes: tuple[str, ...] = ()
     model_hashes: tuple[str, ...] = ()
     domain_check: bool | None = None
     ceiling: str | None = None
-    final_checks: list[FinalCheck] = []
-    final_authorizations: list[tuple[str, str]] = []
-    seen: set[str] = set()
-    repeatable = {
+    final_checks: list[FinalCheck] = attrs.Factory(list)
+    final_authorizations: list[tuple[str, str]] = attrs.Factory(list)
+
+
+# The clauses, one reader each: ``(name, form, parts)`` checks the clause's arguments (raising
+# PolicyError) and records what it declares in ``parts``.
+
+
+def _tier(name: str, form: _Form, parts: _PolicyParts) -> None:
+    parts.tier = _nonnegative_int(name, form)
+
+
+def _limit(name: str, form: _Form, parts: _PolicyParts) -> None:
+    parts.limits[name] = _nonnegative_int(name, form)
+
+
+def _tensor_hashes(name: str, form: _Form, parts: _PolicyParts) -> None:
+    parts.tensor_hashes = _hash_list(name, form)
+
+
+def _model_hashes(name: str, form: _Form, parts: _PolicyParts) -> None:
+    parts.model_hashes = _hash_list(name, form)
+
+
+def _domain_check(name: str, form: _Form, parts: _PolicyParts) -> None:
+    atom = _single(name, form)
+    if atom.kind != "symbol" or atom.value not in ("true", "false"):
+        raise _bad(name, "expects true or false")
+    parts.domain_check = atom.value == "true"
+
+
+def _activation_ceiling(name: str, form: _Form, parts: _PolicyParts) -> None:
+    if len(form.items) == 2 and isinstance(form.items[1], _Atom):
+        atom = form.items[1]
+        if atom.kind not in ("float", "int"):
+            raise _bad(name, "expects a number")
+        parts.ceiling = str(atom.value)
+    else:
+        values = _subclauses(name, form, (), ("max-nonzero-fraction", "scope", "mode-mask"))
+        parts.ceiling = ",".join(f"{key}={value}" for key, value in sorted(values.items()))
+
+
+def _loop(name: str, form: _Form, parts: _PolicyParts) -> None:
+    values = _subclauses(
+        name,
+        form,
+        ("id",),
+        ("file", "line", "column", "annotated", "depth", "bound"),
+    )
+    parts.final_checks.append(FinalCheck(name, f"loop id={values['id']}"))
+
+
+def _match_guard(name: str, form: _Form, parts: _PolicyParts) -> None:
+    values = _subclauses(name, form, ("enum", "variant"), ("payload", "result"))
+    needle = f"match guard {values['enum']}::{values['variant']}"
+    if "payload" in values:
+        needle += f" payload={values['payload']}"
+    if "result" in values:
+        if values["result"] not in ("pass", "fail"):
+            raise _bad(name, "(result …) is pass or fail")
+        needle += f" result={values['result']}"
+    parts.final_checks.append(FinalCheck(name, needle))
+
+
+def _segment_event(name: str, form: _Form, parts: _PolicyParts) -> None:
+    values = _subclauses(name, form, ("segment", "action"), ("addr",))
+    needle = f"segment {values['segment']} {values['action']}"
+    if "addr" in values:
+        needle += f" addr={values['addr']}"
+    parts.final_checks.append(FinalCheck(name, needle))
+
+
+def _reason_event(name: str, form: _Form, parts: _PolicyParts) -> None:
+    values = _subclauses(name, form, ("reason",), ())
+    parts.final_checks.append(FinalCheck(name, values["reason"]))
+
+
+def _final_authorization(name: str, form: _Form, parts: _PolicyParts) -> None:
+    values = _subclauses(name, form, ("operation", "payload"), ())
+    if not re.fullmatch(r"[0-9a-f]{64}", values["payload"]):
+        raise _bad(name, "(payload …) is 64 lowercase hex digits")
+    if not re.fullmatch(r"[a-z][a-z0-9-]*", values["operation"]):
+        raise _bad(name, "(operation …) is one exact operation name")
+    parts.final_authorizations.append((values["operation"], values["payload"]))
+
+
+_CLAUSES: Final[Mapping[str, Callable[[str, _Form, _PolicyParts], None]]] = MappingProxyType(
+    {
+        "tier": _tier,
+        **dict.fromkeys(INTEGER_LIMIT_CLAUSES, _limit),
+        "allowed-tensor-hashes": _tensor_hashes,
+        "allowed-ternary-model-hashes": _model_hashes,
+        "ternary-weight-domain-check": _domain_check,
+        "activation-ceiling": _activation_ceiling,
+        "loop": _loop,
+        "require-match-guard": _match_guard,
+        "require-segment-event": _segment_event,
+        "require-axion-event": _reason_event,
+        "require-alignment": _reason_event,
+        "final-authorization": _final_authorization,
+    }
+)
+_REPEATABLE: Final = frozenset(
+    {
         "loop",
         "require-match-guard",
         "require-segment-event",
@@ -384,82 +521,7 @@ def parse_policy(text: str | bytes) -> Policy:
         "require-alignment",
         "final-authorization",
     }
-    for form in root.items[1:]:
-        name = _head(form)
-        if name is None:
-            raise PolicyError("AXION_POLICY_UNKNOWN_CLAUSE", "a clause is a (name …) form")
-        assert isinstance(form, _Form)
-        if name in seen and name not in repeatable:
-            raise PolicyError("AXION_POLICY_DUPLICATE_CLAUSE", f"({name} …) given twice")
-        seen.add(name)
-        if name == "tier":
-            tier = _nonnegative_int(name, form)
-        elif name in INTEGER_LIMIT_CLAUSES:
-            limits[name] = _nonnegative_int(name, form)
-        elif name == "allowed-tensor-hashes":
-            tensor_hashes = _hash_list(name, form)
-        elif name == "allowed-ternary-model-hashes":
-            model_hashes = _hash_list(name, form)
-        elif name == "ternary-weight-domain-check":
-            atom = _single(name, form)
-            if atom.kind != "symbol" or atom.value not in ("true", "false"):
-                raise _bad(name, "expects true or false")
-            domain_check = atom.value == "true"
-        elif name == "activation-ceiling":
-            if len(form.items) == 2 and isinstance(form.items[1], _Atom):
-                atom = form.items[1]
-                if atom.kind not in ("float", "int"):
-                    raise _bad(name, "expects a number")
-                ceiling = str(atom.value)
-            else:
-                values = _subclauses(name, form, (), ("max-nonzero-fraction", "scope", "mode-mask"))
-                ceiling = ",".join(f"{key}={value}" for key, value in sorted(values.items()))
-        elif name == "loop":
-            values = _subclauses(
-                name,
-                form,
-                ("id",),
-                ("file", "line", "column", "annotated", "depth", "bound"),
-            )
-            final_checks.append(FinalCheck(name, f"loop id={values['id']}"))
-        elif name == "require-match-guard":
-            values = _subclauses(name, form, ("enum", "variant"), ("payload", "result"))
-            needle = f"match guard {values['enum']}::{values['variant']}"
-            if "payload" in values:
-                needle += f" payload={values['payload']}"
-            if "result" in values:
-                if values["result"] not in ("pass", "fail"):
-                    raise _bad(name, "(result …) is pass or fail")
-                needle += f" result={values['result']}"
-            final_checks.append(FinalCheck(name, needle))
-        elif name == "require-segment-event":
-            values = _subclauses(name, form, ("segment", "action"), ("addr",))
-            needle = f"segment {values['segment']} {values['action']}"
-            if "addr" in values:
-                needle += f" addr={values['addr']}"
-            final_checks.append(FinalCheck(name, needle))
-        elif name in ("require-axion-event", "require-alignment"):
-            values = _subclauses(name, form, ("reason",), ())
-            final_checks.append(FinalCheck(name, values["reason"]))
-        elif name == "final-authorization":
-            values = _subclauses(name, form, ("operation", "payload"), ())
-            if not re.fullmatch(r"[0-9a-f]{64}", values["payload"]):
-                raise _bad(name, "(payload …) is 64 lowercase hex digits")
-            if not re.fullmatch(r"[a-z][a-z0-9-]*", values["operation"]):
-                raise _bad(name, "(operation …) is one exact operation name")
-            final_authorizations.append((values["operation"], values["payload"]))
-        else:
-            raise PolicyError("AXION_POLICY_UNKNOWN_CLAUSE", f"unknown policy clause ({name} …)")
-    return Policy(
-        tier=tier,
-        limits=MappingProxyType(limits),
-        allowed_tensor_hashes=tensor_hashes,
-        allowed_ternary_model_hashes=model_hashes,
-        ternary_weight_domain_check=domain_check,
-        activation_ceiling=ceiling,
-        final_checks=tuple(final_checks),
-        final_authorizations=tuple(final_authorizations),
-    )
+)
 
 
 def policy_digest(text: str | bytes) -> str:
@@ -540,23 +602,34 @@ class PolicyEngine:
             if limit is not None and observed > limit:
                 return Verdict(VerdictKind.DENY, message.format(observed, limit))
         if context.syscall == "step":
-            if context.next_opcode == Opcode.HALT:
-                for check in policy.final_checks:
-                    if not any(check.needle in reason for reason in context.trace_reasons):
-                        return Verdict(
-                            VerdictKind.DENY,
-                            f"final instruction check failed: ({check.clause}) "
-                            f"{check.needle!r} not observed",
-                        )
-            return Verdict(VerdictKind.ALLOW, "step allowed")
+            return _step_verdict(policy, context)
         if context.syscall == "final-authorization" and context.final_authorization:
-            if policy.final_authorizations:
-                pair = (context.operation, context.payload_reference)
-                if pair not in policy.final_authorizations:
-                    return Verdict(
-                        VerdictKind.DENY,
-                        "final authorization: operation/payload not authorized by policy",
-                    )
-                return Verdict(VerdictKind.ALLOW, "final authorization: exact policy entry")
-            return Verdict(VerdictKind.ALLOW, "final authorization: policy limits hold")
+            return _final_authorization_verdict(policy, context)
         return Verdict(VerdictKind.DEFER, f"no rule for syscall {context.syscall!r}")
+
+
+def _step_verdict(policy: Policy, context: SyscallContext) -> Verdict:
+    """Rule 5: a step is allowed; the final one (``next_opcode == Halt``) only when every
+    ``require-*`` and ``loop`` needle occurs in a logged reason."""
+    if context.next_opcode == Opcode.HALT:
+        for check in policy.final_checks:
+            if not any(check.needle in reason for reason in context.trace_reasons):
+                return Verdict(
+                    VerdictKind.DENY,
+                    f"final instruction check failed: ({check.clause}) "
+                    f"{check.needle!r} not observed",
+                )
+    return Verdict(VerdictKind.ALLOW, "step allowed")
+
+
+def _final_authorization_verdict(policy: Policy, context: SyscallContext) -> Verdict:
+    """Rule 6: with ``final-authorization`` entries, the exact pair must be one of them."""
+    if policy.final_authorizations:
+        pair = (context.operation, context.payload_reference)
+        if pair not in policy.final_authorizations:
+            return Verdict(
+                VerdictKind.DENY,
+                "final authorization: operation/payload not authorized by policy",
+            )
+        return Verdict(VerdictKind.ALLOW, "final authorization: exact policy entry")
+    return Verdict(VerdictKind.ALLOW, "final authorization: policy limits hold")

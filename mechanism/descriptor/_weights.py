@@ -140,6 +140,32 @@ def _exact_ints(value: object) -> bool:
 
 
 def _preflight(payload: bytes) -> tuple[list[_Entry], int]:
+    """Rule 2: the header's tensors in header order, and where the data buffer starts."""
+    header, header_length = _header(payload)
+    data_length = len(payload) - 8 - header_length
+    entries: list[_Entry] = []
+    for name, spec in header.items():
+        if name == "__metadata__":
+            if not isinstance(spec, dict) or not all(
+                isinstance(value, str) for value in spec.values()
+            ):
+                raise _Refused("WEIGHTS_HEADER_INVALID", "__metadata__ maps strings to strings")
+            continue
+        entries.append(_entry(name, spec, data_length))
+        if len(entries) > MAX_TENSORS:
+            raise _Refused("WEIGHTS_HEADER_INVALID", f"more than {MAX_TENSORS} tensors")
+    position = 0
+    for entry in sorted(entries, key=lambda item: (item.begin, item.end)):
+        if entry.begin != position:
+            raise _Refused("WEIGHTS_OFFSETS_INVALID", "tensors overlap or leave a gap")
+        position = entry.end
+    if position != data_length:
+        raise _Refused("WEIGHTS_OFFSETS_INVALID", "trailing bytes after the last tensor")
+    return entries, 8 + header_length
+
+
+def _header(payload: bytes) -> tuple[dict[str, Any], int]:
+    """The header's JSON object and its declared length N (``8 + N <= len(payload)``)."""
     if len(payload) < 8:
         raise _Refused("WEIGHTS_HEADER_LENGTH_INVALID", "shorter than the 8-byte header length")
     (header_length,) = struct.unpack("<Q", payload[:8])
@@ -159,48 +185,34 @@ def _preflight(payload: bytes) -> tuple[list[_Entry], int]:
         raise _Refused("WEIGHTS_HEADER_INVALID", "header is not strict UTF-8 JSON") from None
     if not isinstance(header, dict):
         raise _Refused("WEIGHTS_HEADER_INVALID", "header is not a JSON object")
-    data_length = len(payload) - 8 - header_length
-    entries: list[_Entry] = []
-    for name, spec in header.items():
-        if name == "__metadata__":
-            if not isinstance(spec, dict) or not all(
-                isinstance(value, str) for value in spec.values()
-            ):
-                raise _Refused("WEIGHTS_HEADER_INVALID", "__metadata__ maps strings to strings")
-            continue
-        if not isinstance(spec, dict) or set(spec) != {"dtype", "shape", "data_offsets"}:
-            raise _Refused("WEIGHTS_HEADER_INVALID", f"tensor {name!r}: wrong keys")
-        dtype, shape, offsets = spec["dtype"], spec["shape"], spec["data_offsets"]
-        if not isinstance(dtype, str):
-            raise _Refused("WEIGHTS_HEADER_INVALID", f"tensor {name!r}: dtype is a string")
-        if dtype != "I8":
-            raise _Refused("WEIGHTS_DTYPE_UNSUPPORTED", f"tensor {name!r}: dtype {dtype} is not I8")
-        if not _exact_ints(shape) or len(shape) > MAX_RANK or any(size < 0 for size in shape):
-            raise _Refused("WEIGHTS_HEADER_INVALID", f"tensor {name!r}: bad shape")
-        if not _exact_ints(offsets) or len(offsets) != 2:
-            raise _Refused("WEIGHTS_OFFSETS_INVALID", f"tensor {name!r}: offsets are [begin, end]")
-        begin, end = offsets
-        if not 0 <= begin <= end <= data_length:
-            raise _Refused(
-                "WEIGHTS_OFFSETS_INVALID",
-                f"tensor {name!r}: [{begin}, {end}) outside the {data_length}-byte data buffer",
-            )
-        if end - begin != math.prod(shape):
-            raise _Refused(
-                "WEIGHTS_OFFSETS_INVALID",
-                f"tensor {name!r}: {end - begin} bytes for {math.prod(shape)} I8 elements",
-            )
-        entries.append(_Entry(name, dtype, tuple(shape), begin, end))
-        if len(entries) > MAX_TENSORS:
-            raise _Refused("WEIGHTS_HEADER_INVALID", f"more than {MAX_TENSORS} tensors")
-    position = 0
-    for entry in sorted(entries, key=lambda item: (item.begin, item.end)):
-        if entry.begin != position:
-            raise _Refused("WEIGHTS_OFFSETS_INVALID", "tensors overlap or leave a gap")
-        position = entry.end
-    if position != data_length:
-        raise _Refused("WEIGHTS_OFFSETS_INVALID", "trailing bytes after the last tensor")
-    return entries, 8 + header_length
+    return header, header_length
+
+
+def _entry(name: str, spec: object, data_length: int) -> _Entry:
+    """One tensor's header entry: exact keys, dtype I8, its shape and offsets in the buffer."""
+    if not isinstance(spec, dict) or set(spec) != {"dtype", "shape", "data_offsets"}:
+        raise _Refused("WEIGHTS_HEADER_INVALID", f"tensor {name!r}: wrong keys")
+    dtype, shape, offsets = spec["dtype"], spec["shape"], spec["data_offsets"]
+    if not isinstance(dtype, str):
+        raise _Refused("WEIGHTS_HEADER_INVALID", f"tensor {name!r}: dtype is a string")
+    if dtype != "I8":
+        raise _Refused("WEIGHTS_DTYPE_UNSUPPORTED", f"tensor {name!r}: dtype {dtype} is not I8")
+    if not _exact_ints(shape) or len(shape) > MAX_RANK or any(size < 0 for size in shape):
+        raise _Refused("WEIGHTS_HEADER_INVALID", f"tensor {name!r}: bad shape")
+    if not _exact_ints(offsets) or len(offsets) != 2:
+        raise _Refused("WEIGHTS_OFFSETS_INVALID", f"tensor {name!r}: offsets are [begin, end]")
+    begin, end = offsets
+    if not 0 <= begin <= end <= data_length:
+        raise _Refused(
+            "WEIGHTS_OFFSETS_INVALID",
+            f"tensor {name!r}: [{begin}, {end}) outside the {data_length}-byte data buffer",
+        )
+    if end - begin != math.prod(shape):
+        raise _Refused(
+            "WEIGHTS_OFFSETS_INVALID",
+            f"tensor {name!r}: {end - begin} bytes for {math.prod(shape)} I8 elements",
+        )
+    return _Entry(name, dtype, tuple(shape), begin, end)
 
 
 def _write_snapshot(directory: str, payload: bytes) -> tuple[str, dict[str, Any]]:
@@ -260,6 +272,30 @@ def load_library() -> tuple[ModuleType, ModuleType]:
     return numpy, safetensors.numpy
 
 
+def _tensor(
+    numpy: ModuleType,
+    entry: _Entry,
+    array: np.ndarray[Any, Any],
+    payload: bytes,
+    data_start: int,
+) -> dict[str, Any]:
+    """Rule 5: one loaded tensor's report, once it agrees with its header entry (rule 4)."""
+    data = payload[data_start + entry.begin : data_start + entry.end]
+    if array.dtype != numpy.int8 or tuple(array.shape) != entry.shape or array.tobytes() != data:
+        raise _Refused("WEIGHTS_LIBRARY_MISMATCH", f"tensor {entry.name!r} disagrees")
+    tensor: dict[str, Any] = {
+        "name": entry.name,
+        "dtype": entry.dtype,
+        "shape": list(entry.shape),
+        "data_digest": digest_bytes(data),
+        "data_hex": data.hex(),
+        "balanced_trits": all(byte in (0x00, 0x01, 0xFF) for byte in data),
+    }
+    if array.size <= MAX_REPORTED_VALUES:
+        tensor["values"] = _values(array)
+    return tensor
+
+
 def inspect_weights(payload: bytes, *, max_bytes: int = MAX_WEIGHTS_BYTES) -> WeightsReport:
     """Inspect a SafeTensors I8 payload through a private snapshot; never raises for bad input."""
     numpy, library = load_library()
@@ -285,29 +321,11 @@ def inspect_weights(payload: bytes, *, max_bytes: int = MAX_WEIGHTS_BYTES) -> We
             return WeightsReport(
                 "INVALID", "WEIGHTS_LIBRARY_REJECTED", f"safetensors refused: {error}", (), snapshot
             )
-        tensors: list[dict[str, Any]] = []
         if set(loaded) != {entry.name for entry in entries}:
             raise _Refused("WEIGHTS_LIBRARY_MISMATCH", "library and header disagree on names")
-        for entry in entries:
-            array = loaded[entry.name]
-            data = payload[data_start + entry.begin : data_start + entry.end]
-            if (
-                array.dtype != numpy.int8
-                or tuple(array.shape) != entry.shape
-                or array.tobytes() != data
-            ):
-                raise _Refused("WEIGHTS_LIBRARY_MISMATCH", f"tensor {entry.name!r} disagrees")
-            tensor: dict[str, Any] = {
-                "name": entry.name,
-                "dtype": entry.dtype,
-                "shape": list(entry.shape),
-                "data_digest": digest_bytes(data),
-                "data_hex": data.hex(),
-                "balanced_trits": all(byte in (0x00, 0x01, 0xFF) for byte in data),
-            }
-            if array.size <= MAX_REPORTED_VALUES:
-                tensor["values"] = _values(array)
-            tensors.append(tensor)
+        tensors = [
+            _tensor(numpy, entry, loaded[entry.name], payload, data_start) for entry in entries
+        ]
         return WeightsReport("OBSERVED", None, "", tuple(tensors), snapshot)
     except _Refused as refusal:
         status = "UNKNOWN" if refusal.code in _UNKNOWN_CODES else "INVALID"

@@ -41,6 +41,7 @@ values digests, ASCII tags or ints), a fact the test-suite checks against the ge
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Final
 
 from canon import ServiceError, digest_bytes
@@ -411,32 +412,10 @@ def _check(
         )
         if checked is not None:
             return checked
-    if admitted is not None and head_only:
-        # Only the head was admitted: the ordered path admits the bytes in full, as the
-        # adapter would have before handing the record over (so a resource running out here
-        # is the adapter's execution failure, not this check's LIMIT).
-        try:
-            admitted = (admit_subject(subject_bytes, max_nodes=max_nodes), admitted[1])
-        except FormationError as error:
-            admitted = (error, admitted[1])
-        except (RecursionError, MemoryError) as error:
-            raise AdmissionExhausted from error
-    if admitted is None:
-        try:
-            subject: dict[str, Any] | FormationError = admit_subject(
-                subject_bytes, max_nodes=max_nodes
-            )
-        except FormationError as error:
-            subject = error
-        subject_digest = ""
-    else:
-        subject, subject_digest = admitted
+    subject, subject_digest = _subject_of(subject_bytes, max_nodes, admitted, head_only)
     if isinstance(subject, FormationError):
-        if trace is not None:
-            trace.stop("SUBJECT_ADMISSION", message=str(subject))
+        _stop(trace, "SUBJECT_ADMISSION", message=str(subject))
         return _report(*_admission_failure(subject))
-    if admitted is None:
-        subject_digest = digest_bytes(subject_bytes)
     root: int = subject["root"]
     nodes: list[dict[str, Any]] = subject["nodes"]
     # Fast path, same answers: exact bytes of the only certificate that binds this subject
@@ -445,52 +424,98 @@ def _check(
     exact = type(certificate_bytes) is bytes and certificate_bytes == _expected_certificate(
         nodes, root, subject_digest
     )
+    certificate: dict[str, Any] | None = None
     if not exact:
         try:
             certificate = admit_certificate(certificate_bytes, max_nodes=max_nodes)
         except FormationError as error:
-            if trace is not None:
-                trace.stop("CERTIFICATE_ADMISSION", message=str(error))
+            _stop(trace, "CERTIFICATE_ADMISSION", message=str(error))
             return _report(*_admission_failure(error), subject_digest, root)
-        if trace is not None:
-            trace.certificate = certificate
     if trace is not None:
+        trace.certificate = certificate
         trace.subject = subject
     if subject["profile_digest"] != PROFILE_DIGEST:
-        if trace is not None:
-            trace.stop("SUBJECT_PROFILE")
+        _stop(trace, "SUBJECT_PROFILE")
         return _report("UNKNOWN", PROFILE_UNSUPPORTED, subject_digest, root)
-    if not exact:
-        if (
-            certificate["subject_digest"] != subject_digest
-            or certificate["profile_digest"] != PROFILE_DIGEST
-            or certificate["root"] != root
-        ):
-            if trace is not None:
-                trace.stop(_binding_rule(certificate, subject_digest, root))
-            return _report("INVALID", BINDING_INVALID, subject_digest, root)
-        steps: list[dict[str, Any]] = certificate["steps"]
-        if len(steps) != len(nodes):
-            if trace is not None:
-                trace.stop("STEP_COUNT")
-            return _report("INVALID", STEP_INVALID, subject_digest, root)
-        for index, (node, step) in enumerate(zip(nodes, steps, strict=True)):
-            tag = node["tag"]
-            if (
-                step["node"] != index
-                or step["rule"] != tag
-                or step["premises"] != [node[field] for field in _FIELDS[tag]]
-            ):
-                if trace is not None:
-                    trace.stop(_step_rule(step, index, tag), index)
-                return _report("INVALID", STEP_INVALID, subject_digest, root)
+    if certificate is not None:
+        refused = _certificate_refusal(certificate, nodes, subject_digest, root, trace)
+        if refused is not None:
+            return refused
     try:
         observation = _infer(nodes, root, subject_digest, max_depth, max_path_steps, trace)
     except _Stop as stop:
-        if trace is not None:
-            trace.stop(stop.rule, len(trace.values))
+        _stop(trace, stop.rule, len(trace.values) if trace is not None else None)
         return _report(stop.status, stop.reason, subject_digest, root)
     return _report("CHECKED", None, subject_digest, root, observation)
+
+
+def _stop(
+    trace: CheckTrace | None, rule: str, index: int | None = None, message: str | None = None
+) -> None:
+    """Name the first failure in ``trace``, when the check is traced."""
+    if trace is not None:
+        trace.stop(rule, index, message)
+
+
+def _subject_of(
+    subject_bytes: bytes,
+    max_nodes: int,
+    admitted: tuple[dict[str, Any] | FormationError, str] | None,
+    head_only: bool,
+) -> tuple[dict[str, Any] | FormationError, str]:
+    """Step 1: the admitted subject, or the error its admission raised, with its digest
+    (``""`` beside an error the check admitted itself)."""
+    if admitted is not None and head_only:
+        # Only the head was admitted: the ordered path admits the bytes in full, as the
+        # adapter would have before handing the record over (so a resource running out here
+        # is the adapter's execution failure, not this check's LIMIT).
+        try:
+            return admit_subject(subject_bytes, max_nodes=max_nodes), admitted[1]
+        except FormationError as error:
+            return error, admitted[1]
+        except (RecursionError, MemoryError) as error:
+            raise AdmissionExhausted from error
+    if admitted is not None:
+        return admitted
+    try:
+        subject = admit_subject(subject_bytes, max_nodes=max_nodes)
+    except FormationError as error:
+        return error, ""
+    return subject, digest_bytes(subject_bytes)
+
+
+def _certificate_refusal(
+    certificate: dict[str, Any],
+    nodes: list[dict[str, Any]],
+    subject_digest: str,
+    root: int,
+    trace: CheckTrace | None,
+) -> dict[str, Any] | None:
+    """Steps 5–6 for an admitted certificate: its refusal report, or ``None`` when it binds
+    this subject and its steps are the nodes' own."""
+    if (
+        certificate["subject_digest"] != subject_digest
+        or certificate["profile_digest"] != PROFILE_DIGEST
+        or certificate["root"] != root
+    ):
+        if trace is not None:
+            trace.stop(_binding_rule(certificate, subject_digest, root))
+        return _report("INVALID", BINDING_INVALID, subject_digest, root)
+    steps: list[dict[str, Any]] = certificate["steps"]
+    if len(steps) != len(nodes):
+        _stop(trace, "STEP_COUNT")
+        return _report("INVALID", STEP_INVALID, subject_digest, root)
+    for index, (node, step) in enumerate(zip(nodes, steps, strict=True)):
+        tag = node["tag"]
+        if (
+            step["node"] != index
+            or step["rule"] != tag
+            or step["premises"] != [node[field] for field in _FIELDS[tag]]
+        ):
+            if trace is not None:
+                trace.stop(_step_rule(step, index, tag), index)
+            return _report("INVALID", STEP_INVALID, subject_digest, root)
+    return None
 
 
 # Typed values during inference. A value is a tuple whose first item is its type string:
@@ -580,8 +605,6 @@ def _infer(
     A ``trace`` shares the per-node lists (no per-node cost): on a stop at node *k* they hold
     nodes ``0…k-1``."""
     denotations = _Denotations(subject_digest, nodes)
-    apply_arguments = denotations.apply_arguments
-    form = denotations.form
     values: list[tuple[Any, ...]] = []
     depths: list[int] = []
     ranks: list[int] = []
@@ -602,12 +625,14 @@ def _infer(
             continue
         fields = _FIELDS[tag]
         first = node[fields[0]]
+        other: tuple[Any, ...] | None = None
         if len(fields) == 2:
             second = node[fields[1]]
             depth = 1 + max(depths[first], depths[second])
             rank = max(ranks[first], ranks[second])
             closure = (1 << index) | closures[first] | closures[second]
             origin = origins[first] | origins[second]
+            other = values[second]
         else:
             depth = 1 + depths[first]
             rank = ranks[first]
@@ -615,62 +640,132 @@ def _infer(
             origin = origins[first]
         if depth > max_depth:
             raise _Stop("UNKNOWN", LIMIT_EXCEEDED, "DEPTH_LIMIT")
-        argument = values[first]
-        if tag == "APPLY":
-            if argument[0] != _FORM:
-                raise _Stop("INVALID", RULE_INVALID, "APPLY_ARGUMENT")
-            apply_arguments[index] = argument[1]
-            value: tuple[Any, ...] = (_FORM, index)
-        elif tag == "ID":
-            if argument[0] != _FORM:
-                raise _Stop("INVALID", RULE_INVALID, "ID_AT")
-            point = argument[1]
-            value = (_PATH, point, point, (), index)
-        elif tag == "APPLY_STEP":
-            target = values[second]
-            if argument[0] != _FORM or target[0] != _FORM:
-                raise _Stop("INVALID", RULE_INVALID, "APPLY_STEP_TYPES")
-            source_origin, target_origin = argument[1], target[1]
-            # The target's denotation must equal APPLY(source)'s; an APPLY node over the very
-            # same origin has it by construction, anything else is compared by digest.
-            if apply_arguments.get(target_origin) != source_origin and form(
-                target_origin
-            ) != _apply_denotation(form(source_origin)):
-                raise _Stop("INVALID", RULE_INVALID, "APPLY_STEP_TARGET")
-            if max_path_steps < 1:
-                raise _Stop("UNKNOWN", LIMIT_EXCEEDED, "PATH_STEPS_LIMIT")
-            value = (
-                _PATH,
-                source_origin,
-                target_origin,
-                ((source_origin, target_origin),),
-                index,
-                1,
-            )
-        elif tag == "COMPOSE":
-            right = values[second]
-            if argument[0] != _PATH or right[0] != _PATH:
-                raise _Stop("INVALID", RULE_INVALID, "COMPOSE_TYPES")
-            joint_left, joint_right = argument[2], right[1]
-            if joint_left != joint_right and form(joint_left) != form(joint_right):
-                raise _Stop("INVALID", RULE_INVALID, "COMPOSE_ENDPOINTS")
-            if len(argument[3]) + len(right[3]) > max_path_steps:
-                raise _Stop("UNKNOWN", LIMIT_EXCEEDED, "PATH_STEPS_LIMIT")
-            value = (_PATH, argument[1], right[2], argument[3] + right[3], index)
-        elif tag == "QUOTE":
+        if tag == "QUOTE":
             rank += 1
             origin |= 1 << index
-            value = ("CODE(" + argument[0] + ")", first, argument, index)
-        else:  # READ (the wire admitted only the seven tags)
-            if argument[0][:5] != "CODE(":
-                raise _Stop("INVALID", RULE_INVALID, "READ_CODE")
-            value = argument[2]
+        value = _TYPING[tag](index, first, values[first], other, denotations, max_path_steps)
         values.append(value)
         depths.append(depth)
         ranks.append(rank)
         closures.append(closure)
         origins.append(origin)
     return _observation(denotations, values[root], root, ranks[root], depths[root], origins[root])
+
+
+# The typing rules of step 7, one per non-ATOM tag: ``(index, first, argument, other,
+# denotations, max_path_steps)`` → the node's value, or raise ``_Stop``. ``argument`` is the
+# value of the node's first reference ``first``, ``other`` that of its second (two-reference
+# tags only).
+_Typing = Callable[
+    [int, int, tuple[Any, ...], "tuple[Any, ...] | None", _Denotations, int], tuple[Any, ...]
+]
+
+
+def _type_apply(
+    index: int,
+    first: int,
+    argument: tuple[Any, ...],
+    other: tuple[Any, ...] | None,
+    denotations: _Denotations,
+    max_path_steps: int,
+) -> tuple[Any, ...]:
+    if argument[0] != _FORM:
+        raise _Stop("INVALID", RULE_INVALID, "APPLY_ARGUMENT")
+    denotations.apply_arguments[index] = argument[1]
+    return (_FORM, index)
+
+
+def _type_id(
+    index: int,
+    first: int,
+    argument: tuple[Any, ...],
+    other: tuple[Any, ...] | None,
+    denotations: _Denotations,
+    max_path_steps: int,
+) -> tuple[Any, ...]:
+    if argument[0] != _FORM:
+        raise _Stop("INVALID", RULE_INVALID, "ID_AT")
+    point = argument[1]
+    return (_PATH, point, point, (), index)
+
+
+def _type_apply_step(
+    index: int,
+    first: int,
+    argument: tuple[Any, ...],
+    other: tuple[Any, ...] | None,
+    denotations: _Denotations,
+    max_path_steps: int,
+) -> tuple[Any, ...]:
+    assert other is not None
+    form = denotations.form
+    if argument[0] != _FORM or other[0] != _FORM:
+        raise _Stop("INVALID", RULE_INVALID, "APPLY_STEP_TYPES")
+    source_origin, target_origin = argument[1], other[1]
+    # The target's denotation must equal APPLY(source)'s; an APPLY node over the very
+    # same origin has it by construction, anything else is compared by digest.
+    if denotations.apply_arguments.get(target_origin) != source_origin and form(
+        target_origin
+    ) != _apply_denotation(form(source_origin)):
+        raise _Stop("INVALID", RULE_INVALID, "APPLY_STEP_TARGET")
+    if max_path_steps < 1:
+        raise _Stop("UNKNOWN", LIMIT_EXCEEDED, "PATH_STEPS_LIMIT")
+    return (_PATH, source_origin, target_origin, ((source_origin, target_origin),), index, 1)
+
+
+def _type_compose(
+    index: int,
+    first: int,
+    argument: tuple[Any, ...],
+    other: tuple[Any, ...] | None,
+    denotations: _Denotations,
+    max_path_steps: int,
+) -> tuple[Any, ...]:
+    assert other is not None
+    if argument[0] != _PATH or other[0] != _PATH:
+        raise _Stop("INVALID", RULE_INVALID, "COMPOSE_TYPES")
+    joint_left, joint_right = argument[2], other[1]
+    if joint_left != joint_right and denotations.form(joint_left) != denotations.form(joint_right):
+        raise _Stop("INVALID", RULE_INVALID, "COMPOSE_ENDPOINTS")
+    if len(argument[3]) + len(other[3]) > max_path_steps:
+        raise _Stop("UNKNOWN", LIMIT_EXCEEDED, "PATH_STEPS_LIMIT")
+    return (_PATH, argument[1], other[2], argument[3] + other[3], index)
+
+
+def _type_quote(
+    index: int,
+    first: int,
+    argument: tuple[Any, ...],
+    other: tuple[Any, ...] | None,
+    denotations: _Denotations,
+    max_path_steps: int,
+) -> tuple[Any, ...]:
+    return ("CODE(" + argument[0] + ")", first, argument, index)
+
+
+def _type_read(
+    index: int,
+    first: int,
+    argument: tuple[Any, ...],
+    other: tuple[Any, ...] | None,
+    denotations: _Denotations,
+    max_path_steps: int,
+) -> tuple[Any, ...]:
+    if argument[0][:5] != "CODE(":
+        raise _Stop("INVALID", RULE_INVALID, "READ_CODE")
+    quoted: tuple[Any, ...] = argument[2]  # the quoted value itself
+    return quoted
+
+
+# The wire admitted only the seven tags (ATOM is typed in _infer itself).
+_TYPING: Final[dict[str, _Typing]] = {
+    "APPLY": _type_apply,
+    "ID": _type_id,
+    "APPLY_STEP": _type_apply_step,
+    "COMPOSE": _type_compose,
+    "QUOTE": _type_quote,
+    "READ": _type_read,
+}
 
 
 def _observation(
@@ -781,120 +876,167 @@ def _checked_nodes(
     The caller turns each of those exceptions into ``None``.
     """
     key_count = _KEY_COUNT
-    atom_step, step_head, index_text = _ATOM_STEP, _STEP_HEAD, _INDEX
-    steps: list[str] = []
-    step = steps.append
-    payloads: list[object] = []
-    payload = payloads.append
-    denotations = _Denotations(subject_digest, nodes)
-    apply_arguments = denotations.apply_arguments
-    form = denotations.form
-    values: list[tuple[Any, ...]] = []
-    depths: list[int] = []
-    ranks: list[int] = []
-    origins: list[int] = []  # quotation origins of each node, as a bit set
-    value_of, depth_of, rank_of, origin_of = (
-        values.append,
-        depths.append,
-        ranks.append,
-        origins.append,
-    )
+    walk = _OnePass(_Denotations(subject_digest, nodes), max_depth, max_path_steps)
+    atom, binary, unary = walk.atom, walk.binary, walk.unary
     for index, node in enumerate(nodes):
         tag = node["tag"]
         if node_rules and len(node) != key_count.get(tag):
             return None
         if tag == "ATOM":
-            payload(node["payload_digest"])
-            step(atom_step[index])
-            value_of((_FORM, index))
-            depth_of(1)
-            rank_of(0)
-            origin_of(0)
-            continue
-        if tag == "APPLY_STEP" or tag == "COMPOSE":
-            if tag == "COMPOSE":
-                first, second = node["left"], node["right"]
-            else:
-                first, second = node["source"], node["target"]
-            if (
-                type(first) is not int
-                or type(second) is not int
-                or not 0 <= first < index
-                or not 0 <= second < index
-            ):
+            atom(index, node)
+        elif tag == "APPLY_STEP" or tag == "COMPOSE":
+            if not binary(index, node, tag):
                 return None
-            step(step_head[index] + index_text[first] + "," + index_text[second] + _TAILS[tag])
-            depth = depths[first]
-            other = depths[second]
-            if other > depth:
-                depth = other
-            depth += 1
-            if depth > max_depth:
-                return None
-            rank = ranks[first]
-            other = ranks[second]
-            if other > rank:
-                rank = other
-            argument = values[first]
-            target = values[second]
-            if tag == "APPLY_STEP":
-                if argument[0] != _FORM or target[0] != _FORM or max_path_steps < 1:
-                    return None
-                source_origin, target_origin = argument[1], target[1]
-                if apply_arguments.get(target_origin) != source_origin and form(
-                    target_origin
-                ) != _apply_denotation(form(source_origin)):
-                    return None
-                value: tuple[Any, ...] = (
-                    _PATH,
-                    source_origin,
-                    target_origin,
-                    ((source_origin, target_origin),),
-                    index,
-                    1,
-                )
-            else:
-                if argument[0] != _PATH or target[0] != _PATH:
-                    return None
-                joint_left, joint_right = argument[2], target[1]
-                if joint_left != joint_right and form(joint_left) != form(joint_right):
-                    return None
-                count = argument[5] + target[5]
-                if count > max_path_steps:
-                    return None
-                # Steps are read back for the root observation only: a COMPOSE keeps its two
-                # non-empty halves as a [left, right] pair (at most count - 1 pairs under one
-                # value, whatever the sharing) instead of copying their concatenation.
-                if not target[5]:
-                    halves = argument[3]
-                elif not argument[5]:
-                    halves = target[3]
-                else:
-                    halves = [argument[3], target[3]]
-                value = (_PATH, argument[1], target[2], halves, index, count)
-            value_of(value)
-            depth_of(depth)
-            rank_of(rank)
-            origin_of(origins[first] | origins[second])
-            continue
+        elif not unary(index, node, tag):
+            return None
+    if node_rules and not all_digests(walk.payloads):
+        return None
+    if certificate_bytes != _certificate_bytes(root, walk.steps, subject_digest):
+        return None
+    result = walk.values[root]
+    if result[0] == _PATH:
+        result = (_PATH, result[1], result[2], _flat_steps(result[3]), result[4])
+    return _report(
+        "CHECKED",
+        None,
+        subject_digest,
+        root,
+        _observation(
+            walk.denotations,
+            result,
+            root,
+            walk.ranks[root],
+            walk.depths[root],
+            walk.origins[root],
+        ),
+    )
+
+
+class _OnePass:
+    """The per-node state of :func:`_checked_nodes`: each method types one node and appends
+    its step text and value, depth, rank and quotation origins (a bit set); ``False`` at the
+    first thing the ordered path would not pass. A path value carries its step count as a
+    sixth item."""
+
+    __slots__ = (
+        "denotations",
+        "depths",
+        "max_depth",
+        "max_path_steps",
+        "origins",
+        "payloads",
+        "ranks",
+        "steps",
+        "values",
+    )
+
+    def __init__(self, denotations: _Denotations, max_depth: int, max_path_steps: int) -> None:
+        self.denotations = denotations
+        self.max_depth = max_depth
+        self.max_path_steps = max_path_steps
+        self.steps: list[str] = []
+        self.payloads: list[object] = []
+        self.values: list[tuple[Any, ...]] = []
+        self.depths: list[int] = []
+        self.ranks: list[int] = []
+        self.origins: list[int] = []
+
+    def atom(self, index: int, node: dict[str, Any]) -> None:
+        self.payloads.append(node["payload_digest"])
+        self.steps.append(_ATOM_STEP[index])
+        self.values.append((_FORM, index))
+        self.depths.append(1)
+        self.ranks.append(0)
+        self.origins.append(0)
+
+    def binary(self, index: int, node: dict[str, Any], tag: str) -> bool:
+        """An APPLY_STEP or a COMPOSE node."""
+        if tag == "COMPOSE":
+            first, second = node["left"], node["right"]
+        else:
+            first, second = node["source"], node["target"]
+        if (
+            type(first) is not int
+            or type(second) is not int
+            or not 0 <= first < index
+            or not 0 <= second < index
+        ):
+            return False
+        self.steps.append(_STEP_HEAD[index] + _INDEX[first] + "," + _INDEX[second] + _TAILS[tag])
+        depths, ranks = self.depths, self.ranks
+        depth = max(depths[first], depths[second]) + 1
+        if depth > self.max_depth:
+            return False
+        argument = self.values[first]
+        target = self.values[second]
+        if tag == "APPLY_STEP":
+            value = self._apply_step(index, argument, target)
+        else:
+            value = self._compose(index, argument, target)
+        if value is None:
+            return False
+        self.values.append(value)
+        depths.append(depth)
+        ranks.append(max(ranks[first], ranks[second]))
+        self.origins.append(self.origins[first] | self.origins[second])
+        return True
+
+    def _apply_step(
+        self, index: int, argument: tuple[Any, ...], target: tuple[Any, ...]
+    ) -> tuple[Any, ...] | None:
+        if argument[0] != _FORM or target[0] != _FORM or self.max_path_steps < 1:
+            return None
+        source_origin, target_origin = argument[1], target[1]
+        form = self.denotations.form
+        if self.denotations.apply_arguments.get(target_origin) != source_origin and form(
+            target_origin
+        ) != _apply_denotation(form(source_origin)):
+            return None
+        return (_PATH, source_origin, target_origin, ((source_origin, target_origin),), index, 1)
+
+    def _compose(
+        self, index: int, argument: tuple[Any, ...], target: tuple[Any, ...]
+    ) -> tuple[Any, ...] | None:
+        if argument[0] != _PATH or target[0] != _PATH:
+            return None
+        joint_left, joint_right = argument[2], target[1]
+        form = self.denotations.form
+        if joint_left != joint_right and form(joint_left) != form(joint_right):
+            return None
+        count = argument[5] + target[5]
+        if count > self.max_path_steps:
+            return None
+        # Steps are read back for the root observation only: a COMPOSE keeps its two
+        # non-empty halves as a [left, right] pair (at most count - 1 pairs under one
+        # value, whatever the sharing) instead of copying their concatenation.
+        if not target[5]:
+            halves = argument[3]
+        elif not argument[5]:
+            halves = target[3]
+        else:
+            halves = [argument[3], target[3]]
+        return (_PATH, argument[1], target[2], halves, index, count)
+
+    def unary(self, index: int, node: dict[str, Any], tag: str) -> bool:
+        """An APPLY, ID, QUOTE or READ node."""
         first = node[_FIELD[tag]]
         if type(first) is not int or not 0 <= first < index:
-            return None
-        step(step_head[index] + index_text[first] + _TAILS[tag])
-        depth = depths[first] + 1
-        if depth > max_depth:
-            return None
-        rank = ranks[first]
-        origin = origins[first]
-        argument = values[first]
+            return False
+        self.steps.append(_STEP_HEAD[index] + _INDEX[first] + _TAILS[tag])
+        depth = self.depths[first] + 1
+        if depth > self.max_depth:
+            return False
+        rank = self.ranks[first]
+        origin = self.origins[first]
+        argument = self.values[first]
         if tag == "APPLY":
             if argument[0] != _FORM:
-                return None
-            apply_arguments[index] = argument[1]
-            value = (_FORM, index)
+                return False
+            self.denotations.apply_arguments[index] = argument[1]
+            value: tuple[Any, ...] = (_FORM, index)
         elif tag == "ID":
             if argument[0] != _FORM:
-                return None
+                return False
             point = argument[1]
             value = (_PATH, point, point, (), index, 0)
         elif tag == "QUOTE":
@@ -903,26 +1045,13 @@ def _checked_nodes(
             value = ("CODE(" + argument[0] + ")", first, argument, index)
         else:  # READ
             if argument[0][:5] != "CODE(":
-                return None
+                return False
             value = argument[2]
-        value_of(value)
-        depth_of(depth)
-        rank_of(rank)
-        origin_of(origin)
-    if node_rules and not all_digests(payloads):
-        return None
-    if certificate_bytes != _certificate_bytes(root, steps, subject_digest):
-        return None
-    result = values[root]
-    if result[0] == _PATH:
-        result = (_PATH, result[1], result[2], _flat_steps(result[3]), result[4])
-    return _report(
-        "CHECKED",
-        None,
-        subject_digest,
-        root,
-        _observation(denotations, result, root, ranks[root], depths[root], origins[root]),
-    )
+        self.values.append(value)
+        self.depths.append(depth)
+        self.ranks.append(rank)
+        self.origins.append(origin)
+        return True
 
 
 def _flat_steps(tree: tuple[tuple[int, int], ...] | list[Any]) -> tuple[tuple[int, int], ...]:

@@ -39,7 +39,7 @@ from typing import Any, Final
 import attrs
 
 from mechanism._svg import FONT_FAMILY, escape, text_width, wrap
-from mechanism.formation._explain import Explanation
+from mechanism.formation._explain import Explanation, NodeFacts
 from mechanism.formation._explain_view import View
 from mechanism.formation._wire import NODE_REFERENCE_FIELDS
 from session import require_extra
@@ -105,45 +105,13 @@ class _Layout:
 
 def _elements(view: View) -> tuple[list[_Box], list[_Arrow]]:
     explanation = view.explanation
-    path = explanation.failing_path
-    path_edges = set(itertools.pairwise(path))
+    path_edges = set(itertools.pairwise(explanation.failing_path))
     boxes: list[_Box] = []
     arrows: list[_Arrow] = []
     shown = set(view.shown)
     for index in view.shown:
         node = explanation.nodes[index]
-        classes = ["node", "typed" if node.type is not None else "untyped"]
-        if index == explanation.root:
-            classes.append("root")
-        if index == explanation.index:
-            classes.append("failing")
-        elif index in path:
-            classes.append("on-path")
-        if index in explanation.blamed:
-            classes.append("blamed")
-        title = f"{index} {node.tag}" + ("  (root)" if index == explanation.root else "")
-        if index == explanation.index and explanation.rule is not None:
-            kind = "✗ " + explanation.rule.replace("_", " ").lower()
-        else:
-            kind = node.type or "not typed"
-        lines = [title, kind]
-        if node.tag == "ATOM":
-            lines.append(node.record["payload_digest"][:19] + "…")
-        tooltip = json.dumps(
-            {
-                "node": index,
-                "record": node.record,
-                "certificate_step": node.step,
-                "type": node.type,
-                "state": node.state,
-                "required_depth": node.depth,
-                "quote_rank": node.rank,
-                "reached_from_root": node.reached,
-            },
-            indent=1,
-            sort_keys=True,
-        )
-        boxes.append(_Box(f"n{index}", index, tuple(lines), tuple(classes), tooltip))
+        boxes.append(_node_box(explanation, index, node))
         fields = NODE_REFERENCE_FIELDS[node.tag]
         for field, reference in zip(fields, node.references, strict=True):
             if reference in shown:
@@ -164,6 +132,42 @@ def _elements(view: View) -> tuple[list[_Box], list[_Arrow]]:
         boxes.append(_Box(key, None, collapsed_lines, ("node", "collapsed"), tooltip))
         arrows.append(_Arrow(f"n{entry.parent}", key, "collapsed", ("edge", "collapsed")))
     return boxes, arrows
+
+
+def _node_box(explanation: Explanation, index: int, node: NodeFacts) -> _Box:
+    """The box of a shown node: its classes, its title and type lines, its JSON tooltip."""
+    classes = ["node", "typed" if node.type is not None else "untyped"]
+    if index == explanation.root:
+        classes.append("root")
+    if index == explanation.index:
+        classes.append("failing")
+    elif index in explanation.failing_path:
+        classes.append("on-path")
+    if index in explanation.blamed:
+        classes.append("blamed")
+    title = f"{index} {node.tag}" + ("  (root)" if index == explanation.root else "")
+    if index == explanation.index and explanation.rule is not None:
+        kind = "✗ " + explanation.rule.replace("_", " ").lower()
+    else:
+        kind = node.type or "not typed"
+    lines = [title, kind]
+    if node.tag == "ATOM":
+        lines.append(node.record["payload_digest"][:19] + "…")
+    tooltip = json.dumps(
+        {
+            "node": index,
+            "record": node.record,
+            "certificate_step": node.step,
+            "type": node.type,
+            "state": node.state,
+            "required_depth": node.depth,
+            "quote_rank": node.rank,
+            "reached_from_root": node.reached,
+        },
+        indent=1,
+        sort_keys=True,
+    )
+    return _Box(f"n{index}", index, tuple(lines), tuple(classes), tooltip)
 
 
 def _fill(box: _Box) -> tuple[str, str]:

@@ -388,21 +388,47 @@ def _honest(binding: object, evidence: object) -> tuple[bytes, bytes, str, str, 
     them only when they equal the context digests of the subject it admitted (digests by
     admission), which is also step 14; otherwise it takes the ordered path.
     """
-    if type(binding) is not BoundProposition:
+    if type(binding) is not BoundProposition or not _honest_identity(binding):
         return None
+    parameters = _honest_parameters(binding)
+    if parameters is None:
+        return None
+    limit = _honest_limit(binding.bounds)
+    if limit is None:
+        return None
+    refs = _honest_refs(binding)
+    if refs is None:
+        return None
+    pair = _honest_pair(evidence, limit)
+    if pair is None:
+        return None
+    subject, certificate = pair
+    resolved = resolved_references(evidence)
+    if resolved is None:
+        resolved = (digest_bytes(subject), digest_bytes(certificate))
+    if resolved != refs:
+        return None
+    return subject, certificate, refs[0], *parameters
+
+
+def _honest_identity(binding: BoundProposition) -> bool:
+    """Steps 2–3 of :func:`_honest`: our mechanism id and digest, predicate and expectation."""
     identifier, digest = binding.mechanism_id, binding.mechanism_digest
     predicate, expected = binding.predicate, binding.expected
-    if (
-        type(identifier) is not str
-        or type(digest) is not str
-        or type(predicate) is not str
-        or type(expected) is not str
-        or identifier != MECHANISM_ID
-        or digest != MECHANISM_DIGEST
-        or predicate != MECHANISM_ID
-        or expected != "CHECKED"
-    ):
-        return None
+    return (
+        type(identifier) is str
+        and type(digest) is str
+        and type(predicate) is str
+        and type(expected) is str
+        and identifier == MECHANISM_ID
+        and digest == MECHANISM_DIGEST
+        and predicate == MECHANISM_ID
+        and expected == "CHECKED"
+    )
+
+
+def _honest_parameters(binding: BoundProposition) -> tuple[str, str] | None:
+    """Steps 4–6 of :func:`_honest`: the ground and agency parameters, or ``None``."""
     parameters = binding.parameters
     if type(parameters) is not dict:
         return None
@@ -429,7 +455,11 @@ def _honest(binding: object, evidence: object) -> tuple[bytes, bytes, str, str, 
             return None
     if roots != tuple(sorted({profile, ground, agency})):
         return None
-    bounds = binding.bounds
+    return ground, agency
+
+
+def _honest_limit(bounds: object) -> int | None:
+    """Step 7 of :func:`_honest`: the pair's byte bound of an exact ``EvidenceBounds(2, n)``."""
     if type(bounds) is not EvidenceBounds:
         return None
     items, limit = bounds.max_evidence_items, bounds.max_evidence_bytes
@@ -440,6 +470,11 @@ def _honest(binding: object, evidence: object) -> tuple[bytes, bytes, str, str, 
         or not 0 <= limit <= MAX_PAIR_BYTES
     ):
         return None
+    return limit
+
+
+def _honest_refs(binding: BoundProposition) -> tuple[str, str] | None:
+    """Steps 8–9 of :func:`_honest`: two distinct string refs, the first the subject id."""
     refs, subject_id = binding.evidence_refs, binding.subject_id
     if type(refs) is not tuple or len(refs) != 2:
         return None
@@ -452,6 +487,11 @@ def _honest(binding: object, evidence: object) -> tuple[bytes, bytes, str, str, 
         or subject_id != first
     ):
         return None
+    return first, second
+
+
+def _honest_pair(evidence: object, limit: int) -> tuple[bytes, bytes] | None:
+    """Steps 10–12 of :func:`_honest`: two exact ``bytes`` items within the limits."""
     if type(evidence) is not tuple and type(evidence) is not list:
         return None
     pair = tuple(evidence)
@@ -466,12 +506,7 @@ def _honest(binding: object, evidence: object) -> tuple[bytes, bytes, str, str, 
         or len(subject) + len(certificate) > limit
     ):
         return None
-    resolved = resolved_references(evidence)
-    if resolved is None:
-        resolved = (digest_bytes(subject), digest_bytes(certificate))
-    if resolved != refs:
-        return None
-    return subject, certificate, first, ground, agency
+    return subject, certificate
 
 
 if not (is_digest(MECHANISM_DIGEST) and is_digest(PROFILE_DIGEST)):  # what _honest relies on

@@ -226,20 +226,193 @@ def _dominant(states: set[str], *, valid: str) -> str:
     return valid
 
 
-def _admit_role(
-    role_bytes: bytes, admit: Any, reasons: set[str], binding: set[str]
-) -> dict[str, Any] | None:
+class _Notes:
+    """The reason codes and coordinate-binding facets an inspection gathers (order-free sets)."""
+
+    def __init__(self) -> None:
+        self.reasons: set[str] = set()
+        self.binding: set[str] = set()
+
+    def note(self, code: str, facet: str | None = None) -> None:
+        self.reasons.add(code)
+        if facet is not None:
+            self.binding.add(facet)
+
+
+def _admit_role(role_bytes: bytes, admit: Any, notes: _Notes) -> dict[str, Any] | None:
     try:
         record: dict[str, Any] = admit(role_bytes)
     except (UnsupportedFormation, FormationLimitError):
-        reasons.add("FORMATION_RECORD_UNSUPPORTED_OR_LIMITED")
-        binding.add("UNKNOWN")
+        notes.note("FORMATION_RECORD_UNSUPPORTED_OR_LIMITED", "UNKNOWN")
         return None
     except FormationError:
-        reasons.add("FORMATION_RECORD_INVALID")
-        binding.add("INVALID")
+        notes.note("FORMATION_RECORD_INVALID", "INVALID")
         return None
     return record
+
+
+def _select(
+    commit: dict[str, Any], selectors: dict[str, object], notes: _Notes
+) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+    """Rules 2–3: each role's coordinates, and the census records of the roles selected."""
+    records: dict[str, dict[str, Any]] = {}
+    by_path = {entry["path"]: entry["object"] for entry in commit["census"]}
+    coordinates: dict[str, dict[str, Any]] = {}
+    for role in ROLES:
+        selector = selectors[role]
+        if type(selector) is not str or not is_portable_path(selector):
+            coordinates[role] = {"path": None, "object_digest": None}
+            notes.note("SELECTED_PATH_INVALID", "INVALID")
+            continue
+        record = by_path.get(selector)
+        coordinates[role] = {
+            "path": selector,
+            "object_digest": None if record is None else record["object_digest"],
+        }
+        if record is None:
+            notes.note("SELECTED_PATH_NOT_IN_CENSUS", "INVALID")
+            continue
+        records[role] = record
+        declared = ROLE_DECLARATIONS.get(role)
+        if declared is not None and declared != (
+            record["artifact_kind"],
+            record["declared_schema_id"],
+            record["media_type"],
+        ):
+            notes.note("SELECTED_ROLE_DECLARATION_INVALID", "INVALID")
+    ground_path = selectors["ground"]
+    # An exact-str test first: ``in`` would call a foreign object's ``__eq__``.
+    if type(ground_path) is not str or ground_path not in commit["ground_paths"]:
+        notes.note("SELECTED_GROUND_NOT_DECLARED", "INVALID")
+    return coordinates, records
+
+
+def _census_states(
+    commit: dict[str, Any], snapshot: dict[str, object] | None, notes: _Notes
+) -> tuple[dict[str, str], dict[str, bytes]]:
+    """Rule 5: each distinct census digest's state, once, ascending, under the byte budget."""
+    states: dict[str, str] = {}
+    retained: dict[str, bytes] = {}
+    spent = 0
+    for digest in census_digests(commit):
+        if snapshot is None:
+            states[digest] = "UNKNOWN"
+            continue
+        if digest not in snapshot:
+            states[digest] = "MISSING"
+            continue
+        value = snapshot[digest]
+        if type(value) is not bytes:
+            states[digest] = "INVALID"
+            notes.note("OBJECT_BYTES_INVALID")
+            continue
+        size = len(value)
+        if size > MAX_OBJECT_BYTES or spent + size > MAX_SNAPSHOT_BYTES:
+            states[digest] = "UNKNOWN"
+            notes.note("SNAPSHOT_BYTE_LIMIT")
+            continue
+        spent += size
+        if digest_bytes(value) != digest:
+            states[digest] = "INVALID"
+            notes.note("OBJECT_DIGEST_MISMATCH")
+            continue
+        states[digest] = "RETAINED"
+        retained[digest] = value
+    return states, retained
+
+
+def _retention(
+    commit: dict[str, Any],
+    states: dict[str, str],
+    retained: dict[str, bytes],
+    snapshot_error: str | None,
+    notes: _Notes,
+) -> str:
+    """Rule 6: ``snapshot_retention`` over the whole census."""
+    retention = set(states.values())
+    if snapshot_error is not None:
+        notes.note(snapshot_error)
+        retention.add("INVALID" if snapshot_error == "EVIDENCE_MAPPING_INVALID" else "UNKNOWN")
+    for entry in commit["census"]:
+        record = entry["object"]
+        held = retained.get(record["object_digest"])
+        if held is not None and len(held) != record["size_bytes"]:
+            retention.add("INVALID")
+            notes.note("OBJECT_SIZE_MISMATCH")
+    if "MISSING" in retention:
+        notes.note("CENSUS_OBJECT_MISSING")
+        retention.add("INCOMPLETE")
+    return _dominant(retention, valid="COMPLETE")
+
+
+def _selected_bytes(
+    records: dict[str, dict[str, Any]],
+    states: dict[str, str],
+    retained: dict[str, bytes],
+    notes: _Notes,
+) -> dict[str, bytes]:
+    """Rule 7: the retained bytes of each selected role (a size mismatch still included)."""
+    role_bytes: dict[str, bytes] = {}
+    for role, record in records.items():
+        state = states[record["object_digest"]]
+        if state == "INVALID":
+            notes.binding.add("INVALID")
+        elif state != "RETAINED":
+            notes.note("SELECTED_OBJECT_UNAVAILABLE", "UNKNOWN")
+        else:
+            held = retained[record["object_digest"]]
+            if len(held) != record["size_bytes"]:
+                notes.binding.add("INVALID")
+            role_bytes[role] = held
+    return role_bytes
+
+
+def _agency(commit: dict[str, Any], subject: dict[str, Any] | None, notes: _Notes) -> str:
+    """Rule 9: the agency declaration against the canonical action set."""
+    version = commit["authority_axiom_agency_version"]
+    actions = commit["authority_axiom_agency"]
+    if version != AGENCY_VERSION:
+        notes.note("AGENCY_DECLARATION_UNSUPPORTED", "UNKNOWN")
+    elif (
+        canonical_digest({"schema_version": version, "actions": sorted(actions)})
+        != commit["authority_axiom_agency_digest"]
+    ):
+        notes.note("AGENCY_DECLARATION_DIGEST_MISMATCH", "INVALID")
+        return "INVALID"
+    elif tuple(actions) != CANONICAL_AGENCY_ACTIONS:
+        notes.note("AGENCY_DECLARATION_UNSUPPORTED", "UNKNOWN")
+    elif subject is not None:
+        return "MATCHED"
+    return "UNKNOWN"
+
+
+def _compare_context(
+    commit: dict[str, Any],
+    records: dict[str, dict[str, Any]],
+    subject: dict[str, Any],
+    certificate: dict[str, Any] | None,
+    notes: _Notes,
+) -> bool:
+    """Rule 10 for an admitted subject; ``True`` when its agency context contradicts the commit."""
+    context = subject["context"]
+    agency_mismatch: bool = (
+        context["authority_axiom_agency_digest"] != commit["authority_axiom_agency_digest"]
+    )
+    if agency_mismatch:
+        notes.note("SUBJECT_AGENCY_CONTEXT_MISMATCH", "INVALID")
+    ground = records.get("ground")
+    if ground is not None and context["ground_artifact_digest"] != ground["object_digest"]:
+        notes.note("SUBJECT_GROUND_CONTEXT_MISMATCH", "INVALID")
+    profile = records.get("profile")
+    if profile is not None and subject["profile_digest"] != profile["object_digest"]:
+        notes.note("SUBJECT_PROFILE_COORDINATE_MISMATCH", "INVALID")
+    if certificate is not None and (
+        certificate["subject_digest"] != records["subject"]["object_digest"]
+        or certificate["profile_digest"] != subject["profile_digest"]
+        or certificate["root"] != subject["root"]
+    ):
+        notes.note("CERTIFICATE_COORDINATE_MISMATCH", "INVALID")
+    return agency_mismatch
 
 
 def inspect_silo_formation(
@@ -264,166 +437,48 @@ def inspect_silo_formation(
             result["reason_codes"] = ["COMMIT_INVALID"]
         return result
     assert type(commit_bytes) is bytes
-
-    reasons: set[str] = set()
-    binding: set[str] = set()
-
-    def note(code: str, facet: str | None = None) -> None:
-        reasons.add(code)
-        if facet is not None:
-            binding.add(facet)
+    notes = _Notes()
 
     # 1–3. Coordinates.
     result["commit_digest"] = digest_bytes(commit_bytes)
-    records: dict[str, dict[str, Any]] = {}
-    by_path = {entry["path"]: entry["object"] for entry in commit["census"]}
-    coordinates: dict[str, dict[str, Any]] = {}
     selectors = {
         "subject": subject_path,
         "certificate": certificate_path,
         "profile": profile_path,
         "ground": ground_path,
     }
-    for role in ROLES:
-        selector = selectors[role]
-        if type(selector) is not str or not is_portable_path(selector):
-            coordinates[role] = {"path": None, "object_digest": None}
-            note("SELECTED_PATH_INVALID", "INVALID")
-            continue
-        record = by_path.get(selector)
-        coordinates[role] = {
-            "path": selector,
-            "object_digest": None if record is None else record["object_digest"],
-        }
-        if record is None:
-            note("SELECTED_PATH_NOT_IN_CENSUS", "INVALID")
-            continue
-        records[role] = record
-        declared = ROLE_DECLARATIONS.get(role)
-        if declared is not None and declared != (
-            record["artifact_kind"],
-            record["declared_schema_id"],
-            record["media_type"],
-        ):
-            note("SELECTED_ROLE_DECLARATION_INVALID", "INVALID")
-    result["coordinates"] = coordinates
-    # An exact-str test first: ``in`` would call a foreign object's ``__eq__``.
-    if type(ground_path) is not str or ground_path not in commit["ground_paths"]:
-        note("SELECTED_GROUND_NOT_DECLARED", "INVALID")
+    result["coordinates"], records = _select(commit, selectors, notes)
 
-    # 4–5. Snapshot, then each distinct census digest once, ascending, under the byte budget.
+    # 4–6. Snapshot, each distinct census digest, retention over the whole census.
     snapshot, snapshot_error = _snapshot(evidence)
-    states: dict[str, str] = {}
-    retained: dict[str, bytes] = {}
-    spent = 0
-    for digest in census_digests(commit):
-        if snapshot is None:
-            states[digest] = "UNKNOWN"
-            continue
-        if digest not in snapshot:
-            states[digest] = "MISSING"
-            continue
-        value = snapshot[digest]
-        if type(value) is not bytes:
-            states[digest] = "INVALID"
-            note("OBJECT_BYTES_INVALID")
-            continue
-        size = len(value)
-        if size > MAX_OBJECT_BYTES or spent + size > MAX_SNAPSHOT_BYTES:
-            states[digest] = "UNKNOWN"
-            note("SNAPSHOT_BYTE_LIMIT")
-            continue
-        spent += size
-        if digest_bytes(value) != digest:
-            states[digest] = "INVALID"
-            note("OBJECT_DIGEST_MISMATCH")
-            continue
-        states[digest] = "RETAINED"
-        retained[digest] = value
-
-    # 6. Retention over the whole census.
-    retention = set(states.values())
-    if snapshot_error is not None:
-        note(snapshot_error)
-        retention.add("INVALID" if snapshot_error == "EVIDENCE_MAPPING_INVALID" else "UNKNOWN")
-    for entry in commit["census"]:
-        record = entry["object"]
-        held = retained.get(record["object_digest"])
-        if held is not None and len(held) != record["size_bytes"]:
-            retention.add("INVALID")
-            note("OBJECT_SIZE_MISMATCH")
-    if "MISSING" in retention:
-        note("CENSUS_OBJECT_MISSING")
-        retention.add("INCOMPLETE")
-    result["snapshot_retention"] = _dominant(retention, valid="COMPLETE")
+    states, retained = _census_states(commit, snapshot, notes)
+    result["snapshot_retention"] = _retention(commit, states, retained, snapshot_error, notes)
 
     # 7–8. Selected objects, their bytes, and the fresh formation report.
-    role_bytes: dict[str, bytes] = {}
-    for role, record in records.items():
-        state = states[record["object_digest"]]
-        if state == "INVALID":
-            binding.add("INVALID")
-        elif state != "RETAINED":
-            note("SELECTED_OBJECT_UNAVAILABLE", "UNKNOWN")
-        else:
-            held = retained[record["object_digest"]]
-            if len(held) != record["size_bytes"]:
-                binding.add("INVALID")
-            role_bytes[role] = held
+    role_bytes = _selected_bytes(records, states, retained, notes)
     subject = certificate = None
     if "subject" in role_bytes:
-        subject = _admit_role(role_bytes["subject"], admit_subject, reasons, binding)
+        subject = _admit_role(role_bytes["subject"], admit_subject, notes)
     if "certificate" in role_bytes:
-        certificate = _admit_role(role_bytes["certificate"], admit_certificate, reasons, binding)
+        certificate = _admit_role(role_bytes["certificate"], admit_certificate, notes)
     if "subject" in role_bytes and "certificate" in role_bytes:
         result["formation_report"] = check_formation(
             role_bytes["subject"], role_bytes["certificate"]
         )
 
-    # 9. Agency declaration.
-    agency = "UNKNOWN"
-    version = commit["authority_axiom_agency_version"]
-    actions = commit["authority_axiom_agency"]
-    if version != AGENCY_VERSION:
-        note("AGENCY_DECLARATION_UNSUPPORTED", "UNKNOWN")
-    elif (
-        canonical_digest({"schema_version": version, "actions": sorted(actions)})
-        != commit["authority_axiom_agency_digest"]
-    ):
-        agency = "INVALID"
-        note("AGENCY_DECLARATION_DIGEST_MISMATCH", "INVALID")
-    elif tuple(actions) != CANONICAL_AGENCY_ACTIONS:
-        note("AGENCY_DECLARATION_UNSUPPORTED", "UNKNOWN")
-    elif subject is not None:
-        agency = "MATCHED"
-
-    # 10. Subject context and certificate coordinates against the commit's declarations.
+    # 9–10. Agency declaration; subject context and certificate coordinates.
+    agency = _agency(commit, subject, notes)
     if subject is None:
-        binding.add("UNKNOWN")
-    else:
-        context = subject["context"]
-        if context["authority_axiom_agency_digest"] != commit["authority_axiom_agency_digest"]:
-            agency = "INVALID"
-            note("SUBJECT_AGENCY_CONTEXT_MISMATCH", "INVALID")
-        ground = records.get("ground")
-        if ground is not None and context["ground_artifact_digest"] != ground["object_digest"]:
-            note("SUBJECT_GROUND_CONTEXT_MISMATCH", "INVALID")
-        profile = records.get("profile")
-        if profile is not None and subject["profile_digest"] != profile["object_digest"]:
-            note("SUBJECT_PROFILE_COORDINATE_MISMATCH", "INVALID")
-        if certificate is not None and (
-            certificate["subject_digest"] != records["subject"]["object_digest"]
-            or certificate["profile_digest"] != subject["profile_digest"]
-            or certificate["root"] != subject["root"]
-        ):
-            note("CERTIFICATE_COORDINATE_MISMATCH", "INVALID")
+        notes.binding.add("UNKNOWN")
+    elif _compare_context(commit, records, subject, certificate, notes):
+        agency = "INVALID"
     result["agency_declaration"] = agency
 
     # 11. The profile bytes must be the compiled profile.
     if "profile" in role_bytes and role_bytes["profile"] != profile_bytes():
-        note("FORMATION_PROFILE_UNSUPPORTED", "UNKNOWN")
+        notes.note("FORMATION_PROFILE_UNSUPPORTED", "UNKNOWN")
 
     # 12. Outcome.
-    result["coordinate_binding"] = _dominant(binding, valid="BOUND")
-    result["reason_codes"] = sorted(reasons)
+    result["coordinate_binding"] = _dominant(notes.binding, valid="BOUND")
+    result["reason_codes"] = sorted(notes.reasons)
     return result
