@@ -232,10 +232,14 @@ def test_a_closed_stderr_loses_the_line_not_the_daemon(monkeypatch: pytest.Monke
 
 def test_no_daemon_module_writes_to_stderr_around_the_logs_room() -> None:
     """Every operational message goes through ``daemon.wire._logs`` (the old code had 19
-    ``sys.stderr.write`` sites in the rooms)."""
+    ``sys.stderr.write`` sites in the rooms). One module writes its own line: the package
+    check, which runs before anything of the project is imported, because a replaced
+    ``daemon`` package is what it reports (``daemon/commands/_package_check.py`` rule 3)."""
     found = []
     for path in sorted((ROOT / "daemon").rglob("*.py")):
         if path.name == "_logs.py" and path.parent.name == "wire":
+            continue
+        if path.name == "_package_check.py" and path.parent.name == "commands":
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Attribute) and node.attr == "write":
