@@ -417,5 +417,5 @@ def read_cursor(path: Path, sink: str) -> Position | None:
     ):
         raise CursorError(f"{damaged} (a field has the wrong type or value)")
     if fields["sink"] != sink:
-        raise CursorError(f"sink cursor {path} is sink {fields['sink']!r}'s, not {sink!r}'s")
+        raise CursorError(f"sink cursor {path} belongs to sink {fields['sink']!r}, not {sink!r}")
     return Position(fields["seq"], fields["head"], fields["file"], fields["offset"])
