@@ -25,8 +25,8 @@ from daemon import (
     open_server,
     verify_log,
 )
-from daemon.config._http_config import HttpConfig
 from daemon.client._outcomes import check_pair_count
+from daemon.config._http_config import HttpConfig
 from daemon.wire import _protocol
 from daemon.wire._errors import LocalProtocolError
 from daemon.wire._protocol import (
