@@ -108,7 +108,7 @@ class Shipper:
         self._acked: Position | None = None
         self._dirty = False
         self._oldest: float | None = None
-        self._behind_since: float | None = None
+        self._caught_up_at: float | None = None
         self.shipped = 0
         self.batches = 0
         self.failures = 0
@@ -150,8 +150,8 @@ class Shipper:
                 age = 0.0
             elif self._oldest is not None:
                 age = max(0.0, now - self._oldest)
-            elif self._behind_since is not None:
-                age = max(0.0, now - self._behind_since)
+            elif self._caught_up_at is not None:
+                age = max(0.0, now - self._caught_up_at)
             else:
                 age = 0.0
             return {
@@ -309,7 +309,7 @@ class Shipper:
             self._save()
         with self._lock:
             self._state = "caught_up"
-            self._behind_since = time.time()
+            self._caught_up_at = time.time()
 
     def _failed(self, error: str) -> None:
         now = time.time()

@@ -56,8 +56,8 @@ class Receiver:
 
     @property
     def url(self) -> str:
-        host, port = self.server.server_address[:2]
-        return f"http://{host}:{port}/v1/logs"
+        port = self.server.server_address[1]
+        return f"http://127.0.0.1:{port}/v1/logs"
 
     def _answer(self, handler: BaseHTTPRequestHandler, status: int) -> None:
         handler.send_response(status)

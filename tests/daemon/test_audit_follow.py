@@ -232,9 +232,7 @@ async def test_a_sink_that_starts_now_ships_only_what_comes_after_its_first_star
     before = await _write(log, 50)
     receiver = Receiver()
     durable = [before]
-    config = SinkConfig(
-        "central", "http", url=receiver.url, flush_interval=0.02, start_at="now"
-    )
+    config = SinkConfig("central", "http", url=receiver.url, flush_interval=0.02, start_at="now")
     shipper = Shipper(
         config, log, lambda: durable[0], {"id": "t"}, sink=HttpSink(config, "evidenced/test")
     )

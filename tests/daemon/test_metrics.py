@@ -206,8 +206,14 @@ def test_a_sink_has_its_series_at_zero_before_its_first_status_and_then_its_figu
             assert before[(f"evidenced_sink_{name}", (("sink", sink),))] == 0
     assert before[("evidenced_sink_failures_total", (("sink", "central"),))] == 0
     statuses += [
-        {"name": "central", "lag_lines": 120, "lag_seconds": 4.5, "shipped": 900,
-         "failures": 3, "last_success_at": "2026-12-03T17:11:21.229491Z"},
+        {
+            "name": "central",
+            "lag_lines": 120,
+            "lag_seconds": 4.5,
+            "shipped": 900,
+            "failures": 3,
+            "last_success_at": "2026-12-03T17:11:21.229491Z",
+        },
         {"name": "intruder", "lag_lines": 1},
     ]
     after = samples(metrics)
