@@ -14,10 +14,11 @@ Rules (the contract):
 2. :class:`HttpSink` POSTs one batch as a JSON array of events, gzip-compressed
    (``Content-Encoding: gzip``, ``Content-Type: application/json``, as OPA's decision-log
    service API takes it), with ``Authorization: Bearer`` and the token file's first line
-   read at each upload when configured, through one ``httpx`` client (kept connections; the
-   CA bundle of ``tls_ca``, else the system's; ``timeout`` seconds per phase; no proxy or
-   ``.netrc`` from the environment; redirects not followed). A ``2xx`` answer acknowledges
-   the batch; anything else, or no answer, is :class:`SinkFailed` naming it.
+   read at each upload when configured (a batch sent again is compressed once), through one
+   ``httpx`` client (kept connections; the CA bundle of ``tls_ca``, else the system's;
+   ``timeout`` seconds per phase; no proxy or ``.netrc`` from the environment; redirects not
+   followed). A ``2xx`` answer acknowledges the batch; anything else, or no answer, is
+   :class:`SinkFailed` naming it.
 3. :class:`ConsoleSink` writes one event per line to standard output (file descriptor 1), a
    batch with one ``write(2)`` loop; a failed write is :class:`SinkFailed`. Nothing else of
    ``serve`` writes there while it has one (``docs/operations.md`` §11).
@@ -95,6 +96,9 @@ class HttpSink:
             headers={"User-Agent": user_agent},
         )
         self._errors = (httpx.HTTPError, httpx.InvalidURL, OSError)
+        #: The last batch and its body: a batch sent again after a failure is the same
+        #: sequence (``daemon.audit._shipper`` rule 3), so it is compressed once.
+        self._body: tuple[Sequence[bytes], bytes] | None = None
 
     def send(self, events: Sequence[bytes]) -> None:
         headers = {"Content-Type": "application/json", "Content-Encoding": "gzip"}
@@ -104,8 +108,10 @@ class HttpSink:
             except (OSError, ValueError) as error:
                 reason = getattr(error, "strerror", None) or str(error)
                 raise SinkFailed(f"token_file {self.token_file}: {reason}") from None
+        if self._body is None or self._body[0] is not events:
+            self._body = (events, batch_body(events))
         try:
-            answer = self._client.post(self.url, content=batch_body(events), headers=headers)
+            answer = self._client.post(self.url, content=self._body[1], headers=headers)
         except self._errors as error:
             raise SinkFailed(f"POST {self.target}: {type(error).__name__}: {error}") from None
         if not 200 <= answer.status_code < 300:
