@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo demo-retain test lint apidocs fmt coverage bench clean browser screenshots curl faketime nginx gotools schemathesis openapi shells
+.PHONY: demo demo-retain test lint apidocs fmt coverage bench clean browser screenshots curl faketime nginx gotools schemathesis openapi openapi-examples shells python-daemon
 
 # Tools at the exact versions of constraints.txt; runtime dependencies as pyproject.toml's ranges.
 # daemon/__init__.py's __version__ is the version the package metadata is built from. The example third-party
@@ -30,7 +30,7 @@ demo-retain: $(STAMP)
 TEST_WORKERS ?= 2
 PYTEST := $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
-test: $(STAMP) lint apidocs browser curl faketime nginx gotools schemathesis shells
+test: $(STAMP) lint apidocs browser curl faketime nginx gotools schemathesis shells python-daemon
 	$(PYTEST); status=$$?; if [ $$status -eq 5 ]; then echo 'no tests collected'; status=0; fi; exit $$status
 
 lint: $(STAMP)
@@ -123,6 +123,23 @@ $(SCHEMATHESIS_VENV)/bin/st:
 # two equal.
 openapi: $(STAMP)
 	$(PY) -m daemon.server._openapi > docs/openapi.json
+
+# The description's examples (daemon/server/openapi-examples.json), real answers of a daemon
+# started by the script; tests/daemon/test_openapi.py says when a mechanism changed them. Run
+# `make openapi` after it.
+openapi-examples: $(STAMP)
+	$(PY) scripts/openapi_examples.py
+
+# python-daemon and its one dependency, lockfile: the distribution that installs the same
+# `daemon/__init__.py` as evidenced, as wheels for the test that installs it beside evidenced
+# in a fresh venv (tests/test_wheel.py). Downloaded once; never fails: without them that test
+# skips and says why.
+PYTHON_DAEMON_WHEELS := .wheels/python-daemon
+python-daemon: $(PYTHON_DAEMON_WHEELS)/.downloaded
+$(PYTHON_DAEMON_WHEELS)/.downloaded: $(STAMP)
+	@$(PY) -m pip download --quiet --no-deps --only-binary :all: --dest $(PYTHON_DAEMON_WHEELS) \
+	  python-daemon==3.1.2 lockfile==0.12.2 && touch $@ \
+	  || echo 'make python-daemon: could not download python-daemon (its test will skip)'
 
 # A real nginx, the load balancer of the multi-replica test (tests/daemon/test_fleet_nginx.py),
 # from Debian's package, installed once when absent (needs root). Never fails: without it that

@@ -13,6 +13,8 @@ mechanism (``docs/spec/formation.md`` §7), and still shares its codec with them
 * :func:`digest_bytes` (``sha256:<hex>``) and :func:`is_digest` (exactly that form).
 * :func:`loads_strict_json` — duplicate keys refused at any depth; optional refusal of
   NaN/Infinity and of floats (:class:`StrictJSONError`, :class:`DuplicateKeyError`).
+* The product's one error tree (:mod:`canon._errors`): :class:`EvidencedError` and its
+  branches, the root of every exception any package raises.
 """
 
 from ._encoding import (
@@ -24,12 +26,32 @@ from ._encoding import (
     network_json,
     network_json_float_free,
 )
+from ._errors import (
+    Busy,
+    CallerError,
+    EnvironmentFault,
+    EvidencedError,
+    LocalProtocolError,
+    PeerError,
+    RemoteProtocolError,
+    ServiceError,
+    Unavailable,
+)
 from ._strict import DuplicateKeyError, StrictJSONError, loads_strict_json
 
 __all__ = [
     "DIGEST_RE",
+    "Busy",
+    "CallerError",
     "DuplicateKeyError",
+    "EnvironmentFault",
+    "EvidencedError",
+    "LocalProtocolError",
+    "PeerError",
+    "RemoteProtocolError",
+    "ServiceError",
     "StrictJSONError",
+    "Unavailable",
     "core_digest",
     "core_json",
     "digest_bytes",

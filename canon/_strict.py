@@ -24,10 +24,12 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from ._errors import CallerError
+
 __all__ = ["DuplicateKeyError", "StrictJSONError", "loads_strict_json"]
 
 
-class StrictJSONError(ValueError):
+class StrictJSONError(CallerError, ValueError):
     """The document is not strict JSON (the message says why)."""
 
 

@@ -14,10 +14,12 @@ Rules:
 
 from __future__ import annotations
 
+from canon import CallerError
+
 __all__ = ["CatalogError", "ComponentIndexError", "ComponentRegistryError", "PlanningError"]
 
 
-class CatalogError(ValueError):
+class CatalogError(CallerError, ValueError):
     """Root of every catalog error."""
 
 

@@ -22,7 +22,8 @@ Rules:
    the command could not do its work (66, 69, 70, 73, 75): :func:`failure_level`.
 3. **Exit codes** (:class:`Exit`, :data:`EXIT_TABLE`): 0 PASS/CHECKED/done, 1 FAIL/INVALID,
    2 usage, 3 UNKNOWN, 65 rejected input (malformed, over a cap, refused by a server), 66
-   input missing or unreadable, 69 daemon unreachable / cannot listen, 70 internal error,
+   input missing or unreadable, 69 unavailable (daemon unreachable, cannot listen, a
+   feature's extra not installed), 70 internal error,
    73 cannot write output (an ``--out`` file, or stdout itself), 75 busy / timeout / held by
    another process, 130 interrupted.
 4. **Errors are raised, not printed**: a handler raises :class:`CliError` (or
@@ -32,9 +33,9 @@ Rules:
    read, more is 65 naming the cap; missing or unreadable is 66) and **written with**
    :func:`write_output` (``-`` is stdout; failure is 73).
 
-This package imports nothing of the project, so every package's command line (the catalog's,
-the holdout instrument's, a mechanism's) may use it; library modules never import it (the
-architecture test checks both).
+This package imports nothing of the project but the error tree (``canon._errors``), so every
+package's command line (the catalog's, the holdout instrument's, a mechanism's) may use it;
+library modules never import it (the architecture test checks both).
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ import re
 import sys
 from collections.abc import Callable
 from typing import Any, BinaryIO, Final
+
+from canon._errors import EvidencedError
 
 __all__ = [
     "EXIT_TABLE",
@@ -118,7 +121,7 @@ EXIT_TABLE: Final[tuple[tuple[int, str], ...]] = (
     (Exit.UNKNOWN, "UNKNOWN"),
     (Exit.REJECTED, "rejected input (malformed, over a cap, refused)"),
     (Exit.NO_INPUT, "input file missing or unreadable"),
-    (Exit.UNREACHABLE, "daemon unreachable, or cannot listen"),
+    (Exit.UNREACHABLE, "unavailable: daemon unreachable, cannot listen, extra not installed"),
     (Exit.INTERNAL, "internal error"),
     (Exit.CANNOT_WRITE, "cannot write output (--out file or stdout)"),
     (Exit.BUSY, "busy, timeout, or held by another process"),
@@ -140,7 +143,7 @@ _DEFAULT_CODES: Final = {
 }
 
 
-class CliError(Exception):
+class CliError(EvidencedError):
     """A command's failure: ``exit`` code, stable ``code``, one-line ``message``, and extra
     members of the error document (``details``)."""
 

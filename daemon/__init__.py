@@ -18,9 +18,11 @@ Public API (everything else lives in private modules):
   :class:`AuditLogError`, :class:`AuditLogCorrupt`.
 * Transparency log: :mod:`daemon.tlog` (tree, tiles, signed notes, receipts, verification).
 * Protocol: the sans-IO codec, :mod:`daemon.protocol` (``docs/protocol.md``).
-* Errors: every exception the package raises on purpose is an :class:`EvidencedError`, a
-  :class:`PeerError` (:class:`RemoteProtocolError`) or a :class:`ServiceError`
-  (:class:`LocalProtocolError`, :class:`Unavailable`, :class:`Busy`).
+* Errors: every exception the product raises on purpose (any of its packages) is an
+  :class:`EvidencedError`: a :class:`CallerError`, a :class:`PeerError`
+  (:class:`RemoteProtocolError`) or a :class:`ServiceError` (:class:`LocalProtocolError`, an
+  :class:`EnvironmentFault`: :class:`Unavailable`, :class:`Busy`); the tree is
+  :mod:`canon._errors`.
 """
 
 from typing import TYPE_CHECKING, Any
@@ -29,6 +31,10 @@ from typing import TYPE_CHECKING, Any
 #: (``[tool.setuptools.dynamic]``), so the package metadata, ``evidenced --version`` and the
 #: server's name always agree. A plain constant: naming the server costs no metadata lookup.
 __version__ = "0.1.0"
+
+#: Says this ``daemon/__init__.py`` is evidenced's: python-daemon installs the same file, and
+#: every command checks this name first (``daemon/commands/_package_check.py``).
+__distribution__ = "evidenced"
 
 # Every public name is loaded on first use: importing a client never loads the server, and
 # ``evidenced --help`` loads neither (tests/test_architecture.py holds both).
@@ -72,6 +78,8 @@ _LAZY: dict[str, str] = {
     "open_server": "daemon.server._service",
     "serve": "daemon.server._service",
     "Busy": "daemon.wire._errors",
+    "CallerError": "daemon.wire._errors",
+    "EnvironmentFault": "daemon.wire._errors",
     "EvidencedError": "daemon.wire._errors",
     "LocalProtocolError": "daemon.wire._errors",
     "PeerError": "daemon.wire._errors",
@@ -116,6 +124,8 @@ if TYPE_CHECKING:
     from daemon.server._service import open_server, serve
     from daemon.wire._errors import (
         Busy,
+        CallerError,
+        EnvironmentFault,
         EvidencedError,
         LocalProtocolError,
         PeerError,
@@ -145,12 +155,14 @@ __all__ = [
     "AuditLogError",
     "AuditRef",
     "Busy",
+    "CallerError",
     "Client",
     "ClientError",
     "ClientTimeout",
     "ConfigError",
     "DaemonConfig",
     "Durability",
+    "EnvironmentFault",
     "Evaluation",
     "EvidencedError",
     "HonestBindingError",

@@ -50,6 +50,7 @@ from typing import Any, Final
 
 import attrs
 
+from canon import CallerError
 from mechanism.canonical import CanonicalError, canonical_bytes, digest_bytes
 from session import (
     HOLDOUT_OPTIONS_UNSUPPORTED,
@@ -112,7 +113,7 @@ _CODE_RE: Final = re.compile(r"[A-Z][A-Z0-9_]*\Z")
 _INDEX: Final = re.compile(r"(?:0|[1-9][0-9]*)\Z")
 
 
-class EmissionRefused(Exception):
+class EmissionRefused(CallerError):
     """The whole emission is refused (nothing is written)."""
 
     def __init__(self, code: str, detail: str) -> None:

@@ -33,6 +33,7 @@ import attrs
 import cattrs
 from cattrs.gen import make_dict_structure_fn, override
 
+from canon import CallerError
 from session import read_capped
 
 from ._reader import StrictReadError, read_json
@@ -43,7 +44,7 @@ _ROOT_RE: Final = re.compile(r"root-[0-9a-f]{64}\Z")
 _NAME_RE: Final = re.compile(r"[a-z0-9][a-z0-9-]*\Z")
 
 
-class CorpusError(ValueError):
+class CorpusError(CallerError, ValueError):
     """The corpus cannot answer: ``code`` is ``index-invalid``, ``unresolvable`` or
     ``root-mismatch``."""
 

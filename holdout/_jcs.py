@@ -21,10 +21,12 @@ from typing import Any
 
 import rfc8785
 
+from canon._errors import CallerError
+
 _SAFE_INTEGER_BOUND = 2**53
 
 
-class NotJSONError(ValueError):
+class NotJSONError(CallerError, ValueError):
     """A value that is not plain parsed JSON was handed to the canonical encoder."""
 
 

@@ -44,6 +44,8 @@ from typing import Any, Final
 
 import orjson
 
+from canon._errors import CallerError
+
 MAX_DOCUMENT_BYTES = 8 * 1024 * 1024
 MAX_DEPTH = 64
 
@@ -80,7 +82,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
-class StrictReadError(ValueError):
+class StrictReadError(CallerError, ValueError):
     """The bytes are not a document the strict reader accepts. ``code`` says why."""
 
     def __init__(self, code: str, message: str) -> None:

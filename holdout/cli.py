@@ -28,192 +28,35 @@ failure is the contract's error document.
 Every file is read with a cap (:func:`cli.read_input` here, ``-`` for stdin; the scorer's own in
 ``_commitment``; 16 MiB, twice the strict reader's 8 MiB document bound): a larger file is
 unreadable input (exit 65, the message names the cap), ``/dev/zero`` included.
+
+The instrument needs the ``holdout`` extra (jsonschema, jsonschema-specifications,
+jsonschema-rs, rfc8785): without it every command exits 69 (``EXTRA_MISSING``, the one line
+naming ``pip install 'evidenced[holdout]'``) before reading anything; the parser, and so
+``--help`` and the completion scripts, need none of it (the handlers are
+:mod:`holdout._holdout_cli`, imported when a command runs).
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
-from pathlib import Path
-from typing import Any
+from collections.abc import Callable
 
-# The command line uses the contract's capped read; the scorer modules may not (they import
-# nothing of the project), so ``_commitment`` keeps its own.
-import cli
-from cli import CliError, Exit
+from session import require_extra
 
-from ._commitment import (
-    challenge_commitment,
-    load_challenge_folder,
-    load_schemas,
-    release_files,
-    release_id,
-    schema_dir,
-)
-from ._reader import StrictReadError, read_json
-from ._scorer import Refusal, interop, read_challenge_array, refused, score_read
-
-EXIT_OK = Exit.OK
-EXIT_FAIL = Exit.FAIL
-EXIT_USAGE = Exit.USAGE
-EXIT_REJECTED = Exit.REJECTED
-
-_emit = cli.emit
-_MAX_LINES = 50  # explanation lines on stderr; the document holds them all
-_say = cli.say
+__all__ = ["register"]
 
 
-def _read(path: str | Path) -> bytes:
-    """A capped read whose failure is the caller's refusal (an ``OSError``)."""
-    try:
-        return cli.read_input(path)
-    except cli.InputError as error:
-        raise OSError(error.message) from None
+def _handler(name: str) -> Callable[[argparse.Namespace], int]:
+    """The handler ``name`` of :mod:`holdout._holdout_cli`, run once the extra is found."""
 
+    def run(args: argparse.Namespace) -> int:
+        require_extra("holdout")
+        from . import _holdout_cli
 
-def load_challenges(path: Path, commitment: str | None, *, required: bool = True) -> list[Any]:
-    """A folder (verified against ``commitment``; when not ``required`` and none is given, in
-    INDEX order without verification) or a single JSON array file."""
-    if path.is_dir():
-        if commitment is None:
-            if required:
-                raise Refusal("commitment-required", "a challenge folder needs --commitment")
-            commitment = challenge_commitment(path)
-        return load_challenge_folder(path, commitment)
-    try:
-        data = _read(path)
-    except OSError as error:
-        raise Refusal("challenge-unreadable", str(error)) from None
-    return read_challenge_array(data)
+        handler: Callable[[argparse.Namespace], int] = getattr(_holdout_cli, name)
+        return handler(args)
 
-
-def _score(args: argparse.Namespace) -> int:
-    challenges_path = Path(args.challenges)
-    if challenges_path.is_dir() and args.commitment is None:
-        raise CliError(
-            "a challenge folder needs --commitment HEX",
-            exit=Exit.USAGE,
-            code="commitment-required",
-        )
-    schemas_dir = Path(args.schemas) if args.schemas is not None else schema_dir()
-    try:
-        schemas = load_schemas(schemas_dir)
-    except OSError as error:
-        report = refused("schemas-invalid", f"{error.filename}: {error.strerror or error}")
-    except Refusal as refusal:
-        report = refused(refusal.code, refusal.detail)
-    else:
-        try:
-            expected = args.release if args.release is not None else release_id(schemas_dir)
-            challenges = load_challenges(challenges_path, args.commitment)
-            observation_bytes = _read(args.observations)
-        except Refusal as refusal:
-            report = refused(refusal.code, refusal.detail)
-        except OSError as error:
-            report = refused("observation-unreadable", str(error))
-        else:
-            report = score_read(  # the challenges were just read here: not copied again
-                challenges,
-                observation_bytes,
-                schemas=schemas,
-                expect_release=expected,
-                expect_implementation=args.implementation,
-            )
-    _emit(report.to_dict(), ordered=True)  # by_challenge in INDEX order
-    if report.verdict == "REFUSED":
-        _say(f"refused: {report.refusal}: {report.detail}")
-        return EXIT_REJECTED
-    if report.missing:
-        _say(f"no observation for: {', '.join(report.missing)}")
-    for explanation in report.explanations[:_MAX_LINES]:
-        _say(explanation.line())
-    if len(report.explanations) > _MAX_LINES:
-        _say(f"... and {len(report.explanations) - _MAX_LINES} more (all in 'explanations')")
-    return EXIT_OK if report.verdict == "PASS" else EXIT_FAIL
-
-
-def _commit(args: argparse.Namespace) -> int:
-    directory = Path(args.directory)
-    try:
-        commitment = challenge_commitment(directory)
-    except Refusal as refusal:
-        _emit({"commitment": None, "refusal": refusal.code})
-        _say(f"refused: {refusal.code}: {refusal.detail}")
-        return EXIT_REJECTED
-    files = sum(1 for path in directory.rglob("*") if path.is_file())
-    _emit({"commitment": commitment, "files": files})
-    return EXIT_OK
-
-
-def _release(args: argparse.Namespace) -> int:
-    schemas_dir = Path(args.schemas) if args.schemas is not None else None
-    files = release_files(schemas_dir)
-    _emit(
-        {
-            "spec_release_id": release_id(schemas_dir),
-            "files": {
-                label: hashlib.sha256(cli.read_input(path)).hexdigest()
-                for label, path in sorted(files.items())
-            },
-        }
-    )
-    return EXIT_OK
-
-
-def _interop(args: argparse.Namespace) -> int:
-    documents: list[Any] = []
-    for name in args.observations:
-        try:
-            documents.append(read_json(_read(name)))
-        except (StrictReadError, OSError) as error:
-            _emit({"status": "REFUSED", "refusal": "observation-unreadable", "findings": []})
-            _say(f"refused: {name}: {error}")
-            return EXIT_REJECTED
-    report = interop(documents)
-    _emit(report.to_dict())
-    if report.status == "REFUSED":
-        _say(f"refused: {report.refusal}")
-        return EXIT_REJECTED
-    return EXIT_FAIL if report.status == "FAIL" else EXIT_OK
-
-
-def _observe(args: argparse.Namespace) -> int:
-    # The adapter loads the mechanisms; the scorer never.
-    from .adapter import DEFAULT_IMPLEMENTATION, EmissionRefused, observe
-
-    def refuse(code: str, detail: str) -> int:
-        _emit({"written": False, "refusal": code})
-        _say(f"refused: {code}: {detail}")
-        return EXIT_REJECTED
-
-    try:
-        challenges = load_challenges(Path(args.challenges), args.commitment, required=False)
-    except Refusal as refusal:
-        return refuse(refusal.code, refusal.detail)
-    try:
-        emission = observe(
-            challenges,
-            corpus_directory=Path(args.corpus) if args.corpus is not None else None,
-            implementation=args.implementation or DEFAULT_IMPLEMENTATION,
-        )
-    except EmissionRefused as refusal:
-        return refuse(refusal.code, refusal.detail)
-    data = json.dumps(emission.document, indent=1, ensure_ascii=False).encode() + b"\n"
-    cli.write_output(args.out, data)
-    _emit(
-        {
-            "written": True,
-            "out": str(args.out),
-            "implementation": emission.document["implementation"],
-            "spec_release_id": emission.document["spec_release_id"],
-            "observations": len(emission.document["observations"]),
-            "not_observed": list(emission.problems),
-        }
-    )
-    for problem in emission.problems:
-        _say(f"{problem['id']}: {problem['code']}: {problem['detail']}")
-    return EXIT_FAIL if emission.problems else EXIT_OK
+    return run
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -228,7 +71,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     observe.add_argument("--commitment", help="verify a challenge folder against this HEX")
     observe.add_argument("--implementation", default=None, help="producer label to write")
     observe.add_argument("--corpus", default=None, help="corpus folder (default: this project's)")
-    observe.set_defaults(handler=_observe)
+    observe.set_defaults(handler=_handler("_observe"))
 
     score = commands.add_parser("score", help="score an observation document")
     score.add_argument("--challenges", required=True, help="folder with INDEX.json or array")
@@ -237,18 +80,18 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     score.add_argument("--schemas", default=None, help="folder with the two holdout schemas")
     score.add_argument("--release", default=None, help="the run's spec_release_id")
     score.add_argument("--implementation", default=None, help="expected producer label")
-    score.set_defaults(handler=_score)
+    score.set_defaults(handler=_handler("_score"))
 
     commit = commands.add_parser("commit", help="print the commitment of a challenge folder")
     commit.add_argument("directory", metavar="DIR", help="a challenge folder with INDEX.json")
-    commit.set_defaults(handler=_commit)
+    commit.set_defaults(handler=_handler("_commit"))
 
     release = commands.add_parser("release", help="print this instrument's release id")
     release.add_argument("--schemas", default=None, help="folder with the two holdout schemas")
-    release.set_defaults(handler=_release)
+    release.set_defaults(handler=_handler("_release"))
 
     compare = commands.add_parser("interop", help="HOLDOUT-INTEROP over observation documents")
     compare.add_argument(
         "observations", nargs="*", metavar="OBS.json", help="observation documents to compare"
     )
-    compare.set_defaults(handler=_interop)
+    compare.set_defaults(handler=_handler("_interop"))

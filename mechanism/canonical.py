@@ -48,7 +48,7 @@ from typing import Any, Final
 import orjson
 
 import canon
-from canon import DIGEST_RE, is_digest, network_json_float_free
+from canon import DIGEST_RE, CallerError, is_digest, network_json_float_free
 
 __all__ = [
     "DIGEST_RE",
@@ -92,7 +92,7 @@ _VALID_KEY_TOKEN_RE: Final = re.compile(rb'"[a-z][a-z0-9_]*+":')
 _KEY_BYTES_RE: Final = re.compile(rb"[a-z][a-z0-9_]*")
 
 
-class CanonicalError(ValueError):
+class CanonicalError(CallerError, ValueError):
     """The bytes or value are not canonical (INVALID)."""
 
     kind: str = "invalid"

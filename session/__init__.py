@@ -21,7 +21,10 @@ Beside the protocol, what every mechanism and host shares (``docs/writing-a-mech
   providers (:func:`provider_entries`, :func:`load_provider`);
 * the pair pre-check pipeline (:class:`PairPrecheck` and its standard steps);
 * source identities (:class:`SourceIdentity`) and lower-only ceilings (:func:`lower_only`);
-  the byte encodings, digests and the strict JSON reader are :mod:`canon`'s.
+  the byte encodings, digests and the strict JSON reader are :mod:`canon`'s;
+* which extra of the distribution provides which optional library (:data:`EXTRAS`,
+  :func:`require_extra`, :class:`ExtraMissing`: :mod:`session._extras`), so a provider, a
+  host and a command line say the same one line when one is not installed.
 
 Importing the package loads the value types, lower-only ceilings and the capped read; every
 other public name (and :mod:`session.precheck`) loads from its module the first time it is
@@ -52,6 +55,10 @@ from ._types import (
 _LAZY: dict[str, str] = {
     "precheck": "",
     "BytesDigestMechanism": "._bytes_digest",
+    "EXTRAS": "._extras",
+    "ExtraMissing": "._extras",
+    "missing_extra": "._extras",
+    "require_extra": "._extras",
     "SourceIdentity": "._identity",
     "file_digest": "._identity",
     "OPTIONS_CONVERTER": "._options",
@@ -94,6 +101,7 @@ _LAZY: dict[str, str] = {
 if TYPE_CHECKING:
     from . import precheck
     from ._bytes_digest import BytesDigestMechanism
+    from ._extras import EXTRAS, ExtraMissing, missing_extra, require_extra
     from ._identity import SourceIdentity, file_digest
     from ._options import OPTIONS_CONVERTER, OptionsError, structure_options
     from ._plugins import (
@@ -146,6 +154,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "EXTRAS",
     "HOLDOUT_OPTIONS_UNSUPPORTED",
     "HOLDOUT_OPTIONS_WEAKENED",
     "MAX_INPUT_FILE_BYTES",
@@ -162,6 +171,7 @@ __all__ = [
     "EvidenceBounds",
     "EvidenceCountError",
     "EvidenceStore",
+    "ExtraMissing",
     "FrozenInstanceError",
     "HoldoutHandler",
     "HoldoutOptionsRefused",
@@ -191,12 +201,14 @@ __all__ = [
     "load_reference",
     "load_target",
     "lower_only",
+    "missing_extra",
     "normalise_digest",
     "precheck",
     "provider_entries",
     "providers_for_mechanism",
     "read_capped",
     "read_prefix",
+    "require_extra",
     "resolved_references",
     "splice_octets",
     "structure_options",

@@ -3,12 +3,15 @@
 It creates :class:`BytesDigestMechanism` (no options). The honest binding of one file pins
 the file's own reference as subject, expected digest, evidence and trust root, with bounds
 ``EvidenceBounds(1, <file size>)``; any other number of files is not bindable (``ValueError``).
+Its decisions (:meth:`BytesDigestProvider.decision_schema`): PASS or FAIL with
+``{"observed_digest"}`` and ``details`` ``observed <d>; expected <d>``, or UNKNOWN with empty
+observations for a binding or an item of another shape (:mod:`session._bytes_digest`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Final
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
 
 from canon import digest_bytes
 
@@ -17,6 +20,8 @@ from ._provider import ConformanceSample, EvidenceCountError, MechanismProvider,
 from ._types import BoundProposition, EvidenceBounds, MechanismOutcome
 
 __all__ = ["PROVIDER", "BytesDigestProvider"]
+
+_DIGEST: Final = {"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"}
 
 
 class BytesDigestProvider(MechanismProvider[NoOptions]):
@@ -45,6 +50,36 @@ class BytesDigestProvider(MechanismProvider[NoOptions]):
 
     def conformance_samples(self) -> Sequence[ConformanceSample]:
         return (ConformanceSample("one item", (b"evidence-bound bytes",), MechanismOutcome.PASS),)
+
+    def decision_schema(self) -> Mapping[str, Any]:
+        return {
+            "type": "object",
+            "required": ["outcome", "details", "observations"],
+            "oneOf": [
+                {
+                    "properties": {
+                        "outcome": {"enum": ["PASS", "FAIL"]},
+                        "details": {
+                            "type": "string",
+                            "pattern": "^observed sha256:[0-9a-f]{64}; expected ",
+                        },
+                        "observations": {
+                            "type": "object",
+                            "required": ["observed_digest"],
+                            "additionalProperties": False,
+                            "properties": {"observed_digest": _DIGEST},
+                        },
+                    }
+                },
+                {
+                    "properties": {
+                        "outcome": {"const": "UNKNOWN"},
+                        "details": {"const": "this mechanism checks one bytes.sha256 proposition"},
+                        "observations": {"type": "object", "maxProperties": 0},
+                    }
+                },
+            ],
+        }
 
 
 PROVIDER: Final = BytesDigestProvider()

@@ -29,12 +29,14 @@ import errno
 import os
 from typing import Final
 
+from canon import CallerError
+
 __all__ = ["MAX_INPUT_FILE_BYTES", "InputTooLarge", "read_capped", "read_prefix"]
 
 MAX_INPUT_FILE_BYTES: Final = 16 * 1024 * 1024
 
 
-class InputTooLarge(OSError):
+class InputTooLarge(CallerError, OSError):
     """A file holds more than the reader's cap (an ``OSError`` with ``errno.EFBIG``)."""
 
     def __init__(self, path: str | os.PathLike[str], cap: int) -> None:

@@ -42,13 +42,15 @@ from cattrs.errors import (
 )
 from cattrs.gen import make_dict_structure_fn
 
+from canon import CallerError
+
 __all__ = ["ExactError", "TypeMismatch", "exact_converter", "structure_exact", "type_name"]
 
 T = TypeVar("T")
 _SCALARS = (str, int, bool, float)
 
 
-class ExactError(ValueError):
+class ExactError(CallerError, ValueError):
     """A document that does not structure; :attr:`messages` are its ``path: problem``
     lines (rule 6), in document order, and ``str()`` joins them with ``; ``."""
 
@@ -57,7 +59,7 @@ class ExactError(ValueError):
         self.messages = messages
 
 
-class TypeMismatch(TypeError):
+class TypeMismatch(CallerError, TypeError):
     """A value of the wrong type (rule 6)."""
 
     def __init__(self, expected: str, value: object) -> None:

@@ -18,12 +18,14 @@ from __future__ import annotations
 
 from typing import Final, Literal
 
+from canon import CallerError
+
 __all__ = ["CeilingError", "lower_only"]
 
 CeilingReason = Literal["not-int", "negative", "above-ceiling"]
 
 
-class CeilingError(ValueError, TypeError):
+class CeilingError(CallerError, ValueError, TypeError):
     """A resource ceiling that is not an exact int in ``0 … ceiling``."""
 
     def __init__(self, message: str, reason: CeilingReason) -> None:

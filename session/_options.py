@@ -27,6 +27,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final, TypeVar
 
+from canon import CallerError
+
 from ._exact import ExactError, exact_converter, structure_exact, type_name
 
 __all__ = ["OPTIONS_CONVERTER", "OptionsError", "structure_options", "unstructure_options"]
@@ -34,7 +36,7 @@ __all__ = ["OPTIONS_CONVERTER", "OptionsError", "structure_options", "unstructur
 T = TypeVar("T")
 
 
-class OptionsError(ValueError):
+class OptionsError(CallerError, ValueError):
     """Options that do not structure into their class; the message names the key path."""
 
 

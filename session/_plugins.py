@@ -35,6 +35,8 @@ from typing import Any, Final
 
 import attrs
 
+from canon import EnvironmentFault
+
 from ._provider import MechanismProvider
 from ._types import VerificationMechanism
 
@@ -61,7 +63,7 @@ BUILT_IN_MECHANISMS: Final[Mapping[str, str]] = {
 }
 
 
-class ProviderLookupError(LookupError):
+class ProviderLookupError(EnvironmentFault, LookupError):
     """No usable provider under that name (the message says why)."""
 
 

@@ -50,7 +50,7 @@ from typing import Any, Final
 
 import attrs
 
-from canon import digest_bytes, is_digest
+from canon import ServiceError, digest_bytes, is_digest
 
 from ._types import BoundProposition, EvidenceBounds, MechanismOutcome
 
@@ -113,7 +113,7 @@ class Refusal:
     code: str
 
 
-class PrecheckFailed(Exception):
+class PrecheckFailed(ServiceError):
     """A step raised instead of answering; ``step`` names it (the cause is chained)."""
 
     def __init__(self, step: str) -> None:

@@ -17,7 +17,16 @@ Contract of a :class:`MechanismProvider` (subclass it):
   The mechanism may state the most evidence one evaluation accepts as ``accepted_bounds`` (an
   :class:`EvidenceBounds`, or a zero-argument method returning one; :func:`accepted_bounds`
   reads it): hosts clamp a session's declared bounds to it, so they never read evidence every
-  mechanism of the session must refuse.
+  mechanism of the session must refuse. A provider whose mechanism needs a library of one of
+  the distribution's extras raises :class:`session.ExtraMissing` when it is not installed
+  (:func:`session.require_extra`: a look-up, nothing imported); ``evidenced mechanisms`` then
+  lists the provider as unavailable with the install command, and a host skips or refuses the
+  session saying the same.
+* optional ``prepare(mechanism)`` → None: import what evaluating ``mechanism`` loads lazily
+  (numpy, say). :meth:`~MechanismProvider.configure`, the host's way to make a mechanism, calls
+  it once the mechanism is created, so a host's evaluation workers inherit the import and no
+  decision pays for it within its deadline; tools that only describe a mechanism
+  (``evidenced mechanisms``) call ``create`` alone. Default: nothing.
 * ``honest_binding(evidence, options)`` → the :class:`BoundProposition` an honest client with
   only these files would pin for a mechanism created with ``options``, carrying the provider's
   own mechanism digest (a client talking to a daemon replaces it with the digest the daemon
@@ -52,6 +61,12 @@ Contract of a :class:`MechanismProvider` (subclass it):
   configurations (lowered limits, another policy) the kit runs its battery under as well,
   binding each sample as a client does (:meth:`~MechanismProvider.client_binding` over what
   that configuration announces).
+* optional ``decision_schema()`` → a JSON Schema (draft 2020-12, self-contained: no ``$ref``,
+  no ``$id``) of this mechanism's own decisions as a session result carries them: an object
+  schema over the result's ``outcome``, ``details`` and ``observations`` (what the mechanism's
+  :class:`MechanismDecision` said). The daemon's HTTP API description (``GET /openapi.json``)
+  describes the results of a hosted mechanism with it, beside the host's own ``UNKNOWN``
+  (empty observations). Default: None (its observations are described as any object).
 
 :meth:`MechanismProvider.configure` is how a host makes a mechanism from its option table:
 structuring errors and the constructor's refusals both raise ``OptionsError`` naming the
@@ -67,6 +82,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 import attrs
+
+from canon import CallerError
 
 from ._limits import CeilingError, lower_only
 from ._types import BoundProposition, EvidenceBounds, MechanismOutcome, VerificationMechanism
@@ -183,7 +200,7 @@ class Announcement:
         return cls(identifier, digest, dict(pinned), accepted)
 
 
-class HoldoutStepError(Exception):
+class HoldoutStepError(CallerError):
     """One holdout challenge cannot be observed (a view, render or binding is impossible)."""
 
     def __init__(self, code: str, detail: str) -> None:
@@ -192,11 +209,11 @@ class HoldoutStepError(Exception):
         self.detail = detail
 
 
-class EvidenceCountError(ValueError):
+class EvidenceCountError(CallerError, ValueError):
     """``honest_binding`` was given the wrong number of files (the message says how many)."""
 
 
-class HoldoutOptionsRefused(Exception):
+class HoldoutOptionsRefused(CallerError):
     """A holdout ``CHECK_WITH_OPTIONS`` setting is refused (``code``: weakened/unsupported)."""
 
     def __init__(self, code: str) -> None:
@@ -289,12 +306,13 @@ class MechanismProvider(abc.ABC, Generic[OptionsT]):
         """The mechanism a host's option table ``raw`` creates (module rules): an
         ``OptionsError`` naming the path when it does not structure, or when the constructor
         refuses it (``ValueError``/``TypeError``; at ``<where>.<field>`` when the refusal
-        begins with a field's name, as :func:`session.lower_only`'s do)."""
+        begins with a field's name, as :func:`session.lower_only`'s do); then
+        :meth:`prepare`."""
         from ._options import OptionsError
 
         options = self.structure_options(raw, where=where)
         try:
-            return self.create(options)
+            mechanism = self.create(options)
         except (ValueError, TypeError) as error:
             path = where
             first = str(error).split(" ", 1)[0]
@@ -303,6 +321,8 @@ class MechanismProvider(abc.ABC, Generic[OptionsT]):
             raise OptionsError(
                 f"{path}: refused by the provider: {type(error).__name__}: {error}"
             ) from error
+        self.prepare(mechanism)
+        return mechanism
 
     @abc.abstractmethod
     def create(self, options: OptionsT) -> VerificationMechanism:
@@ -311,6 +331,9 @@ class MechanismProvider(abc.ABC, Generic[OptionsT]):
     @abc.abstractmethod
     def honest_binding(self, evidence: Sequence[bytes], options: OptionsT) -> BoundProposition:
         """The binding an honest client with only ``evidence`` pins (``ValueError`` if none)."""
+
+    def prepare(self, mechanism: VerificationMechanism) -> None:
+        """Import what evaluating ``mechanism`` loads lazily, for a host (module rules)."""
 
     def announce(self, mechanism: VerificationMechanism) -> Mapping[str, str]:
         """What a client must pin to be answered by ``mechanism`` (module rules)."""
@@ -356,6 +379,11 @@ class MechanismProvider(abc.ABC, Generic[OptionsT]):
 
     def conformance_option_sets(self) -> Sequence[ConformanceOptionSet]:
         return ()
+
+    def decision_schema(self) -> Mapping[str, Any] | None:
+        """The JSON Schema of this mechanism's own decisions in a result, or None (module
+        rules)."""
+        return None
 
 
 def accepted_bounds(mechanism: VerificationMechanism) -> EvidenceBounds | None:

@@ -35,7 +35,7 @@ from typing import Any, Final, Protocol, runtime_checkable
 import attrs
 import orjson
 
-from canon import core_digest
+from canon import CallerError, core_digest
 
 __all__ = [
     "BoundProposition",
@@ -53,11 +53,13 @@ __all__ = [
 _DIGEST_RE: Final = re.compile(r"(?:sha256:)?([0-9a-f]{64})")
 
 
-class EvidenceBindingError(ValueError):
+class EvidenceBindingError(CallerError, ValueError):
     """A binding, reference or evidence item cannot be bound as declared."""
 
 
-class FrozenInstanceError(dataclasses.FrozenInstanceError, attrs.exceptions.FrozenInstanceError):
+class FrozenInstanceError(
+    dataclasses.FrozenInstanceError, attrs.exceptions.FrozenInstanceError, CallerError
+):
     """Assigning to or deleting a field of a frozen session value."""
 
     def __init__(self, name: str) -> None:

@@ -126,3 +126,75 @@ def _commands(parser: argparse.ArgumentParser) -> list[str]:
 
 def test_the_client_default_port_is_the_daemons() -> None:
     assert DEFAULT_TCP_PORT == DEFAULT_PORT
+
+
+#: The libraries of the distribution's extras (session/_extras.py): the core never needs them.
+EXTRA_LIBRARIES = (
+    "numpy",
+    "safetensors",
+    "grandalf",
+    "jsonschema",
+    "jsonschema_rs",
+    "jsonschema_specifications",
+    "referencing",
+    "rfc8785",
+    "boto3",
+)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [("holdout", "--help"), ("formation", "--help"), ("descriptor", "--help"), None],
+    ids=lambda argv: "the whole tree (completion)" if argv is None else " ".join(argv),
+)
+def test_a_parser_loads_no_library_of_an_extra(argv: tuple[str, ...] | None) -> None:
+    """The commands of an extra's feature register on a core installation: their parsers, and
+    the whole tree ``evidenced completion`` walks, load none of the extras' libraries (the
+    holdout package's names load on first use; its handlers once the extra is found)."""
+    probe = (
+        "import json, sys\n"
+        "from daemon.cli import build_parser\n"
+        f"build_parser({None if argv is None else list(argv)!r})\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert _under(set(json.loads(done.stdout)), EXTRA_LIBRARIES) == set()
+
+
+def test_listing_the_mechanisms_never_imports_numpy() -> None:
+    """``evidenced mechanisms`` took 0.53 s: creating the descriptor mechanism imported numpy
+    and safetensors for a host. Listing creates each default mechanism (its id and digest)
+    without the host's ``prepare``, which alone loads them."""
+    probe = (
+        "import json, sys\n"
+        "from daemon.cli import main\n"
+        "code = main(['mechanisms'])\n"
+        "print(json.dumps([code, sorted(sys.modules)]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
+    )
+    listing, last = done.stdout.splitlines()
+    code, modules = json.loads(last)
+    descriptor = next(i for i in json.loads(listing)["mechanisms"] if i["name"] == "descriptor")
+    assert code == 0 and descriptor["mechanism_digest"].startswith("sha256:")
+    assert _under(set(modules), EXTRA_LIBRARIES) == set()
+
+
+def test_a_host_loads_the_weights_library_before_its_first_descriptor_decision() -> None:
+    """What listing no longer loads, a host still does, once: configuring the default
+    ``descriptor`` session (``MechanismProvider.configure`` → ``prepare``) imports numpy and
+    safetensors, so forked evaluation workers inherit them and no decision's deadline pays."""
+    probe = (
+        "import json, sys\n"
+        "from daemon.config._config import load_config\n"
+        "hosted, skipped = load_config(None).build_sessions()\n"
+        "print(json.dumps([sorted(s.name for s in hosted), skipped,\n"
+        "                  [m in sys.modules for m in ('numpy', 'safetensors.numpy')]]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert json.loads(done.stdout) == [["descriptor", "formation"], [], [True, True]]

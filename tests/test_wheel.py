@@ -23,6 +23,22 @@ Rules checked, in this order:
    installed into that venv, is served by ``evidenced serve`` from a configuration that only
    names it, and ``evidenced submit`` gets PASS and FAIL from it without being told its
    mechanism id.
+6. The core (ADR 0020): the same wheel installed **without extras** into another fresh venv,
+   its dependencies resolved by pip (``--no-index``, no configuration, no find-links) from
+   nothing but the distributions the core requires — those of this venv, linked in one by one
+   (:func:`distributions.closure` of ``Requires-Dist`` without an extra; offline, a few
+   seconds) — so a core requirement left out of ``pyproject.toml`` fails the install, and an
+   extra's library is simply not there. There ``evidenced serve`` answers formation and
+   bytes-sha256 decisions, the embedded default configuration serves ``formation`` and skips
+   ``descriptor`` with the one line naming its extra, and every feature of an extra
+   (``mechanisms``, ``config check``, ``serve``, ``descriptor check``, ``holdout``,
+   ``formation explain --layout grandalf``) says that line, with exit 69 ``EXTRA_MISSING``
+   where the command cannot do its work, never a traceback; ``demo`` passes, its
+   descriptor cases skipped.
+7. python-daemon (which installs the same ``daemon/__init__.py``) installed over the wheel
+   in a fresh venv: every command says in one line which distribution replaced the package,
+   exit 70 ``PACKAGE_REPLACED``; after uninstalling it, that the file is missing; a forced
+   reinstall of the wheel repairs it.
 """
 
 from __future__ import annotations
@@ -38,6 +54,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import threading
 import tomllib
 import zipfile
 from collections.abc import Iterator
@@ -47,6 +64,7 @@ from typing import Any, Final
 import attrs
 import pytest
 import testdata
+from distributions import closure, top_level
 
 import holdout
 from daemon import __version__
@@ -97,32 +115,50 @@ def _copy_project(destination: Path) -> None:
         shutil.copytree(REPO / name, destination / name, ignore=ignore)
 
 
+PIP: Final = (sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input")
+
+
+def _clean_env() -> dict[str, str]:
+    return {
+        key: value
+        for key, value in os.environ.items()
+        if key not in {"PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP"}
+    }
+
+
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("wheel")
-    source, dist, venv, workdir = (root / name for name in ("src", "dist", "venv", "work"))
-    for folder in (source, workdir):
-        folder.mkdir()
+    source, dist = root / "src", root / "dist"
+    source.mkdir()
     _copy_project(source)
-    pip = (sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input")
     build = ("wheel", "--quiet", "--no-deps", "--no-build-isolation", "--check-build-dependencies")
-    _run(*pip, *build, "--wheel-dir", dist, source)
-    [wheel] = dist.glob("evidenced-*.whl")
+    _run(*PIP, *build, "--wheel-dir", dist, source)
+    [built] = dist.glob("evidenced-*.whl")
+    return built
+
+
+INSTALL_OFFLINE: Final = ("install", "--quiet", "--no-deps", "--no-index")
+
+
+def _fresh_install(wheel: Path, root: Path) -> Installed:
+    """The wheel in a fresh venv under ``root``, its third-party dependencies from this venv."""
+    venv, workdir = root / "venv", root / "work"
+    workdir.mkdir()
     _run(sys.executable, "-m", "venv", "--without-pip", venv)
-    install = ("install", "--quiet", "--no-deps", "--no-index")
-    _run(*pip, "--python", venv / "bin" / "python", *install, wheel)
+    _run(*PIP, "--python", venv / "bin" / "python", *INSTALL_OFFLINE, wheel)
     # Third-party dependencies only: this venv's site-packages, appended after the wheel's.
     [site_packages] = (venv / "lib").glob("python3.*/site-packages")
     dependencies = {sysconfig.get_paths()[key] for key in ("purelib", "platlib")}
     (site_packages / "zz-evidenced-test-dependencies.pth").write_text(
         "".join(f"{path}\n" for path in sorted(dependencies))
     )
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if key not in {"PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP"}
-    }
-    yield Installed(wheel, venv, workdir, env)
+    return Installed(wheel, venv, workdir, _clean_env())
+
+
+@pytest.fixture(scope="module")
+def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
+    yield _fresh_install(wheel, tmp_path_factory.mktemp("installed"))
 
 
 # ---- 1. and 2.: packaging metadata -----------------------------------------------------------
@@ -228,7 +264,7 @@ def test_a_plugin_wheel_in_the_fresh_venv_is_served_and_bound_from_configuration
     """The example third-party mechanism, built as its own wheel and installed beside the
     product: served from a configuration that only names it, and bound by ``evidenced submit``
     from the two files (PASS, then FAIL for a changed resource)."""
-    pip = (sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input")
+    pip = PIP
     source, dist = tmp_path / "src", tmp_path / "dist"
     shutil.copytree(
         REPO / "examples" / "evidenced-sri",
@@ -283,3 +319,405 @@ def test_a_plugin_wheel_in_the_fresh_venv_is_served_and_bound_from_configuration
         assert [json.loads(answer.stdout)["outcome"] for answer in answers] == ["PASS", "FAIL"]
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+# ---- 6. the core, installed without extras ---------------------------------------------------
+
+#: The one line each missing extra is said with (session/_extras.py rule 3).
+NEEDS_DESCRIPTOR: Final = (
+    "the T81 descriptor mechanism needs the 'descriptor' extra: pip install 'evidenced[descriptor]'"
+)
+EXTRA_MODULES: Final = (
+    "numpy",
+    "safetensors",
+    "grandalf",
+    "jsonschema",
+    "jsonschema_rs",
+    "rfc8785",
+    "referencing",
+    "boto3",
+)
+
+
+@pytest.fixture(scope="module")
+def core(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Installed:
+    root = tmp_path_factory.mktemp("core")
+    venv, workdir = root / "venv", root / "work"
+    workdir.mkdir()
+    _run(sys.executable, "-m", "venv", "--without-pip", venv)
+    [site_packages] = (venv / "lib").glob("python3.*/site-packages")
+    required = closure("evidenced")
+    del required["evidenced"]
+    for distribution in required.values():
+        for path in top_level(distribution):
+            (site_packages / path.name).symlink_to(path)
+    # pip resolves the wheel's requirements against what is linked, and nothing else.
+    env = {key: value for key, value in _clean_env().items() if not key.startswith("PIP_")}
+    env["PIP_CONFIG_FILE"] = os.devnull
+    install = subprocess.run(
+        [*PIP, "--python", str(venv / "bin" / "python"), "install", "--no-index", str(wheel)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert install.returncode == 0, install.stdout + install.stderr
+    return Installed(wheel, venv, workdir, _clean_env())
+
+
+def _document(completed: subprocess.CompletedProcess[str]) -> Any:
+    assert "Traceback" not in completed.stderr, completed.stderr
+    return json.loads(completed.stdout)
+
+
+def _error_lines(completed: subprocess.CompletedProcess[str]) -> list[str]:
+    return [line for line in completed.stderr.splitlines() if line.strip()]
+
+
+def test_an_install_without_extras_has_none_of_their_libraries(core: Installed) -> None:
+    probe = (
+        "import importlib.util, json; "
+        f"print(json.dumps([n for n in {list(EXTRA_MODULES)!r} if importlib.util.find_spec(n)]))"
+    )
+    found = subprocess.run(
+        [str(core.venv / "bin" / "python"), "-c", probe],
+        capture_output=True,
+        text=True,
+        cwd=core.workdir,
+        env=core.env,
+        timeout=60,
+        check=True,
+    )
+    assert json.loads(found.stdout) == []
+    assert core.run("--version").stdout == f"evidenced {__version__}\n"
+
+
+def _serve(core: Installed, folder: Path, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [str(core.venv / "bin" / "evidenced"), "serve", *args],
+        cwd=folder,
+        env=core.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _stop(serve: subprocess.Popen[str]) -> str:
+    serve.send_signal(signal.SIGTERM)
+    _, stderr = serve.communicate(timeout=30)
+    return stderr
+
+
+def test_an_install_without_extras_serves_formation_and_bytes_decisions(core: Installed) -> None:
+    """The issue's "done when": the core wheel serves the formation and bytes sessions."""
+    folder = Path(tempfile.mkdtemp(prefix="evc", dir="/tmp"))  # a short Unix socket path
+    try:
+        (folder / "c.toml").write_text(
+            '[server]\nlisten = ""\nsocket = "s"\n[audit]\npath = "audit.jsonl"\n'
+            '[sessions.formation]\nmechanisms = ["formation"]\n'
+            '[sessions.bytes]\nmechanisms = ["bytes-sha256"]\n'
+        )
+        (folder / "item").write_bytes(b"any bytes at all\n")
+        serve = _serve(core, folder, "--config", "c.toml")
+        try:
+            assert serve.stdout is not None
+            ready = json.loads(serve.stdout.readline() or "{}")
+            assert (ready.get("sessions"), ready.get("skipped")) == (["bytes", "formation"], [])
+            fixtures = core.venv / "lib"
+            [formation] = fixtures.glob("python3.*/site-packages/evidenced_fixtures/formation")
+            pairs = {
+                name: [
+                    str(formation / f"{name}.{role}.json") for role in ("subject", "certificate")
+                ]
+                for name in ("compose", "tampered")
+            }
+            socket = ("--socket", str(folder / "s"))
+            answers = [
+                core.run("submit", *socket, "--session", "formation", *pairs["compose"]),
+                core.run("submit", *socket, "--session", "formation", *pairs["tampered"]),
+                core.run("submit", *socket, "--session", "bytes", str(folder / "item")),
+            ]
+        finally:
+            _stop(serve)
+        assert [a.returncode for a in answers] == [0, 1, 0], [a.stderr for a in answers]
+        outcomes = [_document(answer)["outcome"] for answer in answers]
+        assert outcomes == ["PASS", "FAIL", "PASS"]
+        verify = core.run("audit", "verify", str(folder / "audit.jsonl"))
+        assert verify.returncode == 0, verify.stderr
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_the_default_configuration_on_a_core_install_serves_formation_and_says_why_not_descriptor(
+    core: Installed,
+) -> None:
+    """``evidenced serve`` right after installing the core just works: the embedded default
+    hosts ``descriptor`` as optional, so it is skipped with the one line, on stdout's
+    document and on stderr; ``config check`` says the same and finds the default valid."""
+    check = core.run("config", "check")
+    assert check.returncode == 0, check.stderr
+    document = _document(check)
+    skipped = f"session 'descriptor' not hosted: {NEEDS_DESCRIPTOR}"
+    assert (document["status"], document["sessions"], document["skipped"]) == (
+        "VALID",
+        ["formation"],
+        [skipped],
+    )
+    assert f"evidenced config check: {skipped}" in _error_lines(check)
+
+    folder = Path(tempfile.mkdtemp(prefix="evd", dir="/tmp"))
+    try:
+        serve = _serve(core, folder, "--socket", str(folder / "s"), "--audit-log", "a.jsonl")
+        assert serve.stdout is not None
+        ready = json.loads(serve.stdout.readline() or "{}")
+        stderr = _stop(serve)
+        assert (ready.get("sessions"), ready.get("skipped")) == (["formation"], [skipped])
+        assert f"evidenced serve: {skipped}" in stderr.splitlines()
+        assert "Traceback" not in stderr
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_session_that_needs_a_missing_extra_refuses_check_and_start_in_one_line(
+    core: Installed,
+) -> None:
+    """A configuration whose ``descriptor`` session is not optional is valid, but not on
+    this installation: ``config check`` and ``serve`` exit 69 ``EXTRA_MISSING`` naming the
+    install command, and ``serve`` never listens."""
+    config = core.workdir / "descriptor.toml"
+    config.write_text(
+        '[server]\nlisten = ""\nsocket = "s"\n[audit]\npath = "audit.jsonl"\n'
+        '[sessions.descriptor]\nmechanisms = ["descriptor"]\n'
+    )
+    message = f"{config}: session 'descriptor' not hosted: {NEEDS_DESCRIPTOR}"
+    commands = {
+        "config check": ("config", "check", str(config)),
+        "serve": ("serve", "--config", str(config)),
+    }
+    for path, command in commands.items():
+        done = core.run(*command)
+        error = _document(done)["error"]
+        assert (done.returncode, error) == (
+            69,
+            {"code": "EXTRA_MISSING", "exit": 69, "message": message},
+        )
+        assert _error_lines(done) == [f"evidenced {path}: {message}"]
+    assert not (core.workdir / "s").exists() and not (core.workdir / "audit.jsonl").exists()
+
+
+def test_mechanisms_on_a_core_install_names_the_descriptor_extra_instead_of_a_traceback(
+    core: Installed,
+) -> None:
+    listed = core.run("mechanisms")
+    assert listed.returncode == 0, listed.stderr
+    by_name = {item["name"]: item for item in _document(listed)["mechanisms"]}
+    assert sorted(by_name) == ["bytes-sha256", "descriptor", "formation"]
+    descriptor = by_name["descriptor"]
+    assert (descriptor["unavailable"], descriptor["extra"]) == (NEEDS_DESCRIPTOR, "descriptor")
+    assert descriptor["mechanism_id"] == "t81.experiment_descriptor.authorized.0.1"
+    assert "mechanism_digest" not in descriptor and "error" not in descriptor
+    for name in ("bytes-sha256", "formation"):
+        assert by_name[name]["mechanism_digest"].startswith("sha256:")
+    assert _error_lines(listed) == [
+        f"evidenced mechanisms: mechanism provider 'descriptor': {NEEDS_DESCRIPTOR}"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("command", "extra", "feature"),
+    [
+        (
+            ("descriptor", "check", "D", "P", "--operation", "inspect"),
+            "descriptor",
+            "the T81 descriptor mechanism",
+        ),
+        (("holdout", "release"), "holdout", "the holdout instrument"),
+        (("holdout", "score", "--challenges", "C", "--observations", "O"), "holdout", None),
+        (
+            ("formation", "explain", "S", "C", "--format", "svg", "--layout", "grandalf"),
+            "explain",
+            "formation explain's grandalf layout (svg, html without Graphviz)",
+        ),
+    ],
+    ids=lambda value: " ".join(value) if isinstance(value, tuple) else None,
+)
+def test_a_command_whose_extra_is_missing_says_the_install_command_in_one_line(
+    core: Installed, command: tuple[str, ...], extra: str, feature: str | None
+) -> None:
+    """Exit 69 ``EXTRA_MISSING``, the error document and one stderr line naming ``pip install
+    'evidenced[EXTRA]'`` — before any file is read (the files named here do not exist)."""
+    fixtures = core.venv / "lib"
+    [formation] = fixtures.glob("python3.*/site-packages/evidenced_fixtures/formation")
+    arguments = [  # explain needs a real pair: its layout comes after the check
+        str(formation / f"tampered.{'subject' if word == 'S' else 'certificate'}.json")
+        if command[0] == "formation" and word in ("S", "C")
+        else word
+        for word in command
+    ]
+    done = core.run(*arguments)
+    error = _document(done)["error"]
+    assert (done.returncode, error["code"], error["exit"]) == (69, "EXTRA_MISSING", 69)
+    install = f"pip install 'evidenced[{extra}]'"
+    assert error["message"].endswith(f"needs the {extra!r} extra: {install}")
+    if feature is not None:
+        assert error["message"] == f"{feature} needs the {extra!r} extra: {install}"
+    assert _error_lines(done) == [f"evidenced {' '.join(command[:2])}: {error['message']}"]
+
+
+def test_the_features_of_the_core_work_without_any_extra(core: Installed) -> None:
+    """What needs no extra keeps working: the full parser (completion scripts), the
+    descriptor tools that run no weights, explain's own renderings, and the demo (its
+    descriptor cases skipped, saying why)."""
+    completion = core.run("completion", "bash")
+    assert completion.returncode == 0 and "holdout" in completion.stdout, completion.stderr
+    [descriptor] = (core.venv / "lib").glob("python3.*/site-packages/evidenced_fixtures/descriptor")
+    make = core.run("descriptor", "make", str(descriptor / "tisc-fixture.bin"))
+    assert make.returncode == 0 and _document(make)["size"] > 0, make.stderr
+    [formation] = (core.venv / "lib").glob("python3.*/site-packages/evidenced_fixtures/formation")
+    pair = [str(formation / f"tampered.{role}.json") for role in ("subject", "certificate")]
+    for layout in ("json", "text", "dot"):
+        explained = core.run("formation", "explain", *pair, "--format", layout)
+        assert explained.returncode == 1 and explained.stdout, explained.stderr
+    demo = core.run("demo")
+    assert demo.returncode == 0, demo.stdout + demo.stderr
+    cases = {case["number"]: case["answer"] for case in _document(demo)["cases"]}
+    assert [cases[n] for n in (5, 6, 7)] == ["SKIPPED"] * 3
+    assert [cases[n] for n in (1, 2, 3, 4)] == ["PASS", "FAIL", "UNKNOWN", "REFUSED"]
+    assert f"session 'descriptor' not hosted: {NEEDS_DESCRIPTOR}" in demo.stderr
+
+
+def _line_with(serve: subprocess.Popen[str], text: str) -> str:
+    """The first line of ``serve``'s stderr holding ``text`` ('' if it ends first; a daemon
+    silent for 60 s is killed so the test ends: a hang guard, never a timing assertion)."""
+    assert serve.stderr is not None
+    guard = threading.Timer(60, serve.kill)
+    guard.start()
+    try:
+        for line in serve.stderr:
+            if text in line:
+                return line
+        return ""
+    finally:
+        guard.cancel()
+
+
+def test_a_reload_into_a_session_whose_extra_is_missing_is_refused_and_the_old_one_serves(
+    core: Installed,
+) -> None:
+    """SIGHUP after the configuration gained a ``descriptor`` session that is not optional:
+    the reload is refused with the one line (it is no invalid file, and the reloader once
+    caught only those), and the sessions it had keep answering."""
+    folder = Path(tempfile.mkdtemp(prefix="evr", dir="/tmp"))
+    try:
+        head = '[server]\nlisten = ""\nsocket = "s"\n[audit]\npath = "audit.jsonl"\n'
+        config = folder / "c.toml"
+        config.write_text(head + '[sessions.bytes]\nmechanisms = ["bytes-sha256"]\n')
+        (folder / "item").write_bytes(b"kept\n")
+        serve = _serve(core, folder, "--config", "c.toml")
+        try:
+            assert serve.stdout is not None and serve.stderr is not None
+            assert json.loads(serve.stdout.readline() or "{}").get("sessions") == ["bytes"]
+            config.write_text(
+                head
+                + '[sessions.bytes]\nmechanisms = ["bytes-sha256"]\n'
+                + '[sessions.descriptor]\nmechanisms = ["descriptor"]\n'
+            )
+            serve.send_signal(signal.SIGHUP)
+            refused = _line_with(serve, "not reloaded")
+            socket = str(folder / "s")
+            answer = core.run(
+                "submit", "--socket", socket, "--session", "bytes", str(folder / "item")
+            )
+            assert serve.poll() is None
+        finally:
+            _stop(serve)
+        assert NEEDS_DESCRIPTOR in refused and "the old one keeps serving" in refused, refused
+        assert (answer.returncode, _document(answer)["outcome"]) == (0, "PASS"), answer.stderr
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_session_retaining_in_s3_without_boto3_is_refused_in_one_line_not_an_internal_error(
+    core: Installed,
+) -> None:
+    """``serve`` opened the store and died on botocore's ModuleNotFoundError (exit 70,
+    "internal error"), after ``config check`` had called the file valid."""
+    config = core.workdir / "s3.toml"
+    config.write_text(
+        '[server]\nlisten = ""\nsocket = "s3.sock"\n[audit]\npath = "s3-audit.jsonl"\n'
+        '[sessions.bytes]\nmechanisms = ["bytes-sha256"]\nretain = "all"\n'
+        'store = "s3://bucket/prefix/"\n'
+    )
+    message = (
+        f"{config}: session 'bytes' not hosted: the s3:// evidence store needs the 's3' "
+        "extra: pip install 'evidenced[s3]'"
+    )
+    for path, command in {
+        "config check": ("config", "check", str(config)),
+        "serve": ("serve", "--config", str(config)),
+    }.items():
+        done = core.run(*command)
+        error = _document(done)["error"]
+        assert (done.returncode, error) == (
+            69,
+            {"code": "EXTRA_MISSING", "exit": 69, "message": message},
+        )
+        assert _error_lines(done) == [f"evidenced {path}: {message}"]
+
+
+# ---- 7. python-daemon beside evidenced -------------------------------------------------------
+
+#: The wheels ``make python-daemon`` downloads (python-daemon and its lockfile).
+PYTHON_DAEMON_WHEELS: Final = REPO / ".wheels" / "python-daemon"
+
+
+def _python_daemon_wheels() -> list[Path]:
+    wheels = sorted(PYTHON_DAEMON_WHEELS.glob("*.whl"))
+    if not any(path.name.startswith("python_daemon-") for path in wheels):
+        pytest.skip("python-daemon's wheel is absent: run `make python-daemon`")
+    return wheels
+
+
+def _replaced_failure(completed: subprocess.CompletedProcess[str]) -> str:
+    assert completed.returncode == 70, completed.stdout + completed.stderr
+    assert "Traceback" not in completed.stderr, completed.stderr
+    error = _document(completed)["error"]
+    assert error["code"] == "PACKAGE_REPLACED"
+    assert error["exit"] == 70
+    [line] = _error_lines(completed)
+    assert error["message"] in line
+    message: str = error["message"]
+    return message
+
+
+def test_python_daemon_installed_over_evidenced_is_named_in_one_line_not_a_traceback(
+    wheel: Path, tmp_path: Path
+) -> None:
+    """pip installs python-daemon's ``daemon/__init__.py`` over evidenced's without a word
+    (``pip check`` passes): every command, ``--version`` included, then says which
+    distribution replaced the package and how to recover, exit 70; uninstalling it leaves the
+    file missing, said the same way; reinstalling evidenced repairs it."""
+    wheels = _python_daemon_wheels()
+    beside = _fresh_install(wheel, tmp_path)
+    python = beside.venv / "bin" / "python"
+    _run(*PIP, "--python", python, *INSTALL_OFFLINE, *wheels)
+    check = subprocess.run(
+        [*PIP, "--python", str(python), "check"], capture_output=True, text=True, check=False
+    )
+    assert check.returncode == 0, check.stdout  # pip sees nothing wrong: the attack's premise
+
+    for command in (["--version"], ["mechanisms"], ["demo"], ["serve", "--help"]):
+        message = _replaced_failure(beside.run(*command))
+        assert "python-daemon 3.1.2" in message
+        assert "environment of its own" in message
+
+    _run(*PIP, "--python", python, "uninstall", "--quiet", "--yes", "python-daemon")
+    message = _replaced_failure(beside.run("mechanisms"))
+    assert "daemon/__init__.py is missing" in message
+
+    _run(*PIP, "--python", python, *INSTALL_OFFLINE, "--force-reinstall", wheel)
+    repaired = beside.run("--version")
+    assert repaired.returncode == 0, repaired.stderr
+    assert repaired.stdout.strip() == f"evidenced {__version__}"

@@ -12,8 +12,11 @@ The :mod:`cli` contract applies. Per command:
   ``{"status": "VALID", "config": <effective configuration>, "sessions": [names hosted],
   "skipped": [messages], "exposed": [listeners served exposed under --insecure-listen]}``.
   Exit 0 valid; 65 invalid (``CONFIG_INVALID``, the message names the key path); 66 FILE
-  missing or unreadable. ``serve --check`` does the same with ``serve``'s
-  flags applied.
+  missing or unreadable; 69 valid, but a session that is not ``optional`` needs an extra this
+  installation lacks (``EXTRA_MISSING``: ``session 'S' not hosted: <feature> needs the
+  '<extra>' extra: pip install 'evidenced[<extra>]'``; an optional one is listed in
+  ``skipped`` with that line, and the check is VALID). ``serve --check`` does the same with
+  ``serve``'s flags applied.
 * ``config keys`` prints ``{"keys": [{"table", "key", "type", "default", "required", "rule",
   "doc"}, ...]}``:
   every key of the schema, the one declaration of each (:mod:`daemon.config._config_schema`);

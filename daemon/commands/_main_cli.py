@@ -202,11 +202,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     _configure_logs(arguments)
     try:
-        from daemon.wire._errors import exit_code
-
-        return cli.run(build_parser, arguments, classify=exit_code)
+        return cli.run(build_parser, arguments, classify=_exit_code)
     finally:  # an in-process caller's next command line (another package's) prints as before
         sys.modules["cli._contract"].STATE.sink = None
+
+
+def _exit_code(error: BaseException) -> int | None:
+    """The exit code of an error no handler translated: the daemon's tree
+    (:func:`daemon.wire._errors.exit_code`), and a feature whose extra is not installed
+    (:class:`session.ExtraMissing`, code ``EXTRA_MISSING``): 69, ``EX_UNAVAILABLE``."""
+    from daemon.wire._errors import exit_code
+    from session import ExtraMissing
+
+    return cli.Exit.UNREACHABLE if isinstance(error, ExtraMissing) else exit_code(error)
 
 
 def _configure_logs(arguments: Sequence[str]) -> None:

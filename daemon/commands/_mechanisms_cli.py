@@ -5,9 +5,13 @@ document ``{"error": {"code", "message", "exit"}}``; stderr: one-line messages):
 
 * ``mechanisms`` lists the installed providers (entry points ``evidenced.mechanisms``), sorted by
   name: ``{"mechanisms": [{"name", "value", "distribution", "version", "mechanism_id",
-  "mechanism_digest"}]}`` — id and digest of a mechanism created with default options. A
-  provider that cannot be loaded or created is listed with ``"error"`` instead (and named on
-  stderr); a name two distributions register is listed twice. Exit 0.
+  "mechanism_digest"}]}`` — id and digest of a mechanism created with default options (as
+  ``create`` makes it, without the host's ``prepare``: listing the descriptor provider never
+  imports numpy). A provider whose extra is not installed (``session.ExtraMissing``) is listed
+  with its ``mechanism_id``, ``"unavailable"`` (the one line naming the install command) and
+  ``"extra"`` instead of a digest, and that line goes to stderr; one that cannot be loaded or
+  created for another reason is listed with ``"error"`` instead (and named on stderr); a name
+  two distributions register is listed twice. Exit 0.
 * ``mechanism check TARGET [--repeats N] [--time-budget SECONDS] [--seed N]`` runs the
   conformance battery (:mod:`daemon.commands._conformance`: under the default options and
   every option set the provider declares) against an entry-point name or ``module:attribute``
@@ -23,7 +27,6 @@ from typing import Any, Final
 
 import cli
 from cli import Exit, RejectedInput
-from daemon.commands._client_cli import _positive_seconds
 
 EXIT_OK: Final = Exit.OK
 EXIT_FAIL: Final = Exit.FAIL
@@ -33,7 +36,7 @@ _say = cli.say
 
 
 def _list(args: argparse.Namespace) -> int:
-    from session import provider_entries
+    from session import ExtraMissing, provider_entries
 
     listed = []
     for entry in provider_entries():
@@ -43,12 +46,23 @@ def _list(args: argparse.Namespace) -> int:
             mechanism = provider.create(provider.default_options())
             item["mechanism_id"] = mechanism.mechanism_id
             item["mechanism_digest"] = mechanism.mechanism_digest
+        except ExtraMissing as missing:
+            item.update(mechanism_id=provider.mechanism_id, extra=missing.extra)
+            item["unavailable"] = str(missing)
+            _say(f"mechanism provider {entry.name!r}: {missing}")
         except Exception as error:
             item["error"] = f"{type(error).__name__}: {error}"
             _say(f"mechanism provider {entry.name!r}: {item['error']}")
         listed.append(item)
     _emit({"mechanisms": listed})
     return EXIT_OK
+
+
+def _seconds(text: str) -> float:
+    # the client commands' parser type, imported when used: listing loads no client
+    from daemon.commands._client_cli import _positive_seconds
+
+    return _positive_seconds(text)
 
 
 def _repeats(text: str) -> int:
@@ -97,7 +111,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     check.add_argument(
         "--time-budget",
-        type=_positive_seconds,
+        type=_seconds,
         default=5.0,
         metavar="SECONDS",
         help="the longest one evaluation may take",

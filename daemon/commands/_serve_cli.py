@@ -10,10 +10,13 @@ The :mod:`cli` contract applies (one JSON document on stdout on every path, erro
   65 for an invalid configuration (``CONFIG_INVALID``: also an unusable TLS or tokens file, or
   a non-loopback TCP listener without TLS and authentication unless ``--insecure-listen``)
   or a corrupt or unsafe audit log (never truncated); 75 when another daemon holds the audit
-  log (``AUDIT_LOG_IN_USE``); 69 when it cannot listen; 70 (not 0) when it stops while its
-  audit log cannot be written. With a ``console`` decision-log sink (``[[audit.sinks]]``)
-  stdout is the sink's: one event per line and nothing else (the ``serving`` document and an
-  error document after the configuration was accepted are not written; stderr says them).
+  log (``AUDIT_LOG_IN_USE``); 69 when it cannot listen, or when a session that is not
+  ``optional`` needs an extra this installation lacks (``EXTRA_MISSING``, the message naming
+  ``pip install 'evidenced[<extra>]'``; an optional one is skipped, its line in ``skipped``
+  and on stderr); 70 (not 0) when it stops while its audit log cannot be written. With a
+  ``console`` decision-log sink (``[[audit.sinks]]``) stdout is the sink's: one event per line
+  and nothing else (the ``serving`` document and an error document after the configuration
+  was accepted are not written; stderr says them).
 """
 
 from __future__ import annotations
@@ -296,7 +299,7 @@ def _start_failure(error: BaseException) -> BaseException:
     from daemon.config._security import ExposureRefused
     from daemon.config._tls import TlsConfigError
     from daemon.config._tokens import TokenFileError
-    from daemon.retention import StoreError
+    from daemon.retention import StoreError, StoreExtraMissing
     from daemon.server._supervisor import WorkersFailed
 
     if isinstance(error, ExposureRefused | TlsConfigError | TokenFileError):
@@ -314,6 +317,8 @@ def _start_failure(error: BaseException) -> BaseException:
         return RejectedInput(f"{error}; refusing to start", code="TRANSPARENCY_REFUSED")
     if isinstance(error, AuditLogError):
         return RejectedInput(f"{error}; refusing to start", code="AUDIT_LOG_REFUSED")
+    if isinstance(error, StoreExtraMissing):
+        return CliError(f"{error}; refusing to start", exit=Exit.UNREACHABLE, code=error.code)
     if isinstance(error, StoreError):
         return RejectedInput(f"{error}; refusing to start", code="STORE_REFUSED")
     if isinstance(error, WorkersFailed):

@@ -58,8 +58,14 @@ bool``) and starts with the file:
    the mechanism. A session whose mechanism cannot be created (the provider cannot be loaded,
    its options do not structure, or it refuses them — a raised lower-only limit) is an error,
    unless it is ``optional``: then it is skipped and the reason is reported (the CLI
-   prints it on stderr). The embedded default marks ``descriptor`` optional so the daemon
-   still serves ``formation`` on an installation without the descriptor mechanism.
+   prints it on stderr). A mechanism whose extra is not installed (``session.ExtraMissing``)
+   is reported as that one line, ``session 'S' not hosted: <feature> needs the '<extra>'
+   extra: pip install 'evidenced[<extra>]'``; for a session that is not optional it is
+   :class:`ExtraNotInstalled` (exit 69, ``EXTRA_MISSING``), not an invalid configuration.
+   A session retaining evidence in an ``s3://`` store needs the ``s3`` extra the same way.
+   The embedded default marks ``descriptor`` optional, so ``evidenced serve`` on an
+   installation without the ``descriptor`` extra serves ``formation`` and says once why
+   ``descriptor`` is not hosted (ADR 0020).
 
 :meth:`DaemonConfig.effective` is the configuration as it will run (defaults filled in, paths
 resolved), which ``evidenced config check`` prints.
@@ -101,12 +107,31 @@ from daemon.retention._policy import (
     parse_retention,
     parse_store_limits,
 )
-from daemon.wire._errors import PeerError
-from session import VerificationMechanism, load_provider, provider_entries, read_capped
+from daemon.wire._errors import PeerError, Unavailable
+from session import (
+    ExtraMissing,
+    VerificationMechanism,
+    load_provider,
+    provider_entries,
+    read_capped,
+    require_extra,
+)
 
 
 class ConfigError(PeerError, ValueError):
     """The configuration is not valid; the message names the key."""
+
+
+class ExtraNotInstalled(Unavailable):
+    """A session that is not ``optional`` needs an extra this installation lacks (rule 8):
+    the configuration is valid, the installation cannot host it. ``code`` ``EXTRA_MISSING``;
+    ``extra`` names it."""
+
+    code: Final = ExtraMissing.code
+
+    def __init__(self, message: str, extra: str) -> None:
+        super().__init__(message)
+        self.extra = extra
 
 
 def create_mechanism(session: str, name: str, options: dict[str, Any]) -> VerificationMechanism:
@@ -173,6 +198,8 @@ class DaemonConfig:
         skipped: list[str] = []
         for spec in self.sessions:
             try:
+                if spec.retention is not None and spec.retention.store.kind == "s3":
+                    require_extra("s3")  # its store cannot open: said as a mechanism's extra
                 mechanisms = tuple(
                     create_mechanism(spec.name, name, dict(spec.options.get(name, {})))
                     for name in spec.mechanisms
@@ -191,6 +218,11 @@ class DaemonConfig:
                 message = f"session {spec.name!r} not hosted: {error}"
                 if not spec.optional:
                     raise ConfigError(message) from None
+                skipped.append(message)
+            except ExtraMissing as missing:  # the installation lacks a library (rule 8)
+                message = f"session {spec.name!r} not hosted: {missing}"
+                if not spec.optional:
+                    raise ExtraNotInstalled(f"{self.source}: {message}", missing.extra) from None
                 skipped.append(message)
             except Exception as error:  # a provider that cannot be loaded, or refuses options
                 message = (

@@ -3,7 +3,7 @@
 * Stores: :class:`RetentionStore` (the contract), :class:`FilesystemStore`, :class:`S3Store`,
   :func:`open_store`, :func:`parse_spec`, and the errors :class:`StoreError`,
   :class:`ObjectMissing`, :class:`ObjectCorrupt`, :class:`UnsafeStorePath`,
-  :class:`StoreStuck` (each with a ``code``).
+  :class:`StoreStuck`, :class:`StoreExtraMissing` (each with a ``code``).
 * The retainer (what a decision keeps, under the session's policy) and the policy itself.
 * Publishing a transparency log's tiles to the same kinds of store (``_publish``).
 
@@ -24,6 +24,7 @@ from daemon.retention._store import (
     RetentionStore,
     StoredObject,
     StoreError,
+    StoreExtraMissing,
     StoreSpec,
     StoreStuck,
     UnsafeStorePath,
@@ -39,6 +40,7 @@ __all__ = [
     "RetentionStore",
     "S3Store",
     "StoreError",
+    "StoreExtraMissing",
     "StoreSpec",
     "StoreStuck",
     "StoredObject",

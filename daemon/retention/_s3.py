@@ -42,8 +42,10 @@ from daemon.retention._store import (
     PutResult,
     StoredObject,
     StoreError,
+    StoreExtraMissing,
     hex_of,
 )
+from session import missing_extra
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -59,10 +61,11 @@ _MISSING_CODES: Final = frozenset({"NoSuchKey", "404", "NotFound"})
 
 
 def _import_boto3() -> Any:
-    try:
-        import boto3
-    except ImportError:  # pragma: no cover - the test environment installs it
-        raise StoreError("the s3 store needs boto3: pip install 'evidenced[s3]'") from None
+    missing = missing_extra("s3")  # the one line every missing extra is said with
+    if missing is not None:
+        raise StoreExtraMissing(str(missing))
+    import boto3
+
     return boto3
 
 
@@ -113,6 +116,7 @@ class S3Store:
     """Evidence objects under ``s3://BUCKET/PREFIX`` (module rules)."""
 
     def __init__(self, bucket: str, prefix: str = "", *, client: S3Client | None = None) -> None:
+        _import_boto3()  # without the s3 extra: StoreExtraMissing, never a ModuleNotFoundError
         from botocore.exceptions import BotoCoreError, ClientError
 
         self.bucket = bucket

@@ -92,6 +92,13 @@ class StoreStuck(StoreError):
     code = "STORE_STUCK"
 
 
+class StoreExtraMissing(StoreError):
+    """The store's library is not installed: an ``s3://`` store without the ``s3`` extra
+    (boto3). The message is the one line of :func:`session.missing_extra`."""
+
+    code = "EXTRA_MISSING"
+
+
 @attrs.frozen
 class PutResult:
     """What :meth:`RetentionStore.put` did: the object's name and size, and whether this call

@@ -18,12 +18,10 @@ Rules (the contract):
    ``Host`` or ``Transfer-Encoding`` given twice (even with equal values), both
    ``Content-Length`` and ``Transfer-Encoding``, a request target that is not a path
    (origin form), a path that is not UTF-8 once percent-decoded.
-3. Routes (:data:`ROUTES`): ``POST /v1/sessions/{name}/decisions`` (submit),
-   ``POST /v1/sessions/{name}/decisions:batch`` (a batch, :mod:`daemon.server._batch`), ``GET
-   /v1/sessions``, ``GET /health``, ``GET /ready``, ``GET /metrics``, the transparency
-   log's ``GET /checkpoint``, ``GET /tile/...``, ``GET /v1/log/...`` and ``GET
-   /openapi.json``; a query string is ignored here (the log routes read theirs). A known
-   path asked with another method (``HEAD`` included) is ``UNKNOWN_KIND``
+3. Routes: those of the one route table (:data:`daemon.server._routes.TABLE`, its rule 2:
+   :data:`ROUTES` the exact paths, the session paths ``POST /v1/sessions/{name}/decisions``
+   and ``...:batch``, the tile prefix); a query string is ignored here (the log routes read
+   theirs). A known path asked with another method (``HEAD`` included) is ``UNKNOWN_KIND``
    with status 405 and ``Allow``; any other path is ``UNKNOWN_KIND`` (404). A route is
    checked when its head arrives, before any body byte is read.
 4. Bodies are read only after the host accepts them (:meth:`HttpServerCodec.accept_body`
@@ -70,6 +68,7 @@ import httptools
 
 from daemon.config._http_config import DEFAULT_MAX_HEADER_BYTES, DEFAULT_MAX_HEADERS
 from daemon.server._http_errors import HttpRefusal, error_document
+from daemon.server._routes import EXACT_ROUTES, SESSION_PATTERN, TILE_PREFIX, Route
 from daemon.wire._echo import echo
 from daemon.wire._protocol import ErrorCode
 
@@ -98,37 +97,11 @@ END_OF_BODY: Final = _Sentinel.END_OF_BODY
 CLOSED: Final = _Sentinel.CLOSED
 
 
-class Route(enum.Enum):
-    SUBMIT = "submit"
-    BATCH = "batch"
-    SESSIONS = "sessions"
-    HEALTH = "health"
-    READY = "ready"
-    METRICS = "metrics"
-    # The transparency log and the API's description (daemon.server._http_tlog, _openapi).
-    CHECKPOINT = "checkpoint"
-    TILE = "tile"
-    INCLUSION_PROOF = "inclusion_proof"
-    CONSISTENCY_PROOF = "consistency_proof"
-    LOG_ENTRY = "log_entry"
-    OPENAPI = "openapi"
-
-
-#: Path → (route, the one method it answers). ``{name}`` is matched by :func:`route`.
-ROUTES: Final = {
-    "/v1/sessions": (Route.SESSIONS, "GET"),
-    "/health": (Route.HEALTH, "GET"),
-    "/ready": (Route.READY, "GET"),
-    "/metrics": (Route.METRICS, "GET"),
-    "/checkpoint": (Route.CHECKPOINT, "GET"),
-    "/v1/log/inclusion-proof": (Route.INCLUSION_PROOF, "GET"),
-    "/v1/log/consistency-proof": (Route.CONSISTENCY_PROOF, "GET"),
-    "/v1/log/entry": (Route.LOG_ENTRY, "GET"),
-    "/openapi.json": (Route.OPENAPI, "GET"),
-}
-#: ``GET /tile/...``: the C2SP tlog-tiles paths, parsed by daemon.server._http_tlog.
-TILE_PREFIX: Final = "/tile/"
-_SUBMIT_PATH: Final = re.compile(r"/v1/sessions/([^/]+)/decisions(:batch)?\Z")
+#: Path → (route, the one method it answers); with ``TILE_PREFIX`` (``GET /tile/...``, parsed
+#: by daemon.server._http_tlog) and the session paths' pattern (``{name}`` matched by
+#: :func:`route`), derived from the one route table (daemon.server._routes).
+ROUTES: Final = EXACT_ROUTES
+_SUBMIT_PATH: Final = SESSION_PATTERN
 _HEAD_END: Final = re.compile(rb"\r?\n\r?\n")
 #: h11's own request-line grammar (``h11._abnf.request_line``), versions 1.0 and 1.1 only: a
 #: head whose request line h11 would refuse never takes the llhttp path (rule 7).

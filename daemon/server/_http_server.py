@@ -90,6 +90,7 @@ from daemon.server._openapi import openapi_answer
 from daemon.server._peers import PENALIZED, PeerLedger
 from daemon.server._pipeline import Pipeline, Refused
 from daemon.server._proxy import TrustedProxies
+from daemon.server._routes import TABLE, Auth
 from daemon.server._table import ConnectionTable
 from daemon.wire import _logs as logs
 from daemon.wire._echo import echo
@@ -105,8 +106,9 @@ from daemon.wire._protocol import (
 
 __all__ = ["HttpConnection", "HttpFrontEnd", "busy_answer"]
 
-#: Routes a probe may ask without a token (they disclose a status, nothing more).
-_OPEN_ROUTES: Final = frozenset({Route.HEALTH, Route.READY})
+#: Routes a probe may ask without a token (they disclose a status, nothing more): the route
+#: table's ``Auth.OPEN`` ones.
+_OPEN_ROUTES: Final = frozenset(op.route for op in TABLE if op.auth is Auth.OPEN)
 
 
 def busy_answer(message: str) -> bytes:
@@ -427,15 +429,18 @@ class HttpFrontEnd:
             answer = await self.log_routes.answer(codec, head, number, peer)
             return await self._send(stream, answer)
         if route is Route.OPENAPI:
-            return await self._send(stream, openapi_answer(codec))
+            answer = openapi_answer(codec, self.pipeline.sessions.values())
+            return await self._send(stream, answer)
         if route is Route.METRICS:
             data = codec.respond(200, self.metrics.exposition(), content_type=METRICS_CONTENT_TYPE)
         elif route is Route.READY:
             data = self._ready(codec)
-        else:
+        elif route is Route.SESSIONS or route is Route.HEALTH:
             request = ListSessions(number) if route is Route.SESSIONS else HealthRequest(number)
             answer = self.pipeline.answer(request)
             data = codec.respond(200, encode_header(answer.to_header()))
+        else:  # a route of the table without a handler here: our bug, never another's answer
+            raise AssertionError(f"no handler for {route}")
         return await self._send(stream, data)
 
     async def read_body(

@@ -54,7 +54,7 @@ import attrs
 import trio
 
 from daemon.config._checks import Checked, check_listeners
-from daemon.config._config import ConfigError, DaemonConfig
+from daemon.config._config import ConfigError, DaemonConfig, ExtraNotInstalled
 from daemon.config._describe import describe_sessions
 from daemon.config._hosting import HostedSession, ServerConfig
 from daemon.config._security import ExposureRefused
@@ -115,7 +115,10 @@ def prepare(
         checked = check(server_config)
     except (ExposureRefused, TlsConfigError, TokenFileError) as error:
         raise ReloadRefused(str(error)) from None
-    built, _ = config.build_sessions()
+    try:
+        built, _ = config.build_sessions()
+    except ExtraNotInstalled as error:  # valid, but this installation cannot host it
+        raise ReloadRefused(str(error)) from None
     old = {name: session.retention for name, session in sessions.items()}
     for session in built:
         if session.retention != old.get(session.name):

@@ -1,36 +1,40 @@
-"""The daemon's errors: one root, two branches by whose fault it is.
+"""The daemon's face of the product's error tree, and the one map from it to the CLI's exits.
 
-::
-
-    EvidencedError
-    ├── PeerError              the other side's fault: the bytes, request, file, key, log or
-    │   │                      configuration it gave us is malformed, forged, refused or over
-    │   │                      a bound (a stable ``code`` where the protocol has one)
-    │   └── RemoteProtocolError   the bytes received violate a protocol (EVD1, a note, …)
-    └── ServiceError           ours, or our environment's: the audit log, a store, a worker,
-        │                      a disk, the network
-        ├── LocalProtocolError    this side was about to send what the protocol forbids (a bug)
-        ├── Unavailable           the other end cannot be reached
-        └── Busy                  the other end is busy or draining, or an answer took too long
-
-Every exception a public API of ``daemon`` raises is an :class:`EvidencedError` (a test walks
-the package). Some refusals carry the wire's own ``fault`` (``"peer"`` or ``"service"``,
-``daemon.protocol.ErrorCode.fault``); where present it decides the branch for the exit code.
+The tree itself is :mod:`canon._errors` (on the floor of the lowest package, so every package's
+errors share its root); its names are re-exported here for the rooms and from ``daemon``
+(``daemon.EvidencedError``, …). Every exception a public API of ``daemon`` raises is an
+:class:`EvidencedError` (a test walks every package). Some refusals carry the wire's own
+``fault`` (``"peer"`` or ``"service"``, ``daemon.protocol.ErrorCode.fault``); where present it
+decides the branch for the exit code.
 
 :func:`exit_code` is the one place the command line maps the tree to its exit table
-(``docs/cli.md``): 69 :class:`Unavailable`, 75 :class:`Busy`, 65 the peer's fault, 70 ours.
+(``docs/cli.md``): 69 :class:`Unavailable`, 75 :class:`Busy`, 65 the peer's fault or the
+caller's input (:class:`CallerError`), 70 ours.
 
-This module imports nothing: it lives on the floor of the rooms (the wire room), so every room,
-the codec's state table included, may import it; users import its classes from ``daemon``
-(``daemon.EvidencedError``, …).
+This module imports only the tree: it lives on the floor of the rooms (the wire room), so every
+room, the codec's state table included, may import it.
 """
 
 from __future__ import annotations
 
 from typing import Final
 
+from canon._errors import (
+    Busy,
+    CallerError,
+    EnvironmentFault,
+    EvidencedError,
+    LocalProtocolError,
+    PeerError,
+    RemoteProtocolError,
+    ServiceError,
+    Unavailable,
+)
+
 __all__ = [
     "Busy",
+    "CallerError",
+    "EnvironmentFault",
     "EvidencedError",
     "LocalProtocolError",
     "PeerError",
@@ -46,34 +50,6 @@ EXIT_INTERNAL: Final = 70
 EXIT_BUSY: Final = 75
 
 
-class EvidencedError(Exception):
-    """The root of every error the daemon package raises."""
-
-
-class PeerError(EvidencedError):
-    """The other side's fault (module docstring)."""
-
-
-class RemoteProtocolError(PeerError):
-    """The bytes received violate a protocol."""
-
-
-class ServiceError(EvidencedError):
-    """This side's fault, or its environment's (module docstring)."""
-
-
-class LocalProtocolError(ServiceError):
-    """This side was about to send what the protocol forbids: a bug in this process."""
-
-
-class Unavailable(ServiceError):
-    """The other end cannot be reached."""
-
-
-class Busy(ServiceError):
-    """The other end is busy or draining, or an answer took longer than allowed."""
-
-
 def exit_code(error: BaseException) -> int | None:
     """The CLI exit code of ``error`` (``None``: not an :class:`EvidencedError`)."""
     if not isinstance(error, EvidencedError):
@@ -86,4 +62,4 @@ def exit_code(error: BaseException) -> int | None:
     fault = getattr(fault, "value", fault)  # an enum member or its text
     if fault in ("peer", "service"):
         return EXIT_REJECTED if fault == "peer" else EXIT_INTERNAL
-    return EXIT_REJECTED if isinstance(error, PeerError) else EXIT_INTERNAL
+    return EXIT_REJECTED if isinstance(error, (PeerError, CallerError)) else EXIT_INTERNAL

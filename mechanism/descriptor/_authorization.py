@@ -47,7 +47,7 @@ from typing import Any, Final
 
 import attrs
 
-from canon import DuplicateKeyError, StrictJSONError, loads_strict_json
+from canon import CallerError, DuplicateKeyError, StrictJSONError, loads_strict_json
 from mechanism.canonical import canonical_digest, digest_bytes
 from session import read_capped
 
@@ -81,7 +81,7 @@ _NAME_RE: Final = re.compile(r"[a-z][a-z0-9-]*")
 _PATTERN_CHARS: Final = frozenset("*?[]{}|^$!~")
 
 
-class AllowlistError(ValueError):
+class AllowlistError(CallerError, ValueError):
     def __init__(self, code: str, message: str) -> None:
         super().__init__(f"{code}: {message}")
         self.code = code

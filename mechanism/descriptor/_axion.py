@@ -48,6 +48,7 @@ from typing import Final
 
 import attrs
 
+from canon import CallerError
 from mechanism.canonical import digest_bytes
 
 from ._tisc import Opcode
@@ -99,7 +100,7 @@ INTEGER_LIMIT_CLAUSES: Final = (
 )
 
 
-class PolicyError(ValueError):
+class PolicyError(CallerError, ValueError):
     """Policy text was refused; ``code`` is one of :data:`POLICY_REASON_CODES`."""
 
     def __init__(self, code: str, message: str) -> None:

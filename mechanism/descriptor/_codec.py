@@ -62,6 +62,8 @@ from typing import Final
 
 import attrs
 
+from canon import CallerError
+
 from ._canonfs import canonfs_hash, is_canonfs_ref
 from ._catalog import (
     CATALOG,
@@ -121,7 +123,7 @@ _SCHEMA_FAMILY: Final = re.compile(r"t81\.experiment-descriptor\.v[0-9]+")
 _PROFILE_FAMILY: Final = re.compile(r"object-interface-fixtures-v[0-9]+")
 
 
-class DescriptorError(ValueError):
+class DescriptorError(CallerError, ValueError):
     """A descriptor (or encoder input) was refused; ``code`` is stable, ``kind`` classifies it."""
 
     def __init__(self, code: str, message: str, *, kind: str = "invalid") -> None:

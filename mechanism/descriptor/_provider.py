@@ -5,8 +5,11 @@
   and the lower-only limits ``max_descriptor_bytes``, ``max_item_bytes`` and ``max_steps``
   (refused when the mechanism is created if raised).
 * ``create`` → :class:`DescriptorAuthorizationMechanism` (:func:`default_mechanism` for the
-  defaults); it states ``accepted_bounds`` ``EvidenceBounds(2, 2 * max_item_bytes)``. It
-  imports the weights library (numpy, safetensors) for the host; building a binding does not.
+  defaults); it states ``accepted_bounds`` ``EvidenceBounds(2, 2 * max_item_bytes)``. Without
+  the weights library (numpy, safetensors: the ``descriptor`` extra) it raises
+  :class:`session.ExtraMissing` (looked up, not imported: ``evidenced mechanisms`` lists the
+  provider without loading numpy). ``prepare`` imports that library for a host (its evaluation
+  workers inherit it); building a binding needs neither.
 * ``honest_binding((descriptor, payload), options)`` → :func:`descriptor_binding` for the
   mechanism those options create (the compiled catalog's operation for the pair;
   ``DescriptorError``, a ``ValueError``, when neither file is a compiled fixture's).
@@ -17,14 +20,15 @@
   configured with another policy or allowlist binds to that configuration.
 * Catalog metadata: :mod:`._components`; holdout handler: :mod:`._holdout`; conformance samples:
   the packaged fixtures — the TISC program and the safetensors weights (PASS) and the TISC
-  payload re-described as native weights (FAIL) — when they are installed.
+  payload re-described as native weights (FAIL) — when they are installed; decision schema:
+  :mod:`._decision_schema`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from importlib.resources import files
-from typing import Final
+from typing import Any, Final
 
 import attrs
 
@@ -37,6 +41,7 @@ from session import (
     MechanismOutcome,
     MechanismProvider,
     VerificationMechanism,
+    require_extra,
 )
 
 from ._codec import MAX_DESCRIPTOR_BYTES
@@ -74,8 +79,11 @@ class DescriptorProvider(MechanismProvider[DescriptorOptions]):
     options_type = DescriptorOptions
 
     def create(self, options: DescriptorOptions) -> DescriptorAuthorizationMechanism:
-        load_library()  # a host's evaluation workers inherit numpy (``_weights`` rule 6)
+        require_extra("descriptor")  # every decision may inspect weights: numpy or nothing
         return self._mechanism(options)
+
+    def prepare(self, mechanism: VerificationMechanism) -> None:
+        load_library()  # a host's evaluation workers inherit numpy (``_weights`` rule 6)
 
     def _mechanism(self, options: DescriptorOptions) -> DescriptorAuthorizationMechanism:
         if options == DescriptorOptions():
@@ -126,6 +134,11 @@ class DescriptorProvider(MechanismProvider[DescriptorOptions]):
         from ._holdout import DescriptorHoldoutHandler
 
         return DescriptorHoldoutHandler(self)
+
+    def decision_schema(self) -> Mapping[str, Any]:
+        from ._decision_schema import decision_schema
+
+        return decision_schema()
 
     def conformance_samples(self) -> Sequence[ConformanceSample]:
         try:

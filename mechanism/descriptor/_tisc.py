@@ -38,6 +38,8 @@ from typing import Final
 
 import attrs
 
+from canon import CallerError
+
 __all__ = [
     "ALPHABET",
     "MAX_TISC_BYTES",
@@ -105,7 +107,7 @@ class LiteralKind(IntEnum):
     BIGINT_HANDLE = 8
 
 
-class TiscError(ValueError):
+class TiscError(CallerError, ValueError):
     """A TISC text or instruction was refused; ``code`` is the stable reason code."""
 
     def __init__(self, code: str, message: str) -> None:

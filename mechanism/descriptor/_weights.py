@@ -30,9 +30,10 @@ Rules, in order; :func:`inspect_weights` never raises for bad input, it returns 
    tensors of at most ``MAX_REPORTED_VALUES`` elements, the values as decimal strings.
    The snapshot directory is removed afterwards.
 6. ``numpy`` and ``safetensors`` are imported when first needed (:func:`load_library`), not
-   with this module: a client that only builds a binding never loads them. The mechanism
-   calls :func:`load_library` when it is created, so a host's evaluation workers inherit them
-   and no first decision pays for the import.
+   with this module: a client that only builds a binding never loads them. The provider
+   calls :func:`load_library` when a host configures the mechanism (``prepare``), so a host's
+   evaluation workers inherit them and no first decision pays for the import; without them
+   (the ``descriptor`` extra not installed) the provider creates no mechanism at all.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ import attrs
 from canon import DuplicateKeyError, StrictJSONError, loads_strict_json
 from mechanism.canonical import digest_bytes
 from mechanism.snapshots import make_snapshot_directory
+from session import require_extra
 
 from ._canonfs import canonfs_hash
 
@@ -247,10 +249,14 @@ def _values(array: np.ndarray[Any, Any]) -> Any:
 
 
 def load_library() -> tuple[ModuleType, ModuleType]:
-    """``(numpy, safetensors.numpy)``, imported on first use (rule 6)."""
-    import numpy
-    import safetensors.numpy
-
+    """``(numpy, safetensors.numpy)``, imported on first use (rule 6); without them,
+    :class:`session.ExtraMissing` naming the ``descriptor`` extra."""
+    try:
+        import numpy
+        import safetensors.numpy
+    except ImportError:
+        require_extra("descriptor")
+        raise  # installed, but broken: that library's own error
     return numpy, safetensors.numpy
 
 

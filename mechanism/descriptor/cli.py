@@ -11,7 +11,10 @@ Commands (the :mod:`cli` contract: one JSON document on stdout, messages on stde
   ``descriptor`` session uses the same). ``--max-descriptor-bytes``, ``--max-item-bytes`` and
   ``--max-steps`` may only lower the compiled limits (otherwise usage error, exit 2). A pair that
   cannot be bound at all (identical descriptor and payload bytes: the session protocol refuses
-  duplicate evidence references) exits 65 (``BINDING_UNBUILDABLE``).
+  duplicate evidence references) exits 65 (``BINDING_UNBUILDABLE``). It needs the
+  ``descriptor`` extra (numpy, safetensors): without it, exit 69 (``EXTRA_MISSING``, the one
+  line naming ``pip install 'evidenced[descriptor]'``) before any file is read. ``make`` and
+  ``run-tisc`` need no extra.
 * ``descriptor make PAYLOAD [--out FILE | --raw]`` prints ``{"descriptor": TEXT, "digest",
   "size"}`` for the canonical six-line descriptor of a fixture payload; ``--out FILE`` writes
   the exact bytes to FILE (stdout: the same document plus ``"written"``); ``--raw`` prints the
@@ -44,6 +47,7 @@ from session import (
     MechanismOutcome,
     VerificationSession,
     lower_only,
+    require_extra,
 )
 
 from ._axion import PolicyEngine, policy_digest
@@ -77,6 +81,7 @@ def _lowered(ceiling: int) -> Any:
 
 
 def _check(args: argparse.Namespace) -> int:
+    require_extra("descriptor")  # the mechanism inspects weights with numpy and safetensors
     descriptor = cli.read_input(args.descriptor)
     payload = cli.read_input(args.payload)
     policy = cli.read_input(args.policy) if args.policy is not None else DEFAULT_POLICY

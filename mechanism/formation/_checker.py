@@ -43,7 +43,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from canon import digest_bytes
+from canon import ServiceError, digest_bytes
 from mechanism.formation._wire import (
     MAX_DEPTH,
     MAX_NODES,
@@ -370,7 +370,7 @@ def _bounded(
         return _report("UNKNOWN", LIMIT_EXCEEDED)
 
 
-class AdmissionExhausted(RuntimeError):
+class AdmissionExhausted(ServiceError, RuntimeError):
     """A resource ran out while :func:`check_admitted_subject` admitted a head-only subject
     in full: raised to the caller, whose own admission it stands for."""
 

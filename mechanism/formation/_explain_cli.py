@@ -10,7 +10,10 @@ Contract (the :mod:`cli` contract applies):
   explicitly asked for, the one case where stdout is not JSON); with ``--out FILE`` it is
   written to FILE and stdout carries ``{"written", "format", "status", "reason"}``.
 * ``--max-nodes N`` (default 200, at least 1) bounds the nodes drawn or listed; what is left
-  out is always said. ``--layout auto|dot|grandalf`` picks the layout engine for svg/html.
+  out is always said. ``--layout auto|dot|grandalf`` picks the layout engine for svg/html
+  (``auto``: Graphviz's ``dot`` when on ``PATH``, else grandalf, which is the ``explain`` extra:
+  without it, exit 69 ``EXTRA_MISSING``, the one line naming ``pip install
+  'evidenced[explain]'``; json, text and dot need no layout).
 * The exit code is the check's, as for ``formation check``: 0 CHECKED, 1 INVALID, 3 UNKNOWN;
   66 if a file cannot be read, 73 if the output cannot be written; 2 for a usage error.
   ``explain`` never changes the answer.

@@ -13,8 +13,9 @@ Rules (the contract):
    ``data-state`` and a ``<title>`` tooltip holding the node's full record as JSON (node,
    certificate step, type, depth, quote rank, state).
 3. Layout (docs/adr/0004): Graphviz's ``dot`` when the binary is on ``PATH`` (``-Tplain``
-   positions and splines), else ``grandalf``'s Sugiyama layout (a Python dependency, always
-   installed); ``engine`` forces one. A ``dot`` that fails or times out falls back to grandalf.
+   positions and splines), else ``grandalf``'s Sugiyama layout (the ``explain`` extra: without
+   it, :class:`session.ExtraMissing` naming ``pip install 'evidenced[explain]'``, never a
+   traceback); ``engine`` forces one. A ``dot`` that fails or times out falls back to grandalf.
    The SVG is drawn here from the positions either way, so both engines give the same
    structure; ``data-engine`` on the ``<svg>`` says which one laid it out.
 4. ``render_dot`` emits Graphviz source with the same ids, classes, colours and tooltips.
@@ -41,6 +42,7 @@ from mechanism._svg import FONT_FAMILY, escape, text_width, wrap
 from mechanism.formation._explain import Explanation
 from mechanism.formation._explain_view import View
 from mechanism.formation._wire import NODE_REFERENCE_FIELDS
+from session import require_extra
 
 __all__ = ["ENGINES", "render_dot", "render_html", "render_svg"]
 
@@ -275,6 +277,7 @@ class _Size:
 
 
 def _layout_grandalf(boxes: list[_Box], arrows: list[_Arrow]) -> _Layout:
+    require_extra("explain")
     from grandalf.graphs import Edge, Graph, Vertex
     from grandalf.layouts import SugiyamaLayout
     from grandalf.routing import EdgeViewer, route_with_lines

@@ -12,14 +12,15 @@
   ``pin`` changes nothing.
 * Catalog metadata: :mod:`._components`; holdout handler: :mod:`._holdout`; conformance samples:
   the packaged example pairs ``compose`` (PASS), ``tampered`` (FAIL) and
-  ``unsupported-profile`` (UNKNOWN), when the fixtures are installed.
+  ``unsupported-profile`` (UNKNOWN), when the fixtures are installed; decision schema:
+  :mod:`._decision_schema`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from importlib.resources import files
-from typing import Final
+from typing import Any, Final
 
 import attrs
 
@@ -81,6 +82,11 @@ class FormationProvider(MechanismProvider[FormationOptions]):
         from ._holdout import FormationHoldoutHandler
 
         return FormationHoldoutHandler(self)
+
+    def decision_schema(self) -> Mapping[str, Any]:
+        from ._decision_schema import decision_schema
+
+        return decision_schema()
 
     def conformance_samples(self) -> Sequence[ConformanceSample]:
         try:

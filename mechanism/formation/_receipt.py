@@ -40,6 +40,7 @@ from __future__ import annotations
 import itertools
 from typing import Any, Final
 
+from canon import CallerError
 from mechanism.canonical import (
     CanonicalError,
     admit_record,
@@ -174,7 +175,7 @@ _RETENTIONS: Final = frozenset({"COMPLETE", "INCOMPLETE", "INVALID", "UNKNOWN"})
 _AGENCIES: Final = frozenset({"MATCHED", "INVALID", "UNKNOWN"})
 
 
-class FormationReceiptError(ValueError):
+class FormationReceiptError(CallerError, ValueError):
     """A receipt could not be built or rechecked; ``code`` (== ``str(error)``) says why.
 
     ``FORMATION_SELECTION_INVALID`` and ``FORMATION_RECEIPT_INVALID`` refuse the caller's

@@ -39,6 +39,7 @@ import itertools
 import re
 from typing import Any, Final
 
+from canon import CallerError
 from mechanism.canonical import (
     CanonicalError,
     CanonicalLimitError,
@@ -165,7 +166,7 @@ _MAX_RELATION_TYPE: Final = 128
 # Commit admission
 
 
-class CommitRefused(Exception):
+class CommitRefused(CallerError):
     """A silo commit was not admitted. ``limited`` is True for UNSUPPORTED/LIMIT refusals."""
 
     def __init__(self, message: str, *, limited: bool) -> None:

@@ -52,6 +52,7 @@ from collections.abc import Callable
 from importlib import resources
 from typing import Any, Final
 
+from canon import CallerError
 from mechanism.canonical import (
     CanonicalError,
     CanonicalLimitError,
@@ -154,7 +155,7 @@ _PROFILE_FILE: Final = "typed-formation-0.1.json"
 _SCHEMA_FILE: Final = "vstd-typed-formation-0.1.schema.json"
 
 
-class FormationError(ValueError):
+class FormationError(CallerError, ValueError):
     """A formation record or derivation is invalid (INVALID)."""
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -23,6 +24,7 @@ from typing import Any
 import attrs
 import pytest
 
+from daemon.server._routes import TABLE, Match, Operation
 from mechanism.formation import FormationPathCertificateMechanism, formation_binding
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -235,3 +237,29 @@ def curl(*args: str, timeout: float = 30.0) -> subprocess.CompletedProcess[bytes
         check=False,
         env={**os.environ, "NO_PROXY": "*", "no_proxy": "*"},
     )
+
+
+def matches(operation: Operation, path: str) -> bool:
+    """Whether ``path`` is one of ``operation``'s, read from its template alone (the route
+    table's rule 2), not from the codec's dispatch."""
+    if operation.match is Match.EXACT:
+        return path == operation.path
+    head = operation.path.split("{", 1)[0]
+    if operation.match is Match.PREFIX:
+        return path.startswith(head)
+    pattern = re.escape(operation.path).replace(re.escape("{name}"), "[^/]+")
+    return re.fullmatch(pattern, path) is not None
+
+
+def off_table_paths() -> list[str]:
+    """Paths near the route table's (each sample cut, extended, doubled, capitalised) and a
+    few others, that no template matches."""
+    near = {"/", "/v1", "/v1/", "/v2/sessions", "/tile", "/v1/log", "/v1/log/", "/openapi.yaml"}
+    near |= {"/docs", "/v1/sessions/", "/v1/sessions//decisions", "/v1/sessions/x/decision"}
+    near |= {"/v1/sessions/formation", "/v1/sessions/a/b/decisions", "/Health", "/health/x"}
+    for operation in TABLE:
+        path = operation.sample.split("?", 1)[0]
+        near |= {path[:-1], path + "/", path + "x", path + path, path.upper(), "/x" + path}
+    found = sorted(p for p in near if not any(matches(op, p) for op in TABLE))
+    assert len(found) > 40  # the walk asks something
+    return found

@@ -1,6 +1,6 @@
-"""One error tree (``daemon/errors.py``): every exception the daemon package defines has the
-one root, sits on the branch of whose fault it is, and the CLI maps the tree to its exit table
-in one place, so an error no handler translated never passes as an internal error."""
+"""One error tree (``canon/_errors.py``): every exception any package of the product defines has
+the one root, sits on the branch of whose fault it is, and the CLI maps the tree to its exit
+table in one place, so an error no handler translated never passes as an internal error."""
 
 from __future__ import annotations
 
@@ -11,8 +11,13 @@ import pkgutil
 
 import pytest
 
+import canon
+import catalog
 import cli
 import daemon
+import holdout
+import mechanism
+import session
 from daemon.client._outcomes import (
     ClientTimeout,
     RejectedError,
@@ -28,21 +33,67 @@ from daemon.wire._errors import EvidencedError, PeerError, ServiceError, exit_co
 from daemon.wire._protocol import ErrorCode, ErrorResponse, ProtocolError
 from daemon.wire._protocol_state import LocalProtocolError
 
+PRODUCT = (canon, session, mechanism, catalog, daemon, holdout, cli)
 
-def _public_exceptions() -> list[type[BaseException]]:
+
+def _public_exceptions(
+    packages: tuple[object, ...] = (daemon,), *, with_cli: bool = False
+) -> list[type[BaseException]]:
     found = []
-    for info in pkgutil.walk_packages(daemon.__path__, "daemon."):
-        module = importlib.import_module(info.name)
-        for name, value in vars(module).items():
-            if (
-                inspect.isclass(value)
-                and issubclass(value, BaseException)
-                and value.__module__ == module.__name__
-                and not name.startswith("_")
-                and not issubclass(value, cli.CliError)
-            ):
-                found.append(value)
+    for package in packages:
+        prefix = f"{package.__name__}."  # type: ignore[attr-defined]
+        modules = [package.__name__] + [  # type: ignore[attr-defined]
+            info.name
+            for info in pkgutil.walk_packages(package.__path__, prefix)  # type: ignore[attr-defined]
+        ]
+        for module_name in modules:
+            module = importlib.import_module(module_name)
+            for name, value in vars(module).items():
+                if (
+                    inspect.isclass(value)
+                    and issubclass(value, BaseException)
+                    and value.__module__ == module.__name__
+                    and not name.startswith("_")
+                    and (with_cli or not issubclass(value, cli.CliError))
+                ):
+                    found.append(value)
     return found
+
+
+def test_a_host_catching_the_root_catches_every_packages_errors() -> None:
+    """Every public exception class of every package (the library's ``ValueError``s of a
+    certificate, a policy, a catalog entry, the CLI's own) derives from the one root: a host
+    embedding evidenced writes one ``except EvidencedError``."""
+    classes = _public_exceptions(PRODUCT, with_cli=True)
+    assert len(classes) > 70
+    strays = sorted(
+        f"{c.__module__}.{c.__qualname__}"
+        for c in classes
+        if not issubclass(c, canon.EvidencedError)
+    )
+    assert strays == []
+    roots = {
+        c
+        for c in classes
+        if not any(
+            base.__module__.split(".")[0] in {p.__name__ for p in PRODUCT} for base in c.__mro__[1:]
+        )
+    }
+    assert roots == {canon.EvidencedError}
+    assert daemon.EvidencedError is canon.EvidencedError
+
+
+def test_a_library_error_keeps_the_builtin_base_its_callers_catch() -> None:
+    """Joining the tree took no builtin base away (``except ValueError`` still catches a
+    malformed certificate) and gave none that was not there."""
+    from mechanism.formation import FormationError
+    from session import CeilingError, InputTooLarge
+
+    assert issubclass(FormationError, ValueError)
+    assert issubclass(InputTooLarge, OSError)
+    assert issubclass(CeilingError, TypeError)
+    assert not issubclass(cli.CliError, ValueError)
+    assert issubclass(FormationError, canon.CallerError)
 
 
 def test_an_exception_outside_the_tree_is_refused() -> None:
@@ -71,6 +122,7 @@ def _rejected(code: str) -> RejectedError:
     ("error", "expected"),
     [
         (ConfigError("bad key"), 65),
+        (canon.StrictJSONError("duplicate key"), 65),
         (CheckpointError("NOTE_UNVERIFIED", "forged"), 65),
         (StoreError("disk"), 70),
         (ObjectCorrupt("bits"), 70),

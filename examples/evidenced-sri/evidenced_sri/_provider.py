@@ -12,12 +12,14 @@
   the matching pair grown to the bound with its own metadata (``conformance_scaled``); two
   option sets for the kit: a lowered ``max_resource_bytes``, and a ``sha512`` minimum (under
   which the sha384 samples are UNKNOWN).
+* ``decision_schema()``: the JSON Schema of its decisions in a result, which a daemon hosting
+  it serves in ``/openapi.json``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Final
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
 
 import attrs
 
@@ -33,17 +35,28 @@ from session import (
     MechanismProvider,
 )
 
-from ._integrity import integrity_of
+from ._integrity import ALGORITHMS, integrity_of
 from ._mechanism import (
     EXPECTED,
     MAX_METADATA_BYTES,
     MAX_RESOURCE_BYTES,
     MECHANISM_DIGEST,
     MECHANISM_ID,
+    REASON_CODES,
+    RESIDUAL_OBLIGATIONS,
     SriIntegrityMechanism,
 )
 
 __all__ = ["PROVIDER", "SriOptions", "SriProvider"]
+
+_OBSERVATIONS: Final = (
+    "status",
+    "reason_codes",
+    "algorithm",
+    "expected_values",
+    "observed_value",
+    "residual_obligations",
+)
 
 
 @attrs.frozen
@@ -153,6 +166,60 @@ class SriProvider(MechanismProvider[SriOptions]):
                 {"matching": unknown, "changed resource": unknown},
             ),
         )
+
+    def decision_schema(self) -> Mapping[str, Any]:
+        """What a result of this mechanism carries (``evidenced`` describes it in its HTTP API):
+        exactly the observations its decisions write, with the status and the reason code that
+        go with each outcome (:data:`REASON_CODES`)."""
+
+        def refused(outcome: MechanismOutcome, status: str) -> dict[str, Any]:
+            codes = sorted(code for code, given in REASON_CODES.items() if given is outcome)
+            return {
+                "properties": {
+                    "outcome": {"const": outcome.value},
+                    "details": {"enum": codes},
+                    "observations": {
+                        "properties": {
+                            "status": {"const": status},
+                            "reason_codes": {"minItems": 1, "items": {"enum": codes}},
+                        }
+                    },
+                }
+            }
+
+        texts = {"type": "array", "items": {"type": "string"}}
+        passed = {
+            "properties": {
+                "outcome": {"const": "PASS"},
+                "details": {"const": ""},
+                "observations": {
+                    "properties": {"status": {"const": "CHECKED"}, "reason_codes": {"maxItems": 0}}
+                },
+            }
+        }
+        observations = {
+            "type": "object",
+            "additionalProperties": False,
+            "required": [*_OBSERVATIONS],
+            "properties": {
+                "status": {"enum": ["CHECKED", "INVALID", "UNKNOWN"]},
+                "reason_codes": {**texts, "maxItems": 1},
+                "algorithm": {"enum": [*ALGORITHMS, None]},
+                "expected_values": texts,
+                "observed_value": {"type": ["string", "null"]},
+                "residual_obligations": {"const": list(RESIDUAL_OBLIGATIONS)},
+            },
+        }
+        return {
+            "type": "object",
+            "required": ["outcome", "details", "observations"],
+            "properties": {"observations": observations},
+            "oneOf": [
+                passed,
+                refused(MechanismOutcome.FAIL, "INVALID"),
+                refused(MechanismOutcome.UNKNOWN, "UNKNOWN"),
+            ],
+        }
 
 
 PROVIDER: Final = SriProvider()
