@@ -100,7 +100,7 @@ def _stop(daemon: LiveDaemon) -> None:
 def test_ten_thousand_decisions_reach_the_receiver_across_an_outage_and_a_restart_none_lost(
     short_dir: Path,
 ) -> None:
-    """The done-when of issue 36 item 3: 10,000 decisions, a receiver that loses one
+    """Decision logs shipped, end to end: 10,000 decisions, a receiver that loses one
     acknowledgement and then is down, the daemon stopped and started again during the
     outage, the log rotated under the sink: every decision arrives; the only duplicates are
     the one batch whose acknowledgement was lost."""
