@@ -10,7 +10,9 @@ Rules:
    second :func:`emit` in one invocation is a programming error (``RuntimeError``, reported
    as exit 70 on stderr only). ``--help`` and ``--version`` print text for humans (exit 0); a
    command documented to write an artifact (``descriptor make --raw``, an explicit
-   ``--format`` rendering) writes exactly what was asked for instead.
+   ``--format`` rendering) writes exactly what was asked for instead; one whose stdout is a
+   stream of its own (``serve`` with a ``console`` decision-log sink) hands it over
+   (:func:`hand_over_stdout`): then no document is written, the stderr line says it all.
 2. **Human messages go to stderr**, one line each, prefixed ``evidenced <command>:`` with the
    full command path (``evidenced audit verify: ...``): :func:`say` (whitespace runs become
    one space, :data:`HOSTILE` code points ``\\u`` escapes). Never a traceback. Each
@@ -282,6 +284,12 @@ def emit_bytes(data: bytes, *, document: Any = None) -> None:
         sys.stdout.flush()
     except (OSError, ValueError) as error:
         raise OutputError("stdout", _reason(error)) from None
+
+
+def hand_over_stdout() -> None:
+    """Rule 1: stdout is the command's own stream from now on: no document (not even an
+    error document) is written to it; messages stay on stderr."""
+    STATE.emitted = True
 
 
 def error_document(error: CliError) -> dict[str, Any]:

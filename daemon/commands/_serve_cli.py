@@ -13,7 +13,10 @@ The :mod:`cli` contract applies (one JSON document on stdout on every path, erro
   log (``AUDIT_LOG_IN_USE``); 69 when it cannot listen, or when a session that is not
   ``optional`` needs an extra this installation lacks (``EXTRA_MISSING``, the message naming
   ``pip install 'evidenced[<extra>]'``; an optional one is skipped, its line in ``skipped``
-  and on stderr); 70 (not 0) when it stops while its audit log cannot be written.
+  and on stderr); 70 (not 0) when it stops while its audit log cannot be written. With a
+  ``console`` decision-log sink (``[[audit.sinks]]``) stdout is the sink's: one event per line
+  and nothing else (the ``serving`` document and an error document after the configuration
+  was accepted are not written; stderr says them).
 """
 
 from __future__ import annotations
@@ -101,6 +104,11 @@ def _serve(args: argparse.Namespace) -> int:
         return Exit.OK
     for message in skipped:
         cli.say(message)
+    # A console decision-log sink owns stdout (docs/operations.md §11): the serving and error
+    # documents are not written there, their stderr lines say the same.
+    console = any(sink.type == "console" for sink in server_config.sinks)
+    if console:
+        cli.hand_over_stdout()
     origin = "--audit-log" if args.audit_log else config.source
     _make_parents(server_config.audit_path)
 
@@ -114,9 +122,9 @@ def _serve(args: argparse.Namespace) -> int:
 
     def ready(service: Server | Supervisor) -> None:
         if isinstance(service, Supervisor):
-            _announce_workers(service, server_config, sessions, skipped, origin)
+            _announce_workers(service, server_config, sessions, skipped, origin, emit=not console)
         else:
-            _announce(service, server_config, skipped, origin)
+            _announce(service, server_config, skipped, origin, emit=not console)
 
     try:
         ran = run_service(
@@ -160,32 +168,35 @@ def _announce_workers(
     sessions: list[HostedSession],
     skipped: list[str],
     origin: str,
+    *,
+    emit: bool,
 ) -> None:
-    """The ``serving`` document and the stderr line of a ``--workers N`` daemon."""
+    """The ``serving`` document (unless a console sink owns stdout) and the stderr line of a
+    ``--workers N`` daemon."""
     _tune_collector()
     listen = supervisor.bound.listen
     tlog = supervisor.transparency
-    cli.emit(
-        {
-            "status": "serving",
-            "tcp": listen.get("tcp"),
-            "unix": listen.get("unix"),
-            "http": listen.get("http"),
-            "insecure_listen": supervisor.exposed,
-            "audit_log": server_config.audit_path,
-            "sessions": sorted(session.name for session in sessions),
-            "skipped": skipped,
-            "transparency": None
-            if tlog is None
-            else {
-                "origin": tlog.origin,
-                "verifier_key": tlog.signer.verifier().encode(),
-                "directory": str(tlog.directory),
-                "checkpoint_size": None if tlog.checkpoint is None else tlog.checkpoint.size,
-            },
-            "workers": supervisor.count,
-        }
-    )
+    document = {
+        "status": "serving",
+        "tcp": listen.get("tcp"),
+        "unix": listen.get("unix"),
+        "http": listen.get("http"),
+        "insecure_listen": supervisor.exposed,
+        "audit_log": server_config.audit_path,
+        "sessions": sorted(session.name for session in sessions),
+        "skipped": skipped,
+        "transparency": None
+        if tlog is None
+        else {
+            "origin": tlog.origin,
+            "verifier_key": tlog.signer.verifier().encode(),
+            "directory": str(tlog.directory),
+            "checkpoint_size": None if tlog.checkpoint is None else tlog.checkpoint.size,
+        },
+        "workers": supervisor.count,
+    }
+    if emit:
+        cli.emit(document)
     where = _where(listen.get("unix"), listen.get("tcp"), listen.get("http"), server_config)
     logs.info(
         "serving",
@@ -198,26 +209,29 @@ def _announce_workers(
     )
 
 
-def _announce(server: Server, server_config: ServerConfig, skipped: list[str], origin: str) -> None:
-    """The ``serving`` document and the stderr lines, once the server listens."""
+def _announce(
+    server: Server, server_config: ServerConfig, skipped: list[str], origin: str, *, emit: bool
+) -> None:
+    """The ``serving`` document (unless a console sink owns stdout) and the stderr lines,
+    once the server listens."""
     _tune_collector()
-    cli.emit(
-        {
-            "status": "serving",
-            "tcp": None
-            if server.tcp_address is None
-            else f"{server.tcp_address[0]}:{server.tcp_address[1]}",
-            "unix": server.unix_path,
-            "http": None
-            if server.http_address is None
-            else f"{server.http_address[0]}:{server.http_address[1]}",
-            "insecure_listen": bool(server.exposed),
-            "audit_log": server_config.audit_path,
-            "sessions": sorted(server.sessions),
-            "skipped": skipped,
-            "transparency": _transparency_summary(server),
-        }
-    )
+    document = {
+        "status": "serving",
+        "tcp": None
+        if server.tcp_address is None
+        else f"{server.tcp_address[0]}:{server.tcp_address[1]}",
+        "unix": server.unix_path,
+        "http": None
+        if server.http_address is None
+        else f"{server.http_address[0]}:{server.http_address[1]}",
+        "insecure_listen": bool(server.exposed),
+        "audit_log": server_config.audit_path,
+        "sessions": sorted(server.sessions),
+        "skipped": skipped,
+        "transparency": _transparency_summary(server),
+    }
+    if emit:
+        cli.emit(document)
     if server.transparency is not None:
         cli.say(
             f"transparency log {server.transparency.directory}: origin"

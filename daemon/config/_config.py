@@ -24,7 +24,12 @@ bool``) and starts with the file:
    same four security keys for the HTTP listener, ``max_header_bytes``, ``max_headers``,
    ``header_timeout``, ``trusted_proxies`` (:mod:`daemon.config._http_config`).
 4. ``[audit]``: ``path``, ``durability`` (``fsync`` | ``write`` | ``none``), ``overflow``
-   (``block`` | ``drop``), ``max_pending``, ``rotate_bytes`` (0: never rotate).
+   (``block`` | ``drop``), ``max_pending``, ``rotate_bytes`` (0: never rotate), ``labels``,
+   ``sinks`` (rule 4b).
+4b. ``[audit] labels`` and ``[[audit.sinks]]`` (:mod:`daemon.audit._shipping_config`): each
+   sink's keys within the schema's ranges, then its own rules (``audit.sinks[0].url is
+   required for an http sink``), its token and CA files read, then the sinks together
+   (distinct names, one console sink at most); ``[audit] labels`` go under each sink's own.
 4a. ``[transparency]`` (optional; present means on): ``key_file`` (required), ``origin``,
    ``directory``, ``checkpoint_interval`` (seconds), ``entry_bundles``
    (``docs/spec/transparency.md §6``).
@@ -77,12 +82,17 @@ from typing import Any, Final
 import attrs
 
 from daemon.audit._fields import session_config_entry
+from daemon.audit._shipping_config import SinkConfig, check_sink_files, check_sinks
 from daemon.audit._transparency import TransparencyConfig
 from daemon.config._config_schema import (
+    RULE,
+    AuditTable,
     ConfigFile,
     HttpTable,
     SchemaError,
     ServerTable,
+    SinkTable,
+    check_range,
     structure_config,
     unstructure_config,
 )
@@ -177,6 +187,9 @@ class DaemonConfig:
             tables["server"].pop("worker_threads", None)
             tables["server"]["worker_processes"] = self.server.worker_processes
             tables["audit"]["path"] = self.server.audit_path
+            for table, sink in zip(tables["audit"]["sinks"], self.server.sinks, strict=True):
+                table["token_file"] = sink.token_file or ""
+                table["tls_ca"] = sink.tls_ca or ""
         return {"source": self.source, **tables}
 
     def build_sessions(self) -> tuple[list[HostedSession], list[str]]:
@@ -275,6 +288,7 @@ def parse_config(text: str, *, base: Path, source: str) -> DaemonConfig:
             transparency=_transparency(file, base),
             security=_security(server_table, base, f"{source}: server"),
             http=_http(file.http, base, source),
+            sinks=_sinks(audit, base),
         )
     except ValueError as error:  # includes ConfigError from parse_address
         message = str(error).removeprefix(f"{source}: ")
@@ -321,6 +335,60 @@ def _http(table: HttpTable | None, base: Path, source: str) -> HttpConfig | None
         header_timeout=table.header_timeout,
         trusted_proxies=table.trusted_proxies,
     )
+
+
+def _sinks(audit: AuditTable, base: Path) -> tuple[SinkConfig, ...]:
+    """``[[audit.sinks]]`` (rule 4b): each checked, its files read, then all of them together;
+    ``ConfigError`` naming ``audit.sinks[i]``."""
+    sinks = []
+    for index, table in enumerate(audit.sinks):
+        where = f"audit.sinks[{index}]"
+        sinks.append(_sink(table, base, where, dict(audit.labels)))
+    try:
+        check_sinks(sinks)
+    except ValueError as error:
+        raise ConfigError(f"audit.sinks: {error}") from None
+    return tuple(sinks)
+
+
+def _sink(table: SinkTable, base: Path, where: str, labels: dict[str, str]) -> SinkConfig:
+    for field in attrs.fields(SinkTable):
+        rule = field.metadata.get(RULE)
+        if rule is not None:
+            check_range(f"{where}.{field.name}", rule, getattr(table, field.name))
+
+    def path(value: str) -> str | None:
+        return _file(value, base, where) if value else None
+
+    try:
+        sink = SinkConfig(
+            name=table.name,
+            type=table.type,
+            url=table.url or None,
+            token_file=path(table.token_file),
+            tls_ca=path(table.tls_ca),
+            timeout=table.timeout,
+            events=table.events,
+            batch_lines=table.batch_lines,
+            batch_bytes=table.batch_bytes,
+            flush_interval=table.flush_interval,
+            backoff_min=table.backoff_min,
+            backoff_max=table.backoff_max,
+            start_at=table.start_at,
+            labels={**labels, **table.labels},
+        )
+        check_sink_files(sink)
+    except ValueError as error:
+        raise ConfigError(
+            f"{where}.{error}" if _names_key(error) else f"{where}: {error}"
+        ) from None
+    return sink
+
+
+def _names_key(error: ValueError) -> bool:
+    """Whether a sink's message starts with its key (``timeout must …``)."""
+    first = str(error).split(" ", 1)[0].split(":", 1)[0].split(".", 1)[0]
+    return first in attrs.fields_dict(SinkTable)
 
 
 def _file(value: str, base: Path, where: str) -> str:

@@ -26,6 +26,7 @@ a test checks they agree).
 
 from __future__ import annotations
 
+import json
 import math
 import types
 import typing
@@ -49,6 +50,7 @@ __all__ = [
     "SchemaError",
     "ServerTable",
     "SessionTable",
+    "SinkTable",
     "TransparencyTable",
     "structure_config",
     "unstructure_config",
@@ -244,6 +246,84 @@ class HttpTable:
 
 
 @attrs.frozen
+class SinkTable:
+    """``[[audit.sinks]]``: one place the committed audit lines are shipped to
+    (``docs/audit-log.md`` "Shipping decision logs"; :mod:`daemon.audit._shipping_config`)."""
+
+    name: str = attrs.field(
+        metadata=_key(
+            "names the sink in `health`, `/metrics` and its cursor file "
+            "`<audit log>.sink-<name>.cursor` (letters, digits, `_`, `-`, `.`); required"
+        )
+    )
+    type: str = attrs.field(
+        metadata=_key(
+            '`"http"`: batches POSTed to `url` as a gzip JSON array; `"console"`: one JSON '
+            "line per event on stdout; required"
+        )
+    )
+    url: str = attrs.field(
+        default="",
+        metadata=_key("`http://` or `https://` URL the batches go to (`http`: required)"),
+    )
+    token_file: str = attrs.field(
+        default="",
+        metadata=_key(
+            "a file whose first line is sent as `Authorization: Bearer` (read per upload)"
+        ),
+    )
+    tls_ca: str = attrs.field(
+        default="",
+        metadata=_key(
+            'CA bundle (PEM) an `https://` receiver is checked against; `""`: the system\'s'
+        ),
+    )
+    timeout: float = attrs.field(
+        default=10.0, metadata=_key("seconds one upload may take", POSITIVE_SECONDS)
+    )
+    events: tuple[str, ...] = attrs.field(
+        default=("decision",),
+        metadata=_key(
+            'the audit events shipped (`event` names); `["*"]`: every line, the whole chain'
+        ),
+    )
+    batch_lines: int = attrs.field(
+        default=500, metadata=_key("events in one batch, at most", POSITIVE)
+    )
+    batch_bytes: int = attrs.field(
+        default=1_048_576,
+        metadata=_key(
+            "bytes of a batch's JSON array before gzip, at most (a larger event goes alone)",
+            POSITIVE,
+        ),
+    )
+    flush_interval: float = attrs.field(
+        default=1.0,
+        metadata=_key("seconds between looks at the log once caught up", POSITIVE_SECONDS),
+    )
+    backoff_min: float = attrs.field(
+        default=1.0,
+        metadata=_key(
+            "seconds before the first retry of a failed batch (then doubling, with jitter)",
+            POSITIVE_SECONDS,
+        ),
+    )
+    backoff_max: float = attrs.field(
+        default=60.0, metadata=_key("the longest wait between two retries", POSITIVE_SECONDS)
+    )
+    start_at: str = attrs.field(
+        default="oldest",
+        metadata=_key(
+            '`"oldest"` (the log and its rotated files from their first line) or `"now"`: where '
+            "a sink without a cursor starts; one with a cursor resumes from it"
+        ),
+    )
+    labels: dict[str, str] = attrs.field(
+        factory=dict, metadata=_key("labels of this sink's events, over `[audit] labels`")
+    )
+
+
+@attrs.frozen
 class AuditTable:
     """``[audit]``: the audit log file and its policies."""
 
@@ -261,6 +341,17 @@ class AuditTable:
     rotate_bytes: int = attrs.field(
         default=0,
         metadata=_key("start a new, linked file at this size; 0: never", NON_NEGATIVE),
+    )
+    labels: dict[str, str] = attrs.field(
+        factory=dict,
+        metadata=_key(
+            "instance labels of every shipped event: `id` (default `<host name>/<log tag>`) "
+            "and yours; `version` is always the daemon's"
+        ),
+    )
+    sinks: tuple[SinkTable, ...] = attrs.field(
+        factory=tuple,
+        metadata=_key("`[[audit.sinks]]`: where the committed lines are shipped (below)"),
     )
 
 
@@ -352,6 +443,9 @@ def unstructure_config(config: ConfigFile) -> dict[str, Any]:
     value: dict[str, Any] = CONFIG_CONVERTER.unstructure(config)
     for table in value["sessions"].values():
         table["mechanisms"] = list(table["mechanisms"])
+    for sink in value["audit"]["sinks"]:
+        sink["events"] = list(sink["events"])
+    value["audit"]["sinks"] = list(value["audit"]["sinks"])
     if value.get("http") is not None:
         value["http"]["trusted_proxies"] = list(value["http"]["trusted_proxies"])
     return value
@@ -362,6 +456,7 @@ KEY_TABLES: Final = (
     ("[server]", ServerTable),
     ("[http]", HttpTable),
     ("[audit]", AuditTable),
+    ("[[audit.sinks]]", SinkTable),
     ("[transparency]", TransparencyTable),
     ("[sessions.<name>]", SessionTable),
 )
@@ -377,18 +472,21 @@ def _type_label(kind: Any) -> str:
             return 'integer or "auto"'
         return " or ".join(_type_label(member) for member in members)
     if typing.get_origin(kind) is tuple:
+        if attrs.has(members[0]):
+            return "array of tables"
         return f"array of {_SCALAR_NAMES[members[0]]}s"
     if typing.get_origin(kind) is dict:
-        return "tables"
+        return "table of strings" if members[1:] == [str] else "tables"
     return _SCALAR_NAMES[kind]
 
 
 def _default_of(field: attrs.Attribute[Any]) -> Any:
     default: Any = field.default
     if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
-        made = default.factory()
-        return list(made) if type(made) is tuple else made  # as TOML states an array
-    return None if default is attrs.NOTHING else default
+        default = default.factory()
+    if default is attrs.NOTHING:
+        return None
+    return list(default) if type(default) is tuple else default  # as TOML states an array
 
 
 def _default_text(row: dict[str, Any]) -> str:
@@ -401,6 +499,8 @@ def _default_text(row: dict[str, Any]) -> str:
         return "`true`" if default else "`false`"
     if type(default) is str:
         return f'`"{default}"`'
+    if type(default) is list:
+        return f"`{json.dumps(default)}`"
     return f"`{default}`"
 
 

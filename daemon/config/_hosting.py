@@ -36,6 +36,7 @@ from typing import Any, Final
 import attrs
 
 from daemon.audit._audit import Durability, Overflow
+from daemon.audit._shipping_config import SinkConfig, check_sinks
 from daemon.audit._transparency import TransparencyConfig
 from daemon.config._config_schema import RULE, AuditTable, ServerTable, check_range
 from daemon.config._http_config import HttpConfig
@@ -155,6 +156,9 @@ class ServerConfig:
     http: HttpConfig | None = None
     #: Listen on a non-loopback address without TLS and authentication all the same.
     insecure_listen: bool = False
+    #: ``[[audit.sinks]]``: where the committed audit lines are shipped
+    #: (:mod:`daemon.audit._shipping_config`); restart-only, as every ``[audit]`` key.
+    sinks: tuple[SinkConfig, ...] = ()
 
     def __attrs_post_init__(self) -> None:
         if self.tcp is None and self.unix is None and self.http is None:
@@ -169,6 +173,11 @@ class ServerConfig:
             check_range(name, key.metadata.get(RULE), getattr(self, name))
         if self.workers != "auto" and (type(self.workers) is not int or self.workers < 1):
             raise ValueError('workers must be a positive integer or "auto"')
+        if type(self.sinks) is not tuple or not all(
+            isinstance(sink, SinkConfig) for sink in self.sinks
+        ):
+            raise ValueError("sinks must be a tuple of SinkConfig")
+        check_sinks(self.sinks)
 
     def serving_count(self) -> int:
         """Serving processes: as configured, one per CPU for ``"auto"``."""

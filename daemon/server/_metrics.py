@@ -41,6 +41,7 @@ from __future__ import annotations
 import platform
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from datetime import datetime
 from typing import Any, Final
 
 from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
@@ -109,6 +110,16 @@ def _bucket_names(bounds: tuple[float, ...]) -> list[str]:
     return [repr(float(bound)) for bound in bounds] + ["+Inf"]
 
 
+def _epoch(stamp: object) -> float:
+    """Seconds since the epoch of an RFC 3339 ``stamp`` (0 when there is none)."""
+    if not isinstance(stamp, str):
+        return 0.0
+    try:
+        return datetime.fromisoformat(stamp).timestamp()
+    except ValueError:
+        return 0.0
+
+
 class ServerMetrics:
     """The metrics of one server (module rules). ``sessions``: the hosted session names.
     ``in_flight``, ``connections`` (per listener) and ``audit_pending`` are read at scrape
@@ -124,6 +135,7 @@ class ServerMetrics:
         counters: Mapping[str, int] | None = None,
         process: bool = True,
         deadline: float = DEFAULT_DEADLINE,
+        sinks: Iterable[str] = (),
     ) -> None:
         self.sessions = tuple(sorted(sessions))
         self.latency_buckets = latency_buckets(deadline)
@@ -134,6 +146,11 @@ class ServerMetrics:
         #: The transparency log's publisher, when this process runs one (``health`` says
         #: the same): read at scrape time; None means no publish series.
         self.publish_status: Callable[[], Any] | None = None
+        #: The decision-log sinks (``[[audit.sinks]]``): their names (every series from the
+        #: start, rule 3) and their ``status`` list, read at scrape time (``health`` says the
+        #: same, as ``audit.sinks``).
+        self.sinks = tuple(sinks)
+        self.sink_status: Callable[[], list[dict[str, Any]]] | None = None
         # Rule 3: every series exists from the start.
         self._decisions = {(s, o): 0 for s in self.sessions for o in OUTCOMES}
         self._codes = tuple(code.name for code in ErrorCode)
@@ -310,6 +327,57 @@ class ServerMetrics:
                 "Publishing passes that failed (each is retried with backoff).",
                 value=published.failures,
             )
+
+        if self.sinks:
+            yield from self._sink_families()
+
+    def _sink_families(self) -> Iterator[Metric]:
+        """The sinks' lag and failures, one series per configured sink (zero until its
+        first status)."""
+        found = self.sink_status() if self.sink_status is not None else []
+        by_name = {entry.get("name"): entry for entry in found}
+        families = (
+            (
+                GaugeMetricFamily,
+                "evidenced_sink_lag_lines",
+                "lag_lines",
+                "Committed audit lines the sink has not shipped (acknowledged) yet.",
+            ),
+            (
+                GaugeMetricFamily,
+                "evidenced_sink_lag_seconds",
+                "lag_seconds",
+                "Age of the oldest committed line the sink has not shipped yet; 0 when caught up.",
+            ),
+            (
+                CounterMetricFamily,
+                "evidenced_sink_shipped_events",
+                "shipped",
+                "Events the sink's receiver acknowledged (this run).",
+            ),
+            (
+                CounterMetricFamily,
+                "evidenced_sink_failures",
+                "failures",
+                "Uploads that failed (each batch is sent again with backoff; this run).",
+            ),
+            (
+                GaugeMetricFamily,
+                "evidenced_sink_last_success_timestamp_seconds",
+                "last_success",
+                "When the sink's last batch was acknowledged (seconds since the epoch; 0: never).",
+            ),
+        )
+        for kind, name, key, documentation in families:
+            family = kind(name, documentation, labels=["sink"])
+            for sink in self.sinks:
+                entry = by_name.get(sink) or {}
+                if key == "last_success":
+                    value = _epoch(entry.get("last_success_at"))
+                else:
+                    value = float(entry.get(key) or 0)
+                family.add_metric([sink], value)
+            yield family
 
     # -- views
 

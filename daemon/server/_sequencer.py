@@ -48,6 +48,7 @@ from typing import Any
 import trio
 
 from daemon.audit._audit import AuditLog, AuditLogError
+from daemon.audit._shipper import Shipping
 from daemon.audit._transparency import (
     RequestRefused,
     checkpoint_answer,
@@ -58,6 +59,7 @@ from daemon.audit._transparency import status as transparency_status
 from daemon.retention._publish import PublishLoop
 from daemon.server._ipc import FrameError, FrameReader, FrameWriter
 from daemon.server._publishing import publish_status
+from daemon.server._shipping import shipping_status
 from daemon.tlog import TransparencyLog
 from daemon.tlog._lookup import (
     IndexFailed,
@@ -131,6 +133,8 @@ class Sequencer:
         self.lookup = None if index is None else LineLookup(index, self.reads)
         #: The transparency log's publisher (health shows it), when the log is published.
         self.publisher: PublishLoop | None = None
+        #: The decision-log sinks this process ships the log to (health shows them).
+        self.shipping: Shipping | None = None
         #: Figures of workers no longer running, added to the totals (rule 2).
         self.retired: Counter[str] = Counter()
 
@@ -248,7 +252,7 @@ class Sequencer:
         """Rule 5."""
         return {
             "failure_reason": self.audit.failure_reason or self.audit.alarm,
-            "audit": self.audit.status(),
+            "audit": shipping_status(self.audit.status(), self.shipping),
             "transparency": publish_status(
                 transparency_status(self.transparency, self.audit.line_index), self.publisher
             ),

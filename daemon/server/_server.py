@@ -69,6 +69,7 @@ import trio
 
 from daemon import __version__
 from daemon.audit._audit import AuditLog, AuditLogError, Durability
+from daemon.audit._shipper import Shipping
 from daemon.audit._transparency import attach, open_transparency
 from daemon.audit._transparency import status as transparency_status
 from daemon.config._checks import Checked, check_listeners
@@ -94,6 +95,7 @@ from daemon.server._pipeline import Pipeline
 from daemon.server._proxy import TrustedProxies
 from daemon.server._publishing import publish_status, start_publishing, stop_publishing
 from daemon.server._resources import connection_capacity, raise_descriptor_limit
+from daemon.server._shipping import shipping_status, start_shipping, stop_shipping
 from daemon.server._table import ConnectionTable, unix_reserve
 from daemon.server._workers import WorkerPool
 from daemon.tlog import TransparencyLog
@@ -145,6 +147,9 @@ class Server:
             else config.transparency.origin_for(Path(config.audit_path))
         )
         self.publisher: PublishLoop | None = None
+        #: The decision-log sinks (``[[audit.sinks]]``; ``daemon.server._shipping``), once
+        #: running in this process (never in a worker: its parent ships).
+        self.shipping: Shipping | None = None
         self.tcp_address: tuple[str, int] | None = None
         self.unix_path: str | None = None
         #: The HTTP listener's address, once listening (``config.http``).
@@ -190,7 +195,9 @@ class Server:
             audit_pending=lambda: self.audit.pending if self.audit is not None else 0,
             counters=self.counters,
             deadline=config.request_deadline,
+            sinks=[sink.name for sink in config.sinks],
         )
+        self.metrics.sink_status = self._sink_status
 
     # -- introspection
 
@@ -234,7 +241,9 @@ class Server:
             "outcomes": {
                 key: self.counters[f"outcome:{key}"] for key in ("PASS", "FAIL", "UNKNOWN")
             },
-            "audit": self.audit.status() if self.audit is not None else None,
+            "audit": shipping_status(
+                self.audit.status() if self.audit is not None else None, self.shipping
+            ),
             "transparency": publish_status(
                 transparency_status(
                     self.transparency,
@@ -247,6 +256,13 @@ class Server:
             "metrics": self.metrics.snapshot(),
         }
         return report if self.role is None else _aggregate(report, self.role, self.figures())
+
+    def _sink_status(self) -> list[dict[str, Any]]:
+        """The sinks' state for ``/metrics``: this process's, or a worker's sequencer's."""
+        if self.role is not None:
+            audit = self.role.client.cluster.get("audit") or {}
+            return list(audit.get("sinks") or [])
+        return [] if self.shipping is None else self.shipping.status()
 
     def figures(self) -> dict[str, Any]:
         """This server's own figures, as a worker reports them to the sequencer."""
@@ -390,6 +406,8 @@ class Server:
         pipeline: Pipeline,
         task_status: trio.TaskStatus[Server],
     ) -> None:
+        if isinstance(audit, AuditLog):  # the workers are forked by now (_shipping rule 1)
+            self.shipping = start_shipping(self.config, audit)
         try:
             async with trio.open_nursery() as audit_nursery:
                 await audit_nursery.start(audit.run)
@@ -413,6 +431,7 @@ class Server:
         finally:
             audit.close_sync()
             stop_publishing(self.publisher)  # the last checkpoint too (rule 3 of _publishing)
+            await stop_shipping(self.shipping)  # what is left, once every line is durable
 
     async def _serve(
         self,

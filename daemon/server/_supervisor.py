@@ -86,6 +86,7 @@ from daemon.server._heartbeat import Heartbeat
 from daemon.server._listeners import open_listeners
 from daemon.server._publishing import start_publishing, stop_publishing
 from daemon.server._sequencer import Link, Sequencer
+from daemon.server._shipping import start_shipping, stop_shipping
 from daemon.server._spawner import Spawner
 from daemon.tlog import TransparencyLog
 from daemon.wire import _logs as logs
@@ -237,6 +238,8 @@ class Supervisor:
                 self.publisher = start_publishing(config.transparency, self.transparency)
             self.sequencer = Sequencer(audit, self.transparency)
             self.sequencer.publisher = self.publisher
+            # The parent owns the log, so it ships it (daemon.server._shipping rule 1).
+            self.sequencer.shipping = start_shipping(config, audit)
             async with trio.open_nursery() as audit_nursery:
                 await audit_nursery.start(audit.run)
                 try:
@@ -247,6 +250,8 @@ class Supervisor:
         finally:
             audit.close_sync()
             stop_publishing(self.publisher)  # the last checkpoint too
+            if self.sequencer is not None:
+                await stop_shipping(self.sequencer.shipping)
 
     async def _serve(self, audit: AuditLog, task_status: trio.TaskStatus[None]) -> None:
         await audit.record("daemon_start", **self.describe())

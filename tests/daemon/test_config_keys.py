@@ -50,7 +50,7 @@ def test_every_schema_key_has_a_meaning_and_every_table_is_listed() -> None:
     assert all(row["doc"] for row in rows), [row["key"] for row in rows if not row["doc"]]
     listed = clirun.in_process(["config", "keys"])
     assert listed.returncode == 0 and listed.document()["keys"] == rows
-    tables = [heading.strip("[]").split(".")[0] for heading, _ in KEY_TABLES]
+    tables = list(dict.fromkeys(heading.strip("[]").split(".")[0] for heading, _ in KEY_TABLES))
     assert tables == [field.name for field in attrs.fields(ConfigFile) if field.name != "stores"]
 
 
@@ -76,13 +76,15 @@ def test_the_embedded_default_states_the_schema_defaults_commented_tables_includ
             assert rows[key]["default"] == value, f"[{name}] {key}"
         if cls is ServerTable:  # every key but the former name is in the default file
             assert set(rows) - set(table) == {"worker_threads"}
-    for name in ("http", "transparency"):
+    for name in ("http", "transparency", "[audit.sinks]"):
         rows = {row["key"]: row for row in key_rows() if row["table"] == f"[{name}]"}
         table = _commented_table(text, name)
         assert table, name
+        if name == "[audit.sinks]":  # the example states every key of a sink
+            assert set(table) == set(rows)
         for key, value in table.items():
             default = rows[key]["default"]
-            if rows[key]["required"] or default is None:
+            if rows[key]["required"] or default in (None, ""):
                 continue  # an example value for a key without a default
             assert default == value, f"[{name}] {key}"
 

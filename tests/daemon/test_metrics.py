@@ -128,7 +128,7 @@ def test_snapshot_holds_the_exposition_samples_but_buckets() -> None:
 def test_every_exposed_metric_is_documented_and_every_documented_one_exposed() -> None:
     from daemon.retention._publish import PublishStatus
 
-    metrics = ServerMetrics(["s"])
+    metrics = ServerMetrics(["s"], sinks=["central"])  # with a decision-log sink
     # as a server that publishes its transparency log sets it (daemon.server._publishing)
     metrics.publish_status = lambda: PublishStatus("fs:/p", 3, 5, 0, None, None)
     exposed = {
@@ -192,3 +192,35 @@ async def test_a_server_s_stage_buckets_end_at_its_own_deadline(short_dir: Path)
     ) as server:
         bounds = server.metrics.latency_buckets
     assert bounds[-1] == 7.5 and bounds[-2] == 2.5
+
+
+def test_a_sink_has_its_series_at_zero_before_its_first_status_and_then_its_figures() -> None:
+    """A worker's sinks are its sequencer's, known only once pushed: the series exist from the
+    first scrape anyway (rule 3), and a sink name never comes from anywhere but the file."""
+    metrics = ServerMetrics(["s"], sinks=["central", "out"], process=False)
+    statuses: list[dict[str, object]] = []
+    metrics.sink_status = lambda: statuses
+    before = samples(metrics)
+    for name in ("lag_lines", "lag_seconds", "last_success_timestamp_seconds"):
+        for sink in ("central", "out"):
+            assert before[(f"evidenced_sink_{name}", (("sink", sink),))] == 0
+    assert before[("evidenced_sink_failures_total", (("sink", "central"),))] == 0
+    statuses += [
+        {
+            "name": "central",
+            "lag_lines": 120,
+            "lag_seconds": 4.5,
+            "shipped": 900,
+            "failures": 3,
+            "last_success_at": "2026-12-03T17:11:21.229491Z",
+        },
+        {"name": "intruder", "lag_lines": 1},
+    ]
+    after = samples(metrics)
+    assert after[("evidenced_sink_lag_lines", (("sink", "central"),))] == 120
+    assert after[("evidenced_sink_lag_seconds", (("sink", "central"),))] == 4.5
+    assert after[("evidenced_sink_shipped_events_total", (("sink", "central"),))] == 900
+    assert after[("evidenced_sink_failures_total", (("sink", "central"),))] == 3
+    stamp = after[("evidenced_sink_last_success_timestamp_seconds", (("sink", "central"),))]
+    assert stamp == 1796317881.229491
+    assert not [key for key in after if ("sink", "intruder") in key[1]]
