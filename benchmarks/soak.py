@@ -259,6 +259,7 @@ class Soak:
         self.wrong_kinds: set[str] = set()
         self.last_anchor: str | None = None
         self.operator_restarts = 0
+        self.load_averages: list[float] = []  # the machine's 1-minute load, at each sample
 
     # -- the daemon
 
@@ -493,6 +494,7 @@ class Soak:
                 code = type(error).__name__
                 self._honest("probe", code)
             self.health_samples += 1
+            self.load_averages.append(os.getloadavg()[0])
             wrong = (status == "serving" and probe_ok is False) or (
                 status == "degraded" and probe_ok is True and not self.fault_active
             )
@@ -1261,6 +1263,10 @@ def _print(soak: Soak, proof: dict[str, Any], elapsed: float) -> None:
     print(f"soak: {elapsed:.0f} s (load + faults {soak.duration:.0f} s), disk full via "
           f"{'tmpfs' if soak.tmpfs else 'RLIMIT_FSIZE'}")  # fmt: skip
     print(f"decisions acknowledged: {len(soak.acknowledged):,} ({dict(sorted(by_how.items()))})")
+    if soak.load_averages:
+        loads = sorted(soak.load_averages)
+        print(f"load average (1 min, {os.cpu_count()} CPUs) during the run: {loads[0]:.1f}–"
+              f"{loads[-1]:.1f}, median {loads[len(loads) // 2]:.1f}")  # fmt: skip
     print(f"faults injected: {dict(sorted(soak.faults.items()))}")
     if soak.fault_notes:
         print(f"fault notes: {dict(soak.fault_notes)}")
