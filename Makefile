@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo demo-retain test lint apidocs fmt coverage bench clean browser screenshots curl faketime nginx gotools schemathesis openapi
+.PHONY: demo demo-retain test lint apidocs fmt coverage bench clean browser screenshots curl faketime nginx gotools schemathesis openapi shells
 
 # Tools at the exact versions of constraints.txt; runtime dependencies as pyproject.toml's ranges.
 # daemon/__init__.py's __version__ is the version the package metadata is built from. The example third-party
@@ -30,7 +30,7 @@ demo-retain: $(STAMP)
 TEST_WORKERS ?= 2
 PYTEST := $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
-test: $(STAMP) lint apidocs browser curl faketime nginx gotools schemathesis
+test: $(STAMP) lint apidocs browser curl faketime nginx gotools schemathesis shells
 	$(PYTEST); status=$$?; if [ $$status -eq 5 ]; then echo 'no tests collected'; status=0; fi; exit $$status
 
 lint: $(STAMP)
@@ -87,6 +87,17 @@ faketime:
 	    --no-install-recommends faketime libfaketime >/dev/null; } \
 	  || echo 'make faketime: could not install libfaketime (the clock-step test will skip)'; \
 	else echo 'make faketime: libfaketime absent and not root (the clock-step test will skip)'; fi
+
+# The fish shell, which loads `evidenced completion fish` in tests/daemon/test_packaging.py
+# (bash is always there), from Debian's package, installed once when absent (needs root).
+# Never fails: without it that test skips and says why.
+shells:
+	@if command -v fish >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    --no-install-recommends fish >/dev/null; } \
+	  || echo 'make shells: could not install fish (the fish completion test will skip)'; \
+	else echo 'make shells: fish absent and not root (the fish completion test will skip)'; fi
 
 # Go and Debian's golang.org/x/mod (sumdb/tlog, sumdb/note): the independent tlog-tiles client
 # that reads a live daemon's transparency log over HTTP (tests/daemon/test_http_tlog.py).

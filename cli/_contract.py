@@ -13,7 +13,11 @@ Rules:
    ``--format`` rendering) writes exactly what was asked for instead.
 2. **Human messages go to stderr**, one line each, prefixed ``evidenced <command>:`` with the
    full command path (``evidenced audit verify: ...``): :func:`say` (whitespace runs become
-   one space, :data:`HOSTILE` code points ``\\u`` escapes). Never a traceback.
+   one space, :data:`HOSTILE` code points ``\\u`` escapes). Never a traceback. Each
+   has a level for a structured sink (:attr:`_Invocation.sink`): ``info``, but the message
+   an error ends a command with is ``warning`` when the input or the request was refused (a
+   verdict, usage, rejected input, interrupted: exits 1, 2, 3, 65, 130) and ``error`` when
+   the command could not do its work (66, 69, 70, 73, 75): :func:`failure_level`.
 3. **Exit codes** (:class:`Exit`, :data:`EXIT_TABLE`): 0 PASS/CHECKED/done, 1 FAIL/INVALID,
    2 usage, 3 UNKNOWN, 65 rejected input (malformed, over a cap, refused by a server), 66
    input missing or unreadable, 69 daemon unreachable / cannot listen, 70 internal error,
@@ -55,6 +59,7 @@ __all__ = [
     "emit",
     "emit_bytes",
     "error_document",
+    "failure_level",
     "read_input",
     "say",
     "write_output",
@@ -193,9 +198,9 @@ class _Invocation:
         self.command = "evidenced"
         self.pretty = False
         self.emitted = False
-        #: Where :func:`say` sends ``(command, line)`` instead of stderr, when set (the
+        #: Where :func:`say` sends ``(command, line, level)`` instead of stderr, when set (the
         #: daemon's ``--log-format json``: one structured event per line). Kept across resets.
-        self.sink: Callable[[str, str], None] | None = None
+        self.sink: Callable[[str, str, str], None] | None = None
 
 
 STATE = _Invocation()
@@ -208,17 +213,24 @@ def reset(command: str = "evidenced", *, pretty: bool = False) -> None:
     STATE.emitted = False
 
 
-def say(message: str) -> None:
-    """One line on stderr: ``evidenced <command>: message`` (rule 2)."""
+def say(message: str, level: str = "info") -> None:
+    """One line on stderr: ``evidenced <command>: message`` (rule 2); ``level`` is for the
+    sink (``info``, ``warning``, ``error``)."""
     line = escape_hostile_text(" ".join(str(message).split()))
     if STATE.sink is not None:
-        STATE.sink(STATE.command, line)
+        STATE.sink(STATE.command, line, level)
         return
     try:
         sys.stderr.write(f"{STATE.command}: {line}\n")
         sys.stderr.flush()
     except (OSError, ValueError):  # stderr closed: nothing left to tell
         pass
+
+
+def failure_level(exit: int) -> str:
+    """The level of the message that ends a command exiting ``exit`` (rule 2)."""
+    refused = (Exit.FAIL, Exit.USAGE, Exit.UNKNOWN, Exit.REJECTED, Exit.INTERRUPTED)
+    return "warning" if exit in refused else "error"
 
 
 def encode(document: Any, *, pretty: bool | None = None, ordered: bool = False) -> bytes:

@@ -36,6 +36,7 @@ from ._contract import (
     UsageError,
     emit,
     error_document,
+    failure_level,
     reset,
     say,
 )
@@ -130,10 +131,11 @@ def _fail(error: CliError) -> int:
     if not STATE.emitted:
         with contextlib.suppress(OutputError):
             emit(error_document(error))
+    level = failure_level(error.exit)
     if error.exit == Exit.USAGE:
-        say(f"usage error: {error.message} (see --help)")
+        say(f"usage error: {error.message} (see --help)", level)
     else:
-        say(error.message)
+        say(error.message, level)
     if isinstance(error, OutputError) and error.name == "stdout":
         _silence_stdout()
     return error.exit

@@ -381,7 +381,10 @@ def _first_error(schema: Mapping[str, Any], instance: Any) -> str | None:
 #   ``^ $ |``, groups ``(`` / ``(?:``, quantifiers ``* + ? {n} {n,} {n,m}`` (lazy too), classes
 #   of literals, ranges and escaped punctuation, ``\d \D \w \W`` outside classes (translated to
 #   ASCII classes for both engines), escaped punctuation; and the pattern must compile in
-#   Python too. The Rust side uses the ``regex`` crate (no backtracking, no match limits).
+#   Python too. A quantifier never follows a quantifier but as the lazy ``?``: Python reads
+#   ``a++``, ``a*+``, ``a?+`` and ``a{2}+`` as possessive (3.11), the ``regex`` crate as a
+#   repeat of a repeat, and ECMA-262 refuses them: such a pattern is left to the reference.
+#   The Rust side uses the ``regex`` crate (no backtracking, no match limits).
 
 _DRAFT_2020_12: Final = "https://json-schema.org/draft/2020-12/schema"
 _DATA_KEYWORDS: Final = frozenset(
@@ -413,6 +416,13 @@ _SAFE_PATTERN: Final = re.compile(
     re.VERBOSE,
 )
 _SET_OPERATORS: Final = ("&&", "--", "~~", "||")
+#: The pattern's tokens, in the alternatives of :data:`_SAFE_PATTERN`: a quantifier token, or
+#: any other token (escapes and classes whole, so an escaped ``+`` is never a quantifier).
+_TOKEN: Final = re.compile(
+    r"""(?P<quantifier>\{[0-9]+(?:,[0-9]*)?\}\??|[*+?])
+      | \\. | \[\^?(?:[^\\\[\]]|\\.)+\] | \(\?: | .""",
+    re.VERBOSE | re.DOTALL,
+)
 
 
 def _safe_pattern(pattern: Any) -> bool:
@@ -420,11 +430,29 @@ def _safe_pattern(pattern: Any) -> bool:
         return False
     if any(operator in pattern for operator in _SET_OPERATORS):
         return False
+    if _repeats_a_quantifier(pattern):
+        return False
     try:
         _compiled(pattern)  # the reference must be able to apply it too
     except re.error:
         return False
     return True
+
+
+def _repeats_a_quantifier(pattern: str) -> bool:
+    """Whether a quantifier follows a quantifier other than as the lazy ``?`` (``a++``,
+    ``a*+``, ``a?+``, ``a{2}+``, ``a+?+``): the engines disagree on what it means."""
+    previous: str | None = None
+    for token in _TOKEN.finditer(pattern):
+        quantifier = token.group("quantifier")
+        if (
+            quantifier is not None
+            and previous is not None
+            and (quantifier != "?" or previous.endswith("?"))
+        ):
+            return True
+        previous = quantifier
+    return False
 
 
 def _for_rust(schema: Any, defs: frozenset[str], root: bool = False) -> Any:

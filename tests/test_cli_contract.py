@@ -316,6 +316,27 @@ def test_dash_is_stdin_wherever_a_file_is_read() -> None:
     assert checked.returncode == 0 and one_document(checked)["status"] == "CHECKED"
 
 
+def test_dash_is_stdin_for_the_audit_log_too(tmp_path: Path) -> None:
+    """``audit verify -`` read no stdin ("cannot read -: No such file or directory"), the
+    contract's one command taking a file without it; ``audit tail -`` neither."""
+    from daemon.audit._synthetic import write_synthetic_log
+
+    log = tmp_path / "audit.jsonl"
+    write_synthetic_log(log, 50)
+    data = log.read_bytes()
+    piped, named = run("audit", "verify", "-", stdin=data), run("audit", "verify", log)
+    assert piped.returncode == named.returncode == 0, piped.err
+    assert one_document(piped) == one_document(named)
+    cut = data[: data.rindex(b"\n", 0, len(data) - 1) + 1].replace(b'"seq":7,', b'"seq":8,', 1)
+    broken = run("audit", "verify", "-", stdin=cut)
+    assert broken.returncode == 1 and one_document(broken)["first_bad_line"] == 7
+    tailed = run("audit", "tail", "-", "-n", "2", stdin=data)
+    assert tailed.returncode == 0 and one_document(tailed) == one_document(
+        run("audit", "tail", log, "-n", "2")
+    )
+    assert_error(run("audit", "verify", "-", "-", stdin=data), 2, "USAGE")
+
+
 def test_stdin_is_capped_like_a_file() -> None:
     result = run("formation", "produce", "-", stdin=b" " * (MAX_INPUT_FILE_BYTES + 1))
     assert_error(result, 65, "INPUT_TOO_LARGE")

@@ -27,7 +27,6 @@ HEAVY = (
     "cryptography",
     "boto3",
     "jsonschema",
-    "matplotlib",
     "daemon.server",
     "daemon.client",
     "daemon.config",

@@ -15,13 +15,16 @@ Rules (the contract):
    that digest (a different digest: rewritten; a ``seq`` beyond the last line: cut back; a
    ``seq`` before the first given file: not checkable with these files, so not intact);
    a bare ``DIGEST`` must be the digest of some line. It never raises for bad content
-   (``OSError`` for I/O, ``ValueError`` for a malformed anchor).
-3. :func:`tail` returns the last lines unverified, oldest first.
+   (``OSError`` for I/O, ``ValueError`` for a malformed anchor). A file may also be given as
+   an open binary stream (``sys.stdin.buffer`` for ``audit verify -``): it is read from where
+   it stands, never seeked, so a pipe works.
+3. :func:`tail` returns the last lines unverified, oldest first (a path or a stream too).
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import os
 from collections.abc import Callable, Iterator
@@ -103,7 +106,8 @@ def iter_lines(handle: IO[bytes], start: int = 0) -> Iterator[tuple[bytes, bool]
     """Yield (line without newline, had_newline) from byte ``start``, in bounded chunks. A
     final segment without newline is yielded with ``had_newline`` False; so is an overlong
     one (then reading stops)."""
-    handle.seek(start)
+    if start:  # a stream from its start is never seeked: a pipe has no position
+        handle.seek(start)
     pending = b""
     while True:
         chunk = handle.read(_CHUNK)
@@ -209,12 +213,27 @@ def _anchor_watch(anchors: tuple[Anchor, ...], bare_seen: set[str]) -> Watch | N
     return watch
 
 
+def _opened(
+    name: str | os.PathLike[str] | IO[bytes],
+) -> contextlib.AbstractContextManager[IO[bytes]]:
+    if isinstance(name, str | os.PathLike):
+        return Path(name).open("rb")
+    return contextlib.nullcontext(name)  # a stream the caller opened, and closes
+
+
+def _label(name: str | os.PathLike[str] | IO[bytes]) -> str:
+    if isinstance(name, str | os.PathLike):
+        return str(name)
+    return str(getattr(name, "name", "<stream>"))
+
+
 def verify_log(
-    path: str | os.PathLike[str],
-    *more: str | os.PathLike[str],
+    path: str | os.PathLike[str] | IO[bytes],
+    *more: str | os.PathLike[str] | IO[bytes],
     anchors: tuple[str | Anchor, ...] = (),
 ) -> VerifyReport:
-    """Verify one audit log file, or a rotated series in order (rules 1–2)."""
+    """Verify one audit log file, or a rotated series in order (rules 1–2); a file is a path
+    or an open binary stream."""
     parsed = tuple(a if isinstance(a, Anchor) else parse_anchor(a) for a in anchors)
     bare_seen: set[str] = set()
     watch = _anchor_watch(parsed, bare_seen)
@@ -223,7 +242,7 @@ def verify_log(
     first_seq: int | None = None
     lines = 0
     for name in paths:
-        with Path(name).open("rb") as handle:
+        with _opened(name) as handle:
             result = scan(handle, state=state, watch=watch)
         if first_seq is None:
             first_seq = result.first_seq
@@ -236,7 +255,7 @@ def verify_log(
                 result.bad_line,
                 result.reason,
                 first_seq,
-                str(name),
+                _label(name),
                 len(paths),
             )
         lines += result.lines
@@ -271,10 +290,11 @@ def _anchor_failure(
     return None
 
 
-def tail(path: str | os.PathLike[str], count: int) -> list[dict[str, Any]]:
-    """The last ``count`` parseable lines of the log, oldest first (unverified)."""
+def tail(path: str | os.PathLike[str] | IO[bytes], count: int) -> list[dict[str, Any]]:
+    """The last ``count`` parseable lines of the log (a path or an open binary stream), oldest
+    first (unverified)."""
     window: collections.deque[bytes] = collections.deque(maxlen=max(count, 0))
-    with Path(path).open("rb") as handle:
+    with _opened(path) as handle:
         for raw, had_newline in iter_lines(handle):
             if had_newline:
                 window.append(raw)

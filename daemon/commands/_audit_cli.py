@@ -5,11 +5,13 @@ The :mod:`cli` contract applies (one JSON document on stdout on every path, erro
 ``{"error": {"code", "message", "exit"}}``, one-line messages on stderr); per command:
 
 * ``audit verify PATH... [--anchor SEQ:DIGEST]...``: one file, or rotated files oldest
-  first (the chain must continue from each file into the next). Exit 0 intact, 1 broken
+  first (the chain must continue from each file into the next); ``-`` is standard input
+  (streamed, not capped: a log may be gigabytes). Exit 0 intact, 1 broken
   (naming ``bad_file``, ``first_bad_line`` and ``reason``; or an anchor recorded earlier that
   the files contradict, which is how a rewritten or cut-back log shows). A malformed anchor
   is a usage error (exit 2); a missing path is 66, one that is not a regular file 65.
-  ``audit tail PATH [-n N]``: the last N lines as a JSON array (unverified), exit 0.
+  ``audit tail PATH [-n N]``: the last N lines as a JSON array (unverified; ``-`` is stdin),
+  exit 0.
   ``audit report LOG``: a JSON (or HTML) report of the log (``daemon/commands/_report_cli.py``).
   ``audit rotate PATH``: with the daemon stopped, give the current file its archive name and
   start a new one whose first line (``audit_rotated``) links it; exit 0, 65 when the log
@@ -19,6 +21,7 @@ The :mod:`cli` contract applies (one JSON document on stdout on every path, erro
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import trio
@@ -51,8 +54,11 @@ def _audit_verify(args: argparse.Namespace) -> int:
         anchors = tuple(parse_anchor(text) for text in args.anchors)
     except ValueError as error:
         raise UsageError(str(error)) from None
-    _regular_files(args.paths)
-    report = verify_log(*args.paths, anchors=anchors)
+    if args.paths.count("-") > 1:
+        raise UsageError("standard input (-) can be given once")
+    _regular_files([name for name in args.paths if name != "-"])
+    files = [sys.stdin.buffer if name == "-" else name for name in args.paths]
+    report = verify_log(*files, anchors=anchors)
     cli.emit(report.to_dict())
     if report.intact:
         cli.say(
@@ -123,8 +129,9 @@ def _non_negative(text: str) -> int:
 def _audit_tail(args: argparse.Namespace) -> int:
     from daemon.audit._audit import tail
 
-    _regular_files([args.path])
-    cli.emit(tail(args.path, args.lines))
+    if args.path != "-":
+        _regular_files([args.path])
+    cli.emit(tail(sys.stdin.buffer if args.path == "-" else args.path, args.lines))
     return Exit.OK
 
 
@@ -134,7 +141,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     audit_commands = audit.add_subparsers(dest="audit_command", metavar="COMMAND")
     verify = audit_commands.add_parser("verify", help="verify the hash chain")
     verify.add_argument(
-        "paths", nargs="+", metavar="PATH", help="the log, or rotated files oldest first"
+        "paths",
+        nargs="+",
+        metavar="PATH",
+        help="the log, or rotated files oldest first (-: standard input)",
     )
     verify.add_argument(
         "--anchor",
@@ -152,7 +162,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     rotate.add_argument("path", metavar="PATH", help="the audit log")
     rotate.set_defaults(handler=_audit_rotate)
     tail_parser = audit_commands.add_parser("tail", help="print the last lines as JSON")
-    tail_parser.add_argument("path", metavar="PATH", help="the audit log")
+    tail_parser.add_argument("path", metavar="PATH", help="the audit log (-: standard input)")
     tail_parser.add_argument(
         "-n", dest="lines", type=_non_negative, default=10, metavar="N", help="how many lines"
     )

@@ -1,12 +1,14 @@
 """``evidenced completion SHELL``: a shell completion script for every command (shtab).
 
 Contract (the :mod:`cli` contract applies; this command is documented to write an artifact):
-``completion bash|zsh|tcsh`` prints the script itself on stdout, exit 0; another shell is a
-usage error (2). The script is generated from the same parser tree ``evidenced --help`` shows,
-so it lists every command, subcommand and option of this installation.
+``completion bash|zsh|tcsh|fish`` prints the script itself on stdout, exit 0; another shell is
+a usage error (2) naming the shells there are (shtab's, 1.9 or newer for fish). The script is
+generated from the same parser tree ``evidenced --help`` shows, so it lists every command,
+subcommand and option of this installation.
 
 Install: ``evidenced completion bash > ~/.local/share/bash-completion/completions/evidenced``;
-zsh: ``evidenced completion zsh > "${fpath[1]}/_evidenced"``.
+zsh: ``evidenced completion zsh > "${fpath[1]}/_evidenced"``; fish: ``evidenced completion fish >
+~/.config/fish/completions/evidenced.fish``.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from cli import Exit
 
 __all__ = ["SHELLS", "register"]
 
-SHELLS: Final = ("bash", "zsh", "tcsh")
+SHELLS: Final = ("bash", "zsh", "tcsh", "fish")
 
 
 def _completion(args: argparse.Namespace) -> int:
@@ -35,7 +37,7 @@ def _completion(args: argparse.Namespace) -> int:
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``completion``."""
     completion = subparsers.add_parser(
-        "completion", help="print a shell completion script (bash, zsh, tcsh)"
+        "completion", help=f"print a shell completion script ({', '.join(SHELLS)})"
     )
     completion.add_argument("shell", choices=SHELLS, help="the shell")
     completion.set_defaults(handler=_completion)

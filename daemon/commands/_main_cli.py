@@ -78,7 +78,7 @@ SUMMARIES = {
     "catalog": "component registry, stored packages, exact discovery, planning, readiness",
     "holdout": "holdout challenges: observe, score, commit, release, interop",
     "demo": "start a daemon, submit seven example pairs, verify the audit chain",
-    "completion": "print a shell completion script (bash, zsh, tcsh)",
+    "completion": "print a shell completion script (bash, zsh, tcsh, fish)",
 }
 
 
@@ -221,6 +221,8 @@ def _configure_logs(arguments: Sequence[str]) -> None:
     )
     cli_state = sys.modules["cli._contract"].STATE
     if settings.format == "json":
-        cli_state.sink = lambda command, line: logs.info("cli_message", line, command=command)
+        cli_state.sink = lambda command, line, level: logs.log(
+            level, "cli_message", line, command=command
+        )
     else:
         cli_state.sink = None

@@ -3,42 +3,56 @@
 Rules (the contract):
 
 1. The page is built only from the :func:`daemon.commands._report.aggregate` dict (so it says
-   exactly
-   what ``--format json`` says) and is one file: inline CSS, plots as inline SVG drawn by
-   matplotlib (docs/adr/0004), no script, no font or image fetched from anywhere.
+   exactly what ``--format json`` says) and is one file: inline CSS, charts as inline SVG drawn
+   by :mod:`daemon.commands._report_charts` (no plotting library, docs/adr/0019), no script,
+   no font or image fetched from anywhere.
 2. Order: integrity at the top (the chain status from ``verify_log``; ``#transparency``: the
    latest signed checkpoint checked against the lines, with the key that was used and what was
-   not checked, or "not configured"), totals, then the plots — decisions per bin by outcome,
+   not checked, or "not configured"), totals, then the charts — decisions per bin by outcome,
    latency p50/p99 of ``total_ns`` and ``evaluate_ns`` (milliseconds, log scale), refusals by
    code, BUSY refusals, noise and overflow drops per bin — with every restart (a
    ``daemon_start`` after the first) drawn as a dashed vertical line on each time axis; then
    configuration reloads, top sessions, requesters and noise peers, and the most recent
    FAIL/UNKNOWN decisions with their reason codes.
 3. Each plotted series is an SVG group with a stable id (``decisions-PASS``, ``latency-total-p50``,
-   ``refusal-code-<CODE>``, ``busy``, ``noise``, ``overflow``, ``restart-<n>``…) holding one
-   marker per bin with data, so a test can count points; the same page bytes for the same
-   aggregates.
-4. Read as an operator reads it: a count axis has integer ticks only and starts at 0 (an
-   all-zero plot runs 0…1, never −0.04…0.04); legends sit above the plot, outside the data.
-5. No text is ever interpreted: HTML is escaped, and matplotlib's math text and TeX are off
-   (a refusal code ``$\\frac{1}{$`` is drawn as those characters); a text drawn in a plot is
-   printable ASCII, the rest escaped (the tables show it as it is, HTML-escaped, but for the
-   terminal-hostile code points of ``daemon.audit._audit_format`` rule 5, shown as their
-   ``\\u`` escapes: a right-to-left override in a session name must not reorder the page).
+   ``refusal-code-<CODE>``, ``busy``, ``noise``, ``overflow``; restarts
+   ``<chart>-restart-<n>``) holding one marker per bin with data, so a test can count points;
+   the same page bytes for the same aggregates.
+4. Read as an operator reads it: every chart has the same plot-area edges (one frame for the
+   page); a count axis has integer ticks only and starts at 0 (an all-zero plot runs 0…1,
+   never −0.04…0.04); latency ticks are named in units (``100 µs``, ``10 ms``); legends sit
+   above the plot, outside the data.
+5. No text is ever interpreted: HTML and SVG text is escaped (a refusal code ``$\\frac{1}{$``
+   is drawn as those characters); a text drawn in a chart is printable ASCII, the rest
+   escaped (the tables show it as it is, HTML-escaped, but for the terminal-hostile code
+   points of ``daemon.audit._audit_format`` rule 5, shown as their ``\\u`` escapes: a
+   right-to-left override in a session name must not reorder the page).
+6. The decision-id column shows each id cut where the rows' ids differ: the dash-separated
+   groups every row shares (a replica's log tag, the first group, docs/adr/0018) are left out,
+   then the shortest run of at least 8 characters that tells the rows apart; the whole id is
+   the cell's tooltip.
 """
 
 from __future__ import annotations
 
+import functools
 import html
-import io
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, Final
 
 from daemon.audit._audit_format import escape_hostile_text
+from daemon.commands._report_charts import (
+    COLOURS,
+    Series,
+    bar_chart,
+    counts,
+    frame_for,
+    label,
+    latency_axis,
+    time_chart,
+)
 
 __all__ = ["render_report_html"]
-
-_COLOURS: Final = {"PASS": "#2e7d32", "FAIL": "#c62828", "UNKNOWN": "#f9a825"}
 
 _STYLE: Final = """
 body { font-family: "DejaVu Sans", Verdana, sans-serif; margin: 24px; color: #212121;
@@ -59,7 +73,7 @@ h2 { font-size: 17px; margin-top: 30px; border-bottom: 1px solid #ddd; padding-b
 .total.FAIL b { color: #c62828; }
 .total.UNKNOWN b { color: #b8860b; }
 figure { margin: 8px 0; }
-figure svg { max-width: 100%; height: auto; }
+figure svg { display: block; max-width: 100%; height: auto; }
 table { border-collapse: collapse; font-size: 13px; }
 td, th { border-bottom: 1px solid #e0e0e0; padding: 3px 10px; text-align: left;
   vertical-align: top; }
@@ -75,229 +89,90 @@ def _e(value: object) -> str:
     return html.escape(escape_hostile_text(str(value)), quote=True)
 
 
-def _times(series: list[dict[str, Any]]) -> list[datetime]:
-    return [datetime.fromisoformat(item["start"]) for item in series]
+def _epoch(stamp: str) -> float:
+    return datetime.fromisoformat(stamp).timestamp()
 
 
-def _svg(figure: Any) -> str:
-    buffer = io.StringIO()
-    figure.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})
-    text = buffer.getvalue()
-    return text[text.index("<svg") :]
-
-
-def _figure(height: float = 2.6) -> tuple[Any, Any]:
-    import matplotlib.pyplot as plt
-
-    figure, axes = plt.subplots(figsize=(11, height), layout="constrained")
-    axes.grid(True, color="#e6e6e6", linewidth=0.6)
-    axes.set_axisbelow(True)
-    for side in ("top", "right"):
-        axes.spines[side].set_visible(False)
-    return figure, axes
-
-
-def _restarts(axes: Any, restarts: list[str]) -> None:
-    for number, stamp in enumerate(restarts):
-        axes.axvline(
-            datetime.fromisoformat(stamp),
-            color="#6a1b9a",
-            linestyle="--",
-            linewidth=1,
-            gid=f"restart-{number}",
-            label="restart" if number == 0 else None,
-        )
-
-
-def _label(text: str, limit: int = 40) -> str:
-    """Rule 5: a text drawn in a plot is printable ASCII (anything else ``\\u``-escaped, so no
-    glyph is ever missing from the font), at most ``limit`` characters."""
-    shown = "".join(
-        c if " " <= c <= "~" else c.encode("unicode_escape", "backslashreplace").decode("ascii")
-        for c in text
-    )
-    return shown if len(shown) <= limit else shown[: limit - 1] + "…"
-
-
-def _legend(axes: Any, columns: int) -> None:
-    """Rule 4: above the plot, never over the data."""
-    if axes.get_legend_handles_labels()[0]:
-        axes.legend(
-            loc="lower left",
-            bbox_to_anchor=(0.0, 1.0),
-            ncols=columns,
-            fontsize=8,
-            frameon=False,
-            borderaxespad=0.2,
-        )
-
-
-def _count_axis(axes: Any, values: list[int], axis: str = "y") -> None:
-    """Rule 4: integer ticks from 0, a little headroom above the largest count."""
-    from matplotlib.ticker import MaxNLocator
-
-    top = max([1, *values]) * 1.12
-    if axis == "y":
-        axes.yaxis.set_major_locator(MaxNLocator(integer=True))
-        axes.set_ylim(0, top)
-    else:
-        axes.xaxis.set_major_locator(MaxNLocator(integer=True))
-        axes.set_xlim(0, top)
-
-
-def _time_axis(axes: Any, times: list[datetime], bin_seconds: int) -> None:
-    """The same time range on every time plot, so restart marks line up across plots."""
-    import matplotlib.dates as mdates
-
-    if times:
-        margin = timedelta(seconds=bin_seconds)
-        axes.set_xlim(min(times) - margin, max(times) + margin)
-
-    locator = mdates.AutoDateLocator(minticks=4, maxticks=10)  # type: ignore[no-untyped-call]
-    axes.xaxis.set_major_locator(locator)
-    axes.xaxis.set_major_formatter(
-        mdates.ConciseDateFormatter(locator)  # type: ignore[no-untyped-call]
-    )
+_LATENCY: Final = {
+    ("total", "p50"): ("#1565c0", "solid"),
+    ("total", "p99"): ("#1565c0", "dotted"),
+    ("evaluate", "p50"): ("#ef6c00", "solid"),
+    ("evaluate", "p99"): ("#ef6c00", "dotted"),
+}
 
 
 def _plots(result: dict[str, Any]) -> dict[str, str]:
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
-    plots: dict[str, str] = {}
+    """Every chart of the page, in one frame (rules 2–4)."""
     series = result["series"]
-    times = _times(series)
-    restarts = result["restarts"]
-    with matplotlib.rc_context(
-        {
-            "svg.fonttype": "none",
-            "svg.hashsalt": "evidenced-audit-report",
-            "font.family": "DejaVu Sans",
-            "font.size": 9,
-            "text.parse_math": False,
-            "text.usetex": False,
-        }
-    ):
-        figure, axes = _figure()
-        for outcome, colour in _COLOURS.items():
-            points = [(t, s["decisions"][outcome]) for t, s in zip(times, series, strict=True)]
-            axes.plot(
-                [t for t, _ in points],
-                [v for _, v in points],
-                marker="o",
-                markersize=2.5,
-                linewidth=1.1,
-                color=colour,
-                label=outcome,
-                gid=f"decisions-{outcome}",
-            )
-        _restarts(axes, restarts)
-        axes.set_ylabel(f"decisions per {_width(result['bin_seconds'])}")
-        _time_axis(axes, times, result["bin_seconds"])
-        _count_axis(axes, [s["decisions"][o] for s in series for o in _COLOURS])
-        _legend(axes, 4)
-        plots["decisions"] = _svg(figure)
-        plt.close(figure)
+    times = [_epoch(item["start"]) for item in series]
+    restarts = [_epoch(stamp) for stamp in result["restarts"]]
+    bin_seconds = result["bin_seconds"]
+    moments = times or restarts
+    span = (
+        (min(moments) - bin_seconds, max(moments) + bin_seconds) if moments else (0.0, 3600.0)
+    )  # the same range on every time chart, so restart marks line up
+    per_bin = f"per {_width(bin_seconds)}"
 
-        figure, axes = _figure()
-        styles = {
-            ("total", "p50"): ("#1565c0", "-"),
-            ("total", "p99"): ("#1565c0", ":"),
-            ("evaluate", "p50"): ("#ef6c00", "-"),
-            ("evaluate", "p99"): ("#ef6c00", ":"),
-        }
-        positive = False
-        for (metric, quantile), (colour, line) in styles.items():
-            points = [  # a log axis: a 0 ns timer (only a doctored line has one) is not drawn
+    decided = [
+        Series(
+            f"decisions-{outcome}",
+            outcome,
+            colour,
+            "circle",
+            tuple((t, s["decisions"][outcome]) for t, s in zip(times, series, strict=True)),
+        )
+        for outcome, colour in COLOURS.items()
+    ]
+    latency = [  # a log axis: a 0 ns timer (only a doctored line has one) is not drawn
+        Series(
+            f"latency-{metric}-{quantile}",
+            f"{metric}_ns {quantile}",
+            colour,
+            "circle",
+            tuple(
                 (t, s[f"{metric}_ns"][quantile] / 1e6)
                 for t, s in zip(times, series, strict=True)
                 if (s[f"{metric}_ns"][quantile] or 0) > 0
-            ]
-            positive = positive or bool(points)
-            axes.plot(
-                [t for t, _ in points],
-                [v for _, v in points],
-                marker="o",
-                markersize=2,
-                linewidth=1.1,
-                linestyle=line,
-                color=colour,
-                label=f"{metric}_ns {quantile}",
-                gid=f"latency-{metric}-{quantile}",
-            )
-        if positive:
-            axes.set_yscale("log")
-        _restarts(axes, restarts)
-        axes.set_ylabel("latency (ms)")
-        _time_axis(axes, times, result["bin_seconds"])
-        _legend(axes, 5)
-        plots["latency"] = _svg(figure)
-        plt.close(figure)
-
-        codes = result["refusals_by_code"][:15]
-        figure, axes = _figure(max(1.2, 0.32 * len(codes) + 0.7))
-        for position, item in enumerate(reversed(codes)):
-            axes.barh(
-                position,
-                item["count"],
-                color="#455a64" if item["name"] != "BUSY" else "#d84315",
-                gid=f"refusal-code-{item['name']}",
-            )
-            axes.text(item["count"], position, f" {item['count']}", va="center", fontsize=8)
-        axes.set_yticks(range(len(codes)), [_label(item["name"]) for item in reversed(codes)])
-        axes.set_xlabel("refusals")
-        _count_axis(axes, [item["count"] for item in codes], axis="x")
-        if not codes:
-            axes.text(0.5, 0.5, "no refusals", ha="center", va="center", transform=axes.transAxes)
-        plots["refusals"] = _svg(figure)
-        plt.close(figure)
-
-        figure, axes = _figure(2.2)
-        busy = [(t, s["busy"]) for t, s in zip(times, series, strict=True) if s["busy"]]
-        drops = [
-            (t, s["overflow_dropped"])
-            for t, s in zip(times, series, strict=True)
-            if s["overflow_dropped"]
-        ]
-        axes.plot(
-            [t for t, _ in busy],
-            [v for _, v in busy],
-            "o",
-            markersize=3.5,
-            color="#d84315",
-            label="BUSY refusals",
-            gid="busy",
+            ),
+            line,
         )
-        noise = [(t, s.get("noise", 0)) for t, s in zip(times, series, strict=True)]
-        noise = [(t, v) for t, v in noise if v]
-        axes.plot(
-            [t for t, _ in noise],
-            [v for _, v in noise],
-            "^",
-            markersize=3.5,
-            color="#546e7a",
-            label="noise (not the protocol)",
-            gid="noise",
+        for (metric, quantile), (colour, line) in _LATENCY.items()
+    ]
+    pressure = [
+        Series(gid, name, colour, marker, tuple(
+            (t, s.get(key, 0)) for t, s in zip(times, series, strict=True) if s.get(key, 0)
+        ), None)
+        for gid, name, colour, marker, key in (
+            ("busy", "BUSY refusals", "#d84315", "circle", "busy"),
+            ("noise", "noise (not the protocol)", "#546e7a", "triangle", "noise"),
+            ("overflow", "lines dropped (overflow)", "#6d4c41", "square", "overflow_dropped"),
         )
-        axes.plot(
-            [t for t, _ in drops],
-            [v for _, v in drops],
-            "s",
-            markersize=3.5,
-            color="#6d4c41",
-            label="lines dropped (overflow)",
-            gid="overflow",
-        )
-        _restarts(axes, restarts)
-        axes.set_ylabel(f"per {_width(result['bin_seconds'])}")
-        _time_axis(axes, times, result["bin_seconds"])
-        _count_axis(axes, [v for _, v in (*busy, *noise, *drops)])
-        _legend(axes, 3)
-        plots["pressure"] = _svg(figure)
-        plt.close(figure)
-    return plots
+    ]  # fmt: skip
+    decided_axis = counts([v for item in decided for _, v in item.points])
+    latency_values = latency_axis([v for item in latency for _, v in item.points])
+    pressure_axis = counts([v for item in pressure for _, v in item.points])
+    codes = result["refusals_by_code"][:15]
+    bars = [
+        (item["name"], item["count"], "#455a64" if item["name"] != "BUSY" else "#d84315")
+        for item in codes
+    ]
+    frame = frame_for(
+        [text for axis in (decided_axis, latency_values, pressure_axis) for _, text in axis.ticks],
+        [label(name) for name, _, _ in bars],
+    )  # rule 4: one geometry, the widest left label's
+    timed = functools.partial(time_chart, frame=frame, span=span, restarts=restarts)
+    return {
+        "decisions": timed("decisions", decided, values=decided_axis, title=f"decisions {per_bin}"),
+        "latency": timed(
+            "latency",
+            latency,
+            values=latency_values,
+            title="latency (ms, log scale)",
+            empty="no latency recorded",
+        ),
+        "refusals": bar_chart("refusals", bars, frame=frame, title="refusals", empty="no refusals"),
+        "pressure": timed("pressure", pressure, values=pressure_axis, title=per_bin, height=220.0),
+    }
 
 
 def _width(seconds: int) -> str:
@@ -413,14 +288,15 @@ def _recent(result: dict[str, Any]) -> str:
     rows = result["recent_failures"]
     if not rows:
         return '<p class="muted">No FAIL or UNKNOWN decision in range.</p>'
+    shown = short_ids([str(row["decision_id"]) for row in rows])
     body = "".join(
         f'<tr><td class="nowrap">{_e(row["timestamp"])}</td><td class="num">{_e(row["seq"])}</td>'
         f"<td>{_e(row['session'])}</td>"
-        f'<td style="color:{_COLOURS.get(str(row["outcome"]), "#000")}">'
+        f'<td style="color:{COLOURS.get(str(row["outcome"]), "#000")}">'
         f"{_e(row['outcome'])}</td><td><code>{_e(', '.join(row['reason_codes'] or []))}</code></td>"
         f"<td><code>{_e(row['details'])}</code></td>"
         f'<td title="{_e(row["decision_id"])}">'
-        f"<code>{_e(str(row['decision_id'])[:8])}…</code></td></tr>"
+        f"<code>{_e(shown[str(row['decision_id'])])}</code></td></tr>"
         for row in rows
     )
     return (
@@ -428,6 +304,30 @@ def _recent(result: dict[str, Any]) -> str:
         "<th>outcome</th><th>reason codes</th><th>details</th><th>decision id</th></tr>"
         f"{body}</table>"
     )
+
+
+def short_ids(ids: list[str], least: int = 8) -> dict[str, str]:
+    """Each id as the decision-id column shows it (rule 6): without the dash-separated groups
+    every id shares, then the shortest run (``least`` characters or more) that tells them
+    apart; ``…`` marks what was cut."""
+    distinct = sorted(set(ids))
+    shared = 0  # characters of the whole groups every id begins with
+    if len(distinct) > 1:
+        groups = [name.split("-") for name in distinct]
+        for parts in zip(*groups, strict=False):
+            if len(set(parts)) != 1:
+                break
+            shared += len(parts[0]) + 1
+    rest = {name: name[shared:] for name in distinct}
+    length = least
+    while length < max((len(r) for r in rest.values()), default=0) and len(
+        {r[:length] for r in rest.values()}
+    ) < len(rest):
+        length += 1
+    return {
+        name: ("…" if shared else "") + tail[:length] + ("…" if len(tail) > length else "")
+        for name, tail in rest.items()
+    }
 
 
 def render_report_html(result: dict[str, Any]) -> str:

@@ -184,7 +184,7 @@ def _announce_workers(
             "workers": supervisor.count,
         }
     )
-    where = _where(listen.get("unix"), listen.get("tcp"), listen.get("http"))
+    where = _where(listen.get("unix"), listen.get("tcp"), listen.get("http"), server_config)
     logs.info(
         "serving",
         f"serving {', '.join(sorted(s.name for s in sessions))} on {where} with "
@@ -225,7 +225,8 @@ def _announce(server: Server, server_config: ServerConfig, skipped: list[str], o
     tcp, http = (a and f"{a[0]}:{a[1]}" for a in (server.tcp_address, server.http_address))
     logs.info(
         "serving",
-        f"serving {', '.join(sorted(server.sessions))} on {_where(server.unix_path, tcp, http)}"
+        f"serving {', '.join(sorted(server.sessions))} on "
+        f"{_where(server.unix_path, tcp, http, server_config)}"
         f"; audit log {server_config.audit_path} (from {origin})",
         unix=server.unix_path,
         tcp=tcp,
@@ -323,9 +324,13 @@ def _workers(text: str) -> int | str:
     return value
 
 
-def _where(unix: str | None, tcp: str | None, http: str | None) -> str:
-    """Every listener the start line names (the HTTP one as a URL)."""
-    found = [unix, tcp, http and f"http://{http}"]
+def _where(unix: str | None, tcp: str | None, http: str | None, config: ServerConfig) -> str:
+    """Every listener the start line names, the TCP ones as the URLs clients take: ``tls://``
+    or ``tcp://`` for the binary protocol, ``https://`` or ``http://`` for HTTP (by whether the
+    listener has TLS)."""
+    binary = "tls" if config.security.encrypted else "tcp"
+    web = "https" if config.http is not None and config.http.security.encrypted else "http"
+    found = [unix, tcp and f"{binary}://{tcp}", http and f"{web}://{http}"]
     return ", ".join(place for place in found if place) or "inherited sockets"
 
 

@@ -13,8 +13,9 @@ Rules (the contract):
    declared ``Content-Length`` over it is refused (``EVIDENCE_BYTES_EXCEEDED``, 413) before a
    body byte is read, and a body is cut the moment it passes it. The route, token, session,
    draining and media-type checks are a single submit's, in its order (``application/json``
-   only). The body holds one server slot (``max_in_flight``) from before it is read until the
-   answer, so batch bodies in memory are bounded as single ones are.
+   only). The body holds one server slot (``max_in_flight``) from before it is read until its
+   pairs take their own (:class:`~daemon.server._pairs.BatchSlot`), so batch bodies in memory
+   are bounded as single ones are, and a batch of ``n`` pairs never needs ``n + 1`` slots.
 2. The document: strict JSON (a single submit's rules), an object with exactly ``pairs``, an
    array of 1 to :data:`MAX_PAIRS` elements; else the whole request is refused
    ``HEADER_INVALID`` (400) and audited once, as a single submit's malformed body is.
@@ -45,7 +46,7 @@ import trio
 
 from daemon.server._http_body import SubmitBody, body_limit, parse_json
 from daemon.server._http_errors import HttpRefusal, error_document
-from daemon.server._pairs import Pair, decide_pairs
+from daemon.server._pairs import BatchSlot, Pair, decide_pairs
 from daemon.server._pipeline import Refused
 from daemon.wire._echo import echo
 from daemon.wire._protocol import MAX_BATCH_PAIRS, ErrorCode, ErrorResponse
@@ -183,9 +184,9 @@ async def submit_batch(
         f"session '{echo(name, 64)}' admits {MAX_PAIRS} pairs of {max_items} items of "
         f"{max_bytes} bytes in total, a batch body of at most {limit} bytes",
     )
-    token = object()  # the body's own server slot, held until the answer (rule 1)
+    slot = BatchSlot(pipeline.capacity)  # the body's own server slot (rule 1)
     try:
-        pipeline.capacity.acquire_on_behalf_of_nowait(token)
+        slot.acquire_nowait()
     except trio.WouldBlock:
         raise HttpRefusal(
             ErrorCode.BUSY, f"{config.max_in_flight} requests in flight; retry later"
@@ -202,9 +203,9 @@ async def submit_batch(
             checked.append((admitted.binding, admitted.items))
         answers = await decide_pairs(pipeline, number, name, checked, requester, peer,
                                      started=started, refusal=_error_document,
-                                     listener="http")  # fmt: skip
+                                     listener="http", slot=slot)  # fmt: skip
     finally:
-        pipeline.capacity.release_on_behalf_of(token)
+        slot.release()
     body = b'{"decisions":[' + b",".join(answers) + b"]}"
     return await front._send(stream, codec.respond(200, body))
 

@@ -28,8 +28,8 @@ Rules (the contract):
    session's per-pair limit, one server slot for the batch — each refusing it with one audited
    ``error``, all before an evidence byte is read; then its evidence, read as a submit's
    (idle deadline, minimum rate, a stall a strike); then its pairs, each through the
-   pipeline's stages (:func:`daemon.server._pairs.decide_pairs`, HTTP's batches' too); then
-   one ``decisions`` answer, the batch's slot held until it is sent.
+   pipeline's stages (:func:`daemon.server._pairs.decide_pairs`, HTTP's batches' too), the
+   batch's slot becoming theirs; then one ``decisions`` answer.
 4. Every ``error`` frame is followed by a half-close and a short bounded drain
    (:func:`daemon.server._fastpath.half_close_and_drain`: bytes are discarded, not buffered),
    then the connection closes, so the client reads the error rather than a reset. A
@@ -60,7 +60,7 @@ from daemon.server._fastpath import (
     send,
     stream_fd,
 )
-from daemon.server._pairs import Pair, decide_pairs
+from daemon.server._pairs import BatchSlot, Pair, decide_pairs
 from daemon.server._peers import PeerLedger
 from daemon.server._pipeline import Pipeline, Refused
 from daemon.server._table import ConnectionTable
@@ -359,7 +359,7 @@ class FrontEnd:
         started = time.perf_counter_ns()
         config, pipeline, peer = self.config, self.pipeline, connection.peer
         name = batch.session
-        token = object()  # the batch's own server slot, held until its answer is sent
+        slot = BatchSlot(pipeline.capacity)  # the batch's own server slot (rule 3)
         try:
             session = pipeline.session_named(name)
             limit = min(session.effective_bytes, config.max_frame_bytes)
@@ -373,7 +373,7 @@ class FrontEnd:
             if pipeline.draining:
                 raise Refused(ErrorCode.SHUTTING_DOWN, "the server is shutting down")
             try:
-                pipeline.capacity.acquire_on_behalf_of_nowait(token)
+                slot.acquire_nowait()
             except trio.WouldBlock:
                 raise Refused(
                     ErrorCode.BUSY, f"{config.max_in_flight} requests in flight; retry later"
@@ -398,10 +398,10 @@ class FrontEnd:
             ]
             answers = await decide_pairs(pipeline, batch.request_id, name, pairs, requester,
                                          peer, started=started, refusal=_error_header,
-                                         listener="evd1")  # fmt: skip
+                                         listener="evd1", slot=slot)  # fmt: skip
             return await send(stream, conn.send_decisions(batch.request_id, answers), fd)
         finally:
-            pipeline.capacity.release_on_behalf_of(token)
+            slot.release()
 
     async def _broken_mid_frame(
         self, stream: trio.abc.Stream, connection: Connection, requester: dict[str, Any]

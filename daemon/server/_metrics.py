@@ -29,6 +29,11 @@ Rules (the contract):
    as ``{"name", "labels", "value"}``, in exposition order. The two views cannot disagree.
 6. The metric names and meanings are documented in ``docs/metrics.md``; a test holds the two
    to each other.
+7. The stage histograms reach the request deadline: their bounds are the ladder's below
+   ``request_deadline``, then the deadline (:func:`latency_buckets`; 1 ms … 30 s by default).
+8. The process's own metrics are ``prometheus_client``'s :class:`ProcessCollector` under the
+   standard names every exporter uses (``process_cpu_seconds_total``,
+   ``process_resident_memory_bytes``, …), so dashboards and alerts written for them work.
 """
 
 from __future__ import annotations
@@ -51,7 +56,7 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from daemon import __version__
 from daemon.wire._protocol import PROTOCOL_VERSION, ErrorCode
 
-__all__ = ["CONTENT_TYPE", "LISTENERS", "OUTCOMES", "STAGES", "ServerMetrics"]
+__all__ = ["CONTENT_TYPE", "LISTENERS", "OUTCOMES", "STAGES", "ServerMetrics", "latency_buckets"]
 
 CONTENT_TYPE: Final = CONTENT_TYPE_PLAIN_0_0_4
 OUTCOMES: Final = ("PASS", "FAIL", "UNKNOWN")
@@ -59,12 +64,22 @@ OUTCOMES: Final = ("PASS", "FAIL", "UNKNOWN")
 #: evaluation, writing the audit line (durably, per the policy), and the whole request.
 STAGES: Final = ("receive", "evaluate", "audit", "total")
 LISTENERS: Final = ("binary", "http")
-#: Stage latencies, seconds: from an inline minimal pair (under a millisecond) to a deadline.
-LATENCY_BUCKETS: Final = (0.001, 0.0025, 0.01, 0.025, 0.1, 0.5, 2.5)
+#: The ladder of stage latency bounds, seconds, from an inline minimal pair (under a
+#: millisecond) up: a server's buckets are its bounds below ``request_deadline``, then the
+#: deadline itself (:func:`latency_buckets`), so an evaluation cut at the deadline is still
+#: in a bucket of its own and only what overran it is above the last.
+LATENCY_LADDER: Final = (0.001, 0.0025, 0.01, 0.025, 0.1, 0.5, 2.5, 10.0, 60.0, 300.0, 1800.0)
+DEFAULT_DEADLINE: Final = 30.0  # [server] request_deadline's default (ServerMetrics made alone)
 #: One group commit's write and fsync, seconds.
 AUDIT_WRITE_BUCKETS: Final = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.25, 1)
 #: Lines per group commit.
 BATCH_BUCKETS: Final = (1, 2, 4, 8, 16, 32, 64, 128, 256, 1024)
+
+
+def latency_buckets(deadline: float) -> tuple[float, ...]:
+    """The stage histograms' bounds for a server whose ``request_deadline`` is ``deadline``:
+    the ladder below it, then it (rule 7)."""
+    return (*(bound for bound in LATENCY_LADDER if bound < deadline), float(deadline))
 
 
 class _Histogram:
@@ -108,8 +123,10 @@ class ServerMetrics:
         audit_pending: Callable[[], float] = lambda: 0,
         counters: Mapping[str, int] | None = None,
         process: bool = True,
+        deadline: float = DEFAULT_DEADLINE,
     ) -> None:
         self.sessions = tuple(sorted(sessions))
+        self.latency_buckets = latency_buckets(deadline)
         self._counters: Mapping[str, int] = counters if counters is not None else {}
         self._in_flight = in_flight
         self._connections = dict(connections or {})
@@ -121,9 +138,7 @@ class ServerMetrics:
         self._decisions = {(s, o): 0 for s in self.sessions for o in OUTCOMES}
         self._codes = tuple(code.name for code in ErrorCode)
         self._received = dict.fromkeys(self.sessions, 0)
-        self._stages = {
-            session: tuple(_Histogram(LATENCY_BUCKETS) for _ in STAGES) for session in self.sessions
-        }
+        self._stages = {session: self._new_stages() for session in self.sessions}
         self._audit_write = _Histogram(AUDIT_WRITE_BUCKETS)
         self._audit_batch = _Histogram(BATCH_BUCKETS)
         self._build = {
@@ -133,19 +148,19 @@ class ServerMetrics:
         }
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self)
-        if process:
-            ProcessCollector(namespace="evidenced", registry=self.registry)
+        if process:  # the standard process_* names (rule 8)
+            ProcessCollector(namespace="", registry=self.registry)
 
     def set_sessions(self, sessions: Iterable[str]) -> None:
         """The hosted sessions are now ``sessions`` (a reload; rules 2-3)."""
         names = tuple(sorted(sessions))
         self._decisions = {(s, o): self._decisions.get((s, o), 0) for s in names for o in OUTCOMES}
         self._received = {s: self._received.get(s, 0) for s in names}
-        self._stages = {
-            s: self._stages.get(s) or tuple(_Histogram(LATENCY_BUCKETS) for _ in STAGES)
-            for s in names
-        }
+        self._stages = {s: self._stages.get(s) or self._new_stages() for s in names}
         self.sessions = names
+
+    def _new_stages(self) -> tuple[_Histogram, ...]:
+        return tuple(_Histogram(self.latency_buckets) for _ in STAGES)
 
     # -- the request path (rule 4)
 
@@ -245,7 +260,7 @@ class ServerMetrics:
             "evaluate, audit (line durable), total.",
             labels=["session", "stage"],
         )
-        names = _bucket_names(LATENCY_BUCKETS)
+        names = _bucket_names(self.latency_buckets)
         for session, histograms in self._stages.items():
             for stage, histogram in zip(STAGES, histograms, strict=True):
                 stages.add_metric([session, stage], histogram.buckets(names), histogram.total)

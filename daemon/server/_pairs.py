@@ -24,6 +24,11 @@ Rules (the contract):
 5. A decision's answer is its header, canonical (:func:`~daemon.wire._protocol.encode_header`);
    a refusal's is what the front end's ``refusal`` makes of it (HTTP: its error document;
    EVD1: the ``error`` header).
+6. A batch holds one server slot (:class:`BatchSlot`) from before its evidence is read; it
+   becomes its pairs' slots: :func:`decide_pairs` releases it right before the pairs take
+   their own, so a batch of ``n`` pairs holds at most ``n`` slots, never ``n + 1`` (under
+   ``max_in_flight = 64`` a batch of 64 is decided whole, not 63 and a ``BUSY``). The front
+   end releases it (once, whichever comes first) when the batch ends before that.
 """
 
 from __future__ import annotations
@@ -38,10 +43,30 @@ from daemon.wire import _logs as logs
 from daemon.wire._echo import echo
 from daemon.wire._protocol import Decision, ErrorCode, ErrorResponse, Submit, encode_header
 
-__all__ = ["Pair", "PairTransport", "decide_pairs"]
+__all__ = ["BatchSlot", "Pair", "PairTransport", "decide_pairs"]
 
 #: One pair of a batch: (the binding's wire form, its items), or the front end's refusal of it.
 Pair = tuple[dict[str, Any], tuple[bytes, ...]] | Refused
+
+
+class BatchSlot:
+    """A batch's own server slot (rule 6): :meth:`acquire_nowait` (``trio.WouldBlock`` when
+    none is free), released exactly once by :meth:`release`."""
+
+    __slots__ = ("capacity", "held")
+
+    def __init__(self, capacity: trio.CapacityLimiter) -> None:
+        self.capacity = capacity
+        self.held = False
+
+    def acquire_nowait(self) -> None:
+        self.capacity.acquire_on_behalf_of_nowait(self)
+        self.held = True
+
+    def release(self) -> None:
+        if self.held:
+            self.held = False
+            self.capacity.release_on_behalf_of(self)
 
 
 class PairTransport:
@@ -81,9 +106,12 @@ async def decide_pairs(
     started: int,
     refusal: Callable[[ErrorResponse], bytes],
     listener: str,
+    slot: BatchSlot,
 ) -> list[bytes]:
-    """Every pair's answer, in order (module rules)."""
+    """Every pair's answer, in order (module rules); ``slot``: the batch's, released as its
+    pairs take theirs (rule 6)."""
     transports: list[PairTransport] = []
+    slot.release()
     async with trio.open_nursery() as nursery:
         for pair in pairs:
             if isinstance(pair, Refused):

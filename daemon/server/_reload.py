@@ -151,8 +151,10 @@ class Reloader:
     (:mod:`daemon.server._service`) runs it and calls :meth:`request` on SIGHUP.
 
     ``load`` returns the new :class:`DaemonConfig` and its :class:`ServerConfig` with the
-    command line's overrides applied (``ConfigError`` when invalid); ``say`` writes one stderr
-    line; ``notify`` is the service manager's (``sd_notify``); ``record``: write the
+    command line's overrides applied (``ConfigError`` when invalid); ``say(level, status,
+    line)`` writes the ``config_reload`` event: ``info`` for an ``APPLIED`` reload,
+    ``warning`` for a ``REFUSED`` one, ``error`` when its audit line could not be written;
+    ``notify`` is the service manager's (``sd_notify``); ``record``: write the
     ``config_reload`` line (rule 6)."""
 
     def __init__(
@@ -161,7 +163,7 @@ class Reloader:
         load: Callable[[], tuple[DaemonConfig, ServerConfig]],
         *,
         source: str,
-        say: Callable[[str], None],
+        say: Callable[[str, str, str], None],
         notify: Callable[[str], object],
         record: bool = True,
         report: Callable[[int, str, str | None], Awaitable[object]] | None = None,
@@ -216,7 +218,11 @@ class Reloader:
             generation = await self._prepare()
         except (ConfigError, ReloadRefused) as error:
             self.refused += 1
-            self.say(f"SIGHUP: configuration not reloaded, the old one keeps serving: {error}")
+            self.say(
+                "warning",
+                "REFUSED",
+                f"SIGHUP: configuration not reloaded, the old one keeps serving: {error}",
+            )
             if self.record:
                 await self._record(status="REFUSED", reason=str(error))
             await self._report("REFUSED", str(error))
@@ -225,8 +231,10 @@ class Reloader:
         self._apply(generation, target)
         server = self.server
         self.say(
+            "info",
+            "APPLIED",
             f"SIGHUP: configuration reloaded from {generation.config.source}: "
-            f"{sorted(server.sessions)}"
+            f"{sorted(server.sessions)}",
         )
         if self.record:
             await self._record(status="APPLIED", **reload_fields(generation.sessions))
@@ -325,4 +333,4 @@ class Reloader:
         try:
             await audit.record("config_reload", source=self.source, **fields)
         except Exception as error:  # the audit log's own fault handling reports it
-            self.say(f"config_reload not recorded: {error}")
+            self.say("error", str(fields.get("status")), f"config_reload not recorded: {error}")

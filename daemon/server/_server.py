@@ -189,6 +189,7 @@ class Server:
             connections={"binary": self._binary_connections, "http": self._http_connections},
             audit_pending=lambda: self.audit.pending if self.audit is not None else 0,
             counters=self.counters,
+            deadline=config.request_deadline,
         )
 
     # -- introspection

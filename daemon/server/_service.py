@@ -71,9 +71,9 @@ def _ignore(state: str) -> None:
     """No service manager to tell."""
 
 
-def _say(line: str) -> None:
-    """A reload's message, as the ``config_reload`` event (docs/operations.md)."""
-    logs.info("config_reload", line)
+def _say(level: str, status: str, line: str) -> None:
+    """A reload's message, as the ``config_reload`` event at ``level`` (docs/operations.md)."""
+    logs.log(level, "config_reload", line, status=status)
 
 
 @attrs.frozen
@@ -84,7 +84,7 @@ class ServiceHooks:
     watchdog: float | None = None
     load: Callable[[], tuple[DaemonConfig, ServerConfig]] | None = None
     source: str = ""
-    say: Callable[[str], None] = _say
+    say: Callable[[str, str, str], None] = _say
 
     @classmethod
     def from_environment(
@@ -92,7 +92,7 @@ class ServiceHooks:
         *,
         load: Callable[[], tuple[DaemonConfig, ServerConfig]] | None = None,
         source: str = "",
-        say: Callable[[str], None] = _say,
+        say: Callable[[str, str, str], None] = _say,
     ) -> ServiceHooks:
         """systemd's hooks: ``sd_notify`` and the watchdog of ``WATCHDOG_USEC``."""
         return cls(systemd.notify, systemd.watchdog_interval(), load, source, say)
@@ -255,7 +255,9 @@ def _worker_main(
         server.inherited_http = list(bound.http)
         hooks = ServiceHooks(
             load=load,
-            say=lambda line: logs.info("config_reload", f"worker {index}: {line}", worker=index),
+            say=lambda level, status, line: logs.log(
+                level, "config_reload", f"worker {index}: {line}", worker=index, status=status
+            ),
         )
 
         async def run() -> None:

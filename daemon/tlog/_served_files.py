@@ -37,10 +37,16 @@ Rules (the contract):
    keeps its slot until its system call returns, so at most :data:`READ_SLOTS` threads are
    ever stuck, and a stuck read never delays signing, decisions or a stop (cancellation never
    waits for it). A ``served_file_stuck`` warning says so, at most once a minute.
+7. Writes walk the same way (:func:`open_parent`): a file the daemon writes under a root (a
+   tile, a bundle, the checkpoint) is created in the directory reached by rule 2's walk —
+   missing components made there, never through a link — by a temporary name opened
+   ``O_CREAT | O_EXCL | O_NOFOLLOW`` and renamed over the name within that directory, so a
+   link planted at a tile or a tile directory can never send a write outside the root.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -66,6 +72,7 @@ __all__ = [
     "ReadsStuck",
     "kind_of",
     "open_directory",
+    "open_parent",
     "open_regular",
     "open_under",
     "read_regular",
@@ -207,19 +214,44 @@ def open_regular(parent: int, name: str, where: str | None = None) -> int:
     return fd
 
 
+def _walk(root: Path, parts: list[str], *, create: bool) -> int:
+    """Rule 2: a descriptor of directory ``root/parts…``, every component below ``root``
+    opened without following a link (``create``: a missing one is made first, rule 7). The
+    caller closes it."""
+    if create:
+        root.mkdir(parents=True, exist_ok=True)  # the root's own path is the operator's
+    current = os.open(root, _DIRECTORY_FLAGS & ~os.O_NOFOLLOW)
+    try:
+        for index, part in enumerate(parts):
+            if create:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, 0o755, dir_fd=current)
+            following = open_directory(current, part, "/".join(parts[: index + 1]))
+            os.close(current)
+            current = following
+    except BaseException:
+        os.close(current)
+        raise
+    return current
+
+
 def open_under(root: Path, relative: str) -> int:
     """Rules 1–3: a descriptor of regular file ``root/relative``, walked without following
     a link below ``root``. The caller closes it."""
     parts = _components(relative)
-    current = os.open(root, _DIRECTORY_FLAGS & ~os.O_NOFOLLOW)
+    directory = _walk(root, parts[:-1], create=False)
     try:
-        for index, part in enumerate(parts[:-1]):
-            following = open_directory(current, part, "/".join(parts[: index + 1]))
-            os.close(current)
-            current = following
-        return open_regular(current, parts[-1], relative)
+        return open_regular(directory, parts[-1], relative)
     finally:
-        os.close(current)
+        os.close(directory)
+
+
+def open_parent(root: Path, relative: str) -> tuple[int, str]:
+    """Rule 7: ``(a descriptor of the directory that holds root/relative, the file's name)``,
+    the directories walked without following a link and made where missing. The caller
+    creates the file relative to the descriptor (``O_NOFOLLOW``) and closes it."""
+    parts = _components(relative)
+    return _walk(root, parts[:-1], create=True), parts[-1]
 
 
 def read_regular(root: Path, relative: str, limit: int) -> bytes:

@@ -32,6 +32,8 @@ Rules (the contract):
 from __future__ import annotations
 
 import collections
+import contextlib
+import errno
 import hashlib
 import itertools
 import os
@@ -41,7 +43,7 @@ from pathlib import Path
 from typing import Final
 
 from daemon.tlog._merkle import HASH_SIZE, reduce_perfect, root_from_perfect_subtrees
-from daemon.tlog._served_files import NotServed, read_regular
+from daemon.tlog._served_files import NotServed, open_parent, read_regular
 from daemon.wire._errors import PeerError
 
 TILE_HEIGHT: Final = 8
@@ -258,28 +260,37 @@ class TileDirectory:
     def write_atomic(
         self, relative: str, data: bytes, *, sync: bool, sync_directory: bool = True
     ) -> Path:
-        """Write ``root/relative`` by temporary file and ``rename``; with ``sync`` the file is
-        ``fsync``-ed before the rename and, with ``sync_directory``, its directory after."""
-        target = self.root / relative
-        parent = target.parent
-        parent.mkdir(parents=True, exist_ok=True)
-        temporary = parent / f".{target.name}.tmp-{os.getpid()}-{next(self._counter)}"
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        """Write ``root/relative`` by temporary file and ``rename`` within its directory,
+        walked without following a link (:mod:`daemon.tlog._served_files` rule 7: a link
+        planted on the way is :class:`NotServed`, an ``OSError`` here, and nothing is
+        written); with ``sync`` the file is ``fsync``-ed before the rename and, with
+        ``sync_directory``, its directory after."""
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            if sync:
-                os.fsync(fd)
-        except BaseException:
+            directory, name = open_parent(self.root, relative)
+        except NotServed as refused:
+            raise OSError(errno.ELOOP, f"{self.root}: {refused}") from None
+        try:
+            temporary = f".{name}.tmp-{os.getpid()}-{next(self._counter)}"
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            fd = os.open(temporary, flags, 0o644, dir_fd=directory)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                if sync:
+                    os.fsync(fd)
+            except BaseException:
+                os.close(fd)
+                with contextlib.suppress(OSError):
+                    os.unlink(temporary, dir_fd=directory)
+                raise
             os.close(fd)
-            temporary.unlink(missing_ok=True)
-            raise
-        os.close(fd)
-        os.replace(temporary, target)
-        if sync and sync_directory:
-            fsync_directory(parent)
-        return target
+            os.replace(temporary, name, src_dir_fd=directory, dst_dir_fd=directory)
+            if sync and sync_directory:
+                os.fsync(directory)
+        finally:
+            os.close(directory)
+        return self.root / relative
 
     def write_tile(
         self, level: int | str, index: int, data: bytes, *, width: int = TILE_WIDTH, sync: bool

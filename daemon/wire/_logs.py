@@ -9,8 +9,9 @@ Rules:
 2. **Two renderings.** ``json``: one JSON object per line, keys sorted, any value JSON cannot
    hold written as its ``str``. ``console``: structlog's ``ConsoleRenderer`` (timestamp,
    level, ``[evidenced]``, the message, then ``key=value`` fields including ``event=``);
-   colours only when stderr is a terminal; a control character in a value is escaped, so a
-   peer's text can never forge a second line.
+   colours only when stderr is a terminal and ``$NO_COLOR`` is unset or empty
+   (https://no-color.org); a control character in a value is escaped, so a peer's text can
+   never forge a second line.
 3. **Which rendering.** :func:`configure`'s ``format`` beats ``$EVIDENCED_LOG_FORMAT``, which
    beats ``$JOURNAL_STREAM`` (set by systemd for a service whose stderr is the journal, and
    honoured only while stderr is still that stream: ``json``); otherwise ``console``. The
@@ -127,7 +128,7 @@ def _build() -> Any:
         processors.append(structlog.processors.JSONRenderer(sort_keys=True, default=str))
     else:
         try:
-            colors = sys.stderr.isatty()
+            colors = sys.stderr.isatty() and not os.environ.get("NO_COLOR")
         except (AttributeError, ValueError):
             colors = False
         processors += [

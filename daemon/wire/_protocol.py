@@ -36,6 +36,20 @@ Rules (the contract):
    :meth:`ServerConnection.send_decisions` builds its frame from those objects already encoded
    (canonical, :func:`encode_header`), byte-identical to ``send(Decisions(...))`` without
    encoding them again. An ``error`` element is an answer, not the connection's last frame.
+6. The header bound follows from the batch bound. A batch carries up to
+   :data:`MAX_BATCH_PAIRS` pairs, each a single submit's ``binding`` and ``items``, so its
+   header's bound is :func:`batch_header_bytes`: ``MAX_BATCH_PAIRS × max_header_bytes`` (4 MiB
+   for the default 64 KiB). Every batch whose pairs would each fit a ``submit`` header of
+   ``max_header_bytes`` (same ``request_id`` and ``session``) fits it: each pair's element is
+   its submit header less ``,"kind":"submit","request_id":R,"session":"S"`` (43 bytes and
+   ``R`` and ``S``), and the batch's envelope costs 60 bytes and ``R`` and ``S`` once, plus a
+   comma per pair, so ``n`` pairs take at most the sum of their submit headers (one pair: 18
+   bytes more). Every other header keeps ``max_header_bytes``. Since keys are sorted
+   (canonical), a valid batch header begins with :data:`BATCH_HEADER_START`; a server
+   connection past its ``hello`` admits a declared length above ``max_header_bytes`` (up to
+   the batch bound), reads only those first bytes of it, and refuses a header that is no
+   batch's ``HEADER_TOO_LARGE`` right there; before its ``hello`` the bound is
+   ``max_header_bytes`` (only ``hello`` may come then).
 """
 
 from __future__ import annotations
@@ -92,6 +106,7 @@ from daemon.wire._records import (
 )
 
 __all__ = [
+    "BATCH_HEADER_START",
     "CLOSED",
     "DEFAULT_MAX_FRAME_BYTES",
     "DEFAULT_MAX_HEADER_BYTES",
@@ -138,6 +153,7 @@ __all__ = [
     "Submit",
     "SubmitBatch",
     "Token",
+    "batch_header_bytes",
     "decode_header",
     "encode_frame",
     "encode_header",
@@ -152,6 +168,17 @@ class NeedData:
 class Closed:
     def __repr__(self) -> str:
         return "CLOSED"
+
+
+#: The first bytes of every valid ``submit_batch`` header (module rule 6): canonical keys
+#: are sorted, and ``kind`` sorts before ``pairs``, ``request_id`` and ``session``.
+BATCH_HEADER_START: Final = b'{"kind":"submit_batch",'
+
+
+def batch_header_bytes(max_header_bytes: int) -> int:
+    """The bound on a ``submit_batch`` header (module rule 6): :data:`MAX_BATCH_PAIRS` pairs,
+    each within a single submit's header bound."""
+    return MAX_BATCH_PAIRS * max_header_bytes
 
 
 #: ``next_event()`` needs more bytes before it can produce an event.
@@ -170,6 +197,7 @@ class State(enum.Enum):
     state                   input                                       next state
     ======================  ==========================================  =================
     PREFIX                  8 prefix bytes, magic ok, length <= cap     HEADER
+                            (past ``hello``: the batch bound, rule 6)
     PREFIX                  EOF with no byte buffered                   CLOSED
     HEADER                  header bytes, valid, no evidence declared   PREFIX
     HEADER                  valid ``submit`` header                     AWAIT_VERDICT
@@ -197,12 +225,17 @@ class _FrameReader:
     ) -> None:
         self.max_header_bytes = max_header_bytes
         self.batches = batches
+        #: Whether a header above ``max_header_bytes`` may be a batch's (module rule 6): a
+        #: server connection turns it on once its ``hello`` is through.
+        self.batch_headers = False
         self.max_frame_bytes = max_frame_bytes
         self.max_items = max_items
         self.state = State.PREFIX
         self._buffer = bytearray()
         self._eof = False
         self._header_size = 0
+        self._header_bound = max_header_bytes
+        self._unchecked_start = False  # a long header whose first bytes are not read yet
         self._item_sizes: tuple[int, ...] = ()
         self._payload_size = 0
 
@@ -223,7 +256,8 @@ class _FrameReader:
         if self.state is State.PREFIX:
             return max(0, PREFIX_SIZE - len(self._buffer))
         if self.state is State.HEADER:
-            return max(0, self._header_size - len(self._buffer))
+            wanted = len(BATCH_HEADER_START) if self._unchecked_start else self._header_size
+            return max(0, wanted - len(self._buffer))
         if self.state is State.PAYLOAD:
             return max(0, self._payload_size - len(self._buffer))
         return 0
@@ -246,15 +280,32 @@ class _FrameReader:
             if bytes(self._buffer[:4]) != MAGIC:
                 raise self._fail(ErrorCode.BAD_MAGIC)
             (size,) = struct.unpack(">I", self._buffer[4:PREFIX_SIZE])
-            if size > self.max_header_bytes:
+            bound = self.max_header_bytes
+            if self.batch_headers and size > max(bound, len(BATCH_HEADER_START) - 1):
+                bound = batch_header_bytes(bound)  # only a batch's (rule 6)
+            if size > bound:
                 raise self._fail(
-                    ErrorCode.HEADER_TOO_LARGE,
-                    f"declared header of {size} bytes exceeds {self.max_header_bytes}",
+                    ErrorCode.HEADER_TOO_LARGE, f"declared header of {size} bytes exceeds {bound}"
                 )
             del self._buffer[:PREFIX_SIZE]
-            self._header_size = size
+            self._header_size, self._header_bound = size, bound
+            self._unchecked_start = size > self.max_header_bytes
             self.state = State.HEADER
         if self.state is State.HEADER:
+            if self._unchecked_start:
+                start = bytes(self._buffer[: len(BATCH_HEADER_START)])
+                if start != BATCH_HEADER_START[: len(start)]:
+                    raise self._fail(
+                        ErrorCode.HEADER_TOO_LARGE,
+                        f"declared header of {self._header_size} bytes exceeds "
+                        f"{self.max_header_bytes}; only a submit_batch header may be longer "
+                        f"(up to {self._header_bound})",
+                    )
+                if len(start) < len(BATCH_HEADER_START):
+                    if self._eof:
+                        raise self._fail(ErrorCode.TRUNCATED_FRAME)
+                    return NEED_DATA
+                self._unchecked_start = False
             if len(self._buffer) < self._header_size:
                 if self._eof:
                     raise self._fail(ErrorCode.TRUNCATED_FRAME)
@@ -263,7 +314,7 @@ class _FrameReader:
                 raw = bytes(view[: self._header_size])
             del self._buffer[: self._header_size]
             try:
-                header = decode_header(raw, max_bytes=self.max_header_bytes)
+                header = decode_header(raw, max_bytes=self._header_bound)
                 kind = header.get("kind")
                 if type(kind) is not str:
                     raise ProtocolError(ErrorCode.HEADER_INVALID, "header has no string kind")
@@ -483,7 +534,7 @@ class ServerConnection:
             if kind != Hello.KIND:
                 raise ProtocolError(ErrorCode.HANDSHAKE_REQUIRED)
             hello = Hello.from_header(header)
-            self.handshake_done = True
+            self.handshake_done = self._reader.batch_headers = True
             return hello
         cls = _REQUEST_TYPES.get(kind)
         if cls is None:

@@ -21,11 +21,14 @@ Rules (the contract):
 5. ``render_html`` is one self-contained page (inline CSS, no script, no network fetch): the
    verdict and rule at the top, the SVG, a legend, the certificate steps of the drawn nodes
    (the failing one highlighted) and the checker's report as JSON.
+6. Nothing is clipped and the graph fills the picture: boxes and captions are sized by their
+   text as DejaVu Sans draws it (:func:`mechanism._svg.text_width`, bold where the style makes
+   it bold); a caption wider than the graph (and :data:`_CAPTION_WIDTH`) is wrapped at spaces;
+   the graph is centred under the captions; the HTML page's figure hugs the SVG.
 """
 
 from __future__ import annotations
 
-import html
 import itertools
 import json
 import shutil
@@ -34,6 +37,7 @@ from typing import Any, Final
 
 import attrs
 
+from mechanism._svg import FONT_FAMILY, escape, text_width, wrap
 from mechanism.formation._explain import Explanation
 from mechanism.formation._explain_view import View
 from mechanism.formation._wire import NODE_REFERENCE_FIELDS
@@ -42,11 +46,13 @@ __all__ = ["ENGINES", "render_dot", "render_html", "render_svg"]
 
 ENGINES: Final = ("auto", "dot", "grandalf")
 _DOT_TIMEOUT: Final = 60.0
-_CHAR: Final = 7.2  # px per character at 12 px DejaVu Sans (a generous average)
+_FONT: Final = 12.0  # px, every text of the picture
 _LINE: Final = 16.0
 _PAD: Final = 10.0
 _MARGIN: Final = 16.0
-_CAPTION: Final = 22.0
+_CAPTION: Final = 22.0  # the band of one caption line (its line and the gap to the graph)
+#: A caption wider than the graph is wrapped to the graph's width, or to this at least (rule 6).
+_CAPTION_WIDTH: Final = 400.0
 
 _COLOURS: Final = {
     "typed": ("#e8f3ea", "#4a7c59"),
@@ -66,7 +72,8 @@ class _Box:
 
     @property
     def width(self) -> float:
-        return max(len(line) for line in self.lines) * _CHAR + 2 * _PAD
+        bold = "failing" in self.classes  # .node.failing text is bold (_SVG_STYLE)
+        return max(text_width(line, _FONT, bold=bold) for line in self.lines) + 2 * _PAD
 
     @property
     def height(self) -> float:
@@ -336,10 +343,6 @@ _SVG_STYLE: Final = """
 """
 
 
-def _attr(text: str) -> str:
-    return html.escape(text, quote=True)
-
-
 def _route(points: list[tuple[float, float]], curved: bool) -> str:
     if not points:
         return ""
@@ -359,19 +362,42 @@ def _verdict_line(explanation: Explanation) -> str:
     return text
 
 
+def _captions(view: View, graph_width: float) -> tuple[list[str], list[str], float]:
+    """The verdict's and the summary's lines, wrapped to the graph (rule 6), and the widest."""
+    width = max(graph_width, _CAPTION_WIDTH)
+    verdict = wrap(_verdict_line(view.explanation), width, _FONT, bold=True)
+    summary = wrap(view.summary(), width, _FONT)
+    widest = max(
+        [text_width(line, _FONT, bold=True) for line in verdict]
+        + [text_width(line, _FONT) for line in summary]
+    )
+    return verdict, summary, widest
+
+
+def _caption(kind: str, baseline: float, lines: list[str]) -> str:
+    """A caption's ``<text>``, one ``<tspan>`` a line, the first on ``baseline``."""
+    spans = "".join(
+        f'<tspan x="{_MARGIN}" dy="{0 if n == 0 else _LINE:.0f}">{escape(line)}</tspan>'
+        for n, line in enumerate(lines)
+    )
+    return f'<text class="caption {kind}" x="{_MARGIN}" y="{baseline:.0f}">{spans}</text>'
+
+
 def render_svg(view: View, engine: str = "auto") -> str:
-    """The view as a standalone SVG document (rules 1–3)."""
+    """The view as a standalone SVG document (rules 1–3, 6)."""
     boxes, arrows = _elements(view)
     laid = _layout(boxes, arrows, engine) if boxes else _Layout("none", 0, 0, {}, [], False)
-    top = _MARGIN + _CAPTION
-    captions = (_verdict_line(view.explanation), view.summary())
-    width = max(laid.width, *(len(text) * _CHAR for text in captions)) + 2 * _MARGIN
-    height = laid.height + top + _CAPTION + 2 * _MARGIN
+    verdict, summary, widest = _captions(view, laid.width)
+    content = max(laid.width, widest)
+    width = content + 2 * _MARGIN
+    top = _MARGIN + _CAPTION + _LINE * (len(verdict) - 1)
+    height = top + laid.height + _CAPTION + _LINE * (len(summary) - 1) + _MARGIN
+    left = _MARGIN + (content - laid.width) / 2  # the graph centred under the captions
     out = [
         '<svg xmlns="http://www.w3.org/2000/svg" id="formation-dag" '
         f'data-engine="{laid.engine}" data-nodes="{len(view.shown)}" '
         f'width="{width:.0f}" height="{height:.0f}" viewBox="0 0 {width:.0f} {height:.0f}" '
-        'font-family="DejaVu Sans, Verdana, sans-serif" font-size="12">',
+        f'font-family="{FONT_FAMILY}" font-size="{_FONT:.0f}">',
         f"<style>{_SVG_STYLE}</style>",
         "<defs>",
         '<marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" '
@@ -381,9 +407,8 @@ def render_svg(view: View, engine: str = "auto") -> str:
         'markerHeight="6" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" '
         'fill="#c62828"/></marker>',
         "</defs>",
-        f'<text class="caption verdict" x="{_MARGIN}" y="{_MARGIN + 12}">'
-        f"{_attr(_verdict_line(view.explanation))}</text>",
-        f'<g class="graph" transform="translate({_MARGIN},{top})">',
+        _caption("verdict", _MARGIN + 12, verdict),
+        f'<g class="graph" transform="translate({left:.1f},{top:.1f})">',
         '<g class="edges">',
     ]
     for arrow, points in zip(arrows, laid.routes, strict=True):
@@ -391,7 +416,7 @@ def render_svg(view: View, engine: str = "auto") -> str:
         tail, head = arrow.tail[1:], arrow.head[1:]
         out.append(
             f'<g class="{" ".join(arrow.classes)}" data-tail="{tail}" data-head="{head}">'
-            f"<title>{_attr(f'node {tail} → {arrow.label} → node {head}')}</title>"
+            f"<title>{escape(f'node {tail} → {arrow.label} → node {head}')}</title>"
             f'<path d="{_route(points, laid.curved)}" marker-end="url(#{marker})"/></g>'
         )
     out.append("</g>")
@@ -405,7 +430,7 @@ def render_svg(view: View, engine: str = "auto") -> str:
         else:
             ident = f'id="collapsed-{box.key[1:]}" data-parent="{box.key[1:]}"'
         out.append(f'<g {ident} class="{" ".join(box.classes)}">')
-        out.append(f"<title>{_attr(box.tooltip)}</title>")
+        out.append(f"<title>{escape(box.tooltip)}</title>")
         out.append(
             f'<rect x="{left:.1f}" y="{upper:.1f}" width="{box.width:.1f}" '
             f'height="{box.height:.1f}" rx="6" ry="6"/>'
@@ -413,14 +438,11 @@ def render_svg(view: View, engine: str = "auto") -> str:
         for number, line in enumerate(box.lines):
             baseline = upper + _PAD / 2 + _LINE * (number + 1) - 4
             out.append(
-                f'<text x="{x:.1f}" y="{baseline:.1f}" text-anchor="middle">{_attr(line)}</text>'
+                f'<text x="{x:.1f}" y="{baseline:.1f}" text-anchor="middle">{escape(line)}</text>'
             )
         out.append("</g>")
     out.append("</g></g>")
-    out.append(
-        f'<text class="caption summary" x="{_MARGIN}" y="{height - _MARGIN:.0f}">'
-        f"{_attr(view.summary())}</text>"
-    )
+    out.append(_caption("summary", height - _MARGIN - _LINE * (len(summary) - 1), summary))
     out.append("</svg>")
     return "\n".join(out) + "\n"
 
@@ -437,8 +459,9 @@ h2 { font-size: 16px; margin-top: 28px; }
 .why { font-size: 15px; }
 .spec, .summary { color: #555; }
 code { font-family: "DejaVu Sans Mono", monospace; }
-figure { margin: 16px 0; overflow: auto; border: 1px solid #ddd; padding: 8px; }
-figure svg { max-width: 100%; height: auto; }  /* a large DAG shrinks to fit */
+figure { margin: 16px 0; overflow: auto; border: 1px solid #ddd; padding: 8px;
+  width: fit-content; max-width: calc(100% - 18px); }  /* the box hugs the drawing */
+figure svg { display: block; max-width: 100%; height: auto; }  /* a large DAG shrinks to fit */
 .legend span { display: inline-block; margin-right: 16px; }
 .swatch { display: inline-block; width: 14px; height: 10px; border: 2px solid; margin-right: 4px;
   vertical-align: middle; border-radius: 3px; }
@@ -484,7 +507,7 @@ def _steps_table(view: View) -> str:
         css = "failed" if state == "failed" else ""
         rows.append(
             f'<tr class="{css}" id="step-{index}"><td>{index}</td><td>{step["node"]}</td>'
-            f"<td>{_attr(step['rule'])}</td><td>{_attr(json.dumps(step['premises']))}</td>"
+            f"<td>{escape(step['rule'])}</td><td>{escape(json.dumps(step['premises']))}</td>"
             f"<td>{state}</td></tr>"
         )
     if skipped:
@@ -496,15 +519,15 @@ def render_html(view: View, engine: str = "auto") -> str:
     """One self-contained page (rule 5)."""
     explanation = view.explanation
     report = explanation.report
-    rule = f'<p class="why">{_attr(explanation.why)}</p>' + (
-        f'<p class="spec">Rule: <code>{_attr(explanation.spec)}</code> '
+    rule = f'<p class="why">{escape(explanation.why)}</p>' + (
+        f'<p class="spec">Rule: <code>{escape(explanation.spec)}</code> '
         f"(check step {explanation.stage}; rule <code>{explanation.rule}</code>)</p>"
         if explanation.spec
         else ""
     )
     subject = (
         f'<p class="summary">Subject <code>{report["subject_digest"]}</code>, root node '
-        f"{explanation.root}. {_attr(view.summary()).capitalize()}.</p>"
+        f"{explanation.root}. {escape(view.summary()).capitalize()}.</p>"
         if report["subject_digest"] is not None
         else ""
     )
@@ -513,10 +536,10 @@ def render_html(view: View, engine: str = "auto") -> str:
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>formation explain: {_attr(_verdict_line(explanation))}</title>",
+        f"<title>formation explain: {escape(_verdict_line(explanation))}</title>",
         f"<style>{_PAGE_STYLE}</style></head><body>",
-        f'<header class="{explanation.status}"><h1 id="verdict">{_attr(explanation.status)}'
-        + (f" <code>{_attr(explanation.reason)}</code>" if explanation.reason else "")
+        f'<header class="{explanation.status}"><h1 id="verdict">{escape(explanation.status)}'
+        + (f" <code>{escape(explanation.reason)}</code>" if explanation.reason else "")
         + (f" at node {explanation.index}" if explanation.index is not None else "")
         + f"</h1>{rule}</header>",
         subject,
@@ -524,7 +547,7 @@ def render_html(view: View, engine: str = "auto") -> str:
         "<h2>Certificate steps</h2>",
         _steps_table(view),
         "<h2>Checker report</h2>",
-        f'<pre id="report">{_attr(json.dumps(report, indent=2, sort_keys=True))}</pre>',
+        f'<pre id="report">{escape(json.dumps(report, indent=2, sort_keys=True))}</pre>',
         "</body></html>",
     ]
     return "\n".join(parts) + "\n"

@@ -11,6 +11,7 @@ import pytest
 import testdata
 from headless import Chromium
 
+from mechanism._svg import text_width
 from mechanism.canonical import canonical_bytes
 
 ROOT = testdata.REPO
@@ -111,5 +112,92 @@ def test_a_binding_failure_highlights_no_node_and_says_why(
         assert "binds another subject" in page.evaluate(
             "document.querySelector('.why').textContent"
         )
+    finally:
+        page.close()
+
+
+#: Every text of the drawing, with its box: the element's, the SVG's, and the node box (rect)
+#: around it when it is a node's label.
+_TEXTS = """[...document.querySelectorAll('#formation-dag text')].map(t => {
+  const own = t.getBoundingClientRect();
+  const svg = document.querySelector('#formation-dag').getBoundingClientRect();
+  const rect = t.parentElement.querySelector(':scope > rect');
+  const box = rect ? rect.getBoundingClientRect() : null;
+  return {text: t.textContent, own: [own.left, own.top, own.right, own.bottom],
+          svg: [svg.left, svg.top, svg.right, svg.bottom],
+          box: box && [box.left, box.top, box.right, box.bottom]};
+})"""
+
+
+def _inside(inner: list[float], outer: list[float]) -> bool:
+    return (
+        inner[0] >= outer[0] - 0.5
+        and inner[1] >= outer[1] - 0.5
+        and inner[2] <= outer[2] + 0.5
+        and inner[3] <= outer[3] + 0.5
+    )
+
+
+@pytest.mark.parametrize("layout", ["dot", "grandalf"])
+def test_a_tampered_pair_s_graph_is_not_clipped_and_fills_its_box(
+    browser: Chromium, tmp_path: Path, layout: str
+) -> None:
+    """``formation explain`` of the tampered pair: its title was clipped
+    (``(BINDING_SUBJECT_DIGE``) and the graph used a quarter of its box. At the default size
+    every text is inside the drawing (node labels inside their boxes), and the graph takes a
+    sensible share of the figure that holds it."""
+    page_path = tmp_path / "explain.html"
+    code = _explain(
+        FIXTURES / "tampered.subject.json",
+        FIXTURES / "tampered.certificate.json",
+        page_path,
+        "--layout",
+        layout,
+    )
+    assert code == 1
+    page = browser.new_page()
+    try:
+        page.open(page_path.as_uri())
+        texts = page.evaluate(_TEXTS)
+        assert len(texts) >= 8
+        clipped = [t["text"] for t in texts if not _inside(t["own"], t["svg"])]
+        assert clipped == []
+        overflowing = [t["text"] for t in texts if t["box"] and not _inside(t["own"], t["box"])]
+        assert overflowing == []
+        caption = page.evaluate("document.querySelector('text.verdict').textContent")
+        assert "(BINDING_SUBJECT_DIGEST)" in caption
+        share = page.evaluate(
+            """(() => { const g = document.querySelector('#formation-dag g.graph')
+                   .getBoundingClientRect();
+                 const f = document.querySelector('figure').getBoundingClientRect();
+                 return (g.width * g.height) / (f.width * f.height); })()"""
+        )
+        assert share > 0.35, share  # it was about 0.15: a small graph in a page-wide box
+    finally:
+        page.close()
+
+
+def test_text_is_measured_as_the_browser_draws_it(browser: Chromium, tmp_path: Path) -> None:
+    """The pictures size boxes and margins by ``mechanism._svg.text_width`` (DejaVu Sans's
+    advance widths, kerning left out): each text of a drawing, regular or bold, is never
+    narrower than the browser draws it (so nothing sized by it clips) and at most 5 % wider
+    (kerning only narrows)."""
+    page_path = tmp_path / "explain.html"
+    subject, certificate = _tampered_step(tmp_path, 3)
+    _explain(subject, certificate, page_path, "--layout", "grandalf")
+    page = browser.new_page()
+    try:
+        page.open(page_path.as_uri())
+        drawn = page.evaluate(
+            """[...document.querySelectorAll('#formation-dag text')].flatMap(t =>
+                 (t.children.length ? [...t.children] : [t]).map(e => [e.textContent,
+                   e.getComputedTextLength(),
+                   parseInt(getComputedStyle(e).fontWeight) >= 600,
+                   parseFloat(getComputedStyle(e).fontSize)]))"""
+        )
+        assert any(bold for _, _, bold, _ in drawn) and not all(bold for _, _, bold, _ in drawn)
+        for text, length, bold, size in drawn:
+            measured = text_width(text, size, bold=bold)
+            assert length - 0.5 <= measured <= 1.05 * length + 0.5, (text, measured, length)
     finally:
         page.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +47,7 @@ def test_report_page_loads_cleanly_and_plots_one_point_per_bin(
         restarts = len(result["restarts"])
         assert restarts == 2 and result["totals"]["starts"] == 3  # the first start is none
         # Each time axis carries every restart.
-        assert page.evaluate("document.querySelectorAll('[id^=restart-]').length") == 3 * restarts
+        assert page.evaluate("document.querySelectorAll('line.restart').length") == 3 * restarts
         bars = page.evaluate("document.querySelectorAll('[id^=refusal-code-]').length")
         assert bars == len(result["refusals_by_code"])
         rows = page.evaluate("document.querySelectorAll('#recent-failures tr').length")
@@ -61,6 +62,56 @@ def test_report_page_loads_cleanly_and_plots_one_point_per_bin(
             ".map(s => s.getBoundingClientRect().height)"
         )
         assert len(sizes) == 4 and all(height > 80 for height in sizes)
+    finally:
+        page.close()
+
+
+def test_the_charts_read_as_an_operator_reads_them(browser: Chromium, tmp_path: Path) -> None:
+    """With matplotlib 3.11 the latency ticks showed ``$\\mathdefault{10^{1}}$`` and the
+    charts' left edges did not line up. Read back from the rendered page: latency ticks named
+    in units, time ticks as clock times, count ticks as integers from 0, every plot area's
+    left and right edges the same, every label inside its chart."""
+    log = tmp_path / "audit.jsonl"
+    write_synthetic_log(log, 2500, restart_every=1000)
+    _report(log, tmp_path / "report.html")
+    page = browser.new_page()
+    try:
+        page.open((tmp_path / "report.html").as_uri())
+
+        def texts(selector: str) -> list[str]:
+            return list(
+                page.evaluate(
+                    f"[...document.querySelectorAll({selector!r})].map(t => t.textContent)"
+                )
+            )
+
+        latency = texts("#chart-latency .tick.y text")
+        assert len(latency) >= 2 and all(
+            re.fullmatch(r"\d+(\.\d+)? (µs|ms|s)", text) for text in latency
+        ), latency
+        assert "1 ms" in latency
+        clock = texts("#chart-decisions .tick.x text")
+        assert len(clock) >= 4 and all(re.fullmatch(r"\d\d:\d\d", t) for t in clock), clock
+        for chart in ("decisions", "pressure"):
+            numbers = texts(f"#chart-{chart} .tick.y text")
+            assert numbers[0] == "0" and all(re.fullmatch(r"\d+", t) for t in numbers), numbers
+        assert not [t for t in texts("svg text") if "$" in t or "mathdefault" in t]
+        edges = page.evaluate(
+            "[...document.querySelectorAll('rect.plot-area')]"
+            ".map(r => { const b = r.getBoundingClientRect(); return [b.left, b.right]; })"
+        )
+        assert len(edges) == 4
+        lefts, rights = [e[0] for e in edges], [e[1] for e in edges]
+        assert max(lefts) - min(lefts) < 0.5 and max(rights) - min(rights) < 0.5, edges
+        outside = page.evaluate(
+            """[...document.querySelectorAll('svg.chart')].flatMap(svg => {
+                 const box = svg.getBoundingClientRect();
+                 return [...svg.querySelectorAll('text')].map(t => [t.textContent,
+                   t.getBoundingClientRect()]).filter(([_, b]) => b.left < box.left - 0.5
+                   || b.right > box.right + 0.5 || b.top < box.top - 0.5
+                   || b.bottom > box.bottom + 0.5).map(([text]) => text); })"""
+        )
+        assert outside == []
     finally:
         page.close()
 

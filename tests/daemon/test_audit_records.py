@@ -132,7 +132,7 @@ async def _retaining_daemon_lines(folder: Path) -> Path:
         async with open_client(unix=server.unix_path) as client:
             await client.submit("kept", bytes_binding(b"k"), [b"k"])
         reloader = Reloader(
-            server, load, source="test.toml", say=lambda _: None, notify=lambda _: None
+            server, load, source="test.toml", say=lambda *_: None, notify=lambda _: None
         )
         async with trio.open_nursery() as nursery:
             await nursery.start(reloader.run)

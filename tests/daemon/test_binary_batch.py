@@ -10,18 +10,38 @@ import json
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 import trio
 from daemon_testkit import HELLO, bytes_binding, frame
 from test_server_attacks import bytes_sessions, error_of, raw_answers
 
-from daemon import RejectedError, SubmitResult, SyncClient, open_client, open_server, verify_log
+from daemon import (
+    HostedSession,
+    RejectedError,
+    SubmitResult,
+    SyncClient,
+    open_client,
+    open_server,
+    verify_log,
+)
 from daemon.client._outcomes import check_pair_count
+from daemon.config._http_config import HttpConfig
 from daemon.wire import _protocol
 from daemon.wire._errors import LocalProtocolError
-from daemon.wire._protocol import MAX_BATCH_PAIRS
+from daemon.wire._protocol import (
+    BATCH_HEADER_START,
+    DEFAULT_MAX_HEADER_BYTES,
+    MAX_BATCH_PAIRS,
+    ErrorCode,
+    ProtocolError,
+    batch_header_bytes,
+    encode_header,
+)
+from mechanism.formation import FormationPathCertificateMechanism, formation_binding
 
 BOUND = 4096  # the test session's evidence bytes per pair
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "formation"
 
 
 @pytest.fixture
@@ -221,6 +241,64 @@ async def test_a_64_pair_batch_waits_for_fewer_fsyncs_than_pairs(config: dict[st
     assert 1 <= after["fsyncs"] - before["fsyncs"] < MAX_BATCH_PAIRS
 
 
+def _formation_pair() -> tuple[dict[str, Any], list[bytes]]:
+    """The fixtures' atom pair and its honest binding: about 1.1 KB of ``submit_batch``
+    header per pair, so 64 of them are more than the 64 KiB of a single header."""
+    subject = (FIXTURES / "atom.subject.json").read_bytes()
+    certificate = (FIXTURES / "atom.certificate.json").read_bytes()
+    digest = FormationPathCertificateMechanism().mechanism_digest
+    binding = formation_binding(subject, certificate, mechanism_digest=digest)
+    return binding.to_dict(), [subject, certificate]
+
+
+@pytest.mark.parametrize("front", ["evd1", "http"])
+async def test_64_real_pairs_are_one_batch_on_either_front_end(
+    config: dict[str, Any], front: str
+) -> None:
+    """The documented batch of 64 pairs failed whole over EVD1 (``HEADER_TOO_LARGE: declared
+    header of 66490 bytes exceeds 65536``): the header cap of a single submit applied to the
+    batch. The batch's header bound is now 64 times it (``batch_header_bytes``)."""
+    pairs = [_formation_pair()] * MAX_BATCH_PAIRS
+    request = _protocol.SubmitBatch(
+        1, "formation", tuple(_protocol.BatchPair(b, (len(i[0]), len(i[1]))) for b, i in pairs)
+    )
+    header = len(encode_header(request.to_header()))
+    assert DEFAULT_MAX_HEADER_BYTES < header <= batch_header_bytes(DEFAULT_MAX_HEADER_BYTES)
+    formation = [HostedSession("formation", (FormationPathCertificateMechanism(),))]
+    async with open_server(formation, **config, http=HttpConfig(listen=("127.0.0.1", 0))) as server:
+        host, port = server.http_address or ("", 0)
+        target: dict[str, Any] = (
+            {"unix": server.unix_path} if front == "evd1" else {"url": f"http://{host}:{port}"}
+        )
+        async with open_client(target.pop("url", None), **target) as client:
+            results = await client.submit_batch("formation", pairs)
+    assert [getattr(r, "outcome", r) for r in results] == ["PASS"] * MAX_BATCH_PAIRS
+    decisions = [line for line in _records(config) if line["event"] == "decision"]
+    assert len(decisions) == MAX_BATCH_PAIRS and len({d["request_id"] for d in decisions}) == 1
+
+
+@pytest.mark.parametrize("front", ["evd1", "http"])
+async def test_a_batch_as_large_as_max_in_flight_is_decided_whole(
+    config: dict[str, Any], front: str
+) -> None:
+    """With ``max_in_flight = 64`` (batches "at or under those caps", as the docs advise) a
+    batch of 64 got 63 decisions and one ``BUSY``: the batch's own slot was held beside its
+    pairs' slots. It now becomes theirs. Four here, the cap four."""
+    pairs = [_pair(bytes([n]) * 8) for n in range(4)]
+    caps: dict[str, Any] = {"max_in_flight": 4, "max_in_flight_per_peer": 4}
+    async with open_server(
+        _sessions(), **config, **caps, http=HttpConfig(listen=("127.0.0.1", 0))
+    ) as server:
+        host, port = server.http_address or ("", 0)
+        url = None if front == "evd1" else f"http://{host}:{port}"
+        async with open_client(url, unix=server.unix_path if url is None else None) as client:
+            results = await client.submit_batch("bytes", pairs)
+            again = await client.submit_batch("bytes", pairs)  # every slot was given back
+            health = await client.health()
+    assert [getattr(r, "outcome", r) for r in results + again] == ["PASS"] * 8
+    assert health["in_flight"] == 0
+
+
 async def test_the_sync_client_sends_a_batch(config: dict[str, Any]) -> None:
     async with open_server(_sessions(), **config) as server:
         client = SyncClient(unix=server.unix_path)
@@ -298,3 +376,82 @@ def test_a_client_refuses_evidence_that_does_not_match_the_batchs_sizes() -> Non
     batch = _protocol.SubmitBatch(1, "bytes", (_protocol.BatchPair({}, (2,)),))
     with pytest.raises(ValueError, match="declared item sizes"):
         client.send(batch, (b"abc",))
+
+
+def _sized_header(size: int) -> bytes:
+    """A canonical ``submit_batch`` header of exactly ``size`` bytes (its session name
+    padded), as a frame's prefix and header."""
+    batch = _protocol.SubmitBatch(1, "", (_protocol.BatchPair({}, (1,)),))
+    short = encode_header(batch.to_header())
+    padded = encode_header(attrs.evolve(batch, session="s" * (size - len(short))).to_header())
+    assert len(padded) == size and padded.startswith(BATCH_HEADER_START)
+    return _protocol.MAGIC + len(padded).to_bytes(4, "big") + padded
+
+
+def test_a_batch_header_at_its_derived_bound_is_read_and_one_byte_over_is_refused_unread() -> None:
+    """``max_header_bytes`` 1,024: a batch header of 64 × 1,024 bytes is a batch; one of a
+    byte more is refused on its prefix, before a header byte is read."""
+    bound = batch_header_bytes(1024)
+    assert bound == MAX_BATCH_PAIRS * 1024
+    server = _protocol.ServerConnection(max_header_bytes=1024)
+    server.receive_data(_protocol.ClientConnection.send(_protocol.Hello((1,), "t")))
+    assert isinstance(server.next_event(), _protocol.Hello)
+    server.receive_data(_sized_header(bound))
+    batch = server.next_event()
+    assert isinstance(batch, _protocol.SubmitBatch) and len(batch.session) > 60_000
+    server.accept_evidence()
+    server.receive_data(b"x")
+    assert server.next_event() == _protocol.BatchEvidence(1, ((b"x",),))
+    over = _sized_header(bound + 1)
+    server.receive_data(over[:8])  # the prefix only
+    with pytest.raises(ProtocolError) as refused:
+        server.next_event()
+    assert refused.value.code is ErrorCode.HEADER_TOO_LARGE
+    assert str(bound + 1) in (refused.value.message or "")
+
+
+def test_a_long_header_that_is_no_batch_is_refused_after_its_first_bytes() -> None:
+    """Only a batch's header may be longer than ``max_header_bytes``; the server reads the
+    few bytes that say whether it is one (sorted keys: ``{"kind":"submit_batch",``) and
+    refuses any other there, never buffering the rest."""
+    server = _protocol.ServerConnection(max_header_bytes=1024)
+    server.receive_data(_protocol.ClientConnection.send(_protocol.Hello((1,), "t")))
+    server.next_event()
+    header = encode_header({"kind": "list", "pad": "x" * 5000, "request_id": 1})
+    server.receive_data(_protocol.MAGIC + len(header).to_bytes(4, "big"))
+    assert server.next_event() is _protocol.NEED_DATA
+    assert server.bytes_wanted() == len(BATCH_HEADER_START)  # not the 5 KB it declared
+    server.receive_data(header[:10])  # '{"kind":"' then 'l': no batch
+    with pytest.raises(ProtocolError) as refused:
+        server.next_event()
+    assert refused.value.code is ErrorCode.HEADER_TOO_LARGE
+    assert "only a submit_batch header may be longer" in (refused.value.message or "")
+
+
+def test_before_its_hello_a_connection_gets_no_long_header() -> None:
+    server = _protocol.ServerConnection(max_header_bytes=1024)
+    server.receive_data(_sized_header(2048)[:8])
+    with pytest.raises(ProtocolError) as refused:
+        server.next_event()
+    assert refused.value.code is ErrorCode.HEADER_TOO_LARGE
+
+
+@pytest.mark.parametrize("count", [1, 2, MAX_BATCH_PAIRS])
+@pytest.mark.parametrize(("request_id", "session"), [(1, "s"), (2**53, "a-long-session-name")])
+def test_pairs_that_fit_single_submits_fit_the_batch_bound(
+    count: int, request_id: int, session: str
+) -> None:
+    """The formula's reason (``daemon/wire/_protocol.py`` rule 6): a batch header is at most
+    the sum of its pairs' submit headers (one pair: 18 bytes more), so pairs that each fit
+    ``max_header_bytes`` as a submit fit 64 × it as a batch."""
+    pairs = [_pair(bytes([n]) * (n + 1)) for n in range(count)]
+    singles = [
+        len(encode_header(_protocol.Submit(request_id, session, b, (len(i[0]),)).to_header()))
+        for b, i in pairs
+    ]
+    batch = _protocol.SubmitBatch(
+        request_id, session, tuple(_protocol.BatchPair(b, (len(i[0]),)) for b, i in pairs)
+    )
+    size = len(encode_header(batch.to_header()))
+    assert size <= sum(singles) + (18 if count == 1 else 0)
+    assert size <= batch_header_bytes(max(singles))

@@ -18,21 +18,34 @@ The rules of a runnable block:
   ``docs/client.md``'s run against a daemon of their own that admits at most four requests at
   once (``max_in_flight = 4``), so that a batch of eight pairs meets ``BUSY`` answers and the
   client's retry of them is shown, deterministically;
-* ``evidenced``, ``curl`` and ``jq`` are the real ones (the tests skip without curl or jq).
+* ``evidenced``, ``curl``, ``jq`` and ``openssl`` are the real ones (the tests skip without curl
+  or jq; a file whose blocks call ``openssl`` skips without it);
+* a block may start a daemon of its own (``docs/http.md``'s TLS example does, on ports ``:0``,
+  reading them from its JSON line) and must stop it (a ``trap … EXIT``).
+
+The Kubernetes probes of ``docs/http.md`` (its ```` ```yaml ```` blocks with ``httpGet``) and of
+``packaging/kubernetes/deployment.yaml`` are sent as the kubelet sends them (``scheme`` HTTP by
+default; HTTPS without checking the certificate; success is a status from 200 to 399): a probe
+with ``scheme: HTTPS`` to a TLS listener, one without to a plain listener.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import re
 import shutil
+import ssl
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import trustme
+import yaml  # type: ignore[import-untyped]  # PyYAML, with kubernetes-validate
 from http_testkit import CONFIG, CURL, LiveDaemon
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -123,6 +136,8 @@ def test_the_runner_finds_the_runnable_blocks() -> None:
 @pytest.mark.parametrize("path", FILES, ids=[path.name for path in FILES])
 def test_the_runnable_blocks_of_a_doc_run(daemon: LiveDaemon, path: Path) -> None:
     script = "\n".join(runnable_blocks(path))
+    if re.search(r"^\s*openssl\b", script, re.MULTILINE) and shutil.which("openssl") is None:
+        pytest.skip(f"{path.name}'s blocks run openssl, which is not installed")
     done = run_bash(script, daemon)
     assert done.returncode == 0, f"{path.name}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
 
@@ -194,3 +209,92 @@ def run_bash(script: str, daemon: LiveDaemon) -> subprocess.CompletedProcess[str
         env=env,
         timeout=120,
     )
+
+
+# --------------------------------------------------------------------------- Kubernetes probes
+
+YAML = re.compile(r"^```yaml[ \t]*\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
+DOC_PORT = 7434
+
+
+def doc_probes() -> list[dict[str, Any]]:
+    """Every ``httpGet`` probe of docs/http.md's YAML blocks."""
+    probes = []
+    for block in YAML.findall((ROOT / "docs" / "http.md").read_text("utf-8")):
+        document = yaml.safe_load(block)
+        if isinstance(document, dict):
+            probes += [v["httpGet"] for v in document.values() if "httpGet" in v]
+    return probes
+
+
+def manifest_probes() -> list[dict[str, Any]]:
+    """The ``httpGet`` probes of the packaged Deployment, their named port resolved."""
+    text = (ROOT / "packaging" / "kubernetes" / "deployment.yaml").read_text("utf-8")
+    (deployment,) = list(yaml.safe_load_all(text))
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    ports = {port["name"]: port["containerPort"] for port in container["ports"]}
+    found = []
+    for key in ("livenessProbe", "readinessProbe", "startupProbe"):
+        probe = dict(container[key]["httpGet"])
+        probe["port"] = ports.get(probe["port"], probe["port"])
+        found.append(probe)
+    return found
+
+
+def kubelet_probe(probe: dict[str, Any], port: int) -> bool:
+    """One ``httpGet`` probe as the kubelet runs it: HTTPS without checking the certificate
+    (and presenting none), success a status from 200 to 399; any failure to talk is a failed
+    probe."""
+    if probe.get("scheme", "HTTP") == "HTTPS":
+        context = ssl.create_default_context()
+        context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+        connection: http.client.HTTPConnection = http.client.HTTPSConnection(
+            "127.0.0.1", port, timeout=10, context=context
+        )
+    else:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        connection.request("GET", probe["path"], headers={"User-Agent": "kube-probe/1.30"})
+        return 200 <= connection.getresponse().status < 400
+    except (OSError, http.client.HTTPException):
+        return False
+    finally:
+        connection.close()
+
+
+@pytest.fixture(scope="module")
+def tls_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveDaemon]:
+    """A daemon whose HTTP listener has TLS (a throwaway CA's certificate)."""
+    folder = tmp_path_factory.mktemp("tls")
+    issued = trustme.CA().issue_cert("127.0.0.1", "localhost")
+    issued.private_key_pem.write_to_path(str(folder / "server.key"))
+    for blob in issued.cert_chain_pems:
+        blob.write_to_path(str(folder / "server.pem"), append=True)
+    live = LiveDaemon(
+        http_extra=f'tls_cert = "{folder / "server.pem"}"\ntls_key = "{folder / "server.key"}"\n'
+    )
+    try:
+        yield live
+    finally:
+        live.stop()
+        live.cleanup()
+
+
+def test_the_kubernetes_probes_work_against_the_listener_they_are_written_for(
+    daemon: LiveDaemon, tls_daemon: LiveDaemon
+) -> None:
+    """docs/http.md's probe snippet had no ``scheme: HTTPS``: against the documented TLS
+    listener it spoke plain HTTP and failed. Each probe now passes against the listener it is
+    written for, the packaged Deployment's too, and a plain probe fails against TLS."""
+    probes, packaged = doc_probes(), manifest_probes()
+    tls = [probe for probe in probes if probe.get("scheme") == "HTTPS"]
+    plain = [probe for probe in probes if probe.get("scheme", "HTTP") == "HTTP"]
+    assert tls and plain and len(tls) + len(plain) == len(probes)
+    assert all(probe["port"] == DOC_PORT for probe in probes)
+    assert all(probe.get("scheme") == "HTTPS" for probe in packaged)
+    for probe in plain:
+        assert kubelet_probe(probe, daemon.http[1]), probe
+    for probe in tls + packaged:
+        assert kubelet_probe(probe, tls_daemon.http[1]), probe
+    for probe in plain:  # the old snippet, against a TLS listener
+        assert not kubelet_probe(probe, tls_daemon.http[1]), probe

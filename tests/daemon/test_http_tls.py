@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -14,6 +16,7 @@ import clirun
 import pytest
 import trio
 import trustme
+from daemon_testkit import read_stderr_until
 from http_testkit import CURL, ROOT, atom, curl
 
 from daemon import (
@@ -267,3 +270,61 @@ async def test_the_cli_connects_by_url_with_a_token_file(ca: trustme.CA, short_d
             bad = await trio.to_thread.run_sync(clirun.in_process, base)
             assert bad.returncode == 65
             assert json.loads(bad.stdout)["error"]["code"] == "UNAUTHENTICATED"
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_the_start_line_of_tls_listeners_names_the_urls_clients_take(
+    ca: trustme.CA, short_dir: Path, workers: str
+) -> None:
+    """The start line of a TLS listener said ``serving … http://127.0.0.1:…``: a client that
+    copied it spoke plain HTTP to a TLS listener. Each TCP listener is now named by the URL
+    clients connect with: ``https://`` and ``tls://`` with TLS (``http://`` and ``tcp://``
+    without)."""
+    files = tls_files(ca, short_dir)
+    config = short_dir / "tls.toml"
+    tls = f'tls_cert = "{files["cert"]}"\ntls_key = "{files["key"]}"\n'
+    config.write_text(
+        f'[server]\nlisten = "127.0.0.1:0"\nsocket = "s"\nworker_processes = 1\n{tls}'
+        f'[http]\nlisten = "127.0.0.1:0"\n{tls}[audit]\npath = "audit.jsonl"\n'
+        '[sessions.bytes]\nmechanisms = ["bytes-sha256"]\n'
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-m", "daemon.cli", "serve", "--config", str(config), "--workers",
+         workers, "--log-format", "json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+    )  # fmt: skip
+    try:
+        assert process.stdout is not None
+        ready = json.loads(process.stdout.readline())
+        seen = read_stderr_until(process, b'"event": "serving"')
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=60)
+    serving = next(
+        event
+        for event in map(json.loads, seen.decode().splitlines())
+        if event["event"] == "serving"
+    )
+    assert f"https://{ready['http']}" in serving["message"], serving["message"]
+    assert f"tls://{ready['tcp']}" in serving["message"], serving["message"]
+    assert "http://" not in serving["message"] and "tcp://" not in serving["message"]
+
+
+def test_the_start_line_of_plain_listeners_names_http_and_tcp_urls(short_dir: Path) -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "daemon.cli", "serve", "--listen", "127.0.0.1:0", "--http",
+         "127.0.0.1:0", "--audit-log", str(short_dir / "audit.jsonl")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+    )  # fmt: skip
+    try:
+        assert process.stdout is not None
+        ready = json.loads(process.stdout.readline())
+        seen = read_stderr_until(process, b"event=serving").decode()
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=60)
+    assert f"http://{ready['http']}" in seen and f"tcp://{ready['tcp']}" in seen, seen

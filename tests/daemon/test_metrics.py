@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from pathlib import Path
 
 import testdata
 from prometheus_client.parser import text_string_to_metric_families
 
-from daemon.server._metrics import LISTENERS, OUTCOMES, STAGES, ServerMetrics
+from daemon import HostedSession, open_server
+from daemon.server._metrics import LISTENERS, OUTCOMES, STAGES, ServerMetrics, latency_buckets
 from daemon.wire._protocol import ErrorCode
+from session import BytesDigestMechanism
 
 DOC = (testdata.REPO / "docs" / "metrics.md").read_text("utf-8")
 
@@ -133,7 +136,7 @@ def test_every_exposed_metric_is_documented_and_every_documented_one_exposed() -
         for family in text_string_to_metric_families(metrics.exposition().decode("utf-8"))
     }
     exposed = {name + "_info" if name == "evidenced_build" else name for name in exposed}
-    documented = set(re.findall(r"^\| `(evidenced_[a-z_]+)` \|", DOC, re.MULTILINE))
+    documented = set(re.findall(r"^\| `((?:evidenced|process)_[a-z_]+)` \|", DOC, re.MULTILINE))
     assert exposed == documented
 
 
@@ -142,10 +145,50 @@ def test_the_grafana_dashboard_queries_only_metrics_that_exist() -> None:
         (testdata.REPO / "packaging" / "grafana" / "evidenced.json").read_text("utf-8")
     )
     exprs = [target["expr"] for panel in dashboard["panels"] for target in panel["targets"]]
-    used = {name for expr in exprs for name in re.findall(r"\b(evidenced_[a-z_]+)", expr)}
+    used = {
+        name for expr in exprs for name in re.findall(r"\b((?:evidenced|process)_[a-z_]+)", expr)
+    }
     exposed: set[str] = set()
     for family in text_string_to_metric_families(ServerMetrics(["s"]).exposition().decode()):
         exposed.update(sample.name for sample in family.samples)
     assert used and used <= exposed, used - exposed
     for name in ("evidenced_decisions_total", "evidenced_refusals_total", "evidenced_busy_total"):
         assert name in used
+
+
+def test_process_metrics_have_the_standard_names() -> None:
+    """They were ``evidenced_process_*``: a dashboard or alert written for every other
+    exporter's ``process_cpu_seconds_total`` found nothing."""
+    names = {family.name for family in text_string_to_metric_families(
+        ServerMetrics(["s"]).exposition().decode())}  # fmt: skip
+    assert {"process_cpu_seconds", "process_resident_memory_bytes", "process_open_fds"} <= names
+    assert not {name for name in names if name.startswith("evidenced_process")}
+
+
+def test_the_stage_buckets_reach_the_request_deadline() -> None:
+    """The stage histogram stopped at 2.5 s while ``request_deadline`` is 30 s: every
+    request slower than 2.5 s, up to the deadline, was one ``+Inf``."""
+    metrics = ServerMetrics(["s"], process=False)  # the default deadline, 30 s
+    metrics.observe_decision(
+        "s", "UNKNOWN", receive_ns=0, evaluate_ns=29 * 10**9, audit_ns=0, total_ns=29 * 10**9
+    )
+    found = samples(metrics)
+    total = (("le", "30.0"), ("session", "s"), ("stage", "total"))
+    below = (("le", "10.0"), ("session", "s"), ("stage", "total"))
+    assert found[("evidenced_request_stage_seconds_bucket", total)] == 1
+    assert found[("evidenced_request_stage_seconds_bucket", below)] == 0
+    assert latency_buckets(30.0)[-1] == 30.0 and latency_buckets(30.0)[0] == 0.001
+    assert latency_buckets(0.5) == (0.001, 0.0025, 0.01, 0.025, 0.1, 0.5)
+    assert latency_buckets(120.0)[-3:] == (10.0, 60.0, 120.0)
+
+
+async def test_a_server_s_stage_buckets_end_at_its_own_deadline(short_dir: Path) -> None:
+    async with open_server(
+        [HostedSession("bytes", (BytesDigestMechanism(),))],
+        tcp=None,
+        unix=str(short_dir / "s"),
+        audit_path=str(short_dir / "audit.jsonl"),
+        request_deadline=7.5,
+    ) as server:
+        bounds = server.metrics.latency_buckets
+    assert bounds[-1] == 7.5 and bounds[-2] == 2.5

@@ -132,7 +132,6 @@ NEVER_ONE_SHOT = (
     "trio",
     "h11",
     "numpy",
-    "matplotlib",
     "safetensors",
     "cryptography",
     "boto3",

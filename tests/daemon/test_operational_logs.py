@@ -11,7 +11,9 @@ import ast
 import io
 import json
 import os
+import pty
 import re
+import select
 import signal
 import subprocess
 import sys
@@ -24,7 +26,7 @@ from daemon_testkit import ROOT, read_stderr_until
 from daemon.wire import _logs as logs
 
 CLI = [sys.executable, "-m", "daemon.cli"]
-EVENT_CALL = re.compile(r"logs\.(?:debug|info|warning|error)\(\s*\"([a-z_]+)\"")
+EVENT_CALL = re.compile(r"logs\.(?:(?:debug|info|warning|error)\(|log\(\s*\w+,)\s*\"([a-z_]+)\"")
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -193,7 +195,7 @@ def test_a_cli_message_becomes_a_json_event_and_stdout_keeps_its_one_document(
     assert json.loads(done.stdout)["error"]["code"] == "INPUT_UNREADABLE"
     (event,) = _json_lines(done.stderr)
     assert event["event"] == "cli_message" and event["command"] == "evidenced audit verify"
-    assert str(missing) in event["message"]
+    assert str(missing) in event["message"] and event["level"] == "error"
 
 
 def test_an_unknown_log_format_is_a_usage_error() -> None:
@@ -251,3 +253,103 @@ def test_every_event_the_code_writes_is_documented() -> None:
     documented = (ROOT / "docs" / "operations.md").read_text()
     assert sorted(n for n in names if f"`{n}`" not in documented) == []
     assert "`cli_message`" in documented
+
+
+def _reload_config(path: Path, mechanisms: str) -> None:
+    path.write_text(
+        '[server]\nlisten = ""\nsocket = "s"\nworker_processes = 1\n[audit]\npath = "a.jsonl"\n'
+        f"[sessions.bytes]\nmechanisms = {mechanisms}\n"
+    )
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_refused_reload_is_a_warning_and_an_applied_one_info(
+    short_dir: Path, workers: str
+) -> None:
+    """A refused reload was logged at ``info`` (docs/operations.md says warning), without
+    its ``status``. Refused: ``warning``, ``REFUSED``; applied: ``info``, ``APPLIED``."""
+    config = short_dir / "evidenced.toml"
+    _reload_config(config, '["bytes-sha256"]')
+    process = subprocess.Popen(
+        [*CLI, "serve", "--config", str(config), "--workers", workers, "--log-format", "json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=short_dir,
+        env=_env(),
+    )
+    assert process.stdout is not None and process.stdout.readline()
+    seen = read_stderr_until(process, b'"event": "serving"')
+    _reload_config(config, "3")  # not an array: refused
+    process.send_signal(signal.SIGHUP)
+    seen += read_stderr_until(process, b'"status": "REFUSED"')
+    _reload_config(config, '["bytes-sha256"]')
+    process.send_signal(signal.SIGHUP)
+    seen += read_stderr_until(process, b'"status": "APPLIED"')
+    events = _json_lines(_stop(process, seen))
+    reloads = [(e["level"], e["status"]) for e in events if e["event"] == "config_reload"]
+    assert ("warning", "REFUSED") in reloads and ("info", "APPLIED") in reloads, reloads
+    assert all(level == ("warning" if status == "REFUSED" else "info") for level, status in reloads)
+
+
+@pytest.mark.parametrize(
+    ("argv", "exit_code", "level"),
+    [
+        (["health", "--socket", "/nonexistent/evidenced.sock"], 69, "error"),
+        (["audit", "verify", "/"], 65, "warning"),  # not a regular file: refused input
+        (["formation", "produce", "-"], 1, "warning"),  # not JSON: an INVALID verdict
+        (["audit", "verify", "--anchor", "nonsense", "x"], 2, "warning"),
+    ],
+    ids=["unreachable", "rejected input", "invalid", "usage"],
+)
+def test_a_cli_failure_is_logged_at_warning_or_error(
+    argv: list[str], exit_code: int, level: str
+) -> None:
+    """A CLI failure (exit 69) was an ``info`` event: the message an error ends a command with
+    is ``error`` when the command could not do its work, ``warning`` when its input or request
+    was refused (usage, rejected input, a verdict)."""
+    done = subprocess.run(
+        [*CLI, *argv, "--log-format", "json"],
+        input="not json",
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=60,
+    )
+    assert done.returncode == exit_code, done.stderr
+    events = [e for e in _json_lines(done.stderr) if e["event"] == "cli_message"]
+    assert events[-1]["level"] == level, events
+
+
+def _console_serving_line(short_dir: Path, **env: str) -> bytes:
+    """``serve``'s ``serving`` line as it is written to a terminal (a real pty for stderr)."""
+    controller, terminal = pty.openpty()
+    process = subprocess.Popen(
+        [*CLI, "serve", "--socket", str(short_dir / "s"), "--audit-log", "a.jsonl"],
+        stdout=subprocess.PIPE,
+        stderr=terminal,
+        cwd=short_dir,
+        env=_env(**env),
+    )
+    os.close(terminal)
+    try:
+        assert process.stdout is not None and process.stdout.readline()
+        seen = b""
+        while b"serving" not in seen or not seen.endswith(b"\n"):
+            readable, _, _ = select.select([controller], [], [], 30)
+            assert readable, seen
+            seen += os.read(controller, 65536)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=30)
+        os.close(controller)
+    return next(line for line in seen.splitlines() if b"serving" in line)
+
+
+def test_the_console_renderer_honours_no_color(short_dir: Path) -> None:
+    """https://no-color.org: with ``NO_COLOR`` set (to anything but empty) no ANSI colour is
+    written, even to a terminal; without it a terminal gets colours."""
+    coloured = _console_serving_line(short_dir)
+    assert b"\x1b[" in coloured, coloured
+    plain = _console_serving_line(short_dir, NO_COLOR="1")
+    assert b"\x1b[" not in plain and b"serving" in plain, plain
+    assert b"\x1b[" in _console_serving_line(short_dir, NO_COLOR="")  # empty: as unset

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -224,7 +225,36 @@ def test_bash_completion_knows_every_command(tmp_path: Path) -> None:
         timeout=60,
     )
     assert loaded.returncode == 0 and "evidenced" in loaded.stdout, loaded.stderr
-    assert _run("completion", "fish").returncode == 2
+
+
+def test_fish_completion_completes_commands_in_a_real_fish(tmp_path: Path) -> None:
+    """``evidenced completion fish`` was a usage error though shtab writes fish scripts."""
+    done = _run("completion", "fish")
+    assert done.returncode == 0, done.stderr
+    fish = shutil.which("fish")
+    if fish is None:
+        pytest.skip("fish is not installed (make shells installs it)")
+    script = tmp_path / "evidenced.fish"
+    script.write_text(done.stdout)
+    completed = subprocess.run(
+        [fish, "--no-config", "-c", f"source {script}; complete -C 'evidenced ser'; "
+         "complete -C 'evidenced audit re'"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stderr
+    words = {line.split("\t")[0] for line in completed.stdout.splitlines()}
+    assert {"serve", "report"} <= words, completed.stdout
+
+
+def test_a_shell_shtab_cannot_write_for_is_a_usage_error_naming_those_it_can() -> None:
+    done = _run("completion", "ksh")
+    assert done.returncode == 2
+    message = json.loads(done.stdout)["error"]["message"]
+    assert all(f"'{shell}'" in message for shell in ("bash", "zsh", "tcsh", "fish")), message
+    help_text = _run("completion", "--help").stdout
+    assert "{bash,zsh,tcsh,fish}" in help_text
 
 
 def test_dist_and_build_are_ignored_by_git() -> None:
@@ -240,3 +270,33 @@ def test_dist_and_build_are_ignored_by_git() -> None:
         timeout=60,
     )
     assert done.stdout.split() == ["dist/evidenced-1.0.whl", "build/lib/x.py"], done.stderr
+
+
+def _installs_from_the_index(text: str) -> list[str]:
+    """Every ``pip install``/``pipx install`` of ``text`` that names the distribution
+    ``evidenced`` (or ``evidenced[extra]``) as a package-index requirement."""
+    found = []
+    for line in text.splitlines():
+        for match in re.finditer(r"\bpipx? install\b([^`#\n]*)", line):
+            words = match.group(1).replace("'", " ").replace('"', " ").split()
+            if any(re.fullmatch(r"evidenced(\[[\w,]+\])?", word) for word in words):
+                found.append(line.strip())
+    return found
+
+
+def test_no_doc_installs_evidenced_from_the_package_index() -> None:
+    """docs/operations.md said ``pipx install evidenced`` and ``pip install evidenced``: no
+    such distribution is on the index. The docs install the wheel built from the repository
+    (or the checkout), as the README does."""
+    docs = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    docs += sorted((ROOT / "packaging").rglob("*.*"))
+    found = {
+        str(path.relative_to(ROOT)): lines
+        for path in docs
+        if path.is_file() and (lines := _installs_from_the_index(path.read_text("utf-8")))
+    }
+    assert found == {}
+    assert _installs_from_the_index("pipx install evidenced  # or: pip install 'evidenced[s3]'")
+    assert not _installs_from_the_index(
+        "pip install dist/evidenced-*.whl -e examples/evidenced-sri"
+    )

@@ -4,15 +4,18 @@ legends, and no text ever interpreted as markup or math (fuzzed with hostile lin
 
 from __future__ import annotations
 
+import html
 import html.parser
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import clirun
 import pytest
-from daemon_testkit import bytes_binding
+from daemon_testkit import ROOT, bytes_binding
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -20,7 +23,8 @@ from daemon import HostedSession, open_client, open_server
 from daemon.audit._synthetic import write_synthetic_log
 from daemon.audit._transparency import TransparencyConfig
 from daemon.commands._report import aggregate
-from daemon.commands._report_html import render_report_html
+from daemon.commands._report_charts import latency_axis
+from daemon.commands._report_html import render_report_html, short_ids
 from daemon.tlog import SignerKey, write_key_file
 from session import BytesDigestMechanism
 
@@ -44,10 +48,9 @@ def _plot(page: str, name: str) -> str:
 
 
 def _tick_labels(svg: str, axis: str) -> list[str]:
-    labels = []
-    for match in re.finditer(rf'<g id="{axis}tick_\d+">(.*?)</text>', svg, re.S):
-        labels.append(re.sub(r"<[^>]+>", "", match.group(1).rsplit(">", 1)[-1]).strip())
-    return labels
+    """The text of every tick label on ``axis`` (``x`` or ``y``) of one chart."""
+    found = re.findall(rf'<g class="tick {axis}">.*?<text [^>]*>([^<]*)</text></g>', svg, re.S)
+    return [html.unescape(text) for text in found]
 
 
 def test_the_first_start_is_not_a_restart(tmp_path: Path) -> None:
@@ -124,20 +127,114 @@ def test_count_axes_have_integer_ticks_from_zero(tmp_path: Path) -> None:
 def test_legends_sit_above_the_data(tmp_path: Path) -> None:
     """Legends covered the p99 line."""
     log = tmp_path / "audit.jsonl"
-    write_synthetic_log(log, 300)
+    write_synthetic_log(log, 300, restart_every=100)
     page = render_report_html(aggregate(log))
     for name in ("decisions", "latency", "pressure"):
         svg = _plot(page, name)
-        frame = svg[svg.index('<g id="patch_2">') :]
-        top = min(float(y) for y in re.findall(r"[ML] [\d.]+ ([\d.]+)", frame[:400]))
-        legend = svg[svg.index('<g id="legend_1">') :]
+        (area,) = re.findall(r'<rect class="plot-area" [^>]*\by="([\d.]+)"', svg)
+        top = float(area)
+        legend = svg[svg.index('<g class="legend">') :]
         texts = [float(y) for y in re.findall(r'<text [^>]*\by="([\d.]+)"', legend)]
-        assert texts and max(texts) < top, (name, texts, top)  # SVG y grows downwards
+        assert len(texts) >= 4 and max(texts) < top, (name, texts, top)  # y grows downwards
+
+
+def test_latency_ticks_are_named_in_units_not_math_text(tmp_path: Path) -> None:
+    """With matplotlib 3.11 the latency axis printed ``$\\mathdefault{10^{1}}$``. The ticks
+    are now powers of ten named in units: ``100 µs``, ``1 ms``, ``10 ms``."""
+    log = tmp_path / "audit.jsonl"
+    write_synthetic_log(log, 600)
+    page = render_report_html(aggregate(log))
+    labels = _tick_labels(_plot(page, "latency"), "y")
+    assert len(labels) >= 2, labels
+    assert all(re.fullmatch(r"\d+(\.\d+)? (µs|ms|s)", text) for text in labels), labels
+    assert "1 ms" in labels and "$" not in page and "mathdefault" not in page
+    times = _tick_labels(_plot(page, "latency"), "x")
+    assert times and all(re.fullmatch(r"\d\d:\d\d", text) for text in times), times
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        ([0.15, 0.9], ["100 µs", "200 µs", "500 µs", "1 ms"]),  # one decade: 2 and 5 too
+        ([0.05, 40.0], ["10 µs", "100 µs", "1 ms", "10 ms", "100 ms"]),
+        ([1500.0, 29000.0], ["1 s", "10 s", "100 s"]),
+    ],
+)
+def test_a_latency_axis_spans_whole_decades_with_unit_names(
+    values: list[float], expected: list[str]
+) -> None:
+    assert [text for _, text in latency_axis(values).ticks] == expected
+
+
+def test_every_chart_shares_one_plot_area_geometry(tmp_path: Path) -> None:
+    """The charts' left edges did not line up (each chart's own margin); one frame now: the
+    widest left label of any chart (here a refusal code) decides it for all."""
+    log = tmp_path / "audit.jsonl"
+    write_synthetic_log(log, 600, restart_every=200)
+    page = render_report_html(aggregate(log))
+    areas = re.findall(r'<rect class="plot-area" x="([\d.]+)" y="[\d.]+" width="([\d.]+)"', page)
+    assert len(areas) == 4 and len(set(areas)) == 1, areas
+    widths = set(re.findall(r'<svg [^>]*class="chart" [^>]*width="(\d+)"', page))
+    assert len(widths) == 1, widths
+
+
+def test_decision_ids_are_cut_where_they_differ() -> None:
+    """Every row of the decision-id column showed ``9992925a…``: ids begin with the replica's
+    log tag (ADR 0018). The groups every row shares are left out, then as much as tells the
+    rows apart."""
+    tagged = [
+        "9992925a-1c4e-8f21-9d3b-5e7a11c0ffee",
+        "9992925a-1c4e-8a00-8e44-0123456789ab",
+        "9992925a-77aa-8b11-a2c3-aaaaaaaaaaaa",
+    ]
+    shown = short_ids(tagged)
+    assert len(set(shown.values())) == 3
+    assert not any("9992925a" in text for text in shown.values()), shown
+    assert shown[tagged[0]] == "…1c4e-8f2…" and shown[tagged[2]] == "…77aa-8b1…"
+    plain = ["4f383151-7202-4144-8c6c-8f80cde30911", "0b8e9a2c-1111-4222-8333-444455556666"]
+    assert short_ids(plain) == {plain[0]: "4f383151…", plain[1]: "0b8e9a2c…"}
+    alike = ["aaaaaaaa-bbbb-8ccc-8ddd-000000000001", "aaaaaaaa-bbbb-8ccc-8ddd-000000000002"]
+    assert short_ids(alike) == {alike[0]: "…000000000001", alike[1]: "…000000000002"}
+
+
+def test_the_report_page_of_tagged_ids_shows_them_apart(tmp_path: Path) -> None:
+    log = tmp_path / "audit.jsonl"
+    ids = ["9992925a-1c4e-8f21-9d3b-5e7a11c0ffee", "9992925a-2d5f-8a00-8e44-0123456789ab"]
+    log.write_bytes(
+        _line(1, "daemon_start")
+        + b"".join(
+            _line(n + 2, "decision", outcome="FAIL", session="s", decision_id=decision,
+                  details="x", reason_codes=["R"], metrics={"total_ns": 1000})
+            for n, decision in enumerate(ids)
+        )
+    )  # fmt: skip
+    table = render_report_html(aggregate(log)).split('id="recent-failures"')[1]
+    cells = re.findall(r'<td title="([^"]+)"><code>([^<]+)</code>', table)
+    assert sorted(cells) == sorted([(ids[0], "…1c4e-8f2…"), (ids[1], "…2d5f-8a0…")])
+
+
+def test_the_report_is_drawn_without_a_plotting_library(tmp_path: Path) -> None:
+    """matplotlib is no dependency any more (ADR 0019): the charts are our own SVG. In a
+    fresh interpreter whose import of matplotlib would fail, the page is complete."""
+    log = tmp_path / "audit.jsonl"
+    write_synthetic_log(log, 200, restart_every=100)
+    probe = (
+        "import sys\n"
+        "sys.modules['matplotlib'] = None\n"  # any import of it raises ImportError
+        "from daemon.commands._report import aggregate\n"
+        "from daemon.commands._report_html import render_report_html\n"
+        f"page = render_report_html(aggregate({str(log)!r}))\n"
+        "assert page.count('class=\"plot-area\"') == 4, page[:300]\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
+    assert done.returncode == 0, done.stderr
 
 
 def test_a_math_text_refusal_code_does_not_crash_the_report(tmp_path: Path) -> None:
     """A refusal code ``$\\frac{1}{$`` in a doctored log crashed the report (exit
-    70, a matplotlib math-text parse error)."""
+    70, a matplotlib math-text parse error); it is drawn as the characters it is."""
     log = tmp_path / "audit.jsonl"
     log.write_bytes(_line(1, "daemon_start") + _line(2, "refusal", code=MATH, session=MATH))
     out = tmp_path / "report.html"

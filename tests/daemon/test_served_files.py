@@ -88,6 +88,25 @@ def test_a_symlink_at_a_tile_or_on_its_way_is_never_followed(tiles: TileDirector
     assert tiles.read(0, 0, 1) == b"\x01" * 32  # the real tile still reads
 
 
+def test_a_tile_directory_linked_elsewhere_never_receives_a_write(
+    tiles: TileDirectory, tmp_path: Path
+) -> None:
+    """A tile directory replaced by a link to another directory sent the writer's tiles there
+    (``mkdir(exist_ok=True)`` and ``open`` followed it): a planted link could make the daemon
+    write files anywhere it may write. The walk refuses the link, and nothing is written
+    outside the root."""
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    os.symlink(outside, tiles.root / "tile/3", target_is_directory=True)
+    with pytest.raises(OSError, match="symbolic link"):
+        tiles.write_atomic("tile/3/000", b"\x03" * 32, sync=True)
+    os.symlink("/etc/passwd", tiles.root / "tile/0/009")  # a link at the name is replaced
+    tiles.write_atomic("tile/0/009", b"\x04" * 32, sync=True)
+    assert list(outside.iterdir()) == []
+    assert not (tiles.root / "tile/0/009").is_symlink()
+    assert tiles.read(0, 9) == b"\x04" * 32
+
+
 def test_a_socket_a_directory_or_an_oversized_file_is_refused(tiles: TileDirectory) -> None:
     root = tiles.root
     server = socket.socket(socket.AF_UNIX)

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 import testdata
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import holdout
@@ -160,6 +160,7 @@ SUBJECTS = st.text(st.sampled_from([*"ab0_\u00e9\n\r\u2028.-$\u0661"]), max_size
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.sampled_from(PATTERN_PIECES), max_size=6), st.lists(SUBJECTS, max_size=8))
+@example(pieces=[r"\D", "+", "+", r"\D"], texts=["__"])  # possessive in Python, not in Rust
 def test_safe_patterns_match_as_the_reference_matches(pieces: list[str], texts: list[str]) -> None:
     pattern = "".join(pieces)
     try:
@@ -284,3 +285,17 @@ def test_schema_that_recurses_into_members_is_compiled() -> None:
     compiled = _compile(tree)
     assert compiled is not None and compiled.walker is not None
     assert compiled.is_valid(["a", ["b", "c"]]) and not compiled.is_valid(["a", ["c", "b"]])
+
+
+@pytest.mark.parametrize("pattern", [r"\D++\D", "a*+", "a?+", "a{2}+", "a{1,3}+b", "a+?+", "a??"])
+def test_a_quantifier_of_a_quantifier_is_left_to_the_reference(pattern: str) -> None:
+    """Python 3.11 reads ``\\D++`` as possessive (``\\D++\\D`` never matches ``__``) and the
+    ``regex`` crate as a repeat of ``\\D+`` (it matches): the compiled validator said valid
+    where the reference said invalid. Such a pattern is outside the compiled subset now."""
+    assert not _safe_pattern(pattern)
+    assert _compile({"type": "string", "pattern": pattern}) is None
+
+
+@pytest.mark.parametrize("pattern", ["a+?", "a*?b", "a{1,2}?", r"\++", "[+]+", "(a+)+", "a+b+"])
+def test_lazy_quantifiers_and_escaped_pluses_stay_compiled(pattern: str) -> None:
+    assert _safe_pattern(pattern)
