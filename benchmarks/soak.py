@@ -6,7 +6,8 @@ For ``--duration`` seconds (default 600) it runs ``evidenced serve`` (``--worker
 transparency log; ``retain = "all"`` into an ``fs:`` store for session ``b`` and into an
 ``s3://`` store for session ``s3``; HTTP with a bearer token, ``max_connections = 128`` a
 process, ``trusted_proxies`` naming the soak's forwarding proxy; under libfaketime when it is
-installed, ``make faketime``, its wall clock read from a file) as a child process, with every
+installed, ``make faketime``, its wall clock read from a file, its ``time.sleep`` the
+:data:`SLEEP_SHIM`'s) as a child process, with every
 file on a 1 GiB tmpfs when ``mount`` is allowed (else disk full is ``RLIMIT_FSIZE`` on the
 parent, as ``tests/daemon/test_audit_disk_full.py`` does). The S3 store is moto's server (a
 child process, a real S3 API on 127.0.0.1) reached through a fault-injecting TCP proxy the
@@ -18,14 +19,16 @@ answers, ``error`` answers ``503`` or resets). And it:
   replayable); and one of each to session ``s3``, every item new (an item stored less than a
   minute ago is not written again, and the point is to write through the proxy);
 * injects faults round-robin on a schedule so that each kind happens at least three times:
-  ``kill -9`` of a serving worker, ``kill -9`` of the parent (then a restart on the same files),
-  disk full for a few seconds, a SIGHUP storm, slow clients (a byte every second), unauthenticated
-  HTTP clients, a FIFO planted at an object's path, a symlink planted at a store directory
-  (each planted item is submitted while planted, then removed and submitted again), a stuck
-  S3 endpoint (the proxy stalls for the request deadline + 3 s, so store operations outlive
-  the deadline and are *stuck*) and an erroring one (4 s of ``503`` answers and resets); an
-  S3 fault lasts until ``health`` no longer names the store (each worker clears it at its next
-  successful write), at most 40 s; and the faults behind the connection core's guards:
+  ``kill -9`` of a serving worker, ``kill -9`` of the parent (then a restart on the same
+  files), disk full for a few seconds (then, when it stopped the transparency log, the
+  operator's stop and start of docs/operations.md), a SIGHUP storm, slow clients (a byte
+  every second), unauthenticated HTTP clients, a FIFO planted at an object's path, a symlink
+  planted at a store directory (each planted item is submitted while planted, then removed
+  and submitted again), a stuck S3 endpoint (the proxy stalls for the request deadline +
+  3 s, so store operations outlive the deadline and are *stuck*) and an erroring one (4 s
+  of ``503`` answers and resets); an S3 fault lasts until ``health`` no longer names the
+  store (each worker clears it at its next successful write), at most 40 s; and the faults
+  behind the connection core's guards:
 
   - ``audit_truncated``: the audit log truncated to 0 bytes while the daemon runs (a copy of
     it taken while its writer, the parent, is SIGSTOPped, so no line is committed between the
@@ -163,6 +166,24 @@ LIBFAKETIME = next(
     ),
     None,
 )
+#: libfaketime 0.9.10 under ``FAKETIME_DONT_FAKE_MONOTONIC`` fails
+#: ``clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME)`` with ``EINVAL`` (wolfcw/libfaketime#426),
+#: and that is Python 3.11's ``time.sleep``: every sleep of the daemon (the S3 SDK's retry
+#: backoff, the line index's ``sleep(0)``) raised ``OSError`` (the S3 store's ``internal error:
+#: OSError: [Errno 22]``). So the daemon's processes get this ``sitecustomize``, which sleeps in
+#: ``select`` (libfaketime leaves its relative timeout alone), the same wait.
+SLEEP_SHIM = """import select
+import time
+
+
+def _sleep(seconds):
+    if seconds < 0:
+        raise ValueError("sleep length must be non-negative")
+    select.select([], [], [], seconds)
+
+
+time.sleep = _sleep
+"""
 #: A planted tile far past any soak's tree (index 5,000 of level 0: 1.28 million lines).
 FAR_TILES = ("x005", "x006")
 #: The clients whose decisions are the honest load (the figures per fault kind count them).
@@ -327,8 +348,9 @@ class Soak:
         ).create_bucket(Bucket=BUCKET)
 
     def start(self) -> None:
-        """Start the daemon; a start that is refused (the old processes of a killed parent
-        may still hold the log's lock for a moment) is noted and tried again."""
+        """Start the daemon; a start refused because the log is held (exit 75: the old
+        processes of a killed parent may still hold its lock for a moment) is noted and tried
+        again; any other refusal (a log the start refuses) ends the soak at once."""
         for _ in range(60):
             process = subprocess.Popen(
                 [*CLI, "serve", "--config", str(self.base / "evidenced.toml")],
@@ -347,7 +369,10 @@ class Soak:
                     self.process = process
                     self.seen_pids.add(process.pid)
                     return
-            process.wait()
+            if process.wait() != 75:
+                raise SystemExit(
+                    f"the daemon refused to start (exit {process.returncode}): {line.strip()}"
+                )
             self.fault_notes[f"a start was refused: {line.strip()[:200]}"] += 1
             time.sleep(0.5)
         raise SystemExit(f"the daemon did not start; see {self.base / 'daemon.stderr'}")
@@ -356,11 +381,17 @@ class Soak:
         """The daemon's environment for libfaketime (``LD_PRELOAD``), which reads its wall
         clock's offset from :attr:`clock` (``+0``; ``clock_step`` writes the step there and
         back) at most every ``FAKETIME_CACHE`` seconds, in every process of the daemon; the
-        monotonic clock is left alone, as a real step leaves it. Nothing without it."""
+        monotonic clock is left alone, as a real step leaves it; ``time.sleep`` is
+        :data:`SLEEP_SHIM`'s. Nothing without it."""
         if LIBFAKETIME is None:
             return {}
         self.clock.write_text("+0\n")
+        shim = self.base / "sleep-shim"
+        shim.mkdir(mode=0o700, exist_ok=True)
+        (shim / "sitecustomize.py").write_text(SLEEP_SHIM)
+        path = os.pathsep.join(p for p in (str(shim), os.environ.get("PYTHONPATH", "")) if p)
         return {
+            "PYTHONPATH": path,
             "LD_PRELOAD": str(LIBFAKETIME),
             "FAKETIME_TIMESTAMP_FILE": str(self.clock),
             "FAKETIME_CACHE_DURATION": str(FAKETIME_CACHE),
@@ -592,6 +623,28 @@ class Soak:
             with contextlib.suppress(ProcessLookupError):
                 resource.prlimit(pid, resource.RLIMIT_FSIZE, (hard, hard))
         await trio.sleep(1)
+        await self._transparency_after_disk_full()
+
+    async def _transparency_after_disk_full(self) -> None:
+        """The operator of docs/operations.md after disk full: when the transparency log
+        stopped (its tiles or checkpoint could not be written: ``health``'s
+        ``transparency.failed``; it signs nothing more until a start repairs the tiles from
+        the lines), stop the daemon and start it."""
+        assert self.process is not None
+        figures = self.figures["disk_full"]
+        transparency = (await self._health()).get("transparency") or {}
+        if not transparency.get("failed"):
+            figures["transparency log still signing after it"] += 1
+            return
+        figures["transparency log stopped by it (then stopped and started)"] += 1
+        old = self.descendants() | {self.process.pid}
+        self.process.send_signal(signal.SIGTERM)
+        figures[f"stop exit {await trio.to_thread.run_sync(self.process.wait)}"] += 1
+        await self._gone(old)
+        starting = time.monotonic()
+        await trio.to_thread.run_sync(self.start)
+        self._figure("disk_full", "seconds to start", time.monotonic() - starting)
+        self.operator_restarts += 1
 
     async def sighup_storm(self) -> None:
         assert self.process is not None
@@ -1153,12 +1206,16 @@ def prove(soak: Soak) -> dict[str, Any]:
     note = (tlog / "checkpoint").read_bytes()
     size = open_checkpoint(note, soak.verifier).checkpoint.size
     reader = TileReader(TileDirectory(tlog), size)
-    unproved = 0
+    unproved = beyond = 0
     for decision in soak.acknowledged:
         if decision not in by_id:
             unproved += 1
             continue
         seq, line = by_id[decision]
+        if seq > size:  # the transparency log stopped and signed nothing more
+            beyond += 1
+            unproved += 1
+            continue
         try:
             proof = inclusion_proof(reader.node, seq - 1, size)
             receipt = make_receipt(line, seq - 1, size, proof, note)
@@ -1176,6 +1233,7 @@ def prove(soak: Soak) -> dict[str, Any]:
         "checkpoint_size": size,
         "log_lines": len(lines),
         "unproved": unproved,
+        "beyond_checkpoint": beyond,
         "replay_status": replayed.get("status"),
         "replay_counts": {k: v for k, v in replayed.get("counts", {}).items() if v},
         "s3_replay_status": from_s3.get("status"),
@@ -1188,7 +1246,12 @@ def prove(soak: Soak) -> dict[str, Any]:
         "proxied_lines": dict(named),
         "warnings": {
             event: stderr.count(f"event={event}")
-            for event in ("audit_alarm", "audit_clock_step_back", "served_file_refused")
+            for event in (
+                "audit_alarm",
+                "audit_clock_step_back",
+                "served_file_refused",
+                "transparency_failed",
+            )
         },
     }
 
@@ -1278,7 +1341,8 @@ def _print(soak: Soak, proof: dict[str, Any], elapsed: float) -> None:
     print(f"audit chain intact: {proof['chain_intact']}; log lines: {proof['log_lines']:,}")
     print(f"transparency tree verified: {proof['tree_verified']} ({proof['tree_code']}); "
           f"signed checkpoint size {proof['checkpoint_size']:,}; acknowledged decisions "
-          f"without a verified inclusion receipt: {proof['unproved']}")  # fmt: skip
+          f"without a verified inclusion receipt: {proof['unproved']} (of them past the "
+          f"signed checkpoint: {proof['beyond_checkpoint']})")  # fmt: skip
     print(f"replay: {proof['replay_status']} {proof['replay_counts']}")
     s3_refused = sum(v for k, v in soak.refusals.items() if k.endswith("(s3)"))
     print(
@@ -1296,7 +1360,8 @@ def _print(soak: Soak, proof: dict[str, Any], elapsed: float) -> None:
         f"connections: {connections:,})"
     )
     print(f"daemon restarts after kill -9 of the parent: {soak.restarts}; by the operator "
-          f"after a live truncation: {soak.operator_restarts}")  # fmt: skip
+          f"(after a live truncation, or disk full that stopped the transparency log): "
+          f"{soak.operator_restarts}")  # fmt: skip
     print(f"timestamps stepping back in the log: {proof['steps_back_in_log']} (largest "
           f"{proof['largest_step_back_days']:.2f} days); proxied decision lines: "
           f"{proof['proxied_lines']}; the daemon's warnings: {proof['warnings']}")  # fmt: skip
