@@ -70,7 +70,8 @@ directly; an S3 decision refused during a fault has no line and is a refusal, no
 no process of the daemon outlived it and no descriptor leaked (the parent's
 and workers' open descriptors at the start and just before the stop); and it counts the
 timestamps that step back in the log, the proxied decisions' ``requester.client``, and the
-daemon's ``audit_alarm``, ``audit_clock_step_back`` and ``served_file_refused`` warnings.
+daemon's ``audit_alarm``, ``audit_clock_step_back``, ``served_file_refused`` and
+``transparency_failed`` warnings.
 
 Run: ``python benchmarks/soak.py [--duration SECONDS] [--keep DIR] [--faults KIND,...]``
 """
