@@ -28,6 +28,7 @@ from daemon_testkit import start_serve
 from http_testkit import CONFIG, ROOT, LiveDaemon, atom, json_body
 
 from daemon import AuditLog, AuditLogError, verify_log
+from daemon.audit._audit import FileOps
 from daemon.audit._audit_files import read_checkpoint
 from daemon.audit._audit_startup import open_verified
 
@@ -104,7 +105,7 @@ async def test_a_log_changed_under_the_writer_is_never_written_again(
             open_verified(path)  # the next start refuses the changed file
 
 
-class TruncatingDisk:
+class TruncatingDisk(FileOps):
     """Writes as the system does, except that once armed it truncates the log to 0 bytes
     right before the next write: a ``truncate`` (``copytruncate``) that lands between the
     writer's check of the file and its write, as the chaos soak's did."""
@@ -117,10 +118,7 @@ class TruncatingDisk:
         if self.armed:
             self.armed = False
             os.truncate(self.path, 0)
-        return os.write(fd, data)
-
-    def fsync(self, fd: int) -> None:
-        os.fsync(fd)
+        return super().write(fd, data)
 
 
 async def test_a_truncation_between_the_check_and_the_write_acknowledges_nothing(
