@@ -50,9 +50,11 @@ Rules (the contract):
     open file must hold exactly the bytes written to it and the path must still name it. A
     file truncated, grown by bytes the writer did not write, deleted, renamed or replaced is
     never written again, repaired or cut: the batch and everything after it fail as in rule
-    5, the sidecar is rewritten to the durable end the writer knows (so the next start
-    refuses the cut-back or replaced file), one ``audit_alarm`` error goes to stderr, and the
-    log stays in that outage for good (:attr:`failure_reason`, :attr:`alarm`): no retry, no
+    5 (a change between that check and the batch's write is caught by one more ``fstat``
+    after it: that batch fails too, so no line is acknowledged into a cut file), the
+    sidecar is rewritten to the durable end the writer knows (so the next start refuses the
+    cut-back or replaced file), one ``audit_alarm`` error goes to stderr, and the log stays
+    in that outage for good (:attr:`failure_reason`, :attr:`alarm`): no retry, no
     ``audit_recovered`` line; only an operator ends it, by stopping the daemon. The same
     check runs before an outage's recovery line is written.
 11. The clock. A line is timestamped when it is rendered, in ``seq`` order; a timestamp
@@ -875,6 +877,8 @@ class AuditLog:
         except OSError:
             self._truncated += _truncate_back(fd, self._size)
             raise
+        if os.fstat(fd).st_size != self._size + len(data):  # changed since the check above
+            self._check_file(fd, self._size + len(data))
         if self.on_batch is not None:
             self.on_batch(len(batch.lines), time.perf_counter() - began)
         self._into_tree(batch.lines, self._size)

@@ -92,9 +92,10 @@ class _Background:
             if self.state == "running":
                 self.state = "verified"
             return
-        self.alarm = self._alarm(reason)
+        alarm = self._alarm(reason)  # on stderr before health can say it (rule 4)
+        logs.error("audit_alarm", f"ALARM {alarm}", path=str(self.path))
+        self.alarm = alarm
         self.state = "broken"
-        logs.error("audit_alarm", f"ALARM {self.alarm}", path=str(self.path))
 
     def _verify(self) -> str | None:
         raise NotImplementedError

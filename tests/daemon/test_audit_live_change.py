@@ -28,6 +28,7 @@ from daemon_testkit import start_serve
 from http_testkit import CONFIG, ROOT, LiveDaemon, atom, json_body
 
 from daemon import AuditLog, AuditLogError, verify_log
+from daemon.audit._audit import FileOps
 from daemon.audit._audit_files import read_checkpoint
 from daemon.audit._audit_startup import open_verified
 
@@ -102,6 +103,48 @@ async def test_a_log_changed_under_the_writer_is_never_written_again(
     if word != "replaced":  # a faithful copy renamed over it is the operator's to accept
         with pytest.raises(AuditLogError):
             open_verified(path)  # the next start refuses the changed file
+
+
+class TruncatingDisk(FileOps):
+    """Writes as the system does, except that once armed it truncates the log to 0 bytes
+    right before the next write: a ``truncate`` (``copytruncate``) that lands between the
+    writer's check of the file and its write, as the chaos soak's did."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.armed = False
+
+    def write(self, fd: int, data: memoryview) -> int:
+        if self.armed:
+            self.armed = False
+            os.truncate(self.path, 0)
+        return super().write(fd, data)
+
+
+async def test_a_truncation_between_the_check_and_the_write_acknowledges_nothing(
+    tmp_path: Path,
+) -> None:
+    """The batch written into the cut file is refused (it used to be acknowledged: a line
+    in neither the copy taken before the cut nor the chain the sidecar records)."""
+    path = tmp_path / "audit.jsonl"
+    disk = TruncatingDisk(path)
+    log = AuditLog.open(path, file_ops=disk, retry_initial=0.01, retry_max=0.01)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(log.run)
+        kept = [await log.record("decision", decision_id=str(n)) for n in range(3)][-1]
+        assert kept is not None
+        disk.armed = True
+        with pytest.raises(AuditLogError, match=r"changed under the daemon.*truncated"):
+            await log.record("decision", decision_id="into the cut file")
+        with pytest.raises(AuditLogError, match="changed under the daemon"):
+            await log.record("decision", decision_id="after it")
+        assert log.alarm is not None and "truncated" in log.alarm
+        assert log.status()["anchor"] == kept.anchor  # the durable end it acknowledged
+        await log.close()
+        nursery.cancel_scope.cancel()
+    assert b"after it" not in path.read_bytes()  # one batch landed; nothing after it
+    checkpoint = read_checkpoint(path)
+    assert checkpoint is not None and (checkpoint.seq, checkpoint.head) == kept
 
 
 async def test_a_log_truncated_during_a_disk_full_outage_is_never_recovered(
