@@ -42,6 +42,7 @@ from daemon.audit._background_verify import start_tree
 from daemon.tlog import (
     KeyFileError,
     ProofRangeError,
+    SignerKey,
     TileError,
     TransparencyError,
     TransparencyLog,
@@ -191,10 +192,11 @@ def _forward(files: list[Path], first_seq: int) -> Iterator[bytes]:
         yield line
 
 
-def open_transparency(
-    config: TransparencyConfig, log: Path, last_seq: int, *, sync: bool
-) -> TransparencyLog:
-    """Start the transparency log of ``log`` whose last durable line is ``last_seq``."""
+def transparency_signer(config: TransparencyConfig, log: Path) -> SignerKey:
+    """The signing key of ``log``'s transparency log, named for its origin: an unreadable or
+    malformed key, or one named for another origin, is :class:`TransparencyStartError`. The
+    one check of the key both ``serve`` (at start) and ``config check`` run, so a
+    configuration the check passes is one whose key ``serve`` accepts."""
     try:
         signer = load_signer(config.key_file)
     except KeyFileError as error:
@@ -206,6 +208,14 @@ def open_transparency(
             f" {origin!r}: set [transparency] origin to the key's name, or create a key for"
             f" this origin (evidenced log keygen --origin {origin} --out FILE)"
         )
+    return signer
+
+
+def open_transparency(
+    config: TransparencyConfig, log: Path, last_seq: int, *, sync: bool
+) -> TransparencyLog:
+    """Start the transparency log of ``log`` whose last durable line is ``last_seq``."""
+    signer = transparency_signer(config, log)
     directory = config.directory_for(log)
     try:
         return TransparencyLog.open(

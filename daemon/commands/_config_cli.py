@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import socket
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -59,13 +60,23 @@ def check_document(
     """Run every check ``serve`` runs at start on ``config`` (with ``server``, the settings
     after the command line's overrides; default ``config.server``): build every session, then
     the listener checks (:func:`~daemon.config._checks.check_listeners`, on the ``inherited``
-    sockets of socket activation when there are any). Any failure is :class:`ConfigError`,
-    naming what is wrong."""
+    sockets of socket activation when there are any), then the transparency key against the
+    log's origin (:func:`~daemon.audit._transparency.transparency_signer`, the function
+    ``serve`` opens the transparency log with). Any failure is :class:`ConfigError`, naming
+    what is wrong."""
     hosted, skipped = config.build_sessions()
+    settings = config.server if server is None else server
     try:
-        checked = check_listeners(config.server if server is None else server, inherited)
+        checked = check_listeners(settings, inherited)
     except (ExposureRefused, TlsConfigError, TokenFileError) as error:
         raise ConfigError(str(error)) from None
+    if settings.transparency is not None:
+        from daemon.audit._transparency import TransparencyStartError, transparency_signer
+
+        try:
+            transparency_signer(settings.transparency, Path(settings.audit_path))
+        except TransparencyStartError as error:
+            raise ConfigError(f"[transparency] {error}") from None
     return {
         "status": "VALID",
         "config": config.effective() if source_config is None else source_config,

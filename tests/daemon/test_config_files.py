@@ -139,3 +139,41 @@ def test_serve_check_applies_the_flags_and_does_not_start(tmp_path: Path) -> Non
     config = result.document()["config"]
     assert config["server"]["listen"] == "" and config["audit"]["path"] == str(log)
     assert not log.parent.exists() and json.dumps(config)
+
+
+def _transparency_config(folder: Path, key: Path) -> Path:
+    path = folder / "evidenced.toml"
+    path.write_text(
+        f'[audit]\npath = "audit.jsonl"\n[transparency]\nkey_file = "{key.name}"\n'
+        '[sessions.formation]\nmechanisms = ["formation"]\n'
+    )
+    return path
+
+
+def test_config_check_refuses_a_key_named_for_another_origin_as_serve_does(
+    tmp_path: Path,
+) -> None:
+    """``config check`` said VALID for a key whose name is not the log's origin, which
+    ``serve`` refuses (``TRANSPARENCY_REFUSED``): a shipped manifest checked in CI then
+    crash-looped. The check now runs serve's own key check; a key for the origin passes."""
+    foreign = tmp_path / "foreign.key"
+    made = clirun.in_process(
+        ["log", "keygen", "--origin", "someone-else.example/log", "--out", foreign]
+    )
+    assert made.returncode == 0, made.stderr
+    path = _transparency_config(tmp_path, foreign)
+    checked = clirun.in_process(["config", "check", path])
+    error = clirun.error_of(checked)
+    assert checked.returncode == 65 and error["code"] == "CONFIG_INVALID"
+    assert "someone-else.example/log" in error["message"] and "origin" in error["message"]
+    served = clirun.in_process(["serve", "--config", path])
+    assert served.returncode == 65
+    assert clirun.error_of(served)["code"] == "TRANSPARENCY_REFUSED"
+
+    own = tmp_path / "own.key"
+    made = clirun.in_process(
+        ["log", "keygen", "--audit-log", tmp_path / "audit.jsonl", "--out", own]
+    )
+    assert made.returncode == 0, made.stderr
+    valid = clirun.in_process(["config", "check", _transparency_config(tmp_path, own)])
+    assert valid.returncode == 0, valid.stdout + valid.stderr
