@@ -9,7 +9,8 @@ client keeps it within one (``announcement_ttl``).
 Rules (the contract):
 
 1. **Where**: ``$EVIDENCED_CACHE_DIR``, else ``$XDG_CACHE_HOME/evidenced``, else
-   ``~/.cache/evidenced``; one file per address, ``sessions-<32 hex>.json`` (a SHA-256 prefix
+   ``$HOME/.cache/evidenced`` (all read from the environment given; with none of them set
+   nothing is kept, every submit asks); one file per address, ``sessions-<32 hex>.json`` (a SHA-256 prefix
    of the address as given: ``--socket PATH`` or ``--connect URL``), the directory 0700 and
    the file 0600 (an announcement is not secret, but it is the user's).
 2. **Fresh** for ``ttl`` seconds after it was received (``--sessions-ttl``, default
@@ -46,19 +47,23 @@ DEFAULT_TTL: Final = 60.0
 _FORMAT: Final = "evidenced-sessions-cache-v1"
 
 
-def _directory(environ: Mapping[str, str]) -> Path:
-    explicit = environ.get("EVIDENCED_CACHE_DIR")
-    if explicit:
+def _directory(environ: Mapping[str, str]) -> Path | None:
+    if explicit := environ.get("EVIDENCED_CACHE_DIR"):
         return Path(explicit)
-    xdg = environ.get("XDG_CACHE_HOME")
-    base = Path(xdg) if xdg else Path.home() / ".cache"
-    return base / "evidenced"
+    if xdg := environ.get("XDG_CACHE_HOME"):
+        return Path(xdg) / "evidenced"
+    if home := environ.get("HOME"):
+        return Path(home) / ".cache" / "evidenced"
+    return None
 
 
-def cache_path(address: str, environ: Mapping[str, str] = os.environ) -> Path:
-    """The file that keeps ``address``'s answer (rule 1)."""
+def cache_path(address: str, environ: Mapping[str, str] = os.environ) -> Path | None:
+    """The file that keeps ``address``'s answer, ``None`` when there is no place (rule 1)."""
+    directory = _directory(environ)
+    if directory is None:
+        return None
     name = hashlib.sha256(address.encode("utf-8", "surrogateescape")).hexdigest()[:32]
-    return _directory(environ) / f"sessions-{name}.json"
+    return directory / f"sessions-{name}.json"
 
 
 def sessions_list(document: Any) -> list[dict[str, Any]] | None:
@@ -80,10 +85,11 @@ def load(
     address: str, session: str, ttl: float, environ: Mapping[str, str] = os.environ
 ) -> list[dict[str, Any]] | None:
     """The kept answer for ``address`` when it is fresh and hosts ``session`` (rule 2)."""
-    if ttl <= 0:
+    path = cache_path(address, environ)
+    if ttl <= 0 or path is None:
         return None
     try:
-        document = json.loads(cache_path(address, environ).read_bytes())
+        document = json.loads(path.read_bytes())
         received = float(document["received"])
         if document.get("format") != _FORMAT or document.get("address") != address:
             return None
@@ -105,9 +111,9 @@ def save(
     environ: Mapping[str, str] = os.environ,
 ) -> None:
     """Keep ``hosted`` as ``address``'s answer (rule 3); a failure is skipped."""
-    if ttl <= 0:
-        return
     path = cache_path(address, environ)
+    if ttl <= 0 or path is None:
+        return
     document = {"address": address, "format": _FORMAT, "received": time.time(), "sessions": hosted}
     with contextlib.suppress(OSError, TypeError, ValueError):
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)

@@ -182,10 +182,22 @@ def test_kubernetes_manifests_validate_offline() -> None:
     assert mounts["audit"] == "/var/lib/evidenced"
 
 
+def _secret_keygen_arguments() -> list[str]:
+    """The ``evidenced log keygen`` arguments the Secret's comment tells an operator to run
+    (``--out`` last, the file name only)."""
+    text = (KUBERNETES / "secret.yaml").read_text()
+    line = next(line for line in text.splitlines() if "evidenced log keygen" in line)
+    arguments = line.split("evidenced", 1)[1].split()
+    assert arguments[-2] == "--out", line
+    return arguments
+
+
 def test_the_kubernetes_configuration_is_valid(tmp_path: Path) -> None:
-    """The ConfigMap's configuration passes ``config check``, which reads the TLS and token
-    files it names: real ones stand in for the Secret the init container copies (only the
-    folder of the secrets changes)."""
+    """The ConfigMap's configuration passes ``config check``, which reads the TLS, token and
+    transparency key files it names: real ones stand in for the Secret the init container
+    copies, the key made by the command the Secret's comment gives (only the folder of the
+    secrets changes). A key named for a derived origin (the pod's host name) would be refused
+    as ``serve`` refuses it."""
     import trustme
 
     from daemon.config._tokens import token_line
@@ -197,6 +209,9 @@ def test_the_kubernetes_configuration_is_valid(tmp_path: Path) -> None:
     for blob in certificate.cert_chain_pems:
         blob.write_to_path(str(secrets / "tls.crt"), append=True)
     (secrets / "tokens").write_text(token_line("a-long-random-token-for-the-test", "ci") + "\n")
+    keygen = _secret_keygen_arguments()
+    made = _run(*keygen[:-1], str(secrets / keygen[-1]))
+    assert made.returncode == 0, made.stderr
     for name in ("tls.key", "tokens"):
         os.chmod(secrets / name, 0o400)
     text = _manifests()["ConfigMap"]["data"]["evidenced.toml"]
