@@ -11,8 +11,8 @@ Rules (the contract):
 1. **Where**: ``$EVIDENCED_CACHE_DIR``, else ``$XDG_CACHE_HOME/evidenced``, else
    ``$HOME/.cache/evidenced`` (all read from the environment given; with none of them set
    nothing is kept, every submit asks); one file per address, ``sessions-<32 hex>.json``
-   (a SHA-256 prefix of the address as given: ``--socket PATH`` or ``--connect URL``), the directory 0700 and
-   the file 0600 (an announcement is not secret, but it is the user's).
+   (a SHA-256 prefix of the address as given: ``--socket PATH`` or ``--connect URL``), the
+   directory 0700 and the file 0600 (an announcement is not secret, but it is the user's).
 2. **Fresh** for ``ttl`` seconds after it was received (``--sessions-ttl``, default
    :data:`DEFAULT_TTL`, the library client's ``announcement_ttl``): a file older than that, from
    a clock that stepped back (received in the future), naming another address, or malformed
