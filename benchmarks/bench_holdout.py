@@ -23,8 +23,8 @@ from typing import Any
 
 from _harness import Op, Report, at_most, main
 
-import holdout
-from holdout.adapter import observe
+from mechanism import holdout
+from mechanism.holdout.adapter import observe
 
 REPO = Path(__file__).resolve().parents[1]
 CHALLENGES = REPO / "fixtures" / "holdout" / "challenges" / "public-s.json"

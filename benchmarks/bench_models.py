@@ -42,10 +42,10 @@ from daemon.tlog import encode_receipt, make_receipt
 from daemon.tlog._receipt import _parse as read_receipt_bytes
 from daemon.wire._binding import binding_from_wire
 from daemon.wire._protocol import ClientConnection, Decision, ServerConnection, Submit, encode_frame
-from holdout._commitment import corpus_dir
-from holdout._corpus import Corpus
-from holdout._reader import read_json
 from mechanism.formation import FormationPathCertificateMechanism, formation_binding
+from mechanism.holdout._commitment import corpus_dir
+from mechanism.holdout._corpus import Corpus
+from mechanism.holdout._reader import read_json
 from session import EvidenceStore, VerificationSession
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -71,7 +71,6 @@ import structlog
 import trio
 from _harness import Report, _calibrate, _sampler, interleave, main
 
-from canon import core_digest
 from daemon.audit._audit import AuditLog
 from daemon.audit._audit_format import seal
 from daemon.config._config import parse_config
@@ -94,6 +93,7 @@ from daemon.wire._protocol import (
 )
 from session import BoundProposition, NoOptions
 from session._bytes_provider import PROVIDER
+from session.canon import core_digest
 
 CONFIG = """
 [sessions.bytes]

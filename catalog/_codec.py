@@ -19,7 +19,7 @@ import hashlib
 import re
 from typing import Any
 
-from canon import core_json
+from session.canon import core_json
 
 __all__ = [
     "BARE_HEX_RE",

@@ -14,7 +14,7 @@ Rules:
 
 from __future__ import annotations
 
-from canon import CallerError
+from session.canon import CallerError
 
 __all__ = ["CatalogError", "ComponentIndexError", "ComponentRegistryError", "PlanningError"]
 

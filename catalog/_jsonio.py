@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from canon import StrictJSONError, loads_strict_json
+from session.canon import StrictJSONError, loads_strict_json
 
 from ._errors import CatalogError
 

@@ -23,8 +23,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-import cli
-from cli import CliError, Exit, RejectedInput, UsageError
+from session import cli
+from session.cli import CliError, Exit, RejectedInput, UsageError
 
 from ._entries import reference_registry
 from ._errors import CatalogError, ComponentIndexError, PlanningError

@@ -47,8 +47,8 @@ from typing import Any, Final
 
 import orjson
 
-import canon
-from canon import DIGEST_RE, CallerError, is_digest, network_json_float_free
+from session import canon
+from session.canon import DIGEST_RE, CallerError, is_digest, network_json_float_free
 
 __all__ = [
     "DIGEST_RE",

@@ -21,38 +21,42 @@ Beside the protocol, what every mechanism and host shares (``docs/writing-a-mech
   providers (:func:`provider_entries`, :func:`load_provider`);
 * the pair pre-check pipeline (:class:`PairPrecheck` and its standard steps);
 * source identities (:class:`SourceIdentity`) and lower-only ceilings (:func:`lower_only`);
-  the byte encodings, digests and the strict JSON reader are :mod:`canon`'s;
+  the byte encodings, digests and the strict JSON reader are :mod:`session.canon`'s;
 * which extra of the distribution provides which optional library (:data:`EXTRAS`,
   :func:`require_extra`, :class:`ExtraMissing`: :mod:`session._extras`), so a provider, a
   host and a command line say the same one line when one is not installed.
 
-Importing the package loads the value types, lower-only ceilings and the capped read; every
-other public name (and :mod:`session.precheck`) loads from its module the first time it is
-asked for, with the same object every time.
+Two floors live inside the package: :mod:`session.canon` (the byte encodings, digests, the
+strict JSON reader and the product's one error tree) and :mod:`session.cli` (the command-line
+contract every package's command line builds on). Importing the package loads nothing: every
+public name (and :mod:`session.precheck`) loads from its module the first time it is asked for,
+with the same object every time.
 """
 
 from typing import TYPE_CHECKING, Any
 
-from ._capped_read import MAX_INPUT_FILE_BYTES, InputTooLarge, read_capped, read_prefix
-from ._limits import CeilingError, lower_only
-from ._types import (
-    BoundProposition,
-    EvaluatedProposition,
-    EvidenceBindingError,
-    EvidenceBounds,
-    FrozenInstanceError,
-    MechanismDecision,
-    MechanismOutcome,
-    VerificationMechanism,
-    core_digest,
-    normalise_digest,
-)
-
-# The value types load with the package; every other name loads on first use, from the module
-# this table names: a client that only sends a binding never builds the provider contract, the
-# pre-check pipeline, the session or the options converter (cattrs), and a host loads each
-# the first time it asks for it (docs/benchmarks.md, "The CLI's imports").
+# Every name loads on first use, from the module this table names: a client that only sends a
+# binding never builds the provider contract, the pre-check pipeline, the session or the
+# options converter (cattrs), a host loads each the first time it asks for it
+# (docs/benchmarks.md, "The CLI's imports"), and importing the package's floor
+# (``session.canon``, ``session.cli``: what the catalog uses) loads nothing of the protocol.
 _LAZY: dict[str, str] = {
+    "MAX_INPUT_FILE_BYTES": "._capped_read",
+    "InputTooLarge": "._capped_read",
+    "read_capped": "._capped_read",
+    "read_prefix": "._capped_read",
+    "CeilingError": "._limits",
+    "lower_only": "._limits",
+    "BoundProposition": "._types",
+    "EvaluatedProposition": "._types",
+    "EvidenceBindingError": "._types",
+    "EvidenceBounds": "._types",
+    "FrozenInstanceError": "._types",
+    "MechanismDecision": "._types",
+    "MechanismOutcome": "._types",
+    "VerificationMechanism": "._types",
+    "core_digest": "._types",
+    "normalise_digest": "._types",
     "precheck": "",
     "BytesDigestMechanism": "._bytes_digest",
     "EXTRAS": "._extras",
@@ -101,8 +105,10 @@ _LAZY: dict[str, str] = {
 if TYPE_CHECKING:
     from . import precheck
     from ._bytes_digest import BytesDigestMechanism
+    from ._capped_read import MAX_INPUT_FILE_BYTES, InputTooLarge, read_capped, read_prefix
     from ._extras import EXTRAS, ExtraMissing, missing_extra, require_extra
     from ._identity import SourceIdentity, file_digest
+    from ._limits import CeilingError, lower_only
     from ._options import OPTIONS_CONVERTER, OptionsError, structure_options
     from ._plugins import (
         ENTRY_POINT_GROUP,
@@ -136,6 +142,18 @@ if TYPE_CHECKING:
     from ._resolved import resolved_references
     from ._session import VerificationSession
     from ._store import EvidenceStore
+    from ._types import (
+        BoundProposition,
+        EvaluatedProposition,
+        EvidenceBindingError,
+        EvidenceBounds,
+        FrozenInstanceError,
+        MechanismDecision,
+        MechanismOutcome,
+        VerificationMechanism,
+        core_digest,
+        normalise_digest,
+    )
 
 
 def __getattr__(name: str) -> Any:

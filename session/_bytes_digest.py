@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
-from canon import digest_bytes
+from session.canon import digest_bytes
 
 from ._identity import file_digest
 from ._types import (

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from canon import digest_bytes
+from session.canon import digest_bytes
 
 from ._bytes_digest import BytesDigestMechanism
 from ._provider import ConformanceSample, EvidenceCountError, MechanismProvider, NoOptions

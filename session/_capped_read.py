@@ -29,7 +29,7 @@ import errno
 import os
 from typing import Final
 
-from canon import CallerError
+from session.canon import CallerError
 
 __all__ = ["MAX_INPUT_FILE_BYTES", "InputTooLarge", "read_capped", "read_prefix"]
 

@@ -42,7 +42,7 @@ from cattrs.errors import (
 )
 from cattrs.gen import make_dict_structure_fn
 
-from canon import CallerError
+from session.canon import CallerError
 
 __all__ = ["ExactError", "TypeMismatch", "exact_converter", "structure_exact", "type_name"]
 

@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Final, NamedTuple
 
-from canon._errors import EnvironmentFault
+from session.canon._errors import EnvironmentFault
 
 __all__ = [
     "EXTRAS",

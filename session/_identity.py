@@ -24,7 +24,7 @@ from typing import Any
 
 import attrs
 
-from canon import core_json, digest_bytes
+from session.canon import core_json, digest_bytes
 
 __all__ = ["SourceIdentity", "file_digest"]
 

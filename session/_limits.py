@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Final, Literal
 
-from canon import CallerError
+from session.canon import CallerError
 
 __all__ = ["CeilingError", "lower_only"]
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final, TypeVar
 
-from canon import CallerError
+from session.canon import CallerError
 
 from ._exact import ExactError, exact_converter, structure_exact, type_name
 

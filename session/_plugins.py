@@ -35,7 +35,7 @@ from typing import Any, Final
 
 import attrs
 
-from canon import EnvironmentFault
+from session.canon import EnvironmentFault
 
 from ._provider import MechanismProvider
 from ._types import VerificationMechanism

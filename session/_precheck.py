@@ -50,7 +50,7 @@ from typing import Any, Final
 
 import attrs
 
-from canon import ServiceError, digest_bytes, is_digest
+from session.canon import ServiceError, digest_bytes, is_digest
 
 from ._types import BoundProposition, EvidenceBounds, MechanismOutcome
 

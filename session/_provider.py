@@ -83,7 +83,7 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 import attrs
 
-from canon import CallerError
+from session.canon import CallerError
 
 from ._limits import CeilingError, lower_only
 from ._types import BoundProposition, EvidenceBounds, MechanismOutcome, VerificationMechanism

@@ -20,7 +20,7 @@ import base64
 import binascii
 from collections.abc import Iterable, Mapping
 
-from canon import digest_bytes as _reference
+from session.canon import digest_bytes as _reference
 
 from ._types import EvidenceBindingError, normalise_digest
 

@@ -35,7 +35,7 @@ from typing import Any, Final, Protocol, runtime_checkable
 import attrs
 import orjson
 
-from canon import CallerError, core_digest
+from session.canon import CallerError, core_digest
 
 __all__ = [
     "BoundProposition",

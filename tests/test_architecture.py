@@ -1,10 +1,16 @@
 """The layering: which project package may import which (README "What ships"; ADR 0010).
 
-Every ``import`` statement of every module of the six code packages is read with ``ast`` — at
-module level or inside a function, absolute or relative, so a lazy import counts too — and
-checked against these contracts:
+The installed top level is the four code packages the project was asked for (``session``,
+``mechanism``, ``daemon``, ``catalog``) and the fixtures data package; the layers below are
+areas inside them: ``session.canon`` and ``session.cli`` on the session's floor,
+``mechanism.holdout`` beside the mechanisms. Every ``import`` statement of every module is read
+with ``ast`` — at module level or inside a function, absolute or relative, so a lazy import
+counts too — and checked against these contracts:
 
-* ``canon`` (the byte encodings) imports nothing of the project;
+* ``canon`` (``session.canon``, the byte encodings and the error tree) imports nothing of the
+  project;
+* ``cli`` (``session.cli``, the command-line contract) imports only ``canon``; which modules
+  may import it is ``tests/test_cli_layering.py``'s rule;
 * ``session`` imports only ``canon``: no mechanism, daemon, catalog or holdout;
 * a mechanism (``mechanism.formation``, ``mechanism.descriptor``) imports ``canon``,
   ``session`` and the shared ``mechanism`` modules (``mechanism.canonical``,
@@ -12,7 +18,8 @@ checked against these contracts:
   mechanism;
 * ``catalog`` imports only ``canon``: it describes mechanisms and never loads one, nor the
   session protocol (its reference registry is derived data);
-* ``holdout`` imports ``canon``, ``session`` and the shared ``mechanism`` modules (mechanisms
+* ``holdout`` (``mechanism.holdout``) imports ``canon``, ``session`` and the shared
+  ``mechanism`` modules (mechanisms
   reach it through their providers), and its scorer sources — the files its release id binds —
   import nothing of the project but each other;
 * ``daemon`` may import everything but ``holdout``;
@@ -40,23 +47,34 @@ from pathlib import Path
 import pytest
 import testdata
 
-from holdout._commitment import SCORER_SOURCES
+from mechanism.holdout._commitment import SCORER_SOURCES
 
 ROOT = testdata.REPO
-PACKAGES = ("canon", "session", "mechanism", "catalog", "daemon", "holdout")
+PACKAGES = ("session", "mechanism", "catalog", "daemon")
 MECHANISMS = ("formation", "descriptor")
 SHARED = "mechanism.shared"
+#: Areas that live inside a package: the module prefix and the area's name.
+INNER = (("session.canon", "canon"), ("session.cli", "cli"), ("mechanism.holdout", "holdout"))
 
 ALLOWED: dict[str, frozenset[str]] = {
     "canon": frozenset(),
+    "cli": frozenset({"canon"}),
     "session": frozenset({"canon"}),
     SHARED: frozenset({"canon", "session"}),
-    "mechanism.formation": frozenset({"canon", "session", SHARED}),
-    "mechanism.descriptor": frozenset({"canon", "session", SHARED}),
-    "catalog": frozenset({"canon"}),
-    "holdout": frozenset({"canon", "session", SHARED}),
+    "mechanism.formation": frozenset({"canon", "cli", "session", SHARED}),
+    "mechanism.descriptor": frozenset({"canon", "cli", "session", SHARED}),
+    "catalog": frozenset({"canon", "cli"}),
+    "holdout": frozenset({"canon", "cli", "session", SHARED}),
     "daemon": frozenset(
-        {"canon", "session", SHARED, "mechanism.formation", "mechanism.descriptor", "catalog"}
+        {
+            "canon",
+            "cli",
+            "session",
+            SHARED,
+            "mechanism.formation",
+            "mechanism.descriptor",
+            "catalog",
+        }
     ),
 }
 
@@ -84,7 +102,11 @@ def _imports(path: Path, module: str | None = None) -> Iterator[tuple[int, str]]
                 imported = ".".join([*base, node.module] if node.module else base)
             else:
                 imported = node.module or ""
-            if imported:
+            inner = {prefix for prefix, _ in INNER}
+            floors = all(f"{imported}.{alias.name}" in inner for alias in node.names)
+            if imported and not floors:
+                # ``from session import canon`` runs the package's ``__init__`` (which loads
+                # nothing: held by the catalog's non-execution test) and imports the floor
                 yield node.lineno, imported
             for alias in node.names:
                 yield node.lineno, f"{imported}.{alias.name}" if imported else alias.name
@@ -95,6 +117,9 @@ def _area(module: str) -> str | None:
     parts = module.split(".")
     if parts[0] not in PACKAGES:
         return None
+    for prefix, area in INNER:
+        if module == prefix or module.startswith(f"{prefix}."):
+            return area
     if parts[0] != "mechanism":
         return parts[0]
     if len(parts) > 1 and parts[1] in MECHANISMS:
@@ -118,18 +143,19 @@ def test_every_import_follows_the_layering(path: Path) -> None:
 
 def test_the_holdout_scorer_imports_nothing_of_the_project_but_itself() -> None:
     """The scorer's sources are the release id's: it imports only itself and the error tree
-    (``canon._errors``, class names without behaviour, so its errors share the one root)."""
+    (``session.canon._errors``, class names without behaviour, so its errors share the one
+    root)."""
     for name in SCORER_SOURCES:
-        path = ROOT / "holdout" / name
+        path = ROOT / "mechanism" / "holdout" / name
         for line, imported in _imports(path):
             parts = imported.split(".")
             if (
                 parts[0] not in PACKAGES
-                or imported == "holdout"
-                or parts[:2] == ["canon", "_errors"]
+                or imported in ("mechanism", "mechanism.holdout")
+                or parts[:3] == ["session", "canon", "_errors"]
             ):
                 continue
-            own = parts[0] == "holdout" and f"{parts[1]}.py" in SCORER_SOURCES
+            own = parts[:2] == ["mechanism", "holdout"] and f"{parts[2]}.py" in SCORER_SOURCES
             assert own, f"{path}:{line}: the scorer imports {imported}"
 
 
@@ -146,7 +172,7 @@ def test_the_formation_checker_never_imports_the_producer_even_transitively() ->
             if candidate.is_file():
                 pending.extend(name for _, name in _imports(candidate) if _area(name))
                 break
-    assert {"mechanism.canonical", "mechanism.formation._wire", "canon"} <= seen
+    assert {"mechanism.canonical", "mechanism.formation._wire", "session.canon"} <= seen
     assert not any("producer" in module for module in seen), sorted(seen)
 
 
@@ -252,7 +278,7 @@ def _cycles(modules: dict[str, Path]) -> list[list[str]]:
     return found
 
 
-@pytest.mark.parametrize("package", [*PACKAGES, "cli"])
+@pytest.mark.parametrize("package", PACKAGES)
 def test_no_package_has_an_import_cycle(package: str) -> None:
     assert _cycles(_modules(ROOT, package)) == []
 
@@ -328,7 +354,7 @@ def test_the_daemon_keeps_its_seams(module: str, refused: frozenset[str]) -> Non
 def test_the_codec_state_table_imports_nothing_of_the_project() -> None:
     path = ROOT / "daemon" / "wire" / "_protocol_state.py"
     imported = _runtime_imports(path, "daemon.wire._protocol_state")
-    project = {name for name in imported if name.split(".")[0] in (*PACKAGES, "cli")}
+    project = {name for name in imported if name.split(".")[0] in PACKAGES}
     # the error tree (daemon.wire._errors) imports nothing either
     assert project <= {"daemon.wire._errors", "daemon.wire._errors.LocalProtocolError"}
 

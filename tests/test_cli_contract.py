@@ -27,9 +27,8 @@ import pytest
 import testdata
 
 import catalog.cli
-import cli
 from daemon.cli import build_parser
-from session import MAX_INPUT_FILE_BYTES
+from session import MAX_INPUT_FILE_BYTES, cli
 
 ROOT = testdata.REPO
 FORMATION = ROOT / "fixtures" / "formation"

@@ -66,13 +66,13 @@ import pytest
 import testdata
 from distributions import closure, top_level
 
-import holdout
 from daemon import __version__
 from daemon.server._server import SERVER_NAME
+from mechanism import holdout
 
 REPO: Final = testdata.REPO
 PYPROJECT: Final = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
-CODE_PACKAGES: Final = ("canon", "cli", "session", "mechanism", "catalog", "daemon", "holdout")
+CODE_PACKAGES: Final = ("session", "mechanism", "catalog", "daemon")
 PROJECT_FILES: Final = ("pyproject.toml", "README.md", "LICENSE")
 
 
@@ -193,6 +193,20 @@ def _data_files(folder: Path) -> dict[str, bytes]:
     }
 
 
+def test_the_wheel_installs_the_four_packages_and_the_fixtures_and_no_other_top_level_name(
+    wheel: Path,
+) -> None:
+    """A top-level ``canon``, ``cli`` or ``holdout`` would collide with other distributions
+    (``cli`` is among the most common names on PyPI): the installed top level is the layout's
+    four code packages and the fixtures data package, nothing else."""
+    with zipfile.ZipFile(wheel) as archive:
+        tops = {name.split("/")[0] for name in archive.namelist()}
+    assert {top for top in tops if not top.endswith(".dist-info")} == {
+        *CODE_PACKAGES,
+        "evidenced_fixtures",
+    }
+
+
 def test_wheel_ships_the_license_and_one_copy_of_every_fixture(installed: Installed) -> None:
     with zipfile.ZipFile(installed.wheel) as wheel:
         names = set(wheel.namelist())
@@ -210,8 +224,8 @@ def test_wheel_ships_the_license_and_one_copy_of_every_fixture(installed: Instal
             if name == "__init__.py" or not name.endswith(".py")
         }
         assert shipped("evidenced_fixtures/") == fixtures
-        corpus = _data_files(REPO / "holdout" / "corpus")
-        assert shipped("holdout/corpus/") == corpus and len(corpus) > 1
+        corpus = _data_files(REPO / "mechanism" / "holdout" / "corpus")
+        assert shipped("mechanism/holdout/corpus/") == corpus and len(corpus) > 1
         [license_name] = [name for name in names if name.endswith(".dist-info/licenses/LICENSE")]
         assert wheel.read(license_name) == (REPO / "LICENSE").read_bytes()
         metadata = next(name for name in names if name.endswith(".dist-info/METADATA"))
@@ -246,7 +260,7 @@ def test_installed_demo_release_and_check_run_on_packaged_data(installed: Instal
     assert release.returncode == 0, release.stderr
     document: dict[str, Any] = json.loads(release.stdout)
     assert document["spec_release_id"] == holdout.release_id()
-    corpus_index = (REPO / "holdout" / "corpus" / "INDEX.json").read_bytes()
+    corpus_index = (REPO / "mechanism" / "holdout" / "corpus" / "INDEX.json").read_bytes()
     assert document["files"]["corpus/INDEX.json"] == hashlib.sha256(corpus_index).hexdigest()
 
     pair = [

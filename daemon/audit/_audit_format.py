@@ -38,8 +38,8 @@ from typing import Any, Final, NamedTuple
 
 import orjson
 
-from canon import digest_bytes, network_json_float_free
 from daemon.wire._errors import ServiceError
+from session.canon import digest_bytes, network_json_float_free
 
 GENESIS: Final = "sha256:" + "0" * 64
 #: A line longer than this is refused by the verifier (no unbounded reads).

@@ -26,8 +26,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from canon import digest_bytes, network_json_float_free
 from session import BoundProposition
+from session.canon import digest_bytes, network_json_float_free
 
 __all__ = ["RETAIN_MODES", "decision_fields", "result_digest", "session_config_entry"]
 

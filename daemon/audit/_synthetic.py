@@ -23,8 +23,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
 
-from canon import digest_bytes
 from daemon.audit._audit import GENESIS, render_line
+from session.canon import digest_bytes
 
 __all__ = ["synthetic_lines", "write_synthetic_log"]
 

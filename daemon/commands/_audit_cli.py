@@ -26,9 +26,9 @@ from pathlib import Path
 
 import trio
 
-import cli
-from cli import CliError, Exit, RejectedInput, UsageError
 from daemon.commands._report_cli import add_report_command
+from session import cli
+from session.cli import CliError, Exit, RejectedInput, UsageError
 
 # The audit log's modules load when a subcommand runs (docs/benchmarks.md, "The CLI's imports").
 

@@ -25,9 +25,9 @@ import argparse
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-import cli
-from cli import Exit, UsageError
 from daemon.client._outcomes import BATCH_SIZE, RejectedError, SubmitResult
+from session import cli
+from session.cli import Exit, UsageError
 
 if TYPE_CHECKING:  # the client loads when pairs are submitted, not with ``submit``'s parser
     from daemon.client._sync import SyncClient

@@ -44,8 +44,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-import cli
-from cli import CliError, Exit, RejectedInput, UsageError
 from daemon.client._honest import HonestBindingError
 from daemon.client._outcomes import (
     ClientError,
@@ -60,6 +58,8 @@ from daemon.client._targets import DEFAULT_TCP_PORT as DEFAULT_PORT
 from daemon.client._targets import parse_target
 from daemon.commands import _sessions_cache
 from daemon.commands._batch_cli import add_pair_arguments, submit_pairs
+from session import cli
+from session.cli import CliError, Exit, RejectedInput, UsageError
 
 if TYPE_CHECKING:
     from daemon.client._sync import SyncClient

@@ -16,8 +16,8 @@ from __future__ import annotations
 import argparse
 from typing import Final
 
-import cli
-from cli import Exit
+from session import cli
+from session.cli import Exit
 
 __all__ = ["SHELLS", "register"]
 

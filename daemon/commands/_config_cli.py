@@ -37,8 +37,6 @@ from typing import Any
 
 import attrs
 
-import cli
-from cli import Exit, RejectedInput, UsageError
 from daemon.config._checks import check_listeners
 from daemon.config._config import ConfigError, DaemonConfig, default_config_text, load_config
 from daemon.config._config_schema import key_rows, key_table
@@ -46,6 +44,8 @@ from daemon.config._hosting import ServerConfig
 from daemon.config._security import ExposureRefused
 from daemon.config._tls import TlsConfigError
 from daemon.config._tokens import TokenFileError
+from session import cli
+from session.cli import Exit, RejectedInput, UsageError
 
 __all__ = ["check_document", "register"]
 

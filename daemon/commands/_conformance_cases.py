@@ -36,7 +36,6 @@ from typing import Any, Final
 
 import attrs
 
-from canon import digest_bytes
 from session import (
     Announcement,
     BoundProposition,
@@ -49,6 +48,7 @@ from session import (
     VerificationSession,
     accepted_bounds,
 )
+from session.canon import digest_bytes
 
 __all__ = [
     "DEFAULT_BOUNDS",

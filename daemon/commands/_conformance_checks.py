@@ -20,7 +20,6 @@ from typing import Any, Final
 
 import attrs
 
-from canon import is_digest, network_json
 from daemon.commands._conformance_cases import Case, Setting
 from session import (
     BoundProposition,
@@ -34,6 +33,7 @@ from session import (
     VerificationSession,
     accepted_bounds,
 )
+from session.canon import is_digest, network_json
 
 __all__ = [
     "Check",

@@ -8,7 +8,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import cli
 from daemon.commands._fleet import (
     FleetError,
     fleet_key_for_receipt,
@@ -19,6 +18,7 @@ from daemon.commands._fleet import (
     publish,
 )
 from daemon.retention._publish import PublishError, open_target
+from session import cli
 
 __all__ = [
     "receipt_from_fleet",

@@ -44,8 +44,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
-import cli
-from cli import CliError, Exit, RejectedInput
 from daemon.audit._transparency import audit_files
 from daemon.tlog import (
     CHECKPOINT_FILE,
@@ -77,6 +75,8 @@ from daemon.tlog import (
 )
 from daemon.tlog._lookup import LineNotFound, LineQuery, LookupInvalid, find_line
 from daemon.tlog._tiles import ENTRIES, decode_bundle
+from session import cli
+from session.cli import CliError, Exit, RejectedInput
 
 EXIT_OK: Final = Exit.OK
 EXIT_INVALID: Final = Exit.FAIL

@@ -32,7 +32,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-import cli
+from session import cli
 
 # Top-level command → the module(s) contributing it, in help order (a later module may add
 # subcommands to an earlier one's command). Only the modules of the command being run are
@@ -52,7 +52,7 @@ _COMMANDS: dict[str, str | tuple[str, ...]] = {
     "formation": "mechanism.formation.cli",
     "descriptor": "mechanism.descriptor.cli",
     "catalog": "catalog.cli",
-    "holdout": "holdout.cli",
+    "holdout": "mechanism.holdout.cli",
     "demo": "daemon.commands.demo",
     "completion": "daemon.commands._completion_cli",
 }
@@ -204,7 +204,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return cli.run(build_parser, arguments, classify=_exit_code)
     finally:  # an in-process caller's next command line (another package's) prints as before
-        sys.modules["cli._contract"].STATE.sink = None
+        sys.modules["session.cli._contract"].STATE.sink = None
 
 
 def _exit_code(error: BaseException) -> int | None:
@@ -227,7 +227,7 @@ def _configure_logs(arguments: Sequence[str]) -> None:
     settings = logs.configure(
         format_ if format_ in logs.FORMATS else None, level if level in logs.LEVELS else None
     )
-    cli_state = sys.modules["cli._contract"].STATE
+    cli_state = sys.modules["session.cli._contract"].STATE
     if settings.format == "json":
         cli_state.sink = lambda command, line, level: logs.log(
             level, "cli_message", line, command=command

@@ -25,8 +25,8 @@ from __future__ import annotations
 import argparse
 from typing import Any, Final
 
-import cli
-from cli import Exit, RejectedInput
+from session import cli
+from session.cli import Exit, RejectedInput
 
 EXIT_OK: Final = Exit.OK
 EXIT_FAIL: Final = Exit.FAIL

@@ -30,8 +30,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import cli
-from cli import Exit, UsageError
+from session import cli
+from session.cli import Exit, UsageError
 
 __all__ = ["add_report_command"]
 

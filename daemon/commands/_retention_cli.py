@@ -35,9 +35,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-import cli
-from cli import CliError, Exit, RejectedInput, UsageError
 from daemon.retention._units import parse_age, parse_size
+from session import cli
+from session.cli import CliError, Exit, RejectedInput, UsageError
 
 if TYPE_CHECKING:
     from daemon.replay._replay_run import ReplayRequest

@@ -28,9 +28,9 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-import cli
-from cli import CliError, Exit, RejectedInput
 from daemon.wire import _logs as logs
+from session import cli
+from session.cli import CliError, Exit, RejectedInput
 
 # The server, the configuration and the audit log load when ``serve`` runs, not when the
 # command line is built (docs/benchmarks.md, "The CLI's imports").

@@ -32,8 +32,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-import cli
-from cli import Exit, RejectedInput, UsageError
+from session import cli
+from session.cli import Exit, RejectedInput, UsageError
 
 __all__ = ["TEMPLATE", "evidenced_command", "register", "render_unit"]
 

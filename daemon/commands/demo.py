@@ -381,7 +381,7 @@ def _command(args: argparse.Namespace) -> int:
     (exit 0 OK, 1 FAILED)."""
     import contextlib
 
-    import cli
+    from session import cli
 
     summary: dict[str, Any] = {}
     with contextlib.redirect_stdout(sys.stderr):

@@ -31,8 +31,8 @@ from typing import Final, Protocol
 
 import attrs
 
-from canon import digest_bytes
 from daemon.wire._errors import ServiceError
+from session.canon import digest_bytes
 
 __all__ = [
     "ObjectCorrupt",

@@ -32,7 +32,6 @@ from typing import Any, Final
 
 import trio
 
-from canon import digest_bytes
 from daemon.config._hosting import HostedSession
 from daemon.server._workers import WorkerDied, WorkerJobError, WorkerPool
 from session import (
@@ -42,6 +41,7 @@ from session import (
     MechanismOutcome,
     VerificationSession,
 )
+from session.canon import digest_bytes
 
 DEADLINE_DETAILS: Final = "DAEMON_REQUEST_DEADLINE_EXCEEDED"
 WORKER_FAILED_DETAILS: Final = "DAEMON_EVALUATION_WORKER_FAILED"

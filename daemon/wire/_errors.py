@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from canon._errors import (
+from session.canon._errors import (
     Busy,
     CallerError,
     EnvironmentFault,

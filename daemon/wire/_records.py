@@ -35,7 +35,6 @@ import orjson
 from cattrs.errors import ClassValidationError
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
-from canon import network_json
 from daemon.wire._errors import RemoteProtocolError
 from daemon.wire._exact import FieldError, Rule, exact_keys, first_failure, wire_names
 from daemon.wire._header_fields import (
@@ -63,6 +62,7 @@ from daemon.wire._header_fields import (
 from daemon.wire._header_fields import MAX_BATCH_PAIRS as MAX_BATCH_PAIRS
 from daemon.wire._header_fields import MAX_REQUEST_ID as MAX_REQUEST_ID
 from daemon.wire._header_fields import BatchPair as BatchPair
+from session.canon import network_json
 
 MAGIC: Final = b"EVD1"
 PREFIX_SIZE: Final = 8

@@ -47,9 +47,9 @@ from typing import Any, Final
 
 import attrs
 
-from canon import CallerError, DuplicateKeyError, StrictJSONError, loads_strict_json
 from mechanism.canonical import canonical_digest, digest_bytes
 from session import read_capped
+from session.canon import CallerError, DuplicateKeyError, StrictJSONError, loads_strict_json
 
 from ._axion import PolicyEngine, SyscallContext, Verdict, VerdictKind
 from ._canonfs import is_canonfs_ref

@@ -48,8 +48,8 @@ from typing import Final
 
 import attrs
 
-from canon import CallerError
 from mechanism.canonical import digest_bytes
+from session.canon import CallerError
 
 from ._tisc import Opcode
 

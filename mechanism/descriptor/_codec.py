@@ -62,7 +62,7 @@ from typing import Final
 
 import attrs
 
-from canon import CallerError
+from session.canon import CallerError
 
 from ._canonfs import canonfs_hash, is_canonfs_ref
 from ._catalog import (

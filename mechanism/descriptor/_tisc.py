@@ -38,7 +38,7 @@ from typing import Final
 
 import attrs
 
-from canon import CallerError
+from session.canon import CallerError
 
 __all__ = [
     "ALPHABET",

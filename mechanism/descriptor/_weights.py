@@ -48,10 +48,10 @@ from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
-from canon import DuplicateKeyError, StrictJSONError, loads_strict_json
 from mechanism.canonical import digest_bytes
 from mechanism.snapshots import make_snapshot_directory
 from session import require_extra
+from session.canon import DuplicateKeyError, StrictJSONError, loads_strict_json
 
 from ._canonfs import canonfs_hash
 

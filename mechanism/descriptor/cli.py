@@ -37,8 +37,6 @@ import argparse
 import hashlib
 from typing import Any
 
-import cli
-from cli import Exit, RejectedInput, UsageError
 from mechanism.canonical import canonical_bytes
 from session import (
     CeilingError,
@@ -46,9 +44,11 @@ from session import (
     EvidenceStore,
     MechanismOutcome,
     VerificationSession,
+    cli,
     lower_only,
     require_extra,
 )
+from session.cli import Exit, RejectedInput, UsageError
 
 from ._axion import PolicyEngine, policy_digest
 from ._codec import MAX_DESCRIPTOR_BYTES, DescriptorError, encode_descriptor

@@ -44,7 +44,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final
 
-from canon import ServiceError, digest_bytes
 from mechanism.formation._wire import (
     MAX_DEPTH,
     MAX_NODES,
@@ -62,6 +61,7 @@ from mechanism.formation._wire import (
     all_digests,
     validate_ceilings,
 )
+from session.canon import ServiceError, digest_bytes
 
 __all__ = ["REASON_CODES", "TRACE_RULES", "CheckTrace", "check_formation", "trace_formation"]
 

@@ -25,8 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 
-import cli
-from cli import UsageError
 from mechanism.formation._explain import explain_formation
 from mechanism.formation._explain_graph import (
     ENGINES,
@@ -41,6 +39,8 @@ from mechanism.formation._explain_view import (
     plan_view,
     render_text,
 )
+from session import cli
+from session.cli import UsageError
 
 __all__ = ["add_explain_command"]
 

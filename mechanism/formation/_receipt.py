@@ -40,7 +40,6 @@ from __future__ import annotations
 import itertools
 from typing import Any, Final
 
-from canon import CallerError
 from mechanism.canonical import (
     CanonicalError,
     admit_record,
@@ -64,6 +63,7 @@ from mechanism.formation._silo_commit import (
     is_portable_path,
 )
 from mechanism.formation._wire import MAX_DEPTH, MAX_NODES, PROFILE_DIGEST, RESIDUAL_OBLIGATIONS
+from session.canon import CallerError
 
 __all__ = [
     "RECEIPT_ERROR_CODES",

@@ -31,8 +31,6 @@ import re
 from pathlib import Path
 from typing import Any, Final
 
-import cli
-from cli import CliError, Exit
 from mechanism.formation._receipt import (
     BINDING_INVALID,
     LIMIT_EXCEEDED,
@@ -46,6 +44,8 @@ from mechanism.formation._silo import (
     MAX_OBJECT_BYTES,
     inspect_silo_formation,
 )
+from session import cli
+from session.cli import CliError, Exit
 
 __all__ = ["add_silo_commands", "read_evidence_dir"]
 

@@ -39,7 +39,6 @@ import itertools
 import re
 from typing import Any, Final
 
-from canon import CallerError
 from mechanism.canonical import (
     CanonicalError,
     CanonicalLimitError,
@@ -47,6 +46,7 @@ from mechanism.canonical import (
     admit_record,
     is_digest,
 )
+from session.canon import CallerError
 
 __all__ = [
     "COMMIT_SCHEMA",

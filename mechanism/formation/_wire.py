@@ -52,7 +52,6 @@ from collections.abc import Callable
 from importlib import resources
 from typing import Any, Final
 
-from canon import CallerError
 from mechanism.canonical import (
     CanonicalError,
     CanonicalLimitError,
@@ -64,6 +63,7 @@ from mechanism.canonical import (
     parse_unscanned,
 )
 from session import CeilingError, lower_only
+from session.canon import CallerError
 
 __all__ = [
     "CERTIFICATE_SCHEMA",

@@ -30,8 +30,6 @@ from __future__ import annotations
 import argparse
 import json
 
-import cli
-from cli import CliError, Exit, RejectedInput, UsageError
 from mechanism.canonical import canonical_bytes, is_digest
 from mechanism.formation._checker import check_formation
 from mechanism.formation._explain_cli import add_explain_command
@@ -46,7 +44,8 @@ from mechanism.formation._wire import (
     UnsupportedFormation,
     validate_ceilings,
 )
-from session import EvidenceStore, MechanismOutcome, VerificationSession
+from session import EvidenceStore, MechanismOutcome, VerificationSession, cli
+from session.cli import CliError, Exit, RejectedInput, UsageError
 
 __all__ = ["register"]
 

@@ -22,7 +22,6 @@ import os
 from collections.abc import Sequence
 from typing import Any, Final
 
-from canon import digest_bytes
 from session import (
     BoundProposition,
     ConformanceSample,
@@ -33,6 +32,7 @@ from session import (
     NoOptions,
     SourceIdentity,
 )
+from session.canon import digest_bytes
 
 PREDICATE: Final = "kit.sha256"
 _DIGEST: Final = SourceIdentity.read("kit-probe-1", (("broken_mechanisms.py", __file__),)).digest

@@ -32,7 +32,6 @@ from typing import Any, Final
 
 import attrs
 
-from canon import digest_bytes
 from session import (
     BoundProposition,
     ConformanceOptionSet,
@@ -48,6 +47,7 @@ from session import (
     lower_only,
 )
 from session import precheck as steps
+from session.canon import digest_bytes
 
 MECHANISM_ID: Final = "test.kit.pair.0.1"
 EXPECTED: Final = "STATED"

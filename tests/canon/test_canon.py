@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from canon import (
+from session.canon import (
     DuplicateKeyError,
     StrictJSONError,
     core_digest,

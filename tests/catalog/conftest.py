@@ -209,8 +209,10 @@ NONEXECUTING_SCRIPT = textwrap.dedent(
             package=stored)
         results[component_id] = {"digest": digest, "search": found, "plan": plan.to_dict(),
             "readiness": report.to_dict()}
+    floors = ("session.canon", "session.cli")  # the package's floors (its __init__ loads nothing)
     loaded_names = sorted(m for m in sys.modules
-        if m.startswith(("mechanism.formation", "mechanism.descriptor", "session")))
+        if m.startswith(("mechanism.formation", "mechanism.descriptor", "session"))
+        and m != "session" and not any(m == f or m.startswith(f + ".") for f in floors))
     print(json.dumps({"results": results, "loaded": loaded_names}))
     """
 )

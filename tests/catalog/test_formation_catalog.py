@@ -281,7 +281,7 @@ def test_entrypoints_execute_only_explicitly_and_retain_residuals() -> None:
 def test_package_index_detection_plan_and_readiness_remain_nonexecuting(
     component_id: str, nonexecuting_run: dict[str, Any]
 ) -> None:
-    assert nonexecuting_run["loaded"] == []  # no formation, descriptor or session module
+    assert nonexecuting_run["loaded"] == []  # no formation, descriptor or session protocol module
     result = nonexecuting_run["results"][component_id]
     search = result["search"]
     assert search["result"] == "DECLARED_MATCHES" and search["match_count"] == 1

@@ -22,8 +22,6 @@ from daemon_testkit import bytes_binding
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import cli
-from cli import _contract
 from daemon import AuditLog, open_client, open_server, verify_log
 from daemon.audit._audit_format import (
     GENESIS,
@@ -37,6 +35,8 @@ from daemon.client._receipts import fetch_receipt
 from daemon.config._config import parse_config
 from daemon.retention import FilesystemStore
 from daemon.tlog import SignerKey, encode_receipt, verify_receipt, write_key_file
+from session import cli
+from session.cli import _contract
 
 #: Every code point the rule escapes, and a string of them (with a C0 escape among them).
 ESCAPED = frozenset(code for first, last in HOSTILE for code in range(first, last + 1))

@@ -11,11 +11,8 @@ import pkgutil
 
 import pytest
 
-import canon
 import catalog
-import cli
 import daemon
-import holdout
 import mechanism
 import session
 from daemon.client._outcomes import (
@@ -32,6 +29,8 @@ from daemon.tlog import CheckpointError
 from daemon.wire._errors import EvidencedError, PeerError, ServiceError, exit_code
 from daemon.wire._protocol import ErrorCode, ErrorResponse, ProtocolError
 from daemon.wire._protocol_state import LocalProtocolError
+from mechanism import holdout
+from session import canon, cli
 
 PRODUCT = (canon, session, mechanism, catalog, daemon, holdout, cli)
 

@@ -128,10 +128,10 @@ def test_a_plugin_claiming_a_built_in_mechanism_id_makes_submit_refuse_to_guess(
     """A plugin whose provider makes ``vstd.bytes.sha256`` beside the built-in one: the honest
     binding is not built by whichever comes first (pass ``--binding``; a usage error, exit 2),
     though the client no longer imports built-in providers of other mechanisms."""
-    from cli import UsageError
     from daemon.client._honest import HonestBindingError, honest_binding
     from daemon.commands import _client_cli
     from session import _plugins
+    from session.cli import UsageError
 
     impostor = _plugins.ProviderEntry(
         "bytes-again", "session._bytes_provider:BytesDigestProvider", "impostor", "1"

@@ -18,8 +18,10 @@ from typing import Any
 import pytest
 import testdata
 
-import holdout
-from holdout.adapter import (
+from mechanism import holdout
+from mechanism.descriptor import canonfs_hash, encode_descriptor
+from mechanism.formation import produce_formation_certificate
+from mechanism.holdout.adapter import (
     HANDLERS,
     Corpus,
     EmissionRefused,
@@ -29,8 +31,6 @@ from holdout.adapter import (
     resolve_octets,
     root_of,
 )
-from mechanism.descriptor import canonfs_hash, encode_descriptor
-from mechanism.formation import produce_formation_certificate
 
 REPO_ROOT = testdata.REPO
 CHALLENGES = testdata.fixture("holdout/challenges", directory=True)

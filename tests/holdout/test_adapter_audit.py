@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-import holdout
-from holdout.adapter import Corpus, EmissionRefused, observe, observe_challenge
+from mechanism import holdout
+from mechanism.holdout.adapter import Corpus, EmissionRefused, observe, observe_challenge
 
 CORPUS = Corpus.load(holdout.corpus_index_path().parent)
 FORMATION, DESCRIPTOR = "formation-identity", "descriptor-tisc"

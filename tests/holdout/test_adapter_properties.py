@@ -9,8 +9,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import holdout
-from holdout.adapter import Corpus, StepError, observe_challenge
+from mechanism import holdout
+from mechanism.holdout.adapter import Corpus, StepError, observe_challenge
 
 CORPUS = Corpus.load(holdout.corpus_index_path().parent)
 SCHEMAS = holdout.project_schemas()

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-import holdout
-from holdout.adapter import HANDLERS, Corpus, observe
+from mechanism import holdout
+from mechanism.holdout.adapter import HANDLERS, Corpus, observe
 from session import load_provider
 
 CORPUS = Corpus.load(holdout.corpus_index_path().parent)

@@ -19,7 +19,7 @@ import clirun
 import pytest
 import testdata
 
-import holdout
+from mechanism import holdout
 
 REPO_ROOT = testdata.REPO
 SYNTHETIC = testdata.data("holdout/trvm-synthetic", directory=True)

@@ -20,9 +20,9 @@ import testdata
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-import holdout
-from holdout._commitment import load_schemas
-from holdout._scorer import (
+from mechanism import holdout
+from mechanism.holdout._commitment import load_schemas
+from mechanism.holdout._scorer import (
     Refusal,
     _checked,
     _compile,

@@ -16,7 +16,7 @@ from typing import Any
 
 import testdata
 
-from holdout._corpus import Corpus, CorpusError
+from mechanism.holdout._corpus import Corpus, CorpusError
 
 CASES = [
     json.loads(line)
@@ -43,7 +43,7 @@ def test_every_recorded_index_gets_the_recorded_answer() -> None:
 
 
 def test_the_packaged_corpus_still_reads() -> None:
-    from holdout._commitment import corpus_dir
+    from mechanism.holdout._commitment import corpus_dir
 
     corpus = Corpus.load(corpus_dir())
     assert corpus.cases and all(corpus.lookup(case.artifact) for case in corpus.cases)

@@ -21,8 +21,8 @@ import testdata
 from hypothesis import given
 from hypothesis import strategies as st
 
-import holdout
-from holdout._commitment import SCORER_SOURCES, load_schemas
+from mechanism import holdout
+from mechanism.holdout._commitment import SCORER_SOURCES, load_schemas
 
 ROOT = "root-" + "a" * 64
 OBSERVATION: dict[str, Any] = {
@@ -234,17 +234,19 @@ def test_every_module_the_scorer_loads_is_bound_by_the_release_id() -> None:
     # The release id must move when any code that decides or explains a score moves. The
     # package loads each name on first use: every public name is asked for.
     script = (
-        "import sys, holdout; [getattr(holdout, name) for name in holdout.__all__]; "
-        "print(sorted(m for m in sys.modules if m.startswith('holdout')))"
+        "import sys; from mechanism import holdout; "
+        "[getattr(holdout, name) for name in holdout.__all__]; "
+        "print(sorted(m for m in sys.modules if m.startswith('mechanism.holdout')))"
     )
     completed = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
     )
     loaded = {
-        name.removeprefix("holdout.") for name in json.loads(completed.stdout.replace("'", '"'))
+        name.removeprefix("mechanism.holdout.")
+        for name in json.loads(completed.stdout.replace("'", '"'))
     }
     bound = {name.removesuffix(".py") for name in SCORER_SOURCES}
-    assert loaded - {"holdout"} == bound - {"__init__"}
+    assert loaded - {"mechanism.holdout"} == bound - {"__init__"}
     assert "scorer/_explain.py" in holdout.RELEASE_FILES
 
 

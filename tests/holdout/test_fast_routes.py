@@ -17,9 +17,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from holdout import StrictReadError, canonical_equal, read_json
-from holdout._reader import _NO_FAST_ROUTE, _read, _read_fast
-from holdout._scorer import _NO_COPY, Refusal, _as_read, _plain_copy, _same
+from mechanism.holdout import StrictReadError, canonical_equal, read_json
+from mechanism.holdout._reader import _NO_FAST_ROUTE, _read, _read_fast
+from mechanism.holdout._scorer import _NO_COPY, Refusal, _as_read, _plain_copy, _same
 
 NUMBERS = st.one_of(
     st.integers(min_value=-(2**64), max_value=2**64),
@@ -168,7 +168,7 @@ def _reference_copy(value: Any) -> Any:
 
 
 def _reference_as_read(value: Any) -> Any:
-    from holdout._reader import check_json_value
+    from mechanism.holdout._reader import check_json_value
 
     try:
         check_json_value(value)
@@ -253,6 +253,6 @@ def test_encoding_free_comparison_agrees_with_rfc8785(pair: tuple[Any, Any]) -> 
 def test_shallow_decides_depth_from_the_brackets_outside_strings(
     raw: bytes, expected: bool
 ) -> None:
-    from holdout._reader import shallow
+    from mechanism.holdout._reader import shallow
 
     assert shallow(raw) is expected

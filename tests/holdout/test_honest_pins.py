@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-import holdout
-from holdout.adapter import Corpus, observe
+from mechanism import holdout
+from mechanism.holdout.adapter import Corpus, observe
 
 CORPUS = Corpus.load(holdout.corpus_index_path().parent)
 TISC, WEIGHTS, FORMATION = "descriptor-tisc", "descriptor-safetensors", "formation-apply"

@@ -16,9 +16,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import holdout
-from holdout import canonical, evaluate_predicate, read_json, resolve_path, strict_equal
-from holdout._scorer import _evaluate_read, is_absent
+from mechanism import holdout
+from mechanism.holdout import canonical, evaluate_predicate, read_json, resolve_path, strict_equal
+from mechanism.holdout._scorer import _evaluate_read, is_absent
 
 ROOT = "root-" + "a" * 64
 OBS: dict[str, Any] = {

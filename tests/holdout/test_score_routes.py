@@ -13,9 +13,9 @@ from typing import Any
 
 import testdata
 
-import holdout
-from holdout._commitment import load_schemas
-from holdout._scorer import score_read
+from mechanism import holdout
+from mechanism.holdout._commitment import load_schemas
+from mechanism.holdout._scorer import score_read
 
 SYNTHETIC = testdata.data("holdout/trvm-synthetic", directory=True)
 RELEASE = "srel-" + "0" * 64

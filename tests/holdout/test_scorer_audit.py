@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-import holdout
+from mechanism import holdout
 
 ROOT = "root-" + "a" * 64
 RELEASE = "srel-" + "b" * 64

@@ -10,7 +10,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from holdout import MAX_DEPTH, MAX_DOCUMENT_BYTES, READ_ERROR_CODES, StrictReadError, read_json
+from mechanism.holdout import (
+    MAX_DEPTH,
+    MAX_DOCUMENT_BYTES,
+    READ_ERROR_CODES,
+    StrictReadError,
+    read_json,
+)
 
 REFUSED = [
     ("duplicate member at top level", b'{"a":1,"a":2}', "duplicate-member"),
@@ -125,7 +131,7 @@ def _depth(value: Any) -> int:
 @settings(max_examples=200, deadline=None)
 @given(_json)
 def test_the_byte_level_depth_scan_agrees_with_the_parsed_depth(value: Any) -> None:
-    from holdout._reader import nesting_depth
+    from mechanism.holdout._reader import nesting_depth
 
     assert nesting_depth(json.dumps(value).encode()) == _depth(value)
 
@@ -135,7 +141,7 @@ def test_the_byte_level_depth_scan_agrees_with_the_parsed_depth(value: Any) -> N
 # refused like any malformed document; run in a child so a regression fails instead of hanging.
 _UNTERMINATED_ESCAPED_QUOTES = (
     "import sys\n"
-    "from holdout import MAX_DOCUMENT_BYTES, StrictReadError, read_json\n"
+    "from mechanism.holdout import MAX_DOCUMENT_BYTES, StrictReadError, read_json\n"
     "data = b'[\"' + b'\\\\\"' * ((MAX_DOCUMENT_BYTES - 2) // 2)\n"
     "try:\n"
     "    read_json(data)\n"
@@ -183,7 +189,7 @@ def test_the_possessive_string_token_removes_what_the_backtracking_one_removed()
     import itertools
     import re
 
-    from holdout._reader import _STRING
+    from mechanism.holdout._reader import _STRING
 
     plain = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"?', re.DOTALL)
     for length in range(8):

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 import testdata
 
-import holdout
-from holdout._commitment import load_schemas
+from mechanism import holdout
+from mechanism.holdout._commitment import load_schemas
 
 
 def synthetic_dir() -> Path:

@@ -23,9 +23,9 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from jsonschema._utils import uniq as reference_uniq
 
-import holdout
-from holdout import Refusal
-from holdout._scorer import (
+from mechanism import holdout
+from mechanism.holdout import Refusal
+from mechanism.holdout._scorer import (
     _check_schema,
     _first_error,
     _pattern_rule,

@@ -606,7 +606,7 @@ def _weights_metadata(size: int) -> bytes:
 
 
 def _holdout_cases() -> list[Case]:
-    from holdout._reader import StrictReadError, read_json
+    from mechanism.holdout._reader import StrictReadError, read_json
 
     @_refusing(StrictReadError)
     def read(data: bytes) -> object:
@@ -637,7 +637,7 @@ def _corpus_index(size: int) -> bytes:
 def _corpus(data: bytes) -> object:
     from pathlib import Path
 
-    from holdout._corpus import Corpus
+    from mechanism.holdout._corpus import Corpus
 
     return Corpus.from_index(Path("."), data)
 
@@ -649,8 +649,8 @@ def _duplicate_members(size: int) -> bytes:
 def _scorer_cases() -> list[Case]:
     """Observation documents that pass the strict reader and reach the schema (the challenge
     is valid, so the document is what is judged)."""
-    from holdout import score_bytes
-    from holdout._commitment import project_schemas
+    from mechanism.holdout import score_bytes
+    from mechanism.holdout._commitment import project_schemas
 
     schemas = project_schemas()
     release = "srel-" + "b" * 64
@@ -754,8 +754,8 @@ def _schema_type_objects(size: int) -> bytes:
 
 
 def _schemas_from_bytes(data: bytes) -> object:
-    from holdout import Refusal, Schemas
-    from holdout._scorer import _CHECKED
+    from mechanism.holdout import Refusal, Schemas
+    from mechanism.holdout._scorer import _CHECKED
 
     _CHECKED.clear()  # schema checks are cached by content: measure the check, not the cache
     try:

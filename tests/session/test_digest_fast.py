@@ -10,9 +10,9 @@ from typing import Any
 from binding_strategies import bindings
 from hypothesis import given, settings
 
-from canon import core_digest, core_json
 from session import BoundProposition, EvidenceBounds
 from session._types import _plain_core_json
+from session.canon import core_digest, core_json
 
 
 @settings(max_examples=1500, deadline=None)

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from canon import core_digest, digest_bytes
 from session import (
     BoundProposition,
     EvidenceBounds,
@@ -26,6 +25,7 @@ from session import (
     file_digest,
 )
 from session import precheck as steps
+from session.canon import core_digest, digest_bytes
 
 SUBJECT, COMPANION = b"subject bytes", b"companion bytes"
 REFS = (digest_bytes(SUBJECT), digest_bytes(COMPANION))

@@ -14,7 +14,6 @@ import pytest
 from binding_strategies import bindings
 from hypothesis import given, settings
 
-from canon import digest_bytes
 from session import (
     BoundProposition,
     EvaluatedProposition,
@@ -29,6 +28,7 @@ from session import (
 )
 from session._snapshot import normalised_digest, take, unchanged
 from session._types import _BINDING_FIELDS, evaluated, normalise_digest
+from session.canon import digest_bytes
 
 
 def _binding(**changes: Any) -> BoundProposition:

@@ -23,7 +23,6 @@ from typing import Any, Final
 
 import attrs
 
-from canon import digest_bytes
 from session import (
     BoundProposition,
     CatalogMetadata,
@@ -34,6 +33,7 @@ from session import (
     MechanismOutcome,
     MechanismProvider,
 )
+from session.canon import digest_bytes
 
 from ._integrity import ALGORITHMS, integrity_of
 from ._mechanism import (

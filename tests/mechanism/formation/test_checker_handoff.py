@@ -21,7 +21,6 @@ from hypothesis import strategies as st
 
 import mechanism.formation._checker as checker
 import mechanism.formation._mechanism as adapter
-from canon import digest_bytes
 from mechanism.canonical import canonical_bytes
 from mechanism.formation import (
     FormationError,
@@ -32,6 +31,7 @@ from mechanism.formation import (
 )
 from mechanism.formation._wire import admit_subject_head
 from session import EvidenceStore, MechanismOutcome, VerificationSession
+from session.canon import digest_bytes
 
 from ._corpus import b64url, pure_cases
 

@@ -44,7 +44,7 @@ from typing import Any, Final
 
 import orjson
 
-from canon._errors import CallerError
+from session.canon._errors import CallerError
 
 MAX_DOCUMENT_BYTES = 8 * 1024 * 1024
 MAX_DEPTH = 64

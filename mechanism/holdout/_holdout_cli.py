@@ -13,8 +13,8 @@ from typing import Any
 
 # The command line uses the contract's capped read; the scorer modules may not (they import
 # nothing of the project), so ``_commitment`` keeps its own.
-import cli
-from cli import CliError, Exit
+from session import cli
+from session.cli import CliError, Exit
 
 from ._commitment import (
     challenge_commitment,

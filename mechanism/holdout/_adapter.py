@@ -50,7 +50,6 @@ from typing import Any, Final
 
 import attrs
 
-from canon import CallerError
 from mechanism.canonical import CanonicalError, canonical_bytes, digest_bytes
 from session import (
     HOLDOUT_OPTIONS_UNSUPPORTED,
@@ -66,6 +65,7 @@ from session import (
     holdout_lower_only,
     provider_entries,
 )
+from session.canon import CallerError
 
 from ._commitment import corpus_dir, project_schemas, release_id
 from ._corpus import Corpus, CorpusError, root_of

@@ -33,8 +33,8 @@ import attrs
 import cattrs
 from cattrs.gen import make_dict_structure_fn, override
 
-from canon import CallerError
 from session import read_capped
+from session.canon import CallerError
 
 from ._reader import StrictReadError, read_json
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import rfc8785
 
-from canon._errors import CallerError
+from session.canon._errors import CallerError
 
 _SAFE_INTEGER_BOUND = 2**53
 

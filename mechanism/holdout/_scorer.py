@@ -77,7 +77,7 @@ import referencing
 from jsonschema_specifications import REGISTRY as SPECIFICATIONS
 from referencing.jsonschema import DRAFT202012
 
-from canon._errors import CallerError
+from session.canon._errors import CallerError
 
 from ._explain import Explanation, explain, missing
 from ._jcs import canonical, canonical_equal, is_number, js_sort_key, strict_equal

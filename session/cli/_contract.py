@@ -50,7 +50,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, BinaryIO, Final
 
-from canon._errors import EvidencedError
+from session.canon._errors import EvidencedError
 
 __all__ = [
     "EXIT_TABLE",
