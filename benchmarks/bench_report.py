@@ -28,8 +28,8 @@ import orjson
 from _harness import Report, at_most, main
 
 from daemon.audit._synthetic import write_synthetic_log
-from daemon.commands import _report
-from daemon.commands._report import Aggregator
+from daemon.report import _report
+from daemon.report._report import Aggregator
 
 REPO = Path(__file__).resolve().parents[1]
 

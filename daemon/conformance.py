@@ -1,6 +1,6 @@
 """The conformance kit for mechanism authors, as a library and as a pytest plugin.
 
-Library: :func:`check_mechanism` runs the battery (:mod:`daemon.commands._conformance` states every
+Library: :func:`check_mechanism` runs the battery (:mod:`daemon.kit._conformance` states every
 check) against a provider's entry-point name or ``module:attribute`` and returns a
 :class:`ConformanceReport`; ``evidenced mechanism check TARGET`` is the same from the shell.
 
@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from daemon.commands._conformance import Check, ConformanceReport, TargetError, check_mechanism
+from daemon.kit._conformance import Check, ConformanceReport, TargetError, check_mechanism
 
 __all__ = [
     "Check",

@@ -370,11 +370,15 @@ ROOMS = (
     "client",
     "server",
     "replay",
+    "kit",
+    "report",
+    "fleet",
     "commands",
 )
 # Each room and the rooms it may import; anything else is refused. The floors, top to bottom:
-# commands → replay → server, client → config → retention → audit → tlog → wire (whose
-# ``_errors`` and ``_logs`` import nothing of the project: every room may raise and log).
+# commands → replay, kit, report, fleet → server, client → config → retention → audit → tlog
+# → wire (whose ``_errors`` and ``_logs`` import nothing of the project: every room may raise
+# and log).
 ROOM_ARROWS: dict[str, frozenset[str]] = {
     "wire": frozenset(),
     "tlog": frozenset({"wire"}),
@@ -384,8 +388,23 @@ ROOM_ARROWS: dict[str, frozenset[str]] = {
     "client": frozenset({"wire", "tlog", "config"}),
     "server": frozenset({"wire", "tlog", "audit", "retention", "config"}),
     "replay": frozenset({"wire", "tlog", "audit", "retention", "config"}),
+    "kit": frozenset({"wire"}),
+    "report": frozenset({"wire", "tlog", "audit"}),
+    "fleet": frozenset({"wire", "tlog", "audit", "retention"}),
     "commands": frozenset(
-        {"wire", "tlog", "audit", "retention", "config", "client", "server", "replay"}
+        {
+            "wire",
+            "tlog",
+            "audit",
+            "retention",
+            "config",
+            "client",
+            "server",
+            "replay",
+            "kit",
+            "report",
+            "fleet",
+        }
     ),
 }
 # The public faces at the top of ``daemon/``: what users import, and the version the package

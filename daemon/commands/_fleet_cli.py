@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from daemon.commands._fleet import (
+from daemon.fleet._fleet import (
     FleetError,
     fleet_key_for_receipt,
     fleet_receipt,

@@ -13,7 +13,7 @@ document ``{"error": {"code", "message", "exit"}}``; stderr: one-line messages):
   created for another reason is listed with ``"error"`` instead (and named on stderr); a name
   two distributions register is listed twice. Exit 0.
 * ``mechanism check TARGET [--repeats N] [--time-budget SECONDS] [--seed N]`` runs the
-  conformance battery (:mod:`daemon.commands._conformance`: under the default options and
+  conformance battery (:mod:`daemon.kit._conformance`: under the default options and
   every option set the provider declares) against an entry-point name or ``module:attribute``
   and prints its report (``--seed``: the random cases' seed, 0 by default). Exit 0 when
   every check passes, 1 when one fails (each failing check and its first finding on stderr),
@@ -76,7 +76,7 @@ def _repeats(text: str) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from daemon.commands._conformance import TargetError, check_mechanism
+    from daemon.kit._conformance import TargetError, check_mechanism
 
     try:
         report = check_mechanism(

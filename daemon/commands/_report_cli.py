@@ -5,7 +5,7 @@ Contract (the :mod:`cli` contract applies):
 
 * Streams the LOG files (a rotated series, oldest first, as ``audit verify`` takes them) once
   to aggregate them and once more to verify their hash chain (``verify_log``), in bounded
-  memory whatever their size (``daemon/commands/_report.py``).
+  memory whatever their size (``daemon/report/_report.py``).
 * When a transparency directory holds a checkpoint (``--tlog DIR``, by default ``LOG.tlog``
   beside the newest LOG), its latest checkpoint is checked against the lines: signature,
   root and tiles under ``--key VKEY`` (a verifier key or a file holding one), else the root
@@ -37,7 +37,7 @@ __all__ = ["add_report_command"]
 
 
 def _report(args: argparse.Namespace) -> int:
-    from daemon.commands._report import (  # lazily: orjson, the audit room
+    from daemon.report._report import (  # lazily: orjson, the audit room
         ReportError,
         parse_instant,
     )
@@ -75,7 +75,7 @@ def _aggregated(
 ) -> dict[str, Any]:
     """The aggregate of the files, with a progress bar on a terminal; an unreadable file is
     the caller's input error."""
-    from daemon.commands._report import aggregate
+    from daemon.report._report import aggregate
 
     bar: Any = None
     try:
@@ -109,7 +109,7 @@ def _output(args: argparse.Namespace, result: dict[str, Any], form: str, to_file
     if form == "json":
         output = json.dumps(result, ensure_ascii=False, sort_keys=True) + "\n"
     else:
-        from daemon.commands._report_html import render_report_html
+        from daemon.report._report_html import render_report_html
 
         output = render_report_html(result)
     cli.write_output(args.out if to_file else "-", output.encode("utf-8"))

@@ -111,8 +111,8 @@ def _replay(args: argparse.Namespace) -> int:
 
 def _replay_request(args: argparse.Namespace) -> ReplayRequest:
     """The request ``evidenced replay`` makes of its arguments (a usage error otherwise)."""
-    from daemon.commands._report import ReportError, parse_instant
     from daemon.replay._replay_run import ReplayRequest
+    from daemon.report._report import ReportError, parse_instant
 
     if not args.log:
         raise UsageError("give --log LOG (or --fleet FILE)")

@@ -10,8 +10,8 @@ from typing import Any
 from headless import Chromium
 
 from daemon.audit._synthetic import write_synthetic_log
-from daemon.commands._report import aggregate
-from daemon.commands._report_html import render_report_html
+from daemon.report._report import aggregate
+from daemon.report._report_html import render_report_html
 
 
 def _report(log: Path, out: Path) -> dict[str, Any]:

@@ -1,5 +1,5 @@
 """Publishing a log as static tiles and following a fleet of logs from where they are
-published (``docs/deployment.md``; :mod:`daemon.retention._publish`, :mod:`daemon.commands._fleet`).
+published (``docs/deployment.md``; :mod:`daemon.retention._publish`, :mod:`daemon.fleet._fleet`).
 
 Every log here is built the daemon's way (:func:`test_tlog_cli.build`), published with the
 real CLI to a real directory or a real S3 API (moto's server), and read back only from there."""
@@ -371,7 +371,7 @@ def test_a_decision_s_receipt_is_made_from_the_bucket_and_verifies_against_the_f
 ) -> None:
     import json
 
-    from daemon.commands._fleet import fleet_receipt, load_fleet
+    from daemon.fleet._fleet import fleet_receipt, load_fleet
     from daemon.retention import FilesystemStore
     from daemon.tlog import encode_receipt
 

@@ -32,8 +32,8 @@ import pytest
 from daemon_testkit import bytes_binding
 from retention_kit import moto_server, raw_s3_client, s3_environment
 
-from daemon.commands._fleet import decision_receipts, fleet_key_for_receipt, load_fleet
 from daemon.config._tokens import token_line
+from daemon.fleet._fleet import decision_receipts, fleet_key_for_receipt, load_fleet
 from daemon.tlog import encode_receipt, verify_receipt
 from daemon.tlog._names import log_tag, tag_of
 

@@ -16,7 +16,7 @@ from daemon_testkit import bytes_binding, sha
 
 from daemon import HostedSession, open_client, open_server, verify_log
 from daemon.audit._synthetic import synthetic_lines, write_synthetic_log
-from daemon.commands._report import (
+from daemon.report._report import (
     MAX_BINS,
     MAX_KEYS,
     Aggregator,
@@ -24,7 +24,7 @@ from daemon.commands._report import (
     aggregate,
     parse_instant,
 )
-from daemon.commands._report_html import render_report_html
+from daemon.report._report_html import render_report_html
 from session import BytesDigestMechanism
 
 

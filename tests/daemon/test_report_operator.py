@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 from daemon import HostedSession, open_client, open_server
 from daemon.audit._synthetic import write_synthetic_log
 from daemon.audit._transparency import TransparencyConfig
-from daemon.commands._report import aggregate
-from daemon.commands._report_charts import latency_axis
-from daemon.commands._report_html import render_report_html, short_ids
+from daemon.report._report import aggregate
+from daemon.report._report_charts import latency_axis
+from daemon.report._report_html import render_report_html, short_ids
 from daemon.tlog import SignerKey, write_key_file
 from session import BytesDigestMechanism
 
@@ -221,8 +221,8 @@ def test_the_report_is_drawn_without_a_plotting_library(tmp_path: Path) -> None:
     probe = (
         "import sys\n"
         "sys.modules['matplotlib'] = None\n"  # any import of it raises ImportError
-        "from daemon.commands._report import aggregate\n"
-        "from daemon.commands._report_html import render_report_html\n"
+        "from daemon.report._report import aggregate\n"
+        "from daemon.report._report_html import render_report_html\n"
         f"page = render_report_html(aggregate({str(log)!r}))\n"
         "assert page.count('class=\"plot-area\"') == 4, page[:300]\n"
     )

@@ -2,9 +2,9 @@
 
 Rules (the contract):
 
-1. The page is built only from the :func:`daemon.commands._report.aggregate` dict (so it says
+1. The page is built only from the :func:`daemon.report._report.aggregate` dict (so it says
    exactly what ``--format json`` says) and is one file: inline CSS, charts as inline SVG drawn
-   by :mod:`daemon.commands._report_charts` (no plotting library, docs/adr/0019), no script,
+   by :mod:`daemon.report._report_charts` (no plotting library, docs/adr/0019), no script,
    no font or image fetched from anywhere.
 2. Order: integrity at the top (the chain status from ``verify_log``; ``#transparency``: the
    latest signed checkpoint checked against the lines, with the key that was used and what was
@@ -41,7 +41,7 @@ from datetime import datetime
 from typing import Any, Final
 
 from daemon.audit._audit_format import escape_hostile_text
-from daemon.commands._report_charts import (
+from daemon.report._report_charts import (
     COLOURS,
     Series,
     bar_chart,
@@ -354,7 +354,7 @@ def short_ids(ids: list[str], least: int = 8) -> dict[str, str]:
 
 
 def render_report_html(result: dict[str, Any]) -> str:
-    """The page for one :func:`daemon.commands._report.aggregate` result (rules 1–3)."""
+    """The page for one :func:`daemon.report._report.aggregate` result (rules 1–3)."""
     plots = _plots(result)
     paths = result["source"].get("paths", [result["source"]["path"]])
     span = result["range"]

@@ -1,9 +1,9 @@
-"""The conformance kit's checks (the battery's contract: :mod:`daemon.commands._conformance`;
-its inputs: :mod:`daemon.commands._conformance_cases`).
+"""The conformance kit's checks (the battery's contract: :mod:`daemon.kit._conformance`;
+its inputs: :mod:`daemon.kit._conformance_cases`).
 
 Every function here evaluates the mechanism it is given on in-memory inputs only; the
 digest-stability check alone starts a process (a fresh interpreter that re-creates the target
-through :func:`daemon.commands._conformance.resolve`).
+through :func:`daemon.kit._conformance.resolve`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any, Final
 
 import attrs
 
-from daemon.commands._conformance_cases import Case, Setting
+from daemon.kit._conformance_cases import Case, Setting
 from session import (
     BoundProposition,
     EvaluatedProposition,
@@ -457,7 +457,7 @@ def timing(
     repeats: int,
     time_budget: float,
 ) -> Check:
-    """Each case (the samples, and :func:`~daemon.commands._conformance_cases.scaled_cases`:
+    """Each case (the samples, and :func:`~daemon.kit._conformance_cases.scaled_cases`:
     every sample grown to the bound and random splits of it) evaluated ``repeats`` times
     through a session; one evaluation over ``time_budget`` seconds is a finding."""
     findings = []

@@ -1,6 +1,6 @@
 """The conformance kit's inputs: the settings it runs under and the cases it evaluates.
 
-Rules (the battery's contract is :mod:`daemon.commands._conformance`):
+Rules (the battery's contract is :mod:`daemon.kit._conformance`):
 
 1. A :class:`Setting` is one host configuration: the defaults, then each
    :meth:`~session.MechanismProvider.conformance_option_sets` entry, created as a host creates

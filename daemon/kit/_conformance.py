@@ -6,7 +6,7 @@ mechanism instance, or a zero-argument factory of either — and runs these chec
 order, each answering ``passed`` and the findings that failed it. A provider's battery runs
 under the default options and then under every option set it declares
 (``conformance_option_sets()``), each created as a host creates it and bound as a client of
-that host binds (:mod:`daemon.commands._conformance_cases` rule 1); a finding under an option
+that host binds (:mod:`daemon.kit._conformance_cases` rule 1); a finding under an option
 set begins ``option set 'NAME': ``.
 
 ``identity``        a non-empty ``mechanism_id`` (the provider's equals its mechanism's, under
@@ -44,7 +44,7 @@ set begins ``option set 'NAME': ``.
                     else each item in turn padded to fill it), and random splits of the bound,
                     each finish within ``time_budget`` seconds (median and maximum reported).
 
-The cases (:mod:`daemon.commands._conformance_cases`): each sample's binding and evidence (or,
+The cases (:mod:`daemon.kit._conformance_cases`): each sample's binding and evidence (or,
 with no samples, a synthesized pair); hostile variants of the first with broken hashes
 (evidence reversed, truncated, extended, …; a binding with another predicate, digest, …); and
 well-hashed variants of every sample — each item malformed (emptied, halved, a non-ASCII byte,
@@ -61,10 +61,10 @@ from typing import Any
 
 import attrs
 
-from daemon.commands import _conformance_cases as cases
-from daemon.commands import _conformance_checks as checks
-from daemon.commands._conformance_cases import Setting
-from daemon.commands._conformance_checks import Check
+from daemon.kit import _conformance_cases as cases
+from daemon.kit import _conformance_checks as checks
+from daemon.kit._conformance_cases import Setting
+from daemon.kit._conformance_checks import Check
 from daemon.wire._errors import PeerError
 from session import MechanismProvider, ProviderLookupError, VerificationMechanism, load_target
 
