@@ -18,16 +18,24 @@ settings are the kit's (``repeats``, ``time_budget``, ``seed``); the provider's 
 the ones it declares (``conformance_option_sets()``), each run as a host configured with them. It is
 opt-in rather than registered under ``pytest11``: an auto-loaded plugin would import the daemon
 into every pytest run of every environment with ``evidenced`` installed.
+
+pytest is not a dependency of ``evidenced``: without it the library names import and run, the
+fixture is simply not defined, and :func:`assert_conformant` raises ``AssertionError`` with the
+same lines instead of ``pytest.fail``.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from typing import Any
 
-import pytest
-
 from daemon.kit._conformance import Check, ConformanceReport, TargetError, check_mechanism
+
+try:
+    _pytest: Any = importlib.import_module("pytest")
+except ImportError:  # the library without its pytest face
+    _pytest = None
 
 __all__ = [
     "Check",
@@ -45,15 +53,20 @@ def assert_conformant(report: ConformanceReport) -> ConformanceReport:
         lines = [f"{report.target} ({report.mechanism_id}) fails the conformance battery:"]
         for name, findings in report.failed().items():
             lines.extend(f"  {name}: {finding}" for finding in findings)
-        pytest.fail("\n".join(lines), pytrace=False)
+        if _pytest is None:
+            raise AssertionError("\n".join(lines))
+        _pytest.fail("\n".join(lines), pytrace=False)
     return report
 
 
-@pytest.fixture
-def mechanism_conformance() -> Callable[..., ConformanceReport]:
+def _mechanism_conformance() -> Callable[..., ConformanceReport]:
     """``check(target, **settings)``: run the battery and fail the test on any finding."""
 
     def check(target: str, **settings: Any) -> ConformanceReport:
         return assert_conformant(check_mechanism(target, **settings))
 
     return check
+
+
+if _pytest is not None:
+    mechanism_conformance = _pytest.fixture(_mechanism_conformance, name="mechanism_conformance")

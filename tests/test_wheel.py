@@ -582,8 +582,9 @@ def test_a_command_whose_extra_is_missing_says_the_install_command_in_one_line(
 
 def test_the_features_of_the_core_work_without_any_extra(core: Installed) -> None:
     """What needs no extra keeps working: the full parser (completion scripts), the
-    descriptor tools that run no weights, explain's own renderings, and the demo (its
-    descriptor cases skipped, saying why)."""
+    descriptor tools that run no weights, explain's own renderings, the conformance kit's
+    library without pytest (not a dependency), and the demo (its descriptor cases skipped,
+    saying why)."""
     completion = core.run("completion", "bash")
     assert completion.returncode == 0 and "holdout" in completion.stdout, completion.stderr
     [descriptor] = (core.venv / "lib").glob("python3.*/site-packages/evidenced_fixtures/descriptor")
@@ -594,6 +595,22 @@ def test_the_features_of_the_core_work_without_any_extra(core: Installed) -> Non
     for layout in ("json", "text", "dot"):
         explained = core.run("formation", "explain", *pair, "--format", layout)
         assert explained.returncode == 1 and explained.stdout, explained.stderr
+    kit = subprocess.run(
+        [
+            str(core.venv / "bin" / "python"),
+            "-c",
+            "import importlib.util, daemon.conformance as kit\n"
+            "assert importlib.util.find_spec('pytest') is None\n"
+            "print(kit.check_mechanism('bytes-sha256').passed)",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=core.workdir,
+        env=core.env,
+        timeout=300,
+        check=False,
+    )
+    assert (kit.returncode, kit.stdout) == (0, "True\n"), kit.stderr
     demo = core.run("demo")
     assert demo.returncode == 0, demo.stdout + demo.stderr
     cases = {case["number"]: case["answer"] for case in _document(demo)["cases"]}
