@@ -337,6 +337,7 @@ def test_the_codec_state_table_imports_nothing_of_the_project() -> None:
 
 ROOMS = (
     "wire",
+    "schema",
     "tlog",
     "audit",
     "retention",
@@ -347,20 +348,22 @@ ROOMS = (
     "commands",
 )
 # Each room and the rooms it may import; anything else is refused. The floors, top to bottom:
-# commands → replay → server, client → config → retention → audit → tlog → wire (whose
-# ``_errors`` and ``_logs`` import nothing of the project: every room may raise and log).
+# commands → replay → server, client → config → retention → audit → tlog → schema → wire (whose
+# ``_errors`` and ``_logs`` import nothing of the project: every room may raise and log; the
+# schema declares every configuration key once, so every room holding a view of one reads it).
+_BELOW_TLOG = frozenset({"wire", "schema"})
 ROOM_ARROWS: dict[str, frozenset[str]] = {
     "wire": frozenset(),
-    "tlog": frozenset({"wire"}),
-    "audit": frozenset({"wire", "tlog"}),
-    "retention": frozenset({"wire", "tlog", "audit"}),
-    "config": frozenset({"wire", "tlog", "audit", "retention"}),
-    "client": frozenset({"wire", "tlog", "config"}),
-    "server": frozenset({"wire", "tlog", "audit", "retention", "config"}),
-    "replay": frozenset({"wire", "tlog", "audit", "retention", "config"}),
-    "commands": frozenset(
-        {"wire", "tlog", "audit", "retention", "config", "client", "server", "replay"}
-    ),
+    "schema": frozenset({"wire"}),
+    "tlog": _BELOW_TLOG,
+    "audit": _BELOW_TLOG | {"tlog"},
+    "retention": _BELOW_TLOG | {"tlog", "audit"},
+    "config": _BELOW_TLOG | {"tlog", "audit", "retention"},
+    "client": _BELOW_TLOG | {"tlog", "config"},
+    "server": _BELOW_TLOG | {"tlog", "audit", "retention", "config"},
+    "replay": _BELOW_TLOG | {"tlog", "audit", "retention", "config"},
+    "commands": _BELOW_TLOG
+    | {"tlog", "audit", "retention", "config", "client", "server", "replay"},
 }
 # The public faces at the top of ``daemon/``: what users import, and the version the package
 # metadata is built from. Every other module lives in a room.

@@ -85,14 +85,7 @@ from daemon.audit._fields import session_config_entry
 from daemon.audit._shipping_config import SinkConfig, check_sink_files, check_sinks
 from daemon.audit._transparency import TransparencyConfig
 from daemon.config._config_schema import (
-    RULE,
-    AuditTable,
-    ConfigFile,
-    HttpTable,
     SchemaError,
-    ServerTable,
-    SinkTable,
-    check_range,
     structure_config,
     unstructure_config,
 )
@@ -106,6 +99,16 @@ from daemon.retention._policy import (
     StoreLimits,
     parse_retention,
     parse_store_limits,
+)
+from daemon.schema._tables import (
+    AuditTable,
+    ConfigFile,
+    HttpTable,
+    ServerTable,
+    SessionTable,
+    SinkTable,
+    default_of,
+    rule_of,
 )
 from daemon.wire._errors import PeerError, Unavailable
 from session import (
@@ -157,6 +160,9 @@ TEXT_FORM: Final = "evidenced.text_starts_with"
 
 @attrs.frozen
 class SessionSpec:
+    """One ``[sessions.<name>]`` table as read (its keys the schema's :class:`SessionTable`),
+    before its mechanisms are created."""
+
     name: str
     mechanisms: tuple[str, ...]
     max_evidence_items: int
@@ -164,7 +170,7 @@ class SessionSpec:
     optional: bool
     options: dict[str, dict[str, Any]]
     retention: RetentionPolicy | None = None
-    retain: str = "none"
+    retain: str = default_of(SessionTable, "retain")
 
 
 @attrs.frozen
@@ -352,10 +358,7 @@ def _sinks(audit: AuditTable, base: Path) -> tuple[SinkConfig, ...]:
 
 
 def _sink(table: SinkTable, base: Path, where: str, labels: dict[str, str]) -> SinkConfig:
-    for field in attrs.fields(SinkTable):
-        rule = field.metadata.get(RULE)
-        if rule is not None:
-            check_range(f"{where}.{field.name}", rule, getattr(table, field.name))
+    """One sink: :class:`SinkConfig` runs the schema's range rules (the key is named)."""
 
     def path(value: str) -> str | None:
         return _file(value, base, where) if value else None
@@ -421,7 +424,7 @@ def _publish_target(spec: str | None, base: Path) -> str | None:
 
 
 def _session_spec(
-    name: str, table: Any, base: Path, source: str, installed: set[str]
+    name: str, table: SessionTable, base: Path, source: str, installed: set[str]
 ) -> SessionSpec:
     where = f"sessions.{name}"
     mechanisms = table.mechanisms
@@ -436,9 +439,10 @@ def _session_spec(
             f"{source}: {where}.options must be tables named after its mechanisms "
             f"{list(mechanisms)}, not {strangers}"
         )
-    for key in ("max_evidence_items", "max_evidence_bytes"):
-        if getattr(table, key) < 0:
-            raise ConfigError(f"{source}: {where}.{key}: bounds must be non-negative")
+    for field in attrs.fields(SessionTable):  # the schema's range rules (the bounds)
+        rule = rule_of(SessionTable, field.name)
+        if rule is not None and not rule.holds(getattr(table, field.name)):
+            raise ConfigError(f"{source}: {where}.{field.name}: bounds must be non-negative")
     options = {
         mechanism: _resolve_files(f"{where}.options.{mechanism}", given, base, source)
         for mechanism, given in table.options.items()
