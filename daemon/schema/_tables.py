@@ -47,6 +47,7 @@ __all__ = [
     "SinkTable",
     "StoreTable",
     "TransparencyTable",
+    "check_key",
     "check_range",
     "check_ranges",
     "default_of",
@@ -133,6 +134,14 @@ def default_of(table: type, key: str) -> Any:
     if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
         return default.factory()
     return default
+
+
+def check_key(table: type, key: str, value: object, name: str | None = None) -> None:
+    """``value`` of ``table``'s ``key`` within its declared rule, else ``ValueError`` naming
+    ``name`` (default: the key)."""
+    check_range(
+        key if name is None else name, attrs.fields_dict(table)[key].metadata.get(RULE), value
+    )
 
 
 def check_ranges(table: type, value: object, names: Iterable[str], prefix: str = "") -> None:
