@@ -27,12 +27,14 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from canon import digest_bytes, network_json_float_free
+from daemon.schema._tables import SessionTable, choices_of
 from session import BoundProposition
 
 __all__ = ["RETAIN_MODES", "decision_fields", "result_digest", "session_config_entry"]
 
-#: ``retain`` values: nothing, every decision's evidence, or only decisions not PASS-ed.
-RETAIN_MODES: Final = ("none", "all", "refused")
+#: ``retain`` values: nothing, every decision's evidence, or only decisions not PASS-ed (the
+#: schema's choices of ``[sessions.<name>] retain``).
+RETAIN_MODES: Final = choices_of(SessionTable, "retain")
 
 
 def result_digest(result: Mapping[str, Any]) -> str:

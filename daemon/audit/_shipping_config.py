@@ -41,7 +41,7 @@ from urllib.parse import urlsplit
 import attrs
 
 from daemon.audit._audit import REQUEST_EVENTS
-from daemon.schema._tables import RULE, SinkTable, check_ranges, default_of
+from daemon.schema._tables import RULE, SinkTable, check_ranges, choices_of, default_of
 
 __all__ = [
     "SHIPPABLE",
@@ -66,8 +66,8 @@ SHIPPABLE: Final = frozenset(
     }
 )
 ALL: Final = "*"
-TYPES: Final = ("http", "console")
-START_AT: Final = ("oldest", "now")
+TYPES: Final = choices_of(SinkTable, "type")
+START_AT: Final = choices_of(SinkTable, "start_at")
 _NAME: Final = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}\Z")
 
 

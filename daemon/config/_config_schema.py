@@ -35,6 +35,7 @@ from typing import Any, Final
 import attrs
 
 from daemon.schema._tables import (
+    CHOICES,
     DOC,
     RULE,
     AuditTable,
@@ -67,6 +68,7 @@ __all__ = [
     "check_range",
     "key_rows",
     "key_table",
+    "meaning",
     "structure_config",
     "unstructure_config",
 ]
@@ -156,7 +158,8 @@ def _default_text(row: dict[str, Any]) -> str:
 
 def key_rows() -> list[dict[str, Any]]:
     """Every key of the schema: ``table``, ``key``, ``type``, ``default`` (its value, None
-    when unset), ``required``, ``rule`` (the range rule, or None) and ``doc`` (its meaning)."""
+    when unset), ``required``, ``rule`` (the range rule, or None), ``choices`` (the only values
+    it takes; empty: any) and ``doc`` (its meaning)."""
     rows = []
     for table, cls in KEY_TABLES:
         attrs.resolve_types(cls)  # the annotations as types (cattrs does it when it first runs)
@@ -169,10 +172,24 @@ def key_rows() -> list[dict[str, Any]]:
                     "default": _default_of(field),
                     "required": field.default is attrs.NOTHING,
                     "rule": field.metadata.get(RULE),
+                    "choices": list(field.metadata.get(CHOICES, ())),
                     "doc": field.metadata.get(DOC, ""),
                 }
             )
     return rows
+
+
+def meaning(row: dict[str, Any]) -> str:
+    """A key's meaning as the key table and ``default.toml`` say it: its docs line, then its
+    range rule and its choices, when it has them."""
+    said = str(row["doc"])
+    if row["rule"]:
+        said += f" ({row['rule']})"
+    if row["choices"]:
+        said += (
+            " (one of " + ", ".join(f"`{json.dumps(choice)}`" for choice in row["choices"]) + ")"
+        )
+    return said
 
 
 def key_table() -> str:
@@ -191,6 +208,5 @@ def key_table() -> str:
                 "| key | type | default | meaning |",
                 "|---|---|---|---|",
             ]
-        meaning = row["doc"] + (f" ({row['rule']})" if row["rule"] else "")
-        lines.append(f"| `{row['key']}` | {row['type']} | {_default_text(row)} | {meaning} |")
+        lines.append(f"| `{row['key']}` | {row['type']} | {_default_text(row)} | {meaning(row)} |")
     return "\n".join(lines) + "\n"

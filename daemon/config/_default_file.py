@@ -26,9 +26,8 @@ from typing import Any, Final
 
 import attrs
 
+from daemon.config._config_schema import key_rows, meaning
 from daemon.schema._tables import (
-    DOC,
-    RULE,
     AuditTable,
     HttpTable,
     ServerTable,
@@ -94,6 +93,8 @@ _SESSIONS_INTRO: Final = (
     "docs/writing-a-mechanism.md)."
 )
 _COLUMN: Final = 30
+#: A session table's heading in the key table.
+_ROW_TABLE: Final = {f"[sessions.{name}]": "[sessions.<name>]" for name in SESSIONS}
 
 
 def _value(value: Any) -> str:
@@ -111,11 +112,6 @@ def _value(value: Any) -> str:
     raise TypeError(f"no TOML form for {value!r}")
 
 
-def _meaning(field: attrs.Attribute[Any]) -> str:
-    rule = field.metadata.get(RULE)
-    return str(field.metadata.get(DOC, "")) + (f" ({rule})" if rule else "")
-
-
 def _is_tables(field: attrs.Attribute[Any], default: Any) -> bool:
     """A key whose value is tables (written as its own TOML tables, never inline)."""
     if isinstance(default, tuple | list):
@@ -128,17 +124,21 @@ def _block(heading: str, table: type, on: bool, given: dict[str, Any]) -> list[s
     mark = "" if on else "# "
     lines = [f"{mark}{heading}"]
     unset = []
+    rows = {
+        row["key"]: row for row in key_rows() if row["table"] == _ROW_TABLE.get(heading, heading)
+    }
     for field in attrs.fields(table):
+        said = meaning(rows[field.name])
         default = default_of(table, field.name)
         value = given.get(field.name, EXAMPLES.get((heading, field.name), default))
         if _is_tables(field, value):
-            unset.append(f"# {field.name}: {_meaning(field)}")
+            unset.append(f"# {field.name}: {said}")
             continue
         if value is attrs.NOTHING or value is None:
-            unset.append(f"# {field.name} (unset): {_meaning(field)}")
+            unset.append(f"# {field.name} (unset): {said}")
             continue
         assignment = f"{mark}{field.name} = {_value(value)}"
-        lines.append(f"{assignment:<{_COLUMN}} # {_meaning(field)}")
+        lines.append(f"{assignment:<{_COLUMN}} # {said}")
     return lines + unset
 
 

@@ -39,6 +39,8 @@ __all__ = [
 
 #: The keys a ``[sessions.<name>]`` table may carry for retention.
 RETENTION_KEYS: Final = frozenset({"retain", "store"})
+#: The ``retain`` values that keep evidence: every choice but the default (nothing).
+_KEPT: Final = tuple(mode for mode in RETAIN_MODES if mode != default_of(SessionTable, "retain"))
 #: The keys of a ``[stores."<store>"]`` table (the schema's).
 _STORE_KEYS: Final = frozenset(attrs.fields_dict(StoreTable))
 
@@ -53,8 +55,8 @@ class RetentionPolicy:
     written: str = ""
 
     def __attrs_post_init__(self) -> None:
-        if self.retain not in ("all", "refused"):
-            raise ValueError(f"retain must be 'all' or 'refused', not {self.retain!r}")
+        if self.retain not in _KEPT:
+            raise ValueError(f"retain must be {' or '.join(map(repr, _KEPT))}, not {self.retain!r}")
 
 
 @attrs.frozen

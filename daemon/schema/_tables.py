@@ -30,6 +30,7 @@ from daemon.wire._protocol import (
 
 __all__ = [
     "AGE",
+    "CHOICES",
     "DOC",
     "INTERVAL",
     "NON_NEGATIVE",
@@ -50,6 +51,7 @@ __all__ = [
     "check_key",
     "check_range",
     "check_ranges",
+    "choices_of",
     "default_of",
     "rule_of",
 ]
@@ -58,6 +60,9 @@ __all__ = [
 #: :func:`key_table`) and its range rule (:func:`check_range`; None: the type says it all).
 DOC: Final = "evidenced.doc"
 RULE: Final = "evidenced.rule"
+#: The metadata key of a key's choices: the only values it takes (its runtime view checks
+#: them with a message of its own; :func:`choices_of`).
+CHOICES: Final = "evidenced.choices"
 
 
 @attrs.frozen
@@ -109,9 +114,17 @@ RULES: Final = {
 }
 
 
-def _key(doc: str, rule: str | None = None) -> dict[str, str | None]:
+def _key(
+    doc: str, rule: str | None = None, choices: tuple[str, ...] = ()
+) -> dict[str, str | tuple[str, ...] | None]:
     assert rule is None or rule in RULES, rule
-    return {DOC: doc, RULE: rule}
+    return {DOC: doc, RULE: rule, CHOICES: choices}
+
+
+def choices_of(table: type, key: str) -> tuple[str, ...]:
+    """The values ``table``'s ``key`` may take (empty: any value of its type and rule)."""
+    choices: tuple[str, ...] = attrs.fields_dict(table)[key].metadata.get(CHOICES, ())
+    return choices
 
 
 def check_range(name: str, rule: str | None, value: object) -> None:
@@ -325,7 +338,8 @@ class SinkTable:
     type: str = attrs.field(
         metadata=_key(
             '`"http"`: batches POSTed to `url` as a gzip JSON array; `"console"`: one JSON '
-            "line per event on stdout; required"
+            "line per event on stdout; required",
+            choices=("http", "console"),
         )
     )
     url: str = attrs.field(
@@ -381,7 +395,8 @@ class SinkTable:
         default="oldest",
         metadata=_key(
             '`"oldest"` (the log and its rotated files from their first line) or `"now"`: where '
-            "a sink without a cursor starts; one with a cursor resumes from it"
+            "a sink without a cursor starts; one with a cursor resumes from it",
+            choices=("oldest", "now"),
         ),
     )
     labels: dict[str, str] = attrs.field(
@@ -395,11 +410,18 @@ class AuditTable:
 
     path: str = attrs.field(default="evidenced-audit.jsonl", metadata=_key("the audit log file"))
     durability: str = attrs.field(
-        default="fsync", metadata=_key("`fsync` or `write` or `none` before an answer")
+        default="fsync",
+        metadata=_key(
+            "what a line reaches before its answer: the disk, the operating system, or neither",
+            choices=("fsync", "write", "none"),
+        ),
     )
     overflow: str = attrs.field(
         default="block",
-        metadata=_key("`block` or `drop` (dropped lines are counted and logged)"),
+        metadata=_key(
+            "when the writer is behind: wait, or drop the line (counted and logged)",
+            choices=("block", "drop"),
+        ),
     )
     max_pending: int = attrs.field(
         default=4096, metadata=_key("lines rendered and not yet durable, at most", NON_NEGATIVE)
@@ -471,7 +493,11 @@ class SessionTable:
         metadata=_key("`[sessions.<name>.options.<mechanism>]`: the provider's typed options"),
     )
     retain: str = attrs.field(
-        default="none", metadata=_key('`"none"` or `"all"` or `"refused"`: keep evidence')
+        default="none",
+        metadata=_key(
+            "whose evidence is kept: no decision's, every one's, or those not PASS",
+            choices=("none", "all", "refused"),
+        ),
     )
     store: str | None = attrs.field(
         default=None, metadata=_key("with retain: `fs:PATH` or `s3://bucket/prefix`")

@@ -39,11 +39,13 @@ from daemon.config._default_file import default_toml
 from daemon.config._hosting import HostedSession, schema_fields
 from daemon.config._http_config import HttpConfig
 from daemon.schema._tables import (
+    AuditTable,
     HttpTable,
     SessionTable,
     SinkTable,
     StoreTable,
     TransparencyTable,
+    choices_of,
     default_of,
     rule_of,
 )
@@ -295,3 +297,20 @@ def test_config_check_refuses_what_serve_refuses_for_a_rule_below_the_reader(
     error = clirun.error_of(result)
     assert result.returncode == 65 and error["code"] == "CONFIG_INVALID"
     assert "checkpoint_interval must be a number of seconds in (0, 3600]" in error["message"]
+
+
+def test_an_audit_policy_the_schema_does_not_list_is_caught() -> None:
+    """``durability`` and ``overflow`` are enums of the audit log; their values are the schema's
+    choices, and every other choice-bound key's runtime set is read from the schema."""
+    from daemon.audit._audit import Durability, Overflow
+    from daemon.audit._fields import RETAIN_MODES
+    from daemon.audit._shipping_config import START_AT, TYPES
+
+    assert tuple(member.value for member in Durability) == choices_of(AuditTable, "durability")
+    assert tuple(member.value for member in Overflow) == choices_of(AuditTable, "overflow")
+    assert choices_of(SessionTable, "retain") == RETAIN_MODES
+    assert (choices_of(SinkTable, "type"), choices_of(SinkTable, "start_at")) == (TYPES, START_AT)
+    for choice in choices_of(AuditTable, "durability"):
+        assert ServerConfig(audit_durability=choice).audit_durability == choice
+    with pytest.raises(ValueError):
+        ServerConfig(audit_durability="sometimes")
