@@ -93,6 +93,8 @@ _SESSIONS_INTRO: Final = (
     "docs/writing-a-mechanism.md)."
 )
 _COLUMN: Final = 30
+#: The key table's types of a key written as TOML tables of its own, never inline.
+_TABLES_TYPES: Final = ("tables", "array of tables")
 #: A session table's heading in the key table.
 _ROW_TABLE: Final = {f"[sessions.{name}]": "[sessions.<name>]" for name in SESSIONS}
 
@@ -112,13 +114,6 @@ def _value(value: Any) -> str:
     raise TypeError(f"no TOML form for {value!r}")
 
 
-def _is_tables(field: attrs.Attribute[Any], default: Any) -> bool:
-    """A key whose value is tables (written as its own TOML tables, never inline)."""
-    if isinstance(default, tuple | list):
-        return bool(field.type) and "Table" in str(field.type)
-    return isinstance(default, dict) and "dict[str, dict" in str(field.type)
-
-
 def _block(heading: str, table: type, on: bool, given: dict[str, Any]) -> list[str]:
     """One table's lines (module rules 1 and 2)."""
     mark = "" if on else "# "
@@ -131,7 +126,7 @@ def _block(heading: str, table: type, on: bool, given: dict[str, Any]) -> list[s
         said = meaning(rows[field.name])
         default = default_of(table, field.name)
         value = given.get(field.name, EXAMPLES.get((heading, field.name), default))
-        if _is_tables(field, value):
+        if rows[field.name]["type"] in _TABLES_TYPES:
             unset.append(f"# {field.name}: {said}")
             continue
         if value is attrs.NOTHING or value is None:
