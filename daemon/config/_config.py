@@ -8,24 +8,25 @@ bool``) and starts with the file:
    inline tables nested deeper than the TOML reader's recursion, an integer of more than 4,300
    digits. A configuration file is read with :func:`session.read_capped` (more than 16 MiB is
    an ``OSError`` naming the cap) and must be UTF-8.
-2. The shape (:mod:`daemon.config._config_schema`, one cattrs converter): the tables ``[server]``,
-   ``[http]``, ``[audit]``, ``[transparency]``, ``[sessions.<name>]``, ``[stores]``; unknown
-   tables or keys are refused, and so are values of the wrong type (booleans are not
-   numbers). Every key is optional except each session's ``mechanisms`` and the transparency
-   ``key_file``. All violations are reported at once.
+2. The shape (:mod:`daemon.config._config_schema`, one cattrs converter over the tables the
+   schema declares, :mod:`daemon.schema._tables`): the tables ``[server]``, ``[http]``,
+   ``[audit]``, ``[transparency]``, ``[sessions.<name>]``, ``[stores]``; unknown tables or keys
+   are refused, and so are values of the wrong type (booleans are not numbers). Every key is
+   optional except each session's ``mechanisms`` and the transparency ``key_file``. All
+   violations are reported at once. Each key's default, range rule and choices are the
+   schema's, checked by the runtime object that holds it as it is built (a refusal names the
+   key); nothing here restates them.
 3. ``[server]``: ``listen = "HOST:PORT"`` (empty string: no TCP), ``socket = "PATH"`` (empty:
    none), ``socket_group`` (a group name or number: the socket is then mode 0660 for that
    group; empty: 0600), and the :class:`ServerConfig` limits of the same names (times in
-   seconds, positive; rates in bytes per second). ``worker_threads`` (before evaluation moved
+   seconds; rates in bytes per second). ``worker_threads`` (before evaluation moved
    to worker processes) is still read, as ``worker_processes``; both at once is an error.
    ``tls_cert`` with ``tls_key``, ``tls_client_ca`` (needs them) and ``tokens_file`` secure
    the TCP listener (:mod:`daemon.config._security`; ``""``: none).
-3a. ``[http]`` (optional; present means on): ``listen`` (default ``127.0.0.1:7434``), the
-   same four security keys for the HTTP listener, ``max_header_bytes``, ``max_headers``,
+3a. ``[http]`` (optional; present means on): ``listen``, the same four security keys for the HTTP listener, ``max_header_bytes``, ``max_headers``,
    ``header_timeout``, ``trusted_proxies`` (:mod:`daemon.config._http_config`).
-4. ``[audit]``: ``path``, ``durability`` (``fsync`` | ``write`` | ``none``), ``overflow``
-   (``block`` | ``drop``), ``max_pending``, ``rotate_bytes`` (0: never rotate), ``labels``,
-   ``sinks`` (rule 4b).
+4. ``[audit]``: ``path``, ``durability``, ``overflow``, ``max_pending``, ``rotate_bytes``
+   (0: never rotate), ``labels``, ``sinks`` (rule 4b).
 4b. ``[audit] labels`` and ``[[audit.sinks]]`` (:mod:`daemon.audit._shipping_config`): each
    sink's keys within the schema's ranges, then its own rules (``audit.sinks[0].url is
    required for an http sink``), its token and CA files read, then the sinks together

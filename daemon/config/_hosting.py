@@ -182,8 +182,6 @@ class ServerConfig:
         Overflow(self.audit_overflow)
         for name, key in schema_fields().items():
             check_range(name, key.metadata.get(RULE), getattr(self, name))
-        if self.workers != "auto" and (type(self.workers) is not int or self.workers < 1):
-            raise ValueError('workers must be a positive integer or "auto"')
         if type(self.sinks) is not tuple or not all(
             isinstance(sink, SinkConfig) for sink in self.sinks
         ):

@@ -35,6 +35,7 @@ __all__ = [
     "INTERVAL",
     "NON_NEGATIVE",
     "POSITIVE",
+    "POSITIVE_OR_AUTO",
     "POSITIVE_SECONDS",
     "RULE",
     "RULES",
@@ -70,7 +71,7 @@ class Rule:
     """A key's range: ``label`` in the key table (``docs/configuration.md``, ``config keys``),
     ``says`` in a refusal (``<key> must be <says>``). A number within ``[least, most]``
     (``least`` itself excluded when ``above``); an integer when ``integer`` (never a ``bool``);
-    a finite number otherwise."""
+    a finite number otherwise; or one of ``words``."""
 
     label: str
     says: str
@@ -78,9 +79,13 @@ class Rule:
     least: float = 0.0
     above: bool = False
     most: float = math.inf
+    #: Strings the key takes besides the numbers (``"auto"``).
+    words: tuple[str, ...] = ()
 
     def holds(self, value: object) -> bool:
         """Whether ``value`` is within the rule."""
+        if type(value) is str:
+            return value in self.words
         if type(value) is not int and (self.integer or type(value) is not float):
             return False
         number = float(value)
@@ -98,6 +103,7 @@ class Rule:
 POSITIVE_SECONDS: Final = "positive seconds"
 POSITIVE: Final = "positive integer"
 NON_NEGATIVE: Final = "non-negative integer"
+POSITIVE_OR_AUTO: Final = 'positive integer or "auto"'
 INTERVAL: Final = "seconds in (0, 3600]"
 SIZE: Final = 'non-negative integer, or a size such as `"10GiB"`'
 AGE: Final = 'positive seconds, or a duration such as `"30d"`'
@@ -107,6 +113,9 @@ RULES: Final = {
         Rule(POSITIVE_SECONDS, "a positive number of seconds", above=True),
         Rule(POSITIVE, "a positive integer", integer=True, least=1),
         Rule(NON_NEGATIVE, "a non-negative integer", integer=True),
+        Rule(
+            POSITIVE_OR_AUTO, 'a positive integer or "auto"', integer=True, least=1, words=("auto",)
+        ),
         Rule(INTERVAL, "a number of seconds in (0, 3600]", above=True, most=3600),
         Rule(SIZE, "a non-negative integer or a size", integer=True),
         Rule(AGE, "a positive number of seconds or a duration", above=True),
@@ -245,7 +254,8 @@ class ServerTable:
     workers: int | str = attrs.field(
         default=1,
         metadata=_key(
-            'serving processes sharing the listeners and one audit log; "auto": one per CPU'
+            'serving processes sharing the listeners and one audit log; "auto": one per CPU',
+            POSITIVE_OR_AUTO,
         ),
     )
     worker_processes: int = attrs.field(

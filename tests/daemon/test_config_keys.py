@@ -39,6 +39,7 @@ from daemon.config._default_file import default_toml
 from daemon.config._hosting import HostedSession, schema_fields
 from daemon.config._http_config import HttpConfig
 from daemon.schema._tables import (
+    RULES,
     AuditTable,
     HttpTable,
     SessionTable,
@@ -179,7 +180,7 @@ def test_the_configuration_and_the_mechanism_options_cannot_disagree_on_types() 
 #: Values probed against every range rule: each runtime view must take exactly those its
 #: schema rule takes (a view with a range of its own, or a rule the schema lacks, differs).
 PROBES: tuple[object, ...] = (-1, 0, 1e-300, 0.5, 1, 2, 3600, 3600.5, 1e300, math.inf, math.nan)
-PROBES += (True, "1")
+PROBES += (True, "1", "auto")
 #: Fields a runtime view holds in another form than the file's (a resolved path or None for
 #: ``""``, an address as (host, port), a security object): compared by the reader's tests.
 OTHER_FORM = {"url", "token_file", "tls_ca", "listen", "tls_cert", "tls_key", "tls_client_ca"}
@@ -255,6 +256,23 @@ def test_a_runtime_view_with_a_range_of_its_own_is_caught(
                 assert key in str(error) or "bounds" in str(error), error
             else:
                 assert rule.holds(probe), f"{view.__name__}.{key} took {probe!r}"
+
+
+def test_a_server_setting_with_a_range_of_its_own_is_caught() -> None:
+    """``ServerConfig`` holds the ``[server]`` keys and the ``[audit]`` ones as ``audit_<key>``:
+    each takes exactly what its schema rule takes."""
+    for name, key in schema_fields().items():
+        label = key.metadata.get(RULE)
+        if label is None:
+            continue
+        rule = RULES[label]
+        for probe in PROBES:
+            try:
+                ServerConfig(**{name: probe})  # type: ignore[arg-type]
+            except ValueError as error:
+                assert not rule.holds(probe) and name in str(error), (name, probe, error)
+            else:
+                assert rule.holds(probe), (name, probe)
 
 
 def test_the_server_listen_defaults_are_the_schema_listen_keys() -> None:
