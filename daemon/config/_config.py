@@ -23,8 +23,9 @@ bool``) and starts with the file:
    to worker processes) is still read, as ``worker_processes``; both at once is an error.
    ``tls_cert`` with ``tls_key``, ``tls_client_ca`` (needs them) and ``tokens_file`` secure
    the TCP listener (:mod:`daemon.config._security`; ``""``: none).
-3a. ``[http]`` (optional; present means on): ``listen``, the same four security keys for the HTTP listener, ``max_header_bytes``, ``max_headers``,
-   ``header_timeout``, ``trusted_proxies`` (:mod:`daemon.config._http_config`).
+3a. ``[http]`` (optional; present means on): ``listen``, the same four security keys for the
+   HTTP listener, ``max_header_bytes``, ``max_headers``, ``header_timeout``,
+   ``trusted_proxies`` (:mod:`daemon.config._http_config`).
 4. ``[audit]``: ``path``, ``durability``, ``overflow``, ``max_pending``, ``rotate_bytes``
    (0: never rotate), ``labels``, ``sinks`` (rule 4b).
 4b. ``[audit] labels`` and ``[[audit.sinks]]`` (:mod:`daemon.audit._shipping_config`): each
