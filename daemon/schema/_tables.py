@@ -57,8 +57,9 @@ __all__ = [
     "rule_of",
 ]
 
-#: The metadata keys of a schema field: its one-line meaning (``docs/configuration.md``, from
-#: :func:`key_table`) and its range rule (:func:`check_range`; None: the type says it all).
+#: The metadata keys of a schema field: its one-line meaning (``docs/configuration.md``'s key
+#: table, ``default.toml``'s comments) and the label of its range rule (:data:`RULES`,
+#: :func:`check_range`; None: the type says it all).
 DOC: Final = "evidenced.doc"
 RULE: Final = "evidenced.rule"
 #: The metadata key of a key's choices: the only values it takes (its runtime view checks
@@ -71,7 +72,7 @@ class Rule:
     """A key's range: ``label`` in the key table (``docs/configuration.md``, ``config keys``),
     ``says`` in a refusal (``<key> must be <says>``). A number within ``[least, most]``
     (``least`` itself excluded when ``above``); an integer when ``integer`` (never a ``bool``);
-    a finite number otherwise; or one of ``words``."""
+    a finite number otherwise (an integer too, if a float can hold it); or one of ``words``."""
 
     label: str
     says: str
@@ -86,10 +87,15 @@ class Rule:
         """Whether ``value`` is within the rule."""
         if type(value) is str:
             return value in self.words
-        if type(value) is not int and (self.integer or type(value) is not float):
+        if type(value) is int:  # compared as it is (an integer of 400 digits is exact) ...
+            if not self.integer and not _is_float(value):
+                return False  # ... but a number of seconds must be one a float can hold
+            number: float = value
+        elif type(value) is float and not self.integer and math.isfinite(value):
+            number = value
+        else:
             return False
-        number = float(value)
-        if not math.isfinite(number) or number < self.least or number > self.most:
+        if number < self.least or number > self.most:
             return False
         return not (self.above and number == self.least)
 
@@ -97,6 +103,14 @@ class Rule:
         """``value`` of the key ``name`` within the rule, else ``ValueError`` naming the key."""
         if not self.holds(value):
             raise ValueError(f"{name} must be {self.says}")
+
+
+def _is_float(value: int) -> bool:
+    try:
+        float(value)
+    except OverflowError:
+        return False
+    return True
 
 
 #: The range rules, by the label a field's :data:`RULE` metadata names.

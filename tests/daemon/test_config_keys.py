@@ -180,7 +180,7 @@ def test_the_configuration_and_the_mechanism_options_cannot_disagree_on_types() 
 #: Values probed against every range rule: each runtime view must take exactly those its
 #: schema rule takes (a view with a range of its own, or a rule the schema lacks, differs).
 PROBES: tuple[object, ...] = (-1, 0, 1e-300, 0.5, 1, 2, 3600, 3600.5, 1e300, math.inf, math.nan)
-PROBES += (True, "1", "auto")
+PROBES += (True, "1", "auto", 10**400)
 #: Fields a runtime view holds in another form than the file's (a resolved path or None for
 #: ``""``, an address as (host, port), a security object): compared by the reader's tests.
 OTHER_FORM = {"url", "token_file", "tls_ca", "listen", "tls_cert", "tls_key", "tls_client_ca"}
