@@ -14,7 +14,7 @@ Rules (the contract):
 3. The sessions are the embedded default's own choice, not defaults of keys
    (:data:`SESSIONS`): ``formation``, and ``descriptor``, optional (ADR 0020); every other key
    of a session is the schema's default.
-4. ``python -m daemon.config._default_file`` prints it (``make default-config`` writes the
+4. ``python -m daemon.config._default_file`` prints it (``make config-views`` writes the
    file); a test fails when the file and :func:`default_toml` differ.
 """
 
@@ -41,7 +41,7 @@ __all__ = ["EXAMPLES", "SESSIONS", "default_toml"]
 
 HEADER: Final = """\
 # The embedded default configuration of `evidenced serve` (docs/configuration.md).
-# Generated from the schema (daemon/schema/_tables.py) by `make default-config`: do not edit.
+# Generated from the schema (daemon/schema/_tables.py) by `make config-views`: do not edit.
 # Copy it, edit it, and pass it with `evidenced serve --config FILE`.
 """
 #: Example values of required keys in the commented-out tables: (table, key) -> value.
