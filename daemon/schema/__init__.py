@@ -9,6 +9,7 @@ bounds, the ``[stores]`` limits), the embedded ``default.toml``, ``evidenced con
 ``docs/configuration.md``'s tables. It sits on the floor just above ``wire`` so that every room
 that holds a runtime view of a key can read its declaration.
 
-May import: ``daemon.wire`` (the codec's bounds, which are the defaults of their keys),
+May import: ``daemon.wire`` (the codec's bounds, which are the defaults of their keys:
+``daemon.wire._records``, where they are defined, not the codec itself),
 ``session``, ``canon``; nothing else of ``daemon``.
 """

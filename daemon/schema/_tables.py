@@ -22,7 +22,7 @@ from typing import Any, Final
 
 import attrs
 
-from daemon.wire._protocol import (
+from daemon.wire._records import (
     DEFAULT_MAX_FRAME_BYTES,
     DEFAULT_MAX_HEADER_BYTES,
     DEFAULT_MAX_ITEMS,
