@@ -47,6 +47,7 @@ from daemon.schema._tables import (
     StoreTable,
     TransparencyTable,
     check_range,
+    default_of,
 )
 from daemon.wire._errors import PeerError
 from session._exact import ExactError, exact_converter, structure_exact
@@ -132,13 +133,12 @@ def _type_label(kind: Any) -> str:
     return _SCALAR_NAMES[kind]
 
 
-def _default_of(field: attrs.Attribute[Any]) -> Any:
-    default: Any = field.default
-    if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
-        default = default.factory()
+def _toml_default(table: type, key: str) -> Any:
+    """The declared default as TOML states it (an array as a list; None when unset)."""
+    default = default_of(table, key)
     if default is attrs.NOTHING:
         return None
-    return list(default) if type(default) is tuple else default  # as TOML states an array
+    return list(default) if type(default) is tuple else default
 
 
 def _default_text(row: dict[str, Any]) -> str:
@@ -169,7 +169,7 @@ def key_rows() -> list[dict[str, Any]]:
                     "table": table,
                     "key": field.name,
                     "type": _type_label(field.type),
-                    "default": _default_of(field),
+                    "default": _toml_default(cls, field.name),
                     "required": field.default is attrs.NOTHING,
                     "rule": field.metadata.get(RULE),
                     "choices": list(field.metadata.get(CHOICES, ())),
