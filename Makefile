@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo demo-retain test lint apidocs fmt coverage bench clean browser screenshots curl faketime nginx gotools schemathesis openapi openapi-examples shells python-daemon
+.PHONY: demo demo-retain test lint apidocs fmt coverage bench clean browser screenshots curl faketime nginx gotools schemathesis openapi openapi-examples config-views shells python-daemon
 
 # Tools at the exact versions of constraints.txt; runtime dependencies as pyproject.toml's ranges.
 # daemon/__init__.py's __version__ is the version the package metadata is built from. The example third-party
@@ -123,6 +123,13 @@ $(SCHEMATHESIS_VENV)/bin/st:
 # two equal.
 openapi: $(STAMP)
 	$(PY) -m daemon.server._openapi > docs/openapi.json
+
+# daemon/config/default.toml and docs/configuration.md's key tables, written from the schema
+# (daemon/schema/_tables.py, one declaration per key); tests/daemon/test_config_keys.py holds
+# them equal.
+config-views: $(STAMP)
+	$(PY) -m daemon.config._default_file > daemon/config/default.toml
+	$(PY) scripts/config_docs.py
 
 # The description's examples (daemon/server/openapi-examples.json), real answers of a daemon
 # started by the script; tests/daemon/test_openapi.py says when a mechanism changed them. Run

@@ -363,6 +363,7 @@ def test_the_codec_state_table_imports_nothing_of_the_project() -> None:
 
 ROOMS = (
     "wire",
+    "schema",
     "tlog",
     "audit",
     "retention",
@@ -377,35 +378,36 @@ ROOMS = (
 )
 # Each room and the rooms it may import; anything else is refused. The floors, top to bottom:
 # commands → replay, kit, report, fleet → server, client → config → retention → audit → tlog
-# → wire (whose ``_errors`` and ``_logs`` import nothing of the project: every room may raise
-# and log).
+# → schema → wire (whose ``_errors`` and ``_logs`` import nothing of the project: every room
+# may raise and log; the schema declares every configuration key once, so every room holding a
+# view of one reads it).
+_BELOW_TLOG = frozenset({"wire", "schema"})
 ROOM_ARROWS: dict[str, frozenset[str]] = {
     "wire": frozenset(),
-    "tlog": frozenset({"wire"}),
-    "audit": frozenset({"wire", "tlog"}),
-    "retention": frozenset({"wire", "tlog", "audit"}),
-    "config": frozenset({"wire", "tlog", "audit", "retention"}),
-    "client": frozenset({"wire", "tlog", "config"}),
-    "server": frozenset({"wire", "tlog", "audit", "retention", "config"}),
-    "replay": frozenset({"wire", "tlog", "audit", "retention", "config"}),
-    "kit": frozenset({"wire"}),
-    "report": frozenset({"wire", "tlog", "audit"}),
-    "fleet": frozenset({"wire", "tlog", "audit", "retention"}),
-    "commands": frozenset(
-        {
-            "wire",
-            "tlog",
-            "audit",
-            "retention",
-            "config",
-            "client",
-            "server",
-            "replay",
-            "kit",
-            "report",
-            "fleet",
-        }
-    ),
+    "schema": frozenset({"wire"}),
+    "tlog": _BELOW_TLOG,
+    "audit": _BELOW_TLOG | {"tlog"},
+    "retention": _BELOW_TLOG | {"tlog", "audit"},
+    "config": _BELOW_TLOG | {"tlog", "audit", "retention"},
+    "client": _BELOW_TLOG | {"tlog", "config"},
+    "server": _BELOW_TLOG | {"tlog", "audit", "retention", "config"},
+    "replay": _BELOW_TLOG | {"tlog", "audit", "retention", "config"},
+    "kit": _BELOW_TLOG,
+    "report": _BELOW_TLOG | {"tlog", "audit"},
+    "fleet": _BELOW_TLOG | {"tlog", "audit", "retention"},
+    "commands": _BELOW_TLOG
+    | {
+        "tlog",
+        "audit",
+        "retention",
+        "config",
+        "client",
+        "server",
+        "replay",
+        "kit",
+        "report",
+        "fleet",
+    },
 }
 # The public faces at the top of ``daemon/``: what users import, and the version the package
 # metadata is built from. Every other module lives in a room.

@@ -4,6 +4,7 @@ One job: write (durability, overflow, group commit), recover, rotate, verify and
 audit log's lines, append each line's digest as a leaf of the transparency log, and ship the
 committed lines to the configured sinks (read back from the files, never on the write path).
 
-May import: ``daemon.wire``, ``daemon.tlog``, ``canon``, ``session``; never a server, a
+May import: ``daemon.wire``, ``daemon.schema`` (the keys of its runtime views),
+``daemon.tlog``, ``canon``, ``session``; never a server, a
 client or a command.
 """

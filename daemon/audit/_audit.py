@@ -111,6 +111,7 @@ from daemon.audit._audit_format import (
 from daemon.audit._audit_startup import AuditLogCorrupt, Opened, open_verified
 from daemon.audit._audit_verify import VerifyReport, tail, verify_log
 from daemon.audit._background_verify import TreeVerification
+from daemon.schema._tables import AuditTable, check_key
 from daemon.tlog import TransparencyLog
 from daemon.tlog._lookup import LineIndex
 from daemon.wire import _logs as logs
@@ -137,6 +138,8 @@ __all__ = [
 
 #: Events that answer a request: when one cannot be written the request is refused.
 REQUEST_EVENTS: Final = frozenset({"decision", "refusal"})
+#: The ``[audit]`` keys' declared defaults (the schema's), the defaults of :meth:`AuditLog.open`.
+_AUDIT: Final = AuditTable()
 DEFAULT_CHECKPOINT_BYTES: Final = 4 * 1024 * 1024
 #: An outage ends only when the file system has this much room (statvfs), so a nearly full
 #: disk does not flap between serving and refusing; then one line must be written and synced.
@@ -425,10 +428,10 @@ class AuditLog:
         cls,
         path: str | os.PathLike[str],
         *,
-        durability: Durability | str = Durability.FSYNC,
-        overflow: Overflow | str = Overflow.BLOCK,
-        max_pending: int = 4096,
-        rotate_bytes: int = 0,
+        durability: Durability | str = _AUDIT.durability,
+        overflow: Overflow | str = _AUDIT.overflow,
+        max_pending: int = _AUDIT.max_pending,
+        rotate_bytes: int = _AUDIT.rotate_bytes,
         checkpoint_bytes: int = DEFAULT_CHECKPOINT_BYTES,
         retry_initial: float = 0.05,
         retry_max: float = 1.0,
@@ -441,8 +444,7 @@ class AuditLog:
         overflow = Overflow(overflow)
         if type(max_pending) is not int or max_pending < 1:
             raise ValueError("max_pending must be a positive integer")
-        if type(rotate_bytes) is not int or rotate_bytes < 0:
-            raise ValueError("rotate_bytes must be a non-negative integer")
+        check_key(AuditTable, "rotate_bytes", rotate_bytes)
         opened = open_verified(target)
         log = cls(
             target,

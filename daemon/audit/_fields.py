@@ -26,13 +26,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+from daemon.schema._tables import SessionTable, choices_of, default_of
 from session import BoundProposition
 from session.canon import digest_bytes, network_json_float_free
 
 __all__ = ["RETAIN_MODES", "decision_fields", "result_digest", "session_config_entry"]
 
-#: ``retain`` values: nothing, every decision's evidence, or only decisions not PASS-ed.
-RETAIN_MODES: Final = ("none", "all", "refused")
+#: ``retain`` values: nothing, every decision's evidence, or only decisions not PASS-ed (the
+#: schema's choices of ``[sessions.<name>] retain``).
+RETAIN_MODES: Final = choices_of(SessionTable, "retain")
+_RETAIN_DEFAULT: Final[str] = default_of(SessionTable, "retain")
 
 
 def result_digest(result: Mapping[str, Any]) -> str:
@@ -48,7 +51,7 @@ def decision_fields(binding: BoundProposition, result: Mapping[str, Any]) -> dic
 def session_config_entry(
     mechanisms: tuple[str, ...],
     options: Mapping[str, Mapping[str, Any]],
-    retain: str = "none",
+    retain: str = _RETAIN_DEFAULT,
     store: str | None = None,
 ) -> dict[str, Any]:
     """One ``session_config`` entry of ``daemon_start`` (rule 3)."""

@@ -9,9 +9,11 @@ Rules (the contract):
    that is ``http://`` or ``https://`` with a host and without user information (secrets go in
    ``token_file``), a ``tls_ca`` only for ``https://``; a ``console`` sink has none of
    ``url``, ``token_file``, ``tls_ca``; ``events`` is a non-empty list of distinct audit
-   events (:data:`SHIPPABLE`) or exactly ``["*"]``; the numbers are positive,
+   events (:data:`SHIPPABLE`) or exactly ``["*"]``; each number within its range rule,
    ``backoff_min <= backoff_max``; ``start_at`` is ``oldest`` or ``now``; labels are strings
    to strings, names of 1 to 64 characters, and never ``version`` (always the daemon's).
+   Every default and range rule is the schema's ``[[audit.sinks]]`` key of the same name
+   (:class:`~daemon.schema._tables.SinkTable`), read from it, never restated here.
 2. :func:`check_sinks` checks a daemon's sinks together: distinct names, at most one
    ``console`` sink (stdout is one stream).
 3. :func:`check_sink_files` reads what an ``http`` sink's files must hold, as ``config check``,
@@ -39,6 +41,7 @@ from urllib.parse import urlsplit
 import attrs
 
 from daemon.audit._audit import REQUEST_EVENTS
+from daemon.schema._tables import RULE, SinkTable, check_ranges, choices_of, default_of
 
 __all__ = [
     "SHIPPABLE",
@@ -63,15 +66,19 @@ SHIPPABLE: Final = frozenset(
     }
 )
 ALL: Final = "*"
-TYPES: Final = ("http", "console")
-START_AT: Final = ("oldest", "now")
+TYPES: Final = choices_of(SinkTable, "type")
+START_AT: Final = choices_of(SinkTable, "start_at")
 _NAME: Final = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}\Z")
 
 
-def _positive(name: str, value: object, *, integer: bool) -> None:
-    kinds = (int,) if integer else (int, float)
-    if type(value) not in kinds or not value > 0:  # type: ignore[operator]
-        raise ValueError(f"{name} must be a positive {'integer' if integer else 'number'}")
+#: The fields that are sink keys with a range rule (checked by the schema's rule).
+_RANGED: Final = tuple(
+    field.name for field in attrs.fields(SinkTable) if field.metadata.get(RULE) is not None
+)
+
+
+def _default(key: str) -> Any:
+    return default_of(SinkTable, key)
 
 
 def _check_labels(where: str, labels: Mapping[str, str]) -> None:
@@ -94,14 +101,14 @@ class SinkConfig:
     url: str | None = None
     token_file: str | None = None
     tls_ca: str | None = None
-    timeout: float = 10.0
-    events: tuple[str, ...] = ("decision",)
-    batch_lines: int = 500
-    batch_bytes: int = 1_048_576
-    flush_interval: float = 1.0
-    backoff_min: float = 1.0
-    backoff_max: float = 60.0
-    start_at: str = "oldest"
+    timeout: float = _default("timeout")
+    events: tuple[str, ...] = _default("events")
+    batch_lines: int = _default("batch_lines")
+    batch_bytes: int = _default("batch_bytes")
+    flush_interval: float = _default("flush_interval")
+    backoff_min: float = _default("backoff_min")
+    backoff_max: float = _default("backoff_max")
+    start_at: str = _default("start_at")
     labels: Mapping[str, str] = attrs.field(factory=dict, hash=False)
 
     def __attrs_post_init__(self) -> None:
@@ -126,10 +133,7 @@ class SinkConfig:
         unknown = sorted(set(events) - SHIPPABLE - {ALL})
         if unknown:
             raise ValueError(f"events: {unknown} are not audit events ({sorted(SHIPPABLE)})")
-        for key in ("timeout", "flush_interval", "backoff_min", "backoff_max"):
-            _positive(key, getattr(self, key), integer=False)
-        for key in ("batch_lines", "batch_bytes"):
-            _positive(key, getattr(self, key), integer=True)
+        check_ranges(SinkTable, self, _RANGED)
         if self.backoff_min > self.backoff_max:
             raise ValueError("backoff_min must not exceed backoff_max")
         if self.start_at not in START_AT:

@@ -6,9 +6,10 @@ Rules (the contract):
 
 1. Configuration (:class:`TransparencyConfig`): a key file (required to enable the log), an
    origin (default :func:`daemon.tlog.default_origin` of the audit log path), the directory
-   (default ``LOG.tlog``), ``checkpoint_interval`` (seconds, > 0, default 1),
-   ``entry_bundles`` (default false) and ``publish`` (``fs:PATH`` or ``s3://BUCKET/PREFIX/``,
-   default none: :mod:`daemon.server._publishing`).
+   (default ``LOG.tlog``), ``checkpoint_interval`` (seconds), ``entry_bundles`` and
+   ``publish`` (``fs:PATH`` or ``s3://BUCKET/PREFIX/``; :mod:`daemon.server._publishing`):
+   each the ``[transparency]`` key of that name, whose default and range rule are the schema's
+   (:class:`~daemon.schema._tables.TransparencyTable`), read from it, never restated here.
 2. :func:`open_transparency` refuses (:class:`TransparencyStartError`, the CLI exits 65), in
    order: an unsafe or invalid key file (``docs/spec/transparency.md §6.3``); a key whose name
    is not the origin; then every start-up check of ``§6.4``. It reads audit lines from the
@@ -39,6 +40,7 @@ import attrs
 
 from daemon.audit._audit import AuditLog, AuditLogError
 from daemon.audit._background_verify import start_tree
+from daemon.schema._tables import TransparencyTable, check_ranges, default_of
 from daemon.tlog import (
     KeyFileError,
     ProofRangeError,
@@ -63,7 +65,7 @@ from daemon.wire._protocol import (
     InclusionProofRequest,
 )
 
-DEFAULT_INTERVAL: Final = 1.0
+DEFAULT_INTERVAL: Final = default_of(TransparencyTable, "checkpoint_interval")
 PROOF_RANGE: Final = "PROOF_RANGE"
 TRANSPARENCY_DISABLED: Final = "TRANSPARENCY_DISABLED"
 #: A proof whose tiles cannot be read (missing, or refused: ``daemon.tlog._served_files``).
@@ -82,17 +84,15 @@ class TransparencyStartError(AuditLogError):
 @attrs.frozen
 class TransparencyConfig:
     key_file: str
-    origin: str | None = None
-    directory: str | None = None
+    origin: str | None = default_of(TransparencyTable, "origin")
+    directory: str | None = default_of(TransparencyTable, "directory")
     checkpoint_interval: float = DEFAULT_INTERVAL
-    entry_bundles: bool = False
+    entry_bundles: bool = default_of(TransparencyTable, "entry_bundles")
     #: ``fs:PATH`` or ``s3://BUCKET/PREFIX/``: where the daemon publishes the log (or None).
-    publish: str | None = None
+    publish: str | None = default_of(TransparencyTable, "publish")
 
     def __attrs_post_init__(self) -> None:
-        interval = self.checkpoint_interval
-        if type(interval) not in (int, float) or not 0 < interval <= 3600:
-            raise ValueError("checkpoint_interval must be a number of seconds in (0, 3600]")
+        check_ranges(TransparencyTable, self, ("checkpoint_interval",))
         if type(self.entry_bundles) is not bool:
             raise ValueError("entry_bundles must be a boolean")
         publish = self.publish

@@ -18,13 +18,14 @@ The :mod:`cli` contract applies. Per command:
   ``skipped`` with that line, and the check is VALID). ``serve --check`` does the same with
   ``serve``'s flags applied.
 * ``config keys`` prints ``{"keys": [{"table", "key", "type", "default", "required", "rule",
-  "doc"}, ...]}``:
-  every key of the schema, the one declaration of each (:mod:`daemon.config._config_schema`);
+  "choices", "doc"}, ...]}``: every key of the schema, the one declaration of each
+  (:mod:`daemon.schema._tables`, read by :mod:`daemon.config._config_schema`);
   ``--markdown`` prints the key table of ``docs/configuration.md`` instead (a test holds the
   two equal). Exit 0.
 * ``config default`` prints ``{"text": <the embedded default TOML>, "config": <its effective
-  configuration>}``; ``--raw`` prints the TOML text itself and ``--out FILE`` writes it to FILE
-  (a starting point to edit). Exit 0; 73 when FILE cannot be written.
+  configuration>}`` (the TOML is generated from the schema: :mod:`daemon.config._default_file`);
+  ``--raw`` prints the TOML text itself and ``--out FILE`` writes it to FILE (a starting point
+  to edit). Exit 0; 73 when FILE cannot be written.
 """
 
 from __future__ import annotations

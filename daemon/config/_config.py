@@ -8,24 +8,26 @@ bool``) and starts with the file:
    inline tables nested deeper than the TOML reader's recursion, an integer of more than 4,300
    digits. A configuration file is read with :func:`session.read_capped` (more than 16 MiB is
    an ``OSError`` naming the cap) and must be UTF-8.
-2. The shape (:mod:`daemon.config._config_schema`, one cattrs converter): the tables ``[server]``,
-   ``[http]``, ``[audit]``, ``[transparency]``, ``[sessions.<name>]``, ``[stores]``; unknown
-   tables or keys are refused, and so are values of the wrong type (booleans are not
-   numbers). Every key is optional except each session's ``mechanisms`` and the transparency
-   ``key_file``. All violations are reported at once.
+2. The shape (:mod:`daemon.config._config_schema`, one cattrs converter over the tables the
+   schema declares, :mod:`daemon.schema._tables`): the tables ``[server]``, ``[http]``,
+   ``[audit]``, ``[transparency]``, ``[sessions.<name>]``, ``[stores]``; unknown tables or keys
+   are refused, and so are values of the wrong type (booleans are not numbers). Every key is
+   optional except each session's ``mechanisms`` and the transparency ``key_file``. All
+   violations are reported at once. Each key's default, range rule and choices are the
+   schema's, checked by the runtime object that holds it as it is built (a refusal names the
+   key); nothing here restates them.
 3. ``[server]``: ``listen = "HOST:PORT"`` (empty string: no TCP), ``socket = "PATH"`` (empty:
    none), ``socket_group`` (a group name or number: the socket is then mode 0660 for that
    group; empty: 0600), and the :class:`ServerConfig` limits of the same names (times in
-   seconds, positive; rates in bytes per second). ``worker_threads`` (before evaluation moved
+   seconds; rates in bytes per second). ``worker_threads`` (before evaluation moved
    to worker processes) is still read, as ``worker_processes``; both at once is an error.
    ``tls_cert`` with ``tls_key``, ``tls_client_ca`` (needs them) and ``tokens_file`` secure
    the TCP listener (:mod:`daemon.config._security`; ``""``: none).
-3a. ``[http]`` (optional; present means on): ``listen`` (default ``127.0.0.1:7434``), the
-   same four security keys for the HTTP listener, ``max_header_bytes``, ``max_headers``,
-   ``header_timeout``, ``trusted_proxies`` (:mod:`daemon.config._http_config`).
-4. ``[audit]``: ``path``, ``durability`` (``fsync`` | ``write`` | ``none``), ``overflow``
-   (``block`` | ``drop``), ``max_pending``, ``rotate_bytes`` (0: never rotate), ``labels``,
-   ``sinks`` (rule 4b).
+3a. ``[http]`` (optional; present means on): ``listen``, the same four security keys for the
+   HTTP listener, ``max_header_bytes``, ``max_headers``, ``header_timeout``,
+   ``trusted_proxies`` (:mod:`daemon.config._http_config`).
+4. ``[audit]``: ``path``, ``durability``, ``overflow``, ``max_pending``, ``rotate_bytes``
+   (0: never rotate), ``labels``, ``sinks`` (rule 4b).
 4b. ``[audit] labels`` and ``[[audit.sinks]]`` (:mod:`daemon.audit._shipping_config`): each
    sink's keys within the schema's ranges, then its own rules (``audit.sinks[0].url is
    required for an http sink``), its token and CA files read, then the sinks together
@@ -85,14 +87,7 @@ from daemon.audit._fields import session_config_entry
 from daemon.audit._shipping_config import SinkConfig, check_sink_files, check_sinks
 from daemon.audit._transparency import TransparencyConfig
 from daemon.config._config_schema import (
-    RULE,
-    AuditTable,
-    ConfigFile,
-    HttpTable,
     SchemaError,
-    ServerTable,
-    SinkTable,
-    check_range,
     structure_config,
     unstructure_config,
 )
@@ -106,6 +101,16 @@ from daemon.retention._policy import (
     StoreLimits,
     parse_retention,
     parse_store_limits,
+)
+from daemon.schema._tables import (
+    AuditTable,
+    ConfigFile,
+    HttpTable,
+    ServerTable,
+    SessionTable,
+    SinkTable,
+    default_of,
+    rule_of,
 )
 from daemon.wire._errors import PeerError, Unavailable
 from session import (
@@ -157,6 +162,9 @@ TEXT_FORM: Final = "evidenced.text_starts_with"
 
 @attrs.frozen
 class SessionSpec:
+    """One ``[sessions.<name>]`` table as read (its keys the schema's :class:`SessionTable`),
+    before its mechanisms are created."""
+
     name: str
     mechanisms: tuple[str, ...]
     max_evidence_items: int
@@ -164,7 +172,7 @@ class SessionSpec:
     optional: bool
     options: dict[str, dict[str, Any]]
     retention: RetentionPolicy | None = None
-    retain: str = "none"
+    retain: str = default_of(SessionTable, "retain")
 
 
 @attrs.frozen
@@ -352,10 +360,7 @@ def _sinks(audit: AuditTable, base: Path) -> tuple[SinkConfig, ...]:
 
 
 def _sink(table: SinkTable, base: Path, where: str, labels: dict[str, str]) -> SinkConfig:
-    for field in attrs.fields(SinkTable):
-        rule = field.metadata.get(RULE)
-        if rule is not None:
-            check_range(f"{where}.{field.name}", rule, getattr(table, field.name))
+    """One sink: :class:`SinkConfig` runs the schema's range rules (the key is named)."""
 
     def path(value: str) -> str | None:
         return _file(value, base, where) if value else None
@@ -421,7 +426,7 @@ def _publish_target(spec: str | None, base: Path) -> str | None:
 
 
 def _session_spec(
-    name: str, table: Any, base: Path, source: str, installed: set[str]
+    name: str, table: SessionTable, base: Path, source: str, installed: set[str]
 ) -> SessionSpec:
     where = f"sessions.{name}"
     mechanisms = table.mechanisms
@@ -436,9 +441,10 @@ def _session_spec(
             f"{source}: {where}.options must be tables named after its mechanisms "
             f"{list(mechanisms)}, not {strangers}"
         )
-    for key in ("max_evidence_items", "max_evidence_bytes"):
-        if getattr(table, key) < 0:
-            raise ConfigError(f"{source}: {where}.{key}: bounds must be non-negative")
+    for field in attrs.fields(SessionTable):  # the schema's range rules (the bounds)
+        rule = rule_of(SessionTable, field.name)
+        if rule is not None and not rule.holds(getattr(table, field.name)):
+            raise ConfigError(f"{source}: {where}.{field.name}: bounds must be non-negative")
     options = {
         mechanism: _resolve_files(f"{where}.options.{mechanism}", given, base, source)
         for mechanism, given in table.options.items()

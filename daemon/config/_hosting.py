@@ -38,10 +38,18 @@ import attrs
 from daemon.audit._audit import Durability, Overflow
 from daemon.audit._shipping_config import SinkConfig, check_sinks
 from daemon.audit._transparency import TransparencyConfig
-from daemon.config._config_schema import RULE, AuditTable, ServerTable, check_range
 from daemon.config._http_config import HttpConfig
 from daemon.config._security import ListenerSecurity
 from daemon.retention._policy import RetentionPolicy
+from daemon.schema._tables import (
+    RULE,
+    AuditTable,
+    ServerTable,
+    SessionTable,
+    check_range,
+    default_of,
+    rule_of,
+)
 from session import (
     EvidenceStore,
     VerificationMechanism,
@@ -49,7 +57,13 @@ from session import (
     accepted_bounds,
 )
 
-DEFAULT_PORT: Final = 7433
+_SERVER: Final = ServerTable()
+_AUDIT: Final = AuditTable()
+#: ``[server] listen``'s default, as (host, port).
+_LISTEN_HOST, _, _LISTEN_PORT = _SERVER.listen.rpartition(":")
+DEFAULT_PORT: Final = int(_LISTEN_PORT)
+#: A session's declared bounds: ``[sessions.<name>]`` keys, their defaults and rule the schema's.
+_BOUNDS: Final = ("max_evidence_items", "max_evidence_bytes")
 
 
 @attrs.frozen
@@ -60,8 +74,8 @@ class HostedSession:
 
     name: str
     mechanisms: tuple[VerificationMechanism, ...]
-    max_evidence_items: int = 2
-    max_evidence_bytes: int = 524_288
+    max_evidence_items: int = default_of(SessionTable, "max_evidence_items")
+    max_evidence_bytes: int = default_of(SessionTable, "max_evidence_bytes")
     #: How the configuration built the session (``daemon_start``'s ``session_config`` entry,
     #: which ``evidenced replay`` rebuilds it from; None for a host-built session), and what
     #: it retains (``docs/retention.md``; None: nothing).
@@ -72,8 +86,9 @@ class HostedSession:
     def __attrs_post_init__(self) -> None:
         if not self.name:
             raise ValueError("a session needs a name")
-        for value in (self.max_evidence_items, self.max_evidence_bytes):
-            if type(value) is not int or value < 0:
+        for key in _BOUNDS:
+            rule = rule_of(SessionTable, key)
+            if rule is not None and not rule.holds(getattr(self, key)):
                 raise ValueError("session bounds must be non-negative integers")
         # The session's own registration rules (non-empty id, digest form, no substitution).
         probe = VerificationSession(EvidenceStore())
@@ -110,10 +125,6 @@ class HostedSession:
         }
 
 
-_SERVER: Final = ServerTable()
-_AUDIT: Final = AuditTable()
-
-
 @attrs.frozen
 class ServerConfig:
     """Everything the server needs besides its sessions (all times in seconds, rates in
@@ -121,7 +132,7 @@ class ServerConfig:
     ``audit_``, is that key: its default and its range rule are the schema's
     (:mod:`daemon.config._config_schema`, :func:`schema_fields`), declared once there."""
 
-    tcp: tuple[str, int] | None = ("127.0.0.1", DEFAULT_PORT)
+    tcp: tuple[str, int] | None = (_LISTEN_HOST, DEFAULT_PORT)
     unix: str | None = None
     socket_group: str = _SERVER.socket_group
     audit_path: str = _AUDIT.path
@@ -171,8 +182,6 @@ class ServerConfig:
         Overflow(self.audit_overflow)
         for name, key in schema_fields().items():
             check_range(name, key.metadata.get(RULE), getattr(self, name))
-        if self.workers != "auto" and (type(self.workers) is not int or self.workers < 1):
-            raise ValueError('workers must be a positive integer or "auto"')
         if type(self.sinks) is not tuple or not all(
             isinstance(sink, SinkConfig) for sink in self.sinks
         ):

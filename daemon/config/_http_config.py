@@ -15,49 +15,49 @@ Rules (the contract):
 3. ``trusted_proxies``: the addresses or CIDRs of the proxies whose PROXY protocol header or
    ``X-Forwarded-For`` names the client (:mod:`daemon.server._proxy`); from any other peer
    both are ignored. Empty: none.
-4. Every value is validated when built (``ValueError`` naming it).
+4. Every value is validated when built (``ValueError`` naming it). Each default and range
+   rule is the schema's ``[http]`` key of the same name (:class:`~daemon.schema._tables.
+   HttpTable`), read from it, never restated here.
 """
 
 from __future__ import annotations
 
 import ipaddress
-import math
 from typing import Final
 
 import attrs
 
 from daemon.config._security import ListenerSecurity
+from daemon.schema._tables import HttpTable, check_ranges
 
-__all__ = ["DEFAULT_HTTP_PORT", "HttpConfig"]
+__all__ = ["DEFAULT_HTTP_PORT", "DEFAULT_MAX_HEADERS", "DEFAULT_MAX_HEADER_BYTES", "HttpConfig"]
 
-DEFAULT_HTTP_PORT: Final = 7434
+_HTTP: Final = HttpTable()
+_HOST, _, _PORT = _HTTP.listen.rpartition(":")
+DEFAULT_HTTP_PORT: Final = int(_PORT)
 # The HTTP head bounds (a request line and header fields, and how many fields).
-DEFAULT_MAX_HEADER_BYTES: Final = 16 * 1024
-DEFAULT_MAX_HEADERS: Final = 100
+DEFAULT_MAX_HEADER_BYTES: Final = _HTTP.max_header_bytes
+DEFAULT_MAX_HEADERS: Final = _HTTP.max_headers
+#: The fields that are ``[http]`` keys of the same name, each checked by its schema rule.
+_RANGED: Final = ("max_header_bytes", "max_headers", "header_timeout")
 
 
 @attrs.frozen
 class HttpConfig:
     """The HTTP listener (module rules)."""
 
-    listen: tuple[str, int] = ("127.0.0.1", DEFAULT_HTTP_PORT)
+    listen: tuple[str, int] = (_HOST, DEFAULT_HTTP_PORT)
     security: ListenerSecurity = attrs.field(factory=ListenerSecurity)
     max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES
     max_headers: int = DEFAULT_MAX_HEADERS
-    header_timeout: float = 5.0
-    trusted_proxies: tuple[str, ...] = ()
+    header_timeout: float = _HTTP.header_timeout
+    trusted_proxies: tuple[str, ...] = _HTTP.trusted_proxies
 
     def __attrs_post_init__(self) -> None:
         host, port = self.listen
         if type(host) is not str or type(port) is not int or not 0 <= port <= 65535:
             raise ValueError("http listen must be (host, port)")
-        for name in ("max_header_bytes", "max_headers"):
-            value = getattr(self, name)
-            if type(value) is not int or value < 1:
-                raise ValueError(f"http {name} must be a positive integer")
-        value = self.header_timeout
-        if type(value) not in (int, float) or not math.isfinite(value) or value <= 0:
-            raise ValueError("http header_timeout must be a positive number of seconds")
+        check_ranges(HttpTable, self, _RANGED, prefix="http ")
         if type(self.trusted_proxies) is not tuple:
             raise ValueError("http trusted_proxies must be a list of addresses or CIDRs")
         for cidr in self.trusted_proxies:

@@ -10,7 +10,7 @@
 Replay and garbage collection, which read stores back, live in :mod:`daemon.replay`.
 
 May import: ``daemon.audit`` (the decision fields), ``daemon.tlog`` (tile paths),
-``daemon.wire``; never a server, a client
+``daemon.wire``, ``daemon.schema`` (the ``[stores]`` keys); never a server, a client
 or a command.
 """
 

@@ -9,7 +9,8 @@ a trio limiter of their own: the one use of trio here) and to look an audit line
 The audit log writer (:mod:`daemon.audit._audit`) and the protocol use it; nothing here imports
 them.
 
-May import: ``daemon.wire`` (none today); never another room.
+May import: ``daemon.wire``, ``daemon.schema`` (the checkpoint interval's default); never
+another room.
 """
 
 from daemon.tlog._checkpoint import (

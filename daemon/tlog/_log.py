@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Final
 
+from daemon.schema._tables import TransparencyTable, default_of
 from daemon.tlog._checkpoint import Checkpoint, CheckpointError, open_checkpoint
 from daemon.tlog._merkle import (
     HASH_SIZE,
@@ -69,7 +70,8 @@ from daemon.wire import _logs as logs
 from daemon.wire._errors import ServiceError
 
 CHECKPOINT_FILE: Final = "checkpoint"
-DEFAULT_INTERVAL: Final = 1.0
+#: The ``[transparency] checkpoint_interval`` default (the schema's).
+DEFAULT_INTERVAL: Final[float] = default_of(TransparencyTable, "checkpoint_interval")
 
 #: ``lines(first_seq)``: the audit lines (without newline) from ``first_seq`` on, in order.
 LineSource = Callable[[int], Iterable[bytes]]

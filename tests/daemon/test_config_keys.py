@@ -1,16 +1,21 @@
 """One declaration of each configuration key.
 
-The schema (``daemon/config/_config_schema.py``) declares a key's type, default, range rule and
-meaning once; the embedded default, the runtime object and ``docs/configuration.md`` must
-agree with it. Each test is named after the drift it stops: a key whose default differed
-between ``default.toml``, the schema and ``ServerConfig``; a key read from the file but
-never copied to the running server; a documentation table that went stale.
+The schema (``daemon/schema/_tables.py``) declares a key's type, default, range rule and
+meaning once; the embedded default (generated), every runtime object (``ServerConfig``,
+``HttpConfig``, ``TransparencyConfig``, ``SinkConfig``, a hosted session's bounds, the
+``[stores]`` limits), ``config check`` and ``docs/configuration.md`` must agree with it. Each
+test is named after the drift it stops: a key whose default differed between ``default.toml``,
+the schema and a runtime object; a range a runtime object checks on its own; a key read from
+the file but never copied to the running server; a documentation table that went stale.
 """
 
 from __future__ import annotations
 
+import functools
+import math
 import re
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +24,8 @@ import clirun
 import pytest
 
 from daemon import ServerConfig
+from daemon.audit._shipping_config import SinkConfig
+from daemon.audit._transparency import TransparencyConfig
 from daemon.config._config import default_config_text, parse_config
 from daemon.config._config_schema import (
     KEY_TABLES,
@@ -28,7 +35,21 @@ from daemon.config._config_schema import (
     key_rows,
     key_table,
 )
-from daemon.config._hosting import schema_fields
+from daemon.config._default_file import default_toml
+from daemon.config._hosting import HostedSession, schema_fields
+from daemon.config._http_config import HttpConfig
+from daemon.schema._tables import (
+    RULES,
+    AuditTable,
+    HttpTable,
+    SessionTable,
+    SinkTable,
+    StoreTable,
+    TransparencyTable,
+    choices_of,
+    default_of,
+    rule_of,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 #: ``[server]`` keys the reader turns into other ServerConfig fields (addresses, security).
@@ -51,7 +72,7 @@ def test_every_schema_key_has_a_meaning_and_every_table_is_listed() -> None:
     listed = clirun.in_process(["config", "keys"])
     assert listed.returncode == 0 and listed.document()["keys"] == rows
     tables = list(dict.fromkeys(heading.strip("[]").split(".")[0] for heading, _ in KEY_TABLES))
-    assert tables == [field.name for field in attrs.fields(ConfigFile) if field.name != "stores"]
+    assert tables == [field.name for field in attrs.fields(ConfigFile)]  # [stores] included
 
 
 def _commented_table(text: str, table: str) -> dict[str, Any]:
@@ -152,3 +173,162 @@ def test_the_configuration_and_the_mechanism_options_cannot_disagree_on_types() 
             base=ROOT,
             source="t",
         )
+
+
+# -- every view derived from the one declaration (docs/adr/0022)
+
+#: Values probed against every range rule: each runtime view must take exactly those its
+#: schema rule takes (a view with a range of its own, or a rule the schema lacks, differs).
+PROBES: tuple[object, ...] = (-1, 0, 1e-300, 0.5, 1, 2, 3600, 3600.5, 1e300, math.inf, math.nan)
+PROBES += (True, "1", "auto", 10**400)
+#: Fields a runtime view holds in another form than the file's (a resolved path or None for
+#: ``""``, an address as (host, port), a security object): compared by the reader's tests.
+OTHER_FORM = {"url", "token_file", "tls_ca", "listen", "tls_cert", "tls_key", "tls_client_ca"}
+OTHER_FORM |= {"tokens_file"}
+
+
+def _hosted(**bounds: Any) -> HostedSession:
+    return HostedSession("s", (), **bounds)
+
+
+#: (the schema table, the runtime view, how one is built with ``**keys``, extra keys per probed
+#: key so a cross-key rule, e.g. ``backoff_min <= backoff_max``, never answers for the range).
+VIEWS: list[tuple[type, type, Callable[..., object], dict[str, dict[str, Any]]]] = [
+    (HttpTable, HttpConfig, HttpConfig, {}),
+    (TransparencyTable, TransparencyConfig, functools.partial(TransparencyConfig, "k"), {}),
+    (
+        SinkTable,
+        SinkConfig,
+        functools.partial(SinkConfig, "a", "console"),
+        {"backoff_min": {"backoff_max": 1e300}, "backoff_max": {"backoff_min": 1e-300}},
+    ),
+    (SessionTable, HostedSession, _hosted, {}),
+]
+
+
+def _view_id(value: object) -> str:
+    return getattr(value, "__name__", "") if isinstance(value, type) else ""
+
+
+def _keys_of(table: type, view: type) -> list[str]:
+    """The keys of ``table`` with a default that ``view`` holds in the file's form."""
+    keys = {key for key in attrs.fields_dict(table) if default_of(table, key) is not attrs.NOTHING}
+    return [field.name for field in attrs.fields(view) if field.name in keys - OTHER_FORM]
+
+
+def test_a_hand_edited_embedded_default_is_caught() -> None:
+    """``default.toml`` is generated from the schema (``make config-views``); a default changed
+    in one and not the other, or a key added to the schema and not to the file, fails here."""
+    generated = default_toml()
+    assert default_config_text() == generated, "run: make config-views"
+    raw = clirun.in_process(["config", "default", "--raw"])
+    assert raw.returncode == 0 and raw.stdout.decode() == generated
+    stated = tomllib.loads(generated)
+    for key in attrs.fields_dict(ServerTable):
+        assert key in stated["server"] or f"# {key} (unset):" in generated, key
+
+
+@pytest.mark.parametrize(("table", "view", "build", "extra"), VIEWS, ids=_view_id)
+def test_a_runtime_view_with_a_default_of_its_own_is_caught(
+    table: type, view: type, build: Callable[..., object], extra: dict[str, dict[str, Any]]
+) -> None:
+    keys = _keys_of(table, view)
+    assert keys, view  # the view holds schema keys: the comparison below cannot be empty
+    built = build()
+    for key in keys:
+        assert getattr(built, key) == default_of(table, key), f"{view.__name__}.{key}"
+
+
+@pytest.mark.parametrize(("table", "view", "build", "extra"), VIEWS, ids=_view_id)
+def test_a_runtime_view_with_a_range_of_its_own_is_caught(
+    table: type, view: type, build: Callable[..., object], extra: dict[str, dict[str, Any]]
+) -> None:
+    ranged = [key for key in _keys_of(table, view) if rule_of(table, key) is not None]
+    assert ranged, view
+    for key in ranged:
+        rule = rule_of(table, key)
+        assert rule is not None
+        for probe in PROBES:
+            try:
+                build(**{key: probe, **extra.get(key, {})})
+            except ValueError as error:
+                assert not rule.holds(probe), f"{view.__name__}.{key} refused {probe!r}: {error}"
+                assert key in str(error) or "bounds" in str(error), error
+            else:
+                assert rule.holds(probe), f"{view.__name__}.{key} took {probe!r}"
+
+
+def test_a_server_setting_with_a_range_of_its_own_is_caught() -> None:
+    """``ServerConfig`` holds the ``[server]`` keys and the ``[audit]`` ones as ``audit_<key>``:
+    each takes exactly what its schema rule takes."""
+    for name, key in schema_fields().items():
+        label = key.metadata.get(RULE)
+        if label is None:
+            continue
+        rule = RULES[label]
+        for probe in PROBES:
+            try:
+                ServerConfig(**{name: probe})  # type: ignore[arg-type]
+            except ValueError as error:
+                assert not rule.holds(probe) and name in str(error), (name, probe, error)
+            else:
+                assert rule.holds(probe), (name, probe)
+
+
+def test_the_server_listen_defaults_are_the_schema_listen_keys() -> None:
+    assert "{}:{}".format(*ServerConfig().tcp or ()) == default_of(ServerTable, "listen")
+    assert "{}:{}".format(*HttpConfig().listen) == default_of(HttpTable, "listen")
+
+
+def test_a_store_limit_outside_the_schema_rule_is_refused_and_only_then(tmp_path: Path) -> None:
+    from daemon.retention import parse_spec
+    from daemon.retention._policy import RetentionPolicy, parse_store_limits
+
+    policies = {"s": RetentionPolicy("all", parse_spec("fs:x", base=tmp_path), "fs:x")}
+    for key in attrs.fields_dict(StoreTable):
+        rule = rule_of(StoreTable, key)
+        assert rule is not None
+        for probe in PROBES:
+            if type(probe) is str:
+                continue  # a string is a size or a duration, parsed, not a number
+            try:
+                parse_store_limits({"fs:x": {key: probe}}, policies, "t")
+            except ValueError as error:
+                assert not rule.holds(probe) and key in str(error), (key, probe, error)
+            else:
+                assert rule.holds(probe), (key, probe)
+    with pytest.raises(ValueError, match=r"unknown keys \['keep'\]"):
+        parse_store_limits({"fs:x": {"keep": 1}}, policies, "t")
+
+
+def test_config_check_refuses_what_serve_refuses_for_a_rule_below_the_reader(
+    tmp_path: Path,
+) -> None:
+    """The (0, 3600] checkpoint rule lived only in the transparency log's own object; it is the
+    schema's now, and ``config check`` (which builds the same object) refuses it by name."""
+    path = tmp_path / "evidenced.toml"
+    path.write_text(
+        '[transparency]\nkey_file = "log.key"\ncheckpoint_interval = 7200.0\n'
+        '[sessions.b]\nmechanisms = ["bytes-sha256"]\n'
+    )
+    result = clirun.in_process(["config", "check", path])
+    error = clirun.error_of(result)
+    assert result.returncode == 65 and error["code"] == "CONFIG_INVALID"
+    assert "checkpoint_interval must be a number of seconds in (0, 3600]" in error["message"]
+
+
+def test_an_audit_policy_the_schema_does_not_list_is_caught() -> None:
+    """``durability`` and ``overflow`` are enums of the audit log; their values are the schema's
+    choices, and every other choice-bound key's runtime set is read from the schema."""
+    from daemon.audit._audit import Durability, Overflow
+    from daemon.audit._fields import RETAIN_MODES
+    from daemon.audit._shipping_config import START_AT, TYPES
+
+    assert tuple(member.value for member in Durability) == choices_of(AuditTable, "durability")
+    assert tuple(member.value for member in Overflow) == choices_of(AuditTable, "overflow")
+    assert choices_of(SessionTable, "retain") == RETAIN_MODES
+    assert (choices_of(SinkTable, "type"), choices_of(SinkTable, "start_at")) == (TYPES, START_AT)
+    for choice in choices_of(AuditTable, "durability"):
+        assert ServerConfig(audit_durability=choice).audit_durability == choice
+    with pytest.raises(ValueError):
+        ServerConfig(audit_durability="sometimes")
