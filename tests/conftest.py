@@ -5,7 +5,7 @@ belong to ``benchmarks/``), and on a loaded two-core CI machine a deadline only 
 example into a flaky failure.
 
 ``evidenced submit`` keeps the sessions answer it was given per server address
-(``daemon/commands/_sessions_cache.py``): the suite's commands, in-process and in the
+(``daemon/client/_sessions_cache.py``): the suite's commands, in-process and in the
 processes it starts, keep it in a folder of this run (``EVIDENCED_CACHE_DIR``), never in the
 user's home.
 """

@@ -10,8 +10,9 @@ Layers, each below the next: the calls (``_evd1_calls``, ``_http_calls``: what e
 sends and how its answer is read, pure), the transports (``_evd1_async``, ``_blocking``,
 ``_http_transport``: one kept connection or pool, the I/O), the clients (``_client``,
 ``_sync``: retries ``_retry``, batches, honest bindings ``_honest``); beside them the results
-(``_outcomes``, ``_results``), the targets (``_targets``, ``_connect``) and ``_receipts``.
+(``_outcomes``, ``_results``), the targets (``_targets``, ``_connect``), ``_receipts``, and the
+``sessions`` answer a command line keeps between invocations (``_sessions_cache``).
 
 May import: ``daemon.wire``, ``daemon.tlog``, ``daemon.config`` (targets and TLS material
-only), ``canon``, ``session``; never ``daemon.server`` or a command.
+only), ``session`` (with ``session.canon``); never ``daemon.server`` or a command.
 """

@@ -16,7 +16,7 @@ The :mod:`cli` contract applies (one JSON document on stdout on every path, erro
   and the mechanism's ``accepted_bounds``, lowered by a host that lowered a limit), from the
   server's ``sessions`` answer, or from ``--sessions FILE`` (that answer saved by ``evidenced
   sessions``: nothing is asked). The server's answer is kept for ``--sessions-ttl`` seconds
-  (60) per address between invocations (:mod:`daemon.commands._sessions_cache`). Every call
+  (60) per address between invocations (:mod:`daemon.client._sessions_cache`). Every call
   goes through the library's blocking client (``daemon.client._sync``) on one kept
   connection: one ``sessions`` request when no fresh answer is kept, then one request per
   pair, so a ``submit`` is one request (behind a round-robin balancer, decisions spread over
@@ -44,6 +44,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
+from daemon.client import _sessions_cache
 from daemon.client._honest import HonestBindingError
 from daemon.client._outcomes import (
     ClientError,
@@ -56,7 +57,6 @@ from daemon.client._outcomes import (
 )
 from daemon.client._targets import DEFAULT_TCP_PORT as DEFAULT_PORT
 from daemon.client._targets import parse_target
-from daemon.commands import _sessions_cache
 from daemon.commands._batch_cli import add_pair_arguments, submit_pairs
 from session import cli
 from session.cli import CliError, Exit, RejectedInput, UsageError
@@ -170,7 +170,7 @@ def _address(args: argparse.Namespace) -> str:
 
 def _prepare_sessions(args: argparse.Namespace, client: SyncClient) -> list[dict[str, Any]] | None:
     """Where the honest bindings are built from: ``--sessions FILE``; else the answer kept for
-    this address while fresh (:mod:`daemon.commands._sessions_cache`), so a submit is one
+    this address while fresh (:mod:`daemon.client._sessions_cache`), so a submit is one
     request; else the server's, asked now and kept. Nothing with ``--binding``. The kept
     answer when one was used (else ``None``)."""
     if args.sessions_file is not None:
@@ -206,7 +206,7 @@ def _check_kept(
     """A binding built from a kept answer was not decided PASS: ask the server again, and when
     its announcement of the session changed since (a restart or reload with another mechanism
     or policy), keep the new one and say that the decision was bound to the old (rule 4 of
-    :mod:`daemon.commands._sessions_cache`)."""
+    :mod:`daemon.client._sessions_cache`)."""
     current = client.list_sessions()
     _sessions_cache.save(_address(args), current, args.sessions_ttl)
     if _announcement(current, args.session) != _announcement(kept, args.session):

@@ -498,7 +498,7 @@ def test_ten_cli_submits_through_nginx_spread_over_two_replicas(tmp_path: Path) 
 def test_ten_cli_submits_behind_nginx_spread_over_both_replicas(tmp_path: Path) -> None:
     """Each ``evidenced submit`` asked ``GET /v1/sessions`` before its ``POST``: under nginx's
     round-robin the pairs lined up and all 10 decisions landed on one replica. The sessions
-    answer is now kept between invocations (``daemon/commands/_sessions_cache.py``): after
+    answer is now kept between invocations (``daemon/client/_sessions_cache.py``): after
     the first submit each is one request, and the decisions spread 5/5."""
     scratch = Path(tempfile.mkdtemp(prefix="evngx", dir="/tmp"))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}

@@ -18,7 +18,7 @@ import pytest
 import yaml  # type: ignore[import-untyped]  # PyYAML, with kubernetes-validate
 from daemon_testkit import ROOT
 
-from daemon.commands._systemd_unit_cli import DEFAULT_CONFIG, render_unit
+from daemon.config._systemd_unit import DEFAULT_CONFIG, render_unit
 from daemon.tlog import SignerKey, write_key_file
 
 CLI = [sys.executable, "-m", "daemon.cli"]

@@ -1,4 +1,4 @@
-"""The submit command's kept ``sessions`` answer (``daemon/commands/_sessions_cache.py``): what
+"""The submit command's kept ``sessions`` answer (``daemon/client/_sessions_cache.py``): what
 it reads is exactly a fresh answer of the same address that hosts the session; anything else is
 a miss, never an error, and it never makes a submit fail."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon.commands import _sessions_cache as cache
+from daemon.client import _sessions_cache as cache
 
 HOSTED = [{"name": "bytes", "mechanisms": [{"mechanism_id": "vstd.bytes.sha256"}]}]
 ADDRESS = "http://127.0.0.1:7434"

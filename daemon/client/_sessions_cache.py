@@ -1,4 +1,5 @@
-"""The ``submit`` command's saved ``sessions`` answer, one file per server address.
+"""The ``submit`` command's saved ``sessions`` answer, one file per server address (the
+client room keeps it: the command line and any host of the blocking client may use it).
 
 Without ``--binding`` a ``submit`` builds the honest binding from what the server announces
 (``daemon.client._honest``). Asking for it on every invocation made each CLI submit two
