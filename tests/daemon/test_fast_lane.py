@@ -236,6 +236,7 @@ def _converse(daemon: LiveDaemon, sequence: list[bytes]) -> list[tuple[int, dict
     answers: list[tuple[int, dict[str, str], Any]] = []
     with daemon.connect() as sock:
         for data in sequence:
+            sock.settimeout(30)  # read_answer leaves its short close watch set
             try:
                 sock.sendall(data)
             except (BrokenPipeError, ConnectionResetError):
