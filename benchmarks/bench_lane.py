@@ -63,7 +63,9 @@ SESSION = "bytes"
 #: rule is ``(file fragment, function or "")``. Order matters only between rules matching
 #: the same frame (the first wins).
 STAGES: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
-    ("audit writer thread (write+fsync)", (("_audit.py", "_write_batch"),)),
+    ("audit writer thread (write+fsync)", (("_audit.py", "_write_batch"), ("_audit.py", "fsync"),
+                                           ("_audit.py", "write"), ("_audit.py", "_check_file"),
+                                           ("_audit_files.py", ""), ("_thread_cache.py", ""))),
     ("transparency leaf + index", (("tlog/", ""), ("_lookup.py", ""), ("_audit.py", "_into_tree"))),
     ("audit line render+chain", (("_audit_format.py", ""), ("_audit.py", "_render"))),
     ("audit record (group commit)", (("_audit.py", ""),)),
@@ -170,7 +172,10 @@ def stage_of(stack: list[str]) -> str:
     for frame in reversed(stack):
         for stage, rules in STAGES:
             for fragment, function in rules:
-                if fragment in frame and (not function or frame.startswith(function + " ")):
+                name = frame.split(" ", 1)[0]  # py-spy: "Class.method (path:line)"
+                if fragment in frame and (
+                    not function or name == function or name.endswith("." + function)
+                ):
                     return stage
     return "other"
 
