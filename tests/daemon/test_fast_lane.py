@@ -18,7 +18,10 @@ normalised (:func:`normal_line`, :func:`normal_answer`):
   its own, from an ephemeral port.
 
 A tampered request that the lane lets through wrongly (a check dropped) answers PASS where
-the general path refuses or FAILs: the comparison catches it.
+the general path refuses or FAILs: the comparison catches it. A last test replaces the audit
+file under both daemons (fail-stop): the lane's admitted request and every one after it are
+refused ``AUDIT_FAILED`` in the general path's words (only the outage's moment and the files'
+inode numbers differ between the two daemons).
 """
 
 from __future__ import annotations
@@ -287,3 +290,55 @@ def test_an_honest_request_takes_the_lane_and_a_tampered_one_does_not_pass(
         assert status == 200 and document["result"]["outcome"] == "PASS"
         ((status, _, document),) = _converse(daemon, [tampered])
         assert status != 200 or document["result"]["outcome"] != "PASS"
+
+
+_STAMP = re.compile(r"\d{4}-\d\d-\d\dT[0-9:.]+Z")
+_INODE = re.compile(r"inode \d+|is \d+\)")
+
+
+def _per_daemon(answer: tuple[int, dict[str, str], Any]) -> tuple[int, dict[str, str], Any]:
+    """An outage refusal without its moment and inode numbers (and so its length)."""
+    status, headers, document = answer
+    error = dict(document["error"])
+    error["message"] = _INODE.sub("<inode>", _STAMP.sub("<time>", error["message"]))
+    fields = {key: value for key, value in headers.items() if key != "content-length"}
+    return status, fields, {"error": error}
+
+
+def test_a_log_changed_under_the_daemon_fails_stop_on_the_lane_as_on_the_general_path() -> None:
+    """Fail-stop (the lane's rule 4): once the audit file is replaced under the writer, an
+    honest request the lane admitted is answered ``AUDIT_FAILED`` exactly as the general path
+    answers it, and so is every request after it; nothing is answered as recorded."""
+    daemons = []
+    previous = os.environ.get("EVIDENCED_FAST_LANE")
+    try:
+        for switch in ("1", "0"):
+            os.environ["EVIDENCED_FAST_LANE"] = switch
+            daemons.append(LiveDaemon())
+    finally:
+        if previous is None:
+            os.environ.pop("EVIDENCED_FAST_LANE", None)
+        else:
+            os.environ["EVIDENCED_FAST_LANE"] = previous
+    try:
+        payload = b"recorded or refused"
+        binding, text = _honest(payload)
+        honest = _request(SUBMIT, _body(binding, [text]))
+        answers = []
+        for daemon in daemons:
+            ((status, _, document),) = _converse(daemon, [honest])
+            assert status == 200 and document["result"]["outcome"] == "PASS"
+            moved = daemon.audit_path.with_name("moved.jsonl")
+            daemon.audit_path.rename(moved)
+            daemon.audit_path.write_bytes(moved.read_bytes())  # same bytes, another file
+            answers.append(_converse(daemon, [honest]) + _converse(daemon, [honest]))
+        # the outage's words name the moment and the inodes of each daemon's own files
+        on_lane, on_general = ([_per_daemon(answer) for answer in run] for run in answers)
+        assert on_lane == on_general
+        for status, _, document in on_lane:
+            assert status == 500 and document["error"]["code"] == "AUDIT_FAILED"
+            assert document["error"]["decision_id"] is None
+    finally:
+        for daemon in daemons:
+            daemon.stop()
+            daemon.cleanup()
