@@ -294,6 +294,10 @@ class Retention:
                 with contextlib.suppress(Exception):
                     state.store.close()
 
+    def retains(self, session: str) -> bool:
+        """Whether ``session``'s evidence is retained (:meth:`start` stores it)."""
+        return session in self._policies
+
     def start(self, session: str, items: Sequence[bytes]) -> Pending | _NoRetention:
         """Rule 2."""
         policy = self._policies.get(session)

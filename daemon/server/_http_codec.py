@@ -355,10 +355,16 @@ class HttpServerCodec:
             self._scanned = 0
             self._fast = True
             self.requests += 1
-            self.named_session = _named_session(target)
-            self._head = self._checked(method, target, version, fields, head, names)
-            self._remaining = self._head.content_length or 0
-            return self._head
+            try:
+                checked = self._checked(method, target, version, fields, head, names)
+            except HttpRefusal:
+                self.named_session = _named_session(target)
+                raise
+            # a head that passed names its session exactly as _named_session reads it
+            self.named_session = checked.session
+            self._head = checked
+            self._remaining = checked.content_length or 0
+            return checked
         connection = h11.Connection(h11.SERVER, max_incomplete_event_size=self.max_header_bytes)
         connection.receive_data(bytes(pending))
         if self._eof:
@@ -468,6 +474,31 @@ class HttpServerCodec:
         self._body_message = message or f"request body over {limit} bytes"
         if head.content_length is not None and head.content_length > limit:
             raise self._over_limit(head.content_length)
+
+    def whole_body(self) -> bytes | None:
+        """The current request's body when its head took the llhttp path (rule 7), the body
+        is not accepted yet and every byte of it is already received; else None. Nothing is
+        consumed (:meth:`take_body` does)."""
+        if not self._fast or self._body_limit is not None or self._head is None:
+            return None
+        size = self._remaining
+        pending = self._pending
+        if len(pending) < size:
+            return None
+        return bytes(pending[:size])
+
+    def take_body(self, limit: int) -> None:
+        """After :meth:`whole_body`: accept the body (``limit``, rule 4) and consume it, as
+        reading its events to :data:`END_OF_BODY` would."""
+        assert self._fast and self._body_limit is None
+        size = self._remaining
+        if size > limit:  # the caller checked: never taken over its limit
+            raise AssertionError("take_body over the limit")
+        del self._pending[:size]
+        self._body_limit = limit
+        self._body_bytes = size
+        self._remaining = 0
+        self._done = True
 
     def _over_limit(self, size: int) -> HttpRefusal:
         if self._body_limit == 0:

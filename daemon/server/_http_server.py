@@ -54,7 +54,12 @@ Rules (the contract):
    ``INTERNAL`` (audited when a request was in progress).
 7. Fair turns: one checkpoint before each request after a connection's first, so a client
    whose next request is already received (pipelined, or sent the moment it read an answer)
-   cannot keep the event loop from every other connection (as rule 1 of the binary front end).
+   cannot keep the event loop from every other connection (as rule 1 of the binary front end);
+   a request the fast lane answered once its line was durable (or written) waited for the
+   writer, which is that turn already.
+8. The fast lane (:mod:`daemon.server._lane`): a submit its rule 1 admits is served on it,
+   with the same bytes; every other one (and all of them with ``EVIDENCED_FAST_LANE=0``)
+   by rule 3's stages.
 """
 
 from __future__ import annotations
@@ -67,6 +72,7 @@ from typing import Any, Final
 
 import trio
 
+from daemon.audit._audit import AuditLog, Durability
 from daemon.config._hosting import HostedSession, ServerConfig
 from daemon.config._http_config import HttpConfig
 from daemon.config._security import LoadedSecurity
@@ -84,6 +90,8 @@ from daemon.server._http_codec import (
 )
 from daemon.server._http_errors import HttpRefusal, error_document, refusal_of
 from daemon.server._http_tlog import LOG_ROUTES, LogRoutes
+from daemon.server._lane import FastLane
+from daemon.server._lane import enabled as lane_enabled
 from daemon.server._metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from daemon.server._metrics import ServerMetrics
 from daemon.server._openapi import openapi_answer
@@ -155,6 +163,13 @@ class HttpFrontEnd:
         self.metrics = metrics
         self.readiness = readiness
         self.log_routes = LogRoutes(config, pipeline)  # the transparency log, docs/http.md
+        #: The common submit's one path (rule 8), unless ``EVIDENCED_FAST_LANE=0``.
+        self.lane = FastLane(self) if lane_enabled() else None
+        #: A lane request waits for its line's durability, a turn of the scheduler: it needs
+        #: no fair turn of its own (rule 7). Not so when the log answers lines as queued.
+        self.lane_yields = not (
+            isinstance(pipeline.audit, AuditLog) and pipeline.audit.durability is Durability.NONE
+        )
         self.core = ConnectionCore(
             config=config,
             pipeline=pipeline,
@@ -236,6 +251,7 @@ class HttpFrontEnd:
                 return
             started = time.perf_counter_ns()
             number += 1
+            taken: bool | None = None
             # Whose request: the client a trusted proxy names for it (core rule 9).
             who, peer = core.forwarded(requester, connection.peer, head.forwarded_for)
             asker = core.authenticate_bearer(connection, who, head.authorization)
@@ -258,12 +274,20 @@ class HttpFrontEnd:
                     )
                 if head.route is Route.SUBMIT:
                     assert head.session is not None
-                    connection.in_request = True
-                    transport = _HttpSubmit(self, stream, codec, number, head.session)
-                    keep = await pipeline.submit_body(
-                        number, head.session, transport, asker, peer, started=started
-                    )
-                    connection.in_request = False
+                    lane = self.lane
+                    if lane is not None:  # the common submit, on one path (rule 8)
+                        taken = await lane.submit(
+                            stream, connection, codec, head, asker, peer, number, started
+                        )
+                    if taken is None:
+                        connection.in_request = True
+                        transport = _HttpSubmit(self, stream, codec, number, head.session)
+                        keep = await pipeline.submit_body(
+                            number, head.session, transport, asker, peer, started=started
+                        )
+                        connection.in_request = False
+                    else:
+                        keep = taken
                 elif head.route is Route.BATCH:  # many pairs, one answer (daemon.server._batch)
                     connection.in_request = True
                     keep = await submit_batch(
@@ -283,7 +307,8 @@ class HttpFrontEnd:
             if not keep or not codec.next_cycle() or pipeline.draining:
                 return
             deadline = core.answered(connection)
-            await trio.lowlevel.checkpoint()  # a fair turn (rule 7)
+            if taken is None or not self.lane_yields:
+                await trio.lowlevel.checkpoint()  # a fair turn (rule 7)
 
     async def _next_head(
         self,
@@ -479,6 +504,12 @@ class HttpFrontEnd:
                 deadline=deadline,
                 what="the body",
             )
+
+    def submit_transport(
+        self, stream: trio.abc.Stream, codec: HttpServerCodec, number: int, name: str
+    ) -> _HttpSubmit:
+        """The general path's transport of one submit (the lane's refusals: its rule 4)."""
+        return _HttpSubmit(self, stream, codec, number, name)
 
     # -- bytes
 

@@ -510,9 +510,38 @@ class Pipeline:
         heap."""
         self.capacity.release_on_behalf_of(request)
         self.peers.end_request(request.peer)
+        self.after_release()
+
+    def after_release(self) -> None:
+        """After a request's slots are released: with nothing in flight after a burst of
+        evidence, trim the heap."""
         if self.capacity.borrowed_tokens == 0 and self._received_since_trim >= TRIM_AFTER_BYTES:
             self._received_since_trim = 0
             trim_heap()
+
+    def received_evidence(self, nbytes: int) -> None:
+        """Count evidence bytes received (the heap trim's measure)."""
+        self._received_since_trim += nbytes
+
+    # -- for the fast lane (daemon.server._lane): the general path's own pieces
+
+    def new_request(self, submit: Submit, requester: dict[str, Any], peer: str) -> _Request:
+        """A submit's context, as the stages keep it (for a refusal after admission)."""
+        return _Request(submit, requester, peer)
+
+    def new_decision_id(self) -> str:
+        """The next decision id."""
+        return self._new_id()
+
+    async def refuse_admitted(
+        self, request: _Request, transport: SubmitTransport, refused: Refused
+    ) -> bool:
+        """Audit and answer the refusal of an admitted request, as the stages do (False)."""
+        return await self._refuse(request, transport, refused)
+
+    async def record_cancellation(self, request: _Request) -> None:
+        """Rule 2's record of a request cancelled by a forced shutdown."""
+        await self._record_cancellation(request)
 
     async def read_evidence(
         self, request: _Request, transport: SubmitTransport
