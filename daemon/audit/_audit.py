@@ -442,8 +442,7 @@ class AuditLog:
         target = Path(path)
         durability = Durability(durability)
         overflow = Overflow(overflow)
-        if type(max_pending) is not int or max_pending < 1:
-            raise ValueError("max_pending must be a positive integer")
+        check_key(AuditTable, "max_pending", max_pending)
         check_key(AuditTable, "rotate_bytes", rotate_bytes)
         opened = open_verified(target)
         log = cls(

@@ -448,7 +448,7 @@ class AuditTable:
         ),
     )
     max_pending: int = attrs.field(
-        default=4096, metadata=_key("lines rendered and not yet durable, at most", NON_NEGATIVE)
+        default=4096, metadata=_key("lines rendered and not yet durable, at most", POSITIVE)
     )
     rotate_bytes: int = attrs.field(
         default=0,

@@ -345,7 +345,7 @@ class Server:
                 config.audit_path,
                 durability=config.audit_durability,
                 overflow=config.audit_overflow,
-                max_pending=max(1, config.audit_max_pending),
+                max_pending=config.audit_max_pending,
                 rotate_bytes=config.audit_rotate_bytes,
             )
         self.audit = audit

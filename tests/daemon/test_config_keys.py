@@ -332,3 +332,21 @@ def test_an_audit_policy_the_schema_does_not_list_is_caught() -> None:
         assert ServerConfig(audit_durability=choice).audit_durability == choice
     with pytest.raises(ValueError):
         ServerConfig(audit_durability="sometimes")
+
+
+def test_a_max_pending_of_zero_is_refused_by_check_and_open_not_raised_to_one_in_silence(
+    tmp_path: Path,
+) -> None:
+    """The key allowed 0 while the audit log refused it and the server quietly ran with 1: one
+    rule now, the schema's, refused by ``config check`` and by ``AuditLog.open`` alike."""
+    from daemon.audit._audit import AuditLog
+
+    path = tmp_path / "evidenced.toml"
+    path.write_text('[audit]\nmax_pending = 0\n[sessions.b]\nmechanisms = ["bytes-sha256"]\n')
+    result = clirun.in_process(["config", "check", path])
+    error = clirun.error_of(result)
+    assert result.returncode == 65 and error["code"] == "CONFIG_INVALID"
+    assert "max_pending must be a positive integer" in error["message"]
+    with pytest.raises(ValueError, match="max_pending must be a positive integer"):
+        AuditLog.open(tmp_path / "audit.jsonl", max_pending=0)
+    assert ServerConfig(audit_max_pending=1).audit_max_pending == 1
