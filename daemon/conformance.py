@@ -24,18 +24,8 @@ fixture is simply not defined, and :func:`assert_conformant` raises ``AssertionE
 same lines instead of ``pytest.fail``.
 """
 
-from __future__ import annotations
-
-import importlib
-from collections.abc import Callable
-from typing import Any
-
 from daemon.kit._conformance import Check, ConformanceReport, TargetError, check_mechanism
-
-try:
-    _pytest: Any = importlib.import_module("pytest")
-except ImportError:  # the library without its pytest face
-    _pytest = None
+from daemon.kit._pytest_face import assert_conformant, mechanism_conformance
 
 __all__ = [
     "Check",
@@ -45,28 +35,3 @@ __all__ = [
     "check_mechanism",
     "mechanism_conformance",
 ]
-
-
-def assert_conformant(report: ConformanceReport) -> ConformanceReport:
-    """``report`` when it passed; otherwise fail the running test with every finding."""
-    if not report.passed:
-        lines = [f"{report.target} ({report.mechanism_id}) fails the conformance battery:"]
-        for name, findings in report.failed().items():
-            lines.extend(f"  {name}: {finding}" for finding in findings)
-        if _pytest is None:
-            raise AssertionError("\n".join(lines))
-        _pytest.fail("\n".join(lines), pytrace=False)
-    return report
-
-
-def _mechanism_conformance() -> Callable[..., ConformanceReport]:
-    """``check(target, **settings)``: run the battery and fail the test on any finding."""
-
-    def check(target: str, **settings: Any) -> ConformanceReport:
-        return assert_conformant(check_mechanism(target, **settings))
-
-    return check
-
-
-if _pytest is not None:
-    mechanism_conformance = _pytest.fixture(_mechanism_conformance, name="mechanism_conformance")
