@@ -29,13 +29,14 @@ Rules (the contract):
    path's, in its words.
 2. Once taken, the request is the general path's stages 5-8 in one function: the body is
    consumed from the codec as if read to its end, the slots are held until the exchange
-   ends (released exactly once), the pair is evaluated by the session's generation's
-   evaluator (inline or in a worker, under the deadline: :mod:`daemon.server._evaluation`),
-   the audit line is rendered once by :meth:`~daemon.audit._audit.AuditLog.record_answer`
-   (chained, with its transparency leaf) and appended to the open group commit, and the
-   answer's bytes are built from the rendered line before it is written and sent once the
-   line meets the durability policy. The decision is counted and reported to
-   :attr:`~daemon.server._pipeline.Pipeline.on_decision` as the general path does.
+   ends (released exactly once), and the pair goes through the general path's own stage
+   functions: :meth:`~daemon.server._pipeline.Pipeline.evaluate` (the session's generation's
+   evaluator, inline or in a worker, under the deadline) and
+   :meth:`~daemon.server._pipeline.Pipeline.record` (the line rendered once, chained, with
+   its transparency leaf, appended to the open group commit; the answer's bytes built from
+   the rendered line before it is written and sent once the line meets the durability
+   policy; the decision counted and reported). What the lane skips is the transport around
+   them, not a stage.
 3. The same bytes. The answer and the audit line are byte-identical to what the general
    path writes for the same request, but for what is inherently per decision (the
    timestamps, the decision id, the chain, the measured nanoseconds);
@@ -60,17 +61,15 @@ from typing import Any, Final
 
 import trio
 
-from daemon.audit._audit import AuditLogError, AuditRef
 from daemon.config._hosting import HostedSession, ServerConfig
-from daemon.server._audit_client import PLACEHOLDER_REF, AuditClient
 from daemon.server._fastpath import send, stream_fd
 from daemon.server._http_body import JSON_TYPE, body_limit, parse_json
 from daemon.server._http_codec import HttpServerCodec, RequestHead
 from daemon.server._http_errors import HttpRefusal
 from daemon.server._pipeline import Pipeline, Refused
 from daemon.wire._binding import BindingWireError, binding_from_wire
-from daemon.wire._echo import bounded_message, echo
-from daemon.wire._protocol import Decision, ErrorCode, Submit, encode_header
+from daemon.wire._echo import echo
+from daemon.wire._protocol import Decision, Submit, encode_header
 
 __all__ = ["ENVIRONMENT", "FastLane", "enabled"]
 
@@ -175,7 +174,7 @@ class FastLane:
         try:
             try:
                 frame = await self._decide(
-                    session, binding, items, codec, requester, number, started, received, nbytes
+                    session, binding, items, codec, requester, number, started, received
                 )
             except Refused as refused:
                 request = self._request(number, name, wire_binding, sizes, requester, peer)
@@ -220,104 +219,19 @@ class FastLane:
         number: int,
         started: int,
         received: int,
-        nbytes: int,
     ) -> bytes:
         """Stages 5 and 7 of the general path (a session that retains nothing has no stage
-        6): evaluated, recorded once, the answer's bytes once durable."""
+        6), by the pipeline's own functions: evaluated, recorded once, the answer's bytes
+        once durable."""
         pipeline = self.pipeline
-        result, evaluate_ns, refs = await pipeline.evaluator_of(session).evaluate(
-            session, binding, items
+        evaluated = await pipeline.evaluate(session, binding, items)
+
+        def encode(decision: Decision) -> bytes:
+            return codec.respond(200, encode_header(decision.to_header()))
+
+        ref, frame = await pipeline.record(
+            number, requester, session, evaluated, {}, items, encode, started, received
         )
-        wire_result = result.to_dict()
-        metrics = {
-            "receive_ns": received - started,
-            "evaluate_ns": evaluate_ns,
-            "total_ns": time.perf_counter_ns() - started,
-        }
-        decided = pipeline.new_decision_id()
-        observations = wire_result["observations"]
-        codes = observations.get("reason_codes") if isinstance(observations, dict) else None
-        if not isinstance(codes, list) or any(type(c) is not str for c in codes):
-            codes = []
-        audit = pipeline.audit
-        in_tree = audit.in_tree
-        name = session.name
-        outcome = wire_result["outcome"]
-
-        def header(line: AuditRef | None) -> dict[str, Any]:
-            # Decision(...).to_header(), built directly (rule 3: the same keys and values)
-            if line is None:
-                seq = digest = index = text = None
-            else:
-                seq, digest = line.seq, line.line_digest
-                index = seq - 1 if in_tree else None
-                text = audit.last_rendered if in_tree else None
-            return {
-                "request_id": number,
-                "decision_id": decided,
-                "session": name,
-                "result": wire_result,
-                "seq": seq,
-                "line_digest": digest,
-                "log_index": index,
-                "audit_line": text,
-                "kind": Decision.KIND,
-            }
-
-        def answer(line: AuditRef | None) -> bytes:
-            return codec.respond(200, encode_header(header(line)))
-
-        if isinstance(audit, AuditClient):  # the sequencer renders: try the answer first
-            try:
-                encode_header(header(PLACEHOLDER_REF))
-            except ValueError as error:
-                raise Refused(
-                    ErrorCode.INTERNAL, f"the mechanism's decision cannot be encoded: {error}"
-                ) from None
-        writing = time.perf_counter_ns()
-        try:
-            ref, frame = await audit.record_answer(
-                "decision",
-                answer,
-                decision_id=decided,
-                request_id=number,
-                session=name,
-                mechanism_id=echo(result.mechanism_id),
-                mechanism_digest=echo(wire_result["mechanism_digest"]),
-                binding_digest=result.binding_digest,
-                evidence=[
-                    {"digest": ref, "size": len(item)}
-                    for ref, item in zip(refs, items, strict=True)
-                ],
-                outcome=outcome,
-                details=bounded_message(result.details),
-                reason_codes=codes,
-                observed_evidence_bytes=result.observed_evidence_bytes,
-                metrics=metrics,
-                requester=requester,
-            )
-        except ValueError as error:
-            raise Refused(
-                ErrorCode.INTERNAL, f"the mechanism's decision cannot be encoded: {error}"
-            ) from None
-        except AuditLogError as error:
-            raise Refused(ErrorCode.AUDIT_FAILED, str(error)) from None
-        counters = pipeline.counters
-        counters["decisions"] += 1
-        counters[f"outcome:{outcome}"] += 1
-        on_decision = pipeline.on_decision
-        if on_decision is not None:
-            done = time.perf_counter_ns()
-            on_decision(
-                name,
-                outcome,
-                metrics["receive_ns"],
-                evaluate_ns,
-                done - writing,
-                done - started,
-                nbytes,
-            )
-        assert isinstance(frame, bytes)
         if (
             ref is None
         ):  # dropped by the overflow policy, unwaited: the fair turn (front end rule 7)

@@ -447,9 +447,18 @@ class Pipeline:
         retaining = self.retention.start(session.name, items)  # stores while evaluating
         evaluated = await self.evaluate(session, binding, items)
         retained = await self.retain(retaining, binding, evaluated)
-        return await self.record(
-            request, session, evaluated, retained, items, transport, started, received
+        _, frame = await self.record(
+            request.submit.request_id,
+            request.requester,
+            session,
+            evaluated,
+            retained,
+            items,
+            transport.encode,
+            started,
+            received,
         )
+        return frame
 
     def session_named(self, name: str) -> HostedSession:
         """Stage 1's lookup: the hosted session called ``name``."""
@@ -593,18 +602,20 @@ class Pipeline:
 
     async def record(
         self,
-        request: _Request,
+        request_id: int,
+        requester: dict[str, Any],
         session: HostedSession,
         evaluated: _Evaluated,
         retained: dict[str, Any],
         items: tuple[bytes, ...],
-        transport: SubmitTransport,
+        encode: Callable[[Decision], bytes],
         started: int,
         received: int,
-    ) -> bytes:
-        """Stage 7: the decision's audit line, and its answer encoded by the transport from
-        the rendered line (rule 3); the answer's bytes once the line is durable (the
-        decision is then counted)."""
+    ) -> tuple[AuditRef | None, bytes]:
+        """Stage 7: the decision's audit line, and its answer encoded (``encode``: the
+        transport's, or the fast lane's) from the rendered line (rule 3); the line's place
+        (``None``: dropped by the overflow policy) and the answer's bytes once the line is
+        durable (the decision is then counted)."""
         result, wire_result, evaluate_ns, refs = evaluated
         metrics = {
             "receive_ns": received - started,
@@ -616,13 +627,12 @@ class Pipeline:
         codes = observations.get("reason_codes") if isinstance(observations, dict) else None
         if not isinstance(codes, list) or any(type(c) is not str for c in codes):
             codes = []
-        submit = request.submit
         audit = self.audit
         in_tree = audit.in_tree
 
         def decision(line: AuditRef | None) -> Decision:
             return Decision(
-                submit.request_id,
+                request_id,
                 decided,
                 session.name,
                 wire_result,
@@ -636,7 +646,7 @@ class Pipeline:
         def answer(line: AuditRef | None) -> bytes:
             # Encoded once, right after the line is rendered and before it is written:
             # an unencodable decision is withdrawn from the log (ValueError below).
-            return transport.encode(decision(line))
+            return encode(decision(line))
 
         if isinstance(audit, AuditClient):
             # A worker's line is rendered by the sequencer and answered once durable: the
@@ -650,11 +660,11 @@ class Pipeline:
 
         writing = time.perf_counter_ns()
         try:
-            _, frame = await audit.record_answer(
+            ref, frame = await audit.record_answer(
                 "decision",
                 answer,
                 decision_id=decided,
-                request_id=submit.request_id,
+                request_id=request_id,
                 session=session.name,
                 mechanism_id=echo(result.mechanism_id),
                 mechanism_digest=echo(wire_result["mechanism_digest"]),
@@ -668,7 +678,7 @@ class Pipeline:
                 reason_codes=codes,
                 observed_evidence_bytes=result.observed_evidence_bytes,
                 metrics=metrics,
-                requester=request.requester,
+                requester=requester,
                 **retained,
             )
         except ValueError as error:
@@ -690,7 +700,7 @@ class Pipeline:
                 done - started,
                 sum(len(item) for item in items),
             )
-        return frame
+        return ref, frame
 
     def send_answer(self, frame: bytes, transport: SubmitTransport) -> Awaitable[bool]:
         """Stage 8: send the recorded decision's answer."""
