@@ -395,19 +395,7 @@ ROOM_ARROWS: dict[str, frozenset[str]] = {
     "kit": _BELOW_TLOG,
     "report": _BELOW_TLOG | {"tlog", "audit"},
     "fleet": _BELOW_TLOG | {"tlog", "audit", "retention"},
-    "commands": _BELOW_TLOG
-    | {
-        "tlog",
-        "audit",
-        "retention",
-        "config",
-        "client",
-        "server",
-        "replay",
-        "kit",
-        "report",
-        "fleet",
-    },
+    "commands": frozenset(ROOMS) - {"commands"},  # the top floor: every other room
 }
 # The public faces at the top of ``daemon/``: what users import, and the version the package
 # metadata is built from. Every other module lives in a room.
