@@ -84,13 +84,20 @@ class Installed:
     env: dict[str, str]
 
     def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return self._run([str(self.venv / "bin" / "evidenced"), *args], timeout=120)
+
+    def python(self, code: str, *, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        """``code`` run by the installation's interpreter, from outside the checkout."""
+        return self._run([str(self.venv / "bin" / "python"), "-c", code], timeout=timeout)
+
+    def _run(self, command: list[str], *, timeout: float) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [str(self.venv / "bin" / "evidenced"), *args],
+            command,
             capture_output=True,
             text=True,
             cwd=self.workdir,
             env=self.env,
-            timeout=120,
+            timeout=timeout,
             check=False,
         )
 
@@ -394,15 +401,8 @@ def test_an_install_without_extras_has_none_of_their_libraries(core: Installed) 
         "import importlib.util, json; "
         f"print(json.dumps([n for n in {list(EXTRA_MODULES)!r} if importlib.util.find_spec(n)]))"
     )
-    found = subprocess.run(
-        [str(core.venv / "bin" / "python"), "-c", probe],
-        capture_output=True,
-        text=True,
-        cwd=core.workdir,
-        env=core.env,
-        timeout=60,
-        check=True,
-    )
+    found = core.python(probe)
+    assert found.returncode == 0, found.stderr
     assert json.loads(found.stdout) == []
     assert core.run("--version").stdout == f"evidenced {__version__}\n"
 
@@ -595,20 +595,11 @@ def test_the_features_of_the_core_work_without_any_extra(core: Installed) -> Non
     for layout in ("json", "text", "dot"):
         explained = core.run("formation", "explain", *pair, "--format", layout)
         assert explained.returncode == 1 and explained.stdout, explained.stderr
-    kit = subprocess.run(
-        [
-            str(core.venv / "bin" / "python"),
-            "-c",
-            "import importlib.util, daemon.conformance as kit\n"
-            "assert importlib.util.find_spec('pytest') is None\n"
-            "print(kit.check_mechanism('bytes-sha256').passed)",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=core.workdir,
-        env=core.env,
+    kit = core.python(
+        "import importlib.util, daemon.conformance as kit\n"
+        "assert importlib.util.find_spec('pytest') is None\n"
+        "print(kit.check_mechanism('bytes-sha256').passed)",
         timeout=300,
-        check=False,
     )
     assert (kit.returncode, kit.stdout) == (0, "True\n"), kit.stderr
     demo = core.run("demo")
