@@ -55,6 +55,7 @@ MECHANISMS = ("formation", "descriptor")
 SHARED = "mechanism.shared"
 #: Areas that live inside a package: the module prefix and the area's name.
 INNER = (("session.canon", "canon"), ("session.cli", "cli"), ("mechanism.holdout", "holdout"))
+_FLOORS = frozenset(prefix for prefix, _ in INNER)
 
 ALLOWED: dict[str, frozenset[str]] = {
     "canon": frozenset(),
@@ -102,8 +103,7 @@ def _imports(path: Path, module: str | None = None) -> Iterator[tuple[int, str]]
                 imported = ".".join([*base, node.module] if node.module else base)
             else:
                 imported = node.module or ""
-            inner = {prefix for prefix, _ in INNER}
-            floors = all(f"{imported}.{alias.name}" in inner for alias in node.names)
+            floors = all(f"{imported}.{alias.name}" in _FLOORS for alias in node.names)
             if imported and not floors:
                 # ``from session import canon`` runs the package's ``__init__`` (which loads
                 # nothing: held by the catalog's non-execution test) and imports the floor
